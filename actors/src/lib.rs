@@ -1,0 +1,1 @@
+//! txmgr engine.
