@@ -1,1 +1,22 @@
-//! txmgr engine.
+//! # txmgr-actors — the engine of txmgr
+//!
+//! Everything that decides what happens to a transaction lives here; the
+//! `txmgr` crate only wires it to HTTP, configuration and signals.
+//!
+//! ```text
+//!   create ─► SubmitterActor (one per submitter, holds lease + fencing token)
+//!                 │ every critical write ─► store::FencedTx ─► PostgreSQL
+//!                 │                          (lease row FOR SHARE, token check)
+//!   HeadWatcher ─► Receipt / Finality / Resubmit pools ─► messages ─┘
+//! ```
+//!
+//! - [`domain`]: identifiers and the transaction state machine's vocabulary.
+//! - [`store`]: PostgreSQL access — migrations, lease + fencing, nonce cursor.
+//! - [`metrics`]: names of the metrics the engine records.
+
+pub mod domain;
+pub mod metrics;
+pub mod store;
+
+pub use domain::{AttemptKind, SubmitterKey, TxState};
+pub use store::{FencedTx, LeaseGuard, LeaseOutcome, LeaseRequest, StoreError};

@@ -1,0 +1,116 @@
+//! The fenced transaction: the only way to write critical state.
+
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+
+use super::{lease::LeaseGuard, StoreError, StoreResult};
+use crate::{domain::SubmitterKey, metrics::FENCED_WRITES};
+
+/// A database transaction that has proved, on the database, that its writer
+/// holds the submitter's lease with its fencing token.
+///
+/// [`FencedTx::begin`] locks the lease row `FOR SHARE` and checks owner,
+/// token and `expires_at > now()`. The share lock is held until commit or
+/// rollback, so a take-over (which updates that row) waits for the in-flight
+/// fenced commit and the new owner always sees it; and a stale holder that
+/// begins after losing the lease writes nothing.
+pub struct FencedTx {
+    tx: Transaction<'static, Postgres>,
+    submitter: SubmitterKey,
+    token: i64,
+    operation: &'static str,
+}
+
+impl FencedTx {
+    /// Opens a transaction and checks the fence. `operation` names the write
+    /// for metrics and logs (e.g. `allocate`, `record_broadcast`).
+    pub async fn begin(
+        pool: &PgPool,
+        lease: &LeaseGuard,
+        operation: &'static str,
+    ) -> StoreResult<FencedTx> {
+        let result = Self::begin_inner(pool, lease, operation).await;
+        if let Err(err) = &result {
+            record(operation, if err.is_fenced() { "fenced" } else { "error" });
+        }
+        result
+    }
+
+    async fn begin_inner(
+        pool: &PgPool,
+        lease: &LeaseGuard,
+        operation: &'static str,
+    ) -> StoreResult<FencedTx> {
+        let mut tx = pool.begin().await?;
+        let held: Option<i32> = sqlx::query_scalar(
+            "SELECT 1 FROM submitter_lease
+              WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3
+                AND fencing_token = $4 AND expires_at > now()
+                FOR SHARE",
+        )
+        .bind(lease.submitter.chain_id_db())
+        .bind(lease.submitter.address_hex())
+        .bind(&*lease.node_id)
+        .bind(lease.token)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if held.is_none() {
+            tx.rollback().await?;
+            tracing::warn!(
+                target: "txmgr::lease",
+                submitter = %lease.submitter,
+                fencing_token = lease.token,
+                operation,
+                "fenced write refused: lease lost"
+            );
+            return Err(StoreError::Fenced {
+                submitter: lease.submitter,
+                token: lease.token,
+            });
+        }
+        Ok(FencedTx {
+            tx,
+            submitter: lease.submitter,
+            token: lease.token,
+            operation,
+        })
+    }
+
+    /// The connection to run the transaction's statements on.
+    pub fn conn(&mut self) -> &mut PgConnection {
+        &mut self.tx
+    }
+
+    /// The submitter this transaction is fenced for.
+    pub fn submitter(&self) -> SubmitterKey {
+        self.submitter
+    }
+
+    /// The fencing token proven at `begin`; stored on the rows it writes.
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    /// Commits the writes.
+    pub async fn commit(self) -> StoreResult<()> {
+        let operation = self.operation;
+        match self.tx.commit().await {
+            Ok(()) => {
+                record(operation, "ok");
+                Ok(())
+            }
+            Err(err) => {
+                record(operation, "error");
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Abandons the writes (also what dropping it does).
+    pub async fn rollback(self) -> StoreResult<()> {
+        Ok(self.tx.rollback().await?)
+    }
+}
+
+fn record(operation: &'static str, result: &'static str) {
+    metrics::counter!(FENCED_WRITES, "operation" => operation, "result" => result).increment(1);
+}

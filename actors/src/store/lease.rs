@@ -1,0 +1,249 @@
+//! Submitter leases and fencing tokens (DESIGN.md section 5).
+//!
+//! Expiry is decided by the database clock only: every comparison uses
+//! `now()` inside PostgreSQL, so a node with a wrong clock can neither keep a
+//! lease too long nor steal one too early. The node keeps a monotonic
+//! `valid_until` on top, to stop broadcasting before the database would
+//! already consider the lease gone.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use sqlx::PgPool;
+
+use super::{millis, StoreResult};
+use crate::{domain::SubmitterKey, metrics::LEASE_ACQUISITIONS};
+
+/// What a node asks for when it acquires or renews a lease.
+#[derive(Debug, Clone)]
+pub struct LeaseRequest {
+    /// The submitter to lead.
+    pub submitter: SubmitterKey,
+    /// This node's id (`node_id` in the configuration).
+    pub node_id: Arc<str>,
+    /// How long the lease lasts from the database's `now()`.
+    pub duration: Duration,
+    /// Allowance for clock skew: a foreign lease is taken over only once it has
+    /// been expired for this long, and the local validity ends this early.
+    pub clock_skew: Duration,
+}
+
+/// Proof that this node held the lease with `token` when it was granted.
+///
+/// Writes made with it are still checked on the database by
+/// [`FencedTx`](super::FencedTx); `valid_until` only tells the holder when to
+/// stop acting without asking.
+#[derive(Debug, Clone)]
+pub struct LeaseGuard {
+    /// The leased submitter.
+    pub submitter: SubmitterKey,
+    /// The holder's node id.
+    pub node_id: Arc<str>,
+    /// The fencing token every critical write is checked against.
+    pub token: i64,
+    /// Monotonic deadline: time the request was sent + duration − skew.
+    pub valid_until: Instant,
+}
+
+impl LeaseGuard {
+    /// True while the local, conservative view says the lease still holds.
+    pub fn is_locally_valid(&self) -> bool {
+        Instant::now() < self.valid_until
+    }
+
+    /// Time left before the local deadline (zero once passed).
+    pub fn time_left(&self) -> Duration {
+        self.valid_until.saturating_duration_since(Instant::now())
+    }
+}
+
+/// The outcome of [`acquire_or_renew`].
+#[derive(Debug, Clone)]
+pub enum LeaseOutcome {
+    /// No lease existed; this node now holds it with token 1.
+    Acquired(LeaseGuard),
+    /// This node held an unexpired lease; extended with the same token.
+    Renewed(LeaseGuard),
+    /// The lease had expired (ours, or another node's for longer than the
+    /// skew allowance); this node holds it now with the token incremented.
+    TakenOver {
+        /// The new lease.
+        lease: LeaseGuard,
+        /// Who held it before (may be this node after its own expiry).
+        previous_owner: String,
+    },
+    /// Another node holds a live lease.
+    NotLeader(LeaseInfo),
+}
+
+impl LeaseOutcome {
+    /// The lease, when this node holds it now.
+    pub fn lease(&self) -> Option<&LeaseGuard> {
+        match self {
+            LeaseOutcome::Acquired(lease) | LeaseOutcome::Renewed(lease) => Some(lease),
+            LeaseOutcome::TakenOver { lease, .. } => Some(lease),
+            LeaseOutcome::NotLeader(_) => None,
+        }
+    }
+
+    /// The metric label of this outcome.
+    pub fn label(&self) -> &'static str {
+        match self {
+            LeaseOutcome::Acquired(_) => "acquired",
+            LeaseOutcome::Renewed(_) => "renewed",
+            LeaseOutcome::TakenOver { .. } => "taken_over",
+            LeaseOutcome::NotLeader(_) => "not_owner",
+        }
+    }
+}
+
+/// A lease row as the database sees it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseInfo {
+    /// The node that holds (or last held) the lease.
+    pub owner_node: String,
+    /// The current fencing token.
+    pub fencing_token: i64,
+    /// Time until `expires_at` by the database clock (zero when expired).
+    pub expires_in: Duration,
+}
+
+/// Acquires, renews or takes over the lease in one statement, using only the
+/// database clock:
+/// - no row → insert with token 1;
+/// - owner is this node and not expired → renew, token unchanged;
+/// - owner is this node and expired, or another node's lease expired at least
+///   `clock_skew` ago → take over, token + 1;
+/// - otherwise → [`LeaseOutcome::NotLeader`].
+pub async fn acquire_or_renew(pool: &PgPool, req: &LeaseRequest) -> StoreResult<LeaseOutcome> {
+    let outcome = acquire_or_renew_inner(pool, req).await?;
+    metrics::counter!(LEASE_ACQUISITIONS, "result" => outcome.label()).increment(1);
+    Ok(outcome)
+}
+
+async fn acquire_or_renew_inner(pool: &PgPool, req: &LeaseRequest) -> StoreResult<LeaseOutcome> {
+    let chain_id = req.submitter.chain_id_db();
+    let submitter = req.submitter.address_hex();
+    let node: &str = &req.node_id;
+    // Two tries: an UPDATE that finds no row can race with another node's
+    // INSERT; after the INSERT loses on the primary key the row exists and
+    // the second UPDATE decides.
+    for _ in 0..2 {
+        let sent_at = Instant::now();
+        // The sub-select locks the current row and hands its *old* values to
+        // RETURNING, which is how the outcome is told apart in one statement.
+        let updated: Option<(i64, String, bool)> = sqlx::query_as(
+            "UPDATE submitter_lease l
+                SET fencing_token = CASE WHEN o.owner_node = $3 AND o.expires_at > now()
+                                         THEN o.fencing_token ELSE o.fencing_token + 1 END,
+                    owner_node = $3,
+                    expires_at = now() + $4 * interval '1 millisecond',
+                    updated_at = now()
+               FROM (SELECT chain_id, submitter, owner_node, fencing_token, expires_at
+                       FROM submitter_lease
+                      WHERE chain_id = $1 AND submitter = $2
+                        FOR UPDATE) o
+              WHERE l.chain_id = o.chain_id AND l.submitter = o.submitter
+                AND (o.owner_node = $3
+                     OR o.expires_at <= now() - $5 * interval '1 millisecond')
+          RETURNING l.fencing_token, o.owner_node, (o.owner_node = $3 AND o.expires_at > now())",
+        )
+        .bind(chain_id)
+        .bind(&submitter)
+        .bind(node)
+        .bind(millis(req.duration))
+        .bind(millis(req.clock_skew))
+        .fetch_optional(pool)
+        .await?;
+        if let Some((token, previous_owner, renewed)) = updated {
+            let lease = guard(req, token, sent_at);
+            return Ok(if renewed {
+                LeaseOutcome::Renewed(lease)
+            } else {
+                LeaseOutcome::TakenOver { lease, previous_owner }
+            });
+        }
+
+        let inserted: Option<(i64,)> = sqlx::query_as(
+            "INSERT INTO submitter_lease (chain_id, submitter, owner_node, fencing_token, expires_at)
+             VALUES ($1, $2, $3, 1, now() + $4 * interval '1 millisecond')
+             ON CONFLICT (chain_id, submitter) DO NOTHING
+             RETURNING fencing_token",
+        )
+        .bind(chain_id)
+        .bind(&submitter)
+        .bind(node)
+        .bind(millis(req.duration))
+        .fetch_optional(pool)
+        .await?;
+        if let Some((token,)) = inserted {
+            return Ok(LeaseOutcome::Acquired(guard(req, token, sent_at)));
+        }
+
+        if let Some(info) = current_lease(pool, req.submitter).await? {
+            if info.owner_node != node && !info.expires_in.is_zero() {
+                return Ok(LeaseOutcome::NotLeader(info));
+            }
+        }
+    }
+    // The row changed hands twice while we looked: someone else is active.
+    let info = current_lease(pool, req.submitter).await?.unwrap_or(LeaseInfo {
+        owner_node: String::new(),
+        fencing_token: 0,
+        expires_in: Duration::ZERO,
+    });
+    Ok(LeaseOutcome::NotLeader(info))
+}
+
+fn guard(req: &LeaseRequest, token: i64, sent_at: Instant) -> LeaseGuard {
+    LeaseGuard {
+        submitter: req.submitter,
+        node_id: req.node_id.clone(),
+        token,
+        valid_until: sent_at + req.duration.saturating_sub(req.clock_skew),
+    }
+}
+
+/// Reads the lease row of a submitter, if any.
+pub async fn current_lease(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<LeaseInfo>> {
+    let row: Option<(String, i64, i64)> = sqlx::query_as(
+        "SELECT owner_node, fencing_token,
+                GREATEST(0, (EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::bigint)
+           FROM submitter_lease WHERE chain_id = $1 AND submitter = $2",
+    )
+    .bind(submitter.chain_id_db())
+    .bind(submitter.address_hex())
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(owner_node, fencing_token, millis)| LeaseInfo {
+        owner_node,
+        fencing_token,
+        expires_in: Duration::from_millis(u64::try_from(millis).unwrap_or(0)),
+    }))
+}
+
+/// Gives the lease up at once (graceful shutdown, hand-over), so another
+/// node can take over without waiting for expiry. Waits for in-flight fenced
+/// transactions of the holder (row lock). Returns false when this node no
+/// longer held it with this token: nothing was changed then.
+pub async fn release(pool: &PgPool, lease: &LeaseGuard) -> StoreResult<bool> {
+    // The epoch is "long expired" for every take-over rule, and unlike
+    // '-infinity' it still decodes as a timestamp.
+    let result = sqlx::query(
+        "UPDATE submitter_lease SET expires_at = 'epoch', updated_at = now()
+          WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND fencing_token = $4",
+    )
+    .bind(lease.submitter.chain_id_db())
+    .bind(lease.submitter.address_hex())
+    .bind(&*lease.node_id)
+    .bind(lease.token)
+    .execute(pool)
+    .await?;
+    let released = result.rows_affected() == 1;
+    if released {
+        metrics::counter!(LEASE_ACQUISITIONS, "result" => "released").increment(1);
+    }
+    Ok(released)
+}

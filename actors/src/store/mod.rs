@@ -1,0 +1,33 @@
+//! PostgreSQL access for the engine.
+//!
+//! PostgreSQL is the authority. Reads go straight to the pool; every critical
+//! write goes through a [`FencedTx`], which proves on the database that the
+//! writer still holds the submitter's lease and fencing token. The functions
+//! that write critical state take `&mut FencedTx`, so an unfenced critical
+//! write does not compile.
+
+mod error;
+mod fenced;
+mod lease;
+pub mod nonce_cursor;
+
+use sqlx::PgPool;
+
+pub use error::{StoreError, StoreResult};
+pub use fenced::FencedTx;
+pub use lease::{acquire_or_renew, current_lease, release, LeaseGuard, LeaseInfo, LeaseOutcome, LeaseRequest};
+pub use nonce_cursor::NonceCursor;
+
+/// The embedded migrations (`migrations/` at the repository top).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// Applies every pending migration. Idempotent: applied ones are skipped, and
+/// concurrent callers serialise on sqlx's advisory lock.
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}
+
+/// Milliseconds of a duration as the `BIGINT` the SQL turns into an interval.
+fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,181 @@
+//! The per-submitter nonce cursor (DESIGN.md section 7).
+//!
+//! Reads take the pool; every change takes a [`FencedTx`], so only the lease
+//! holder can move the cursor, hand out nonces or flip PROTECT.
+
+use sqlx::PgPool;
+
+use super::{FencedTx, StoreError, StoreResult};
+use crate::domain::SubmitterKey;
+
+/// The cursor row of one submitter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NonceCursor {
+    /// The next never-used nonce.
+    pub next_nonce: u64,
+    /// Nonces below `next_nonce` given back and not yet reused, ascending.
+    pub released: Vec<u64>,
+    /// Set = PROTECT: external use of the key was seen; creates are refused.
+    pub protect_reason: Option<String>,
+    /// Token of the holder that last wrote the cursor.
+    pub fencing_token: i64,
+}
+
+type CursorRow = (i64, Vec<i64>, Option<String>, i64);
+
+fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor> {
+    let (next, released, protect_reason, fencing_token) = row;
+    let to_nonce = |n: i64| {
+        u64::try_from(n)
+            .map_err(|_| StoreError::Corrupt(format!("negative nonce {n} in cursor of {submitter}")))
+    };
+    Ok(NonceCursor {
+        next_nonce: to_nonce(next)?,
+        released: released.into_iter().map(to_nonce).collect::<StoreResult<_>>()?,
+        protect_reason,
+        fencing_token,
+    })
+}
+
+fn to_db(nonce: u64) -> StoreResult<i64> {
+    i64::try_from(nonce).map_err(|_| StoreError::Corrupt(format!("nonce {nonce} exceeds BIGINT")))
+}
+
+const COLUMNS: &str = "next_nonce, released, protect_reason, fencing_token";
+
+/// Reads the cursor without locking (status views, start-up checks).
+pub async fn load(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<NonceCursor>> {
+    let row: Option<CursorRow> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM submitter_nonce_cursor WHERE chain_id = $1 AND submitter = $2"
+    ))
+    .bind(submitter.chain_id_db())
+    .bind(submitter.address_hex())
+    .fetch_optional(pool)
+    .await?;
+    row.map(|row| from_row(submitter, row)).transpose()
+}
+
+/// Reads and row-locks the cursor inside a fenced transaction.
+async fn lock(ftx: &mut FencedTx) -> StoreResult<NonceCursor> {
+    let submitter = ftx.submitter();
+    let row: Option<CursorRow> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM submitter_nonce_cursor
+          WHERE chain_id = $1 AND submitter = $2 FOR UPDATE"
+    ))
+    .bind(submitter.chain_id_db())
+    .bind(submitter.address_hex())
+    .fetch_optional(ftx.conn())
+    .await?;
+    match row {
+        Some(row) => from_row(submitter, row),
+        None => Err(StoreError::Missing {
+            what: "nonce cursor",
+            submitter,
+        }),
+    }
+}
+
+async fn store(ftx: &mut FencedTx, cursor: &NonceCursor) -> StoreResult<()> {
+    let submitter = ftx.submitter();
+    let released = cursor
+        .released
+        .iter()
+        .map(|n| to_db(*n))
+        .collect::<StoreResult<Vec<_>>>()?;
+    let token = ftx.token();
+    sqlx::query(
+        "UPDATE submitter_nonce_cursor
+            SET next_nonce = $3, released = $4, protect_reason = $5,
+                fencing_token = $6, updated_at = now()
+          WHERE chain_id = $1 AND submitter = $2",
+    )
+    .bind(submitter.chain_id_db())
+    .bind(submitter.address_hex())
+    .bind(to_db(cursor.next_nonce)?)
+    .bind(released)
+    .bind(&cursor.protect_reason)
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    Ok(())
+}
+
+/// Creates the cursor at `start_nonce` (a new submitter starts at the chain's
+/// pending nonce) unless it exists; returns the cursor as it is now.
+pub async fn init(ftx: &mut FencedTx, start_nonce: u64) -> StoreResult<NonceCursor> {
+    let submitter = ftx.submitter();
+    let token = ftx.token();
+    sqlx::query(
+        "INSERT INTO submitter_nonce_cursor (chain_id, submitter, next_nonce, fencing_token)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (chain_id, submitter) DO NOTHING",
+    )
+    .bind(submitter.chain_id_db())
+    .bind(submitter.address_hex())
+    .bind(to_db(start_nonce)?)
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    lock(ftx).await
+}
+
+/// Hands out up to `count` nonces: released ones first (lowest first, so gaps
+/// close), then fresh ones from `next_nonce`. Returns them ascending.
+pub async fn allocate(ftx: &mut FencedTx, count: usize) -> StoreResult<Vec<u64>> {
+    let mut cursor = lock(ftx).await?;
+    let reused = count.min(cursor.released.len());
+    let mut nonces: Vec<u64> = cursor.released.drain(..reused).collect();
+    let fresh = u64::try_from(count - reused).unwrap_or(u64::MAX);
+    nonces.extend(cursor.next_nonce..cursor.next_nonce + fresh);
+    cursor.next_nonce += fresh;
+    store(ftx, &cursor).await?;
+    Ok(nonces)
+}
+
+/// Gives nonces back (their intents were rejected before any node accepted
+/// them) so the next intents reuse them and no gap is left.
+pub async fn release(ftx: &mut FencedTx, nonces: &[u64]) -> StoreResult<()> {
+    let mut cursor = lock(ftx).await?;
+    for &nonce in nonces {
+        if nonce >= cursor.next_nonce {
+            return Err(StoreError::Corrupt(format!(
+                "cannot release nonce {nonce}: never allocated (next is {})",
+                cursor.next_nonce
+            )));
+        }
+        if let Err(at) = cursor.released.binary_search(&nonce) {
+            cursor.released.insert(at, nonce);
+        }
+    }
+    store(ftx, &cursor).await
+}
+
+/// Moves the cursor up to the chain's pending nonce when someone else used
+/// the key (the `adopt` policy): released nonces the chain has consumed are
+/// dropped. Returns the previous `next_nonce` when the cursor moved.
+pub async fn adopt_chain_nonce(ftx: &mut FencedTx, chain_pending: u64) -> StoreResult<Option<u64>> {
+    let mut cursor = lock(ftx).await?;
+    let before = cursor.next_nonce;
+    let consumed = cursor.released.partition_point(|n| *n < chain_pending);
+    if chain_pending <= before && consumed == 0 {
+        return Ok(None);
+    }
+    cursor.released.drain(..consumed);
+    cursor.next_nonce = before.max(chain_pending);
+    store(ftx, &cursor).await?;
+    Ok((cursor.next_nonce != before).then_some(before))
+}
+
+/// Sets PROTECT with a reason: the submitter stops taking new work.
+pub async fn set_protect(ftx: &mut FencedTx, reason: &str) -> StoreResult<()> {
+    let mut cursor = lock(ftx).await?;
+    cursor.protect_reason = Some(reason.to_owned());
+    store(ftx, &cursor).await
+}
+
+/// Clears PROTECT (an operator's `unprotect`).
+pub async fn clear_protect(ftx: &mut FencedTx) -> StoreResult<()> {
+    let mut cursor = lock(ftx).await?;
+    cursor.protect_reason = None;
+    store(ftx, &cursor).await
+}
