@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Local development loop: a pinned anvil on 127.0.0.1:8545, a `txmgr`
+# database on the local PostgreSQL, then the daemon in the foreground.
+#
+# Environment:
+#   DEV_PG_URL   admin URL used to create the database
+#                (default postgres://postgres@127.0.0.1:5432/postgres)
+#   DEV_CONFIG   config file passed to `txmgr run` (default config.toml)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+
+ANVIL_HOST=127.0.0.1
+ANVIL_PORT=8545
+ANVIL_URL="http://$ANVIL_HOST:$ANVIL_PORT"
+DEV_PG_URL="${DEV_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+DEV_DB=txmgr
+DEV_CONFIG="${DEV_CONFIG:-config.toml}"
+
+say() { printf 'dev.sh: %s\n' "$*"; }
+
+chain_id_at() {
+    curl -fsS -m 2 -H 'content-type: application/json' \
+        --data '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' \
+        "$1" 2>/dev/null | sed -n 's/.*"result":"\([^"]*\)".*/\1/p'
+}
+
+scripts/install-anvil.sh
+
+ANVIL_PID=""
+stop_anvil() {
+    if [[ -n "$ANVIL_PID" ]] && kill -0 "$ANVIL_PID" 2>/dev/null; then
+        say "stopping anvil (pid $ANVIL_PID)"
+        kill "$ANVIL_PID" 2>/dev/null || true
+        wait "$ANVIL_PID" 2>/dev/null || true
+    fi
+}
+trap stop_anvil EXIT
+trap 'exit 130' INT TERM
+
+existing="$(chain_id_at "$ANVIL_URL" || true)"
+if [[ -n "$existing" ]]; then
+    say "something already answers at $ANVIL_URL (chain id $existing); using it"
+else
+    say "starting anvil on $ANVIL_URL (chain id 31337), log: .tools/anvil.log"
+    "$ROOT/.tools/bin/anvil" --host "$ANVIL_HOST" --port "$ANVIL_PORT" --chain-id 31337 \
+        >"$ROOT/.tools/anvil.log" 2>&1 &
+    ANVIL_PID=$!
+    for _ in $(seq 1 100); do
+        [[ -n "$(chain_id_at "$ANVIL_URL" || true)" ]] && break
+        kill -0 "$ANVIL_PID" 2>/dev/null || { cat "$ROOT/.tools/anvil.log" >&2; exit 1; }
+        sleep 0.2
+    done
+    [[ -n "$(chain_id_at "$ANVIL_URL" || true)" ]] ||
+        { say "anvil did not answer within 20s"; exit 1; }
+fi
+
+say "ensuring database '$DEV_DB' exists ($DEV_PG_URL)"
+if [[ "$(psql "$DEV_PG_URL" -XAtq -c "select 1 from pg_database where datname = '$DEV_DB'")" != 1 ]]; then
+    psql "$DEV_PG_URL" -Xq -c "create database $DEV_DB"
+    say "created database '$DEV_DB'"
+fi
+
+# anvil's first well-known dev account (public test key, never for real funds).
+export TXMGR_DEV_PRIVATE_KEY=0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80
+
+say "running: cargo run --release -- run --config $DEV_CONFIG"
+# Not exec: the EXIT trap must stop the anvil we started once the daemon ends.
+cargo run --release -- run --config "$DEV_CONFIG"

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The one test command: formatting, lints, then the whole test suite against
+# real PostgreSQL and a pinned anvil. README and CI (.ci/run) call this.
+#
+#   scripts/test.sh            # everything
+#   scripts/test.sh lease      # extra args go to the test runner (filter etc.)
+#
+# Environment:
+#   DATABASE_URL            admin connection; tests create/drop their own DBs.
+#                           Default postgres://postgres@127.0.0.1:5432/postgres.
+#   TXMGR_TEST_PRIVATE_PG=1 always use a throw-away cluster under .tools/pg.
+#   TXMGR_TEST_SKIP_LINT=1  skip fmt/clippy (quick local iteration).
+#   NEXTEST_PROFILE         nextest profile (.config/nextest.toml), e.g. ci.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+
+section() { printf '\n==== %s ====\n' "$*"; }
+die() { echo "test.sh: $*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- anvil
+section "anvil"
+scripts/install-anvil.sh
+export ANVIL_BIN="$ROOT/.tools/bin/anvil"
+
+# ---------------------------------------------------------------- postgres
+DEFAULT_DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres"
+DATABASE_URL_WAS_SET="${DATABASE_URL+yes}"
+export DATABASE_URL="${DATABASE_URL:-$DEFAULT_DATABASE_URL}"
+
+PG_DIR="$ROOT/.tools/pg"
+PG_BIN=""
+PG_USER=""     # unprivileged user that owns the cluster when we are root
+PG_RUN=()      # prefix that runs server binaries as PG_USER
+PG_STARTED=""
+
+pg_reachable() {
+    local url="$1"
+    if command -v psql >/dev/null; then
+        psql "$url" -XAtq -c 'select 1' >/dev/null 2>&1
+    elif command -v pg_isready >/dev/null; then
+        pg_isready -q -d "$url" >/dev/null 2>&1
+    else
+        # Without client tools we cannot probe; let the tests tell.
+        return 0
+    fi
+}
+
+port_free() {
+    # Nothing accepting on the port => free enough for a throw-away cluster.
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+stop_private_pg() {
+    if [[ -n "$PG_STARTED" ]]; then
+        echo "stopping private PostgreSQL cluster"
+        "${PG_RUN[@]}" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+        PG_STARTED=""
+    fi
+}
+trap stop_private_pg EXIT
+
+start_private_pg() {
+    PG_BIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
+    [[ -n "$PG_BIN" && -x "$PG_BIN/initdb" ]] ||
+        die "PostgreSQL is not reachable at $DATABASE_URL and no server binaries (/usr/lib/postgresql/*/bin/initdb) to start one"
+
+    # PostgreSQL refuses to run as root; run the cluster as an unprivileged user.
+    if [[ "$(id -u)" == 0 ]]; then
+        PG_USER=postgres
+        if ! id "$PG_USER" >/dev/null 2>&1; then
+            PG_USER=txmgr-pg
+            id "$PG_USER" >/dev/null 2>&1 || useradd --system --no-create-home "$PG_USER"
+        fi
+        command -v runuser >/dev/null ||
+            die "running as root but runuser is missing; cannot start PostgreSQL as $PG_USER"
+        PG_RUN=(runuser -u "$PG_USER" --)
+    fi
+
+    local port=55432
+    while ! port_free "$port"; do
+        port=$((port + 1))
+        ((port < 55532)) || die "no free port for a private PostgreSQL cluster"
+    done
+
+    echo "starting throw-away PostgreSQL cluster ($PG_BIN) in $PG_DIR on port $port"
+    rm -rf "$PG_DIR"
+    mkdir -p "$PG_DIR"
+    if [[ -n "$PG_USER" ]]; then
+        chown "$PG_USER" "$PG_DIR"
+        # The server user must be able to traverse to .tools/pg.
+        chmod o+x "$ROOT" "$ROOT/.tools" 2>/dev/null || true
+    fi
+    "${PG_RUN[@]}" "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust \
+        --no-sync -E UTF8 >"$PG_DIR/initdb.log" 2>&1 ||
+        { cat "$PG_DIR/initdb.log" >&2; die "initdb failed"; }
+    # fsync off: the cluster is disposable and the suite is I/O heavy.
+    "${PG_RUN[@]}" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 30 \
+        -o "-p $port -c listen_addresses=127.0.0.1 -k $PG_DIR -c fsync=off \
+            -c synchronous_commit=off -c full_page_writes=off -c max_connections=400" \
+        start >/dev/null ||
+        { cat "$PG_DIR/server.log" >&2; die "private PostgreSQL failed to start"; }
+    PG_STARTED=yes
+    export DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
+    pg_reachable "$DATABASE_URL" || die "private PostgreSQL started but is not reachable"
+}
+
+section "postgres"
+if [[ "${TXMGR_TEST_PRIVATE_PG:-}" == 1 ]]; then
+    start_private_pg
+elif pg_reachable "$DATABASE_URL"; then
+    :
+elif [[ -n "$DATABASE_URL_WAS_SET" ]]; then
+    die "DATABASE_URL=$DATABASE_URL is set but not reachable"
+else
+    echo "PostgreSQL not reachable at $DATABASE_URL"
+    start_private_pg
+fi
+echo "DATABASE_URL=$DATABASE_URL"
+
+# Queries are checked against committed .sqlx data, never a live database.
+export SQLX_OFFLINE="${SQLX_OFFLINE:-true}"
+
+# ---------------------------------------------------------------- lint
+if [[ "${TXMGR_TEST_SKIP_LINT:-}" != 1 ]]; then
+    section "cargo fmt --check"
+    cargo fmt --all -- --check
+
+    section "cargo clippy"
+    cargo clippy --workspace --all-targets -- -D warnings
+fi
+
+# ---------------------------------------------------------------- tests
+if cargo nextest --version >/dev/null 2>&1; then
+    section "cargo nextest run --workspace $*"
+    # No exec: the EXIT trap must stop the private cluster.
+    cargo nextest run --workspace "$@"
+else
+    section "cargo test --workspace $*"
+    cargo test --workspace "$@"
+fi
+
+section "all checks passed"

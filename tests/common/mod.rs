@@ -1,0 +1,17 @@
+//! Shared integration-test harness: every test owns a fresh PostgreSQL
+//! database ([`TestDb`]) and its own anvil on a free loopback port
+//! ([`Anvil`]), and waits with deadline-bound polling ([`eventually`],
+//! [`wait_until`]) instead of sleeping, so tests run in parallel and never
+//! depend on timing luck.
+//!
+//! Each test file pulls this in with `mod common;`; not every file uses every
+//! helper, hence the blanket `dead_code` allowance.
+#![allow(dead_code, unused_imports)]
+
+pub(crate) mod anvil;
+pub(crate) mod db;
+pub(crate) mod poll;
+
+pub(crate) use anvil::{Anvil, CHAIN_ID, DEV_ADDRESS_0, DEV_PRIVATE_KEY_0};
+pub(crate) use db::TestDb;
+pub(crate) use poll::{eventually, wait_until};
