@@ -1,0 +1,86 @@
+//! `[[auth.tokens]]`: bearer tokens, stored as SHA-256 hashes, each with a
+//! role and an optional submitter allow-list.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{error::ConfigIssue, validate::check_address};
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Create and read transactions.
+    Client,
+    /// Everything a client may do, plus operator actions.
+    Ops,
+}
+
+/// The `[auth]` section.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Accepted tokens. Empty = no authentication, which is only allowed
+    /// when `http.listen` is a loopback address.
+    pub tokens: Vec<TokenConfig>,
+}
+
+/// One accepted bearer token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// Unique name, used in logs instead of the token.
+    pub name: String,
+    /// What the token may do.
+    pub role: Role,
+    /// Lower-case hex SHA-256 of the token (64 hex chars); the token itself
+    /// is never stored.
+    pub sha256: String,
+    /// Submitters this token may use; `None` = all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitters: Option<Vec<String>>,
+}
+
+impl AuthConfig {
+    /// Normalises hashes and addresses to lower case and returns the issues
+    /// found.
+    pub(crate) fn normalise_and_validate(&mut self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        let mut names: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, token) in self.tokens.iter_mut().enumerate() {
+            let prefix = format!("auth.tokens.{i}");
+            if token.name.trim().is_empty() {
+                issues.push(ConfigIssue::new(
+                    format!("{prefix}.name"),
+                    "must not be empty",
+                ));
+            } else if let Some(first) = names.insert(token.name.clone(), i) {
+                issues.push(ConfigIssue::new(
+                    format!("{prefix}.name"),
+                    format!(
+                        "duplicate token name {:?} (also auth.tokens.{first})",
+                        token.name
+                    ),
+                ));
+            }
+            if token.sha256.len() != 64 || !token.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
+                issues.push(ConfigIssue::new(
+                    format!("{prefix}.sha256"),
+                    "must be 64 hex characters (the SHA-256 of the token, not the token)",
+                ));
+            } else {
+                token.sha256.make_ascii_lowercase();
+            }
+            for (j, addr) in token.submitters.iter_mut().flatten().enumerate() {
+                match check_address(addr) {
+                    Ok(normalised) => *addr = normalised,
+                    Err(reason) => {
+                        issues.push(ConfigIssue::new(format!("{prefix}.submitters.{j}"), reason))
+                    }
+                }
+            }
+        }
+        issues
+    }
+}

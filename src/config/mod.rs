@@ -1,0 +1,194 @@
+//! The daemon's configuration: `config.toml` plus `TXMGR_…` environment
+//! overrides, checked as a whole before anything uses it.
+//!
+//! ```text
+//! config.toml ──► TOML ─┐
+//!                       ├─► figment merge ─► serde (deny unknown keys) ─► validate ─► Config
+//! TXMGR_A__B=v ─► env ──┘                                  │                  │
+//!                                                          └──► ConfigError ◄─┘  (key: reason per line)
+//! ```
+//!
+//! Per-submitter settings are `[defaults]` merged with the overrides of each
+//! `[submitters."0x…"]` entry; [`Config::resolved_submitters`] does the merge.
+
+mod auth;
+mod env;
+mod error;
+mod overrides;
+mod sections;
+mod signer;
+mod submitter;
+mod url;
+mod validate;
+mod values;
+
+use std::{collections::BTreeMap, path::Path};
+
+use figment::{
+    providers::{Format, Toml},
+    value::Value,
+    Figment,
+};
+use serde::{Deserialize, Serialize};
+
+pub use auth::{AuthConfig, Role, TokenConfig};
+pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
+pub use error::{ConfigError, ConfigIssue};
+pub use overrides::{GasBumpOverride, ResolvedSubmitter, SubmitterConfig};
+pub use sections::*;
+pub use signer::SignerConfig;
+pub use submitter::*;
+pub use url::redact_password;
+pub use validate::{check_address, check_node_id};
+pub use values::{Finality, Wei, DEFAULT_CONFIRMATIONS};
+
+/// The whole, validated configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// This node's identity in leases and heartbeats; defaults to
+    /// `node-<hostname>`.
+    #[serde(default = "default_node_id")]
+    pub node_id: String,
+    /// PostgreSQL connection.
+    pub database: DatabaseConfig,
+    /// HTTP API server.
+    #[serde(default)]
+    pub http: HttpConfig,
+    /// The chain this deployment serves.
+    pub chain: ChainConfig,
+    /// Submitter lease timing.
+    #[serde(default)]
+    pub lease: LeaseConfig,
+    /// Cluster membership timing.
+    #[serde(default)]
+    pub node: NodeConfig,
+    /// Settings every submitter inherits.
+    #[serde(default)]
+    pub defaults: SubmitterSettings,
+    /// Configured submitters by lower-case address (normalised on load).
+    #[serde(default)]
+    pub submitters: BTreeMap<String, SubmitterConfig>,
+    /// API tokens.
+    #[serde(default)]
+    pub auth: AuthConfig,
+    /// Log output.
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+impl Config {
+    /// Loads `path` with overrides from the process environment.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_with_env(path, std::env::vars())
+    }
+
+    /// Loads `path` with overrides from `env` instead of the process
+    /// environment (tests, reload with a captured environment).
+    pub fn load_with_env(
+        path: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::single("<file>", format!("cannot read {}: {e}", path.display()))
+        })?;
+        Self::from_toml_str(&text, env)
+    }
+
+    /// Parses TOML text with overrides from `env`, then validates.
+    pub fn from_toml_str(
+        text: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let file = Figment::from(Toml::string(text));
+        let submitter_keys = match file.find_value("submitters") {
+            Ok(Value::Dict(_, dict)) => dict.keys().cloned().collect(),
+            _ => Vec::new(),
+        };
+        let figment = file.merge(env::EnvOverrides::new(env, &submitter_keys));
+        let mut config: Config = figment.extract().map_err(ConfigError::from_figment)?;
+        let issues = validate::normalise_and_validate(&mut config);
+        if issues.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError { issues })
+        }
+    }
+
+    /// The resolved settings of the submitter `address` (any case), or
+    /// `None` when it is not configured.
+    pub fn submitter(&self, address: &str) -> Option<ResolvedSubmitter> {
+        let address = address.to_ascii_lowercase();
+        self.submitters
+            .get(&address)
+            .map(|entry| self.resolve(&address, entry))
+    }
+
+    /// Every configured submitter, resolved, in address order.
+    pub fn resolved_submitters(&self) -> Vec<ResolvedSubmitter> {
+        self.submitters
+            .iter()
+            .map(|(address, entry)| self.resolve(address, entry))
+            .collect()
+    }
+
+    fn resolve(&self, address: &str, entry: &SubmitterConfig) -> ResolvedSubmitter {
+        ResolvedSubmitter {
+            address: address.to_string(),
+            signer: entry.signer.clone(),
+            settings: entry.merged_settings(&self.defaults),
+        }
+    }
+
+    /// The effective configuration (file, environment and defaults) as
+    /// TOML, with the database password replaced by `***`; for
+    /// `txmgr config check`.
+    pub fn redacted_toml(&self) -> String {
+        let mut shown = self.clone();
+        shown.database.url = self.database.redacted_url();
+        for entry in shown.submitters.values_mut() {
+            if let SignerConfig::Remote { url, .. } = &mut entry.signer {
+                *url = redact_password(url);
+            }
+        }
+        toml::to_string_pretty(&shown)
+            .unwrap_or_else(|e| format!("# cannot render the configuration as TOML: {e}\n"))
+    }
+}
+
+/// `node-<hostname>`, reduced to the node-id alphabet; `node-local` when
+/// the hostname is unknown.
+pub fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(59)
+        .collect();
+    if host.is_empty() {
+        "node-local".to_string()
+    } else {
+        format!("node-{host}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_node_id_is_valid() {
+        assert!(check_node_id(&default_node_id()).is_ok());
+    }
+}

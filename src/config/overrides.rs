@@ -1,0 +1,189 @@
+//! `[submitters."0x…"]` entries: a signer plus optional overrides of any
+//! `[defaults]` knob, and their merge into [`ResolvedSubmitter`].
+//!
+//! The override fields are spelled out rather than `#[serde(flatten)]`ed,
+//! because serde cannot combine `flatten` with `deny_unknown_fields`, and a
+//! misspelt override must be an error, not a silent default.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    signer::SignerConfig,
+    submitter::{AdvanceAfter, FeeMode, OnExternalNonce, StuckPolicy, SubmitterSettings},
+    values::{Finality, Wei},
+};
+
+/// One configured submitter as written in the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitterConfig {
+    /// Where the private key comes from.
+    pub signer: SignerConfig,
+    /// Overrides `defaults.max_in_flight`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// Overrides `defaults.batch_size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
+    /// Overrides `defaults.ingress_capacity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress_capacity: Option<u32>,
+    /// Overrides `defaults.advance_after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advance_after: Option<AdvanceAfter>,
+    /// Overrides `defaults.on_external_nonce`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_external_nonce: Option<OnExternalNonce>,
+    /// Overrides `defaults.finality`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finality: Option<Finality>,
+    /// Overrides `defaults.resubmit_interval`.
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub resubmit_interval: Option<Duration>,
+    /// Overrides `defaults.max_resubmits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_resubmits: Option<u32>,
+    /// Overrides `defaults.stuck_after`.
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub stuck_after: Option<Duration>,
+    /// Overrides `defaults.stuck_policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck_policy: Option<StuckPolicy>,
+    /// Overrides `defaults.reject_after`.
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reject_after: Option<Duration>,
+    /// Overrides `defaults.gas_limit_margin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gas_limit_margin: Option<f64>,
+    /// Overrides `defaults.fee_mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fee_mode: Option<FeeMode>,
+    /// Overrides `defaults.max_fee_per_gas_cap`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fee_per_gas_cap: Option<Wei>,
+    /// Overrides `defaults.max_priority_fee_per_gas_cap`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority_fee_per_gas_cap: Option<Wei>,
+    /// Overrides `defaults.gas_price_cap`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gas_price_cap: Option<Wei>,
+    /// Overrides parts of `defaults.gas_bump`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gas_bump: Option<GasBumpOverride>,
+}
+
+/// Partial override of `[defaults.gas_bump]`; unset fields inherit.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GasBumpOverride {
+    /// Overrides `defaults.gas_bump.enabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Overrides `defaults.gas_bump.multiplier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multiplier: Option<f64>,
+}
+
+impl SubmitterConfig {
+    /// A submitter with only a signer; every knob inherits the defaults.
+    pub fn new(signer: SignerConfig) -> Self {
+        Self {
+            signer,
+            max_in_flight: None,
+            batch_size: None,
+            ingress_capacity: None,
+            advance_after: None,
+            on_external_nonce: None,
+            finality: None,
+            resubmit_interval: None,
+            max_resubmits: None,
+            stuck_after: None,
+            stuck_policy: None,
+            reject_after: None,
+            gas_limit_margin: None,
+            fee_mode: None,
+            max_fee_per_gas_cap: None,
+            max_priority_fee_per_gas_cap: None,
+            gas_price_cap: None,
+            gas_bump: None,
+        }
+    }
+
+    /// `defaults` with this entry's overrides applied.
+    pub fn merged_settings(&self, defaults: &SubmitterSettings) -> SubmitterSettings {
+        let d = defaults;
+        let bump = self.gas_bump.unwrap_or_default();
+        SubmitterSettings {
+            max_in_flight: self.max_in_flight.unwrap_or(d.max_in_flight),
+            batch_size: self.batch_size.unwrap_or(d.batch_size),
+            ingress_capacity: self.ingress_capacity.unwrap_or(d.ingress_capacity),
+            advance_after: self.advance_after.unwrap_or(d.advance_after),
+            on_external_nonce: self.on_external_nonce.unwrap_or(d.on_external_nonce),
+            finality: self.finality.unwrap_or(d.finality),
+            resubmit_interval: self.resubmit_interval.unwrap_or(d.resubmit_interval),
+            max_resubmits: self.max_resubmits.unwrap_or(d.max_resubmits),
+            stuck_after: self.stuck_after.unwrap_or(d.stuck_after),
+            stuck_policy: self.stuck_policy.unwrap_or(d.stuck_policy),
+            reject_after: self.reject_after.unwrap_or(d.reject_after),
+            gas_limit_margin: self.gas_limit_margin.unwrap_or(d.gas_limit_margin),
+            fee_mode: self.fee_mode.unwrap_or(d.fee_mode),
+            max_fee_per_gas_cap: self.max_fee_per_gas_cap.or(d.max_fee_per_gas_cap),
+            max_priority_fee_per_gas_cap: self
+                .max_priority_fee_per_gas_cap
+                .or(d.max_priority_fee_per_gas_cap),
+            gas_price_cap: self.gas_price_cap.or(d.gas_price_cap),
+            gas_bump: super::submitter::GasBump {
+                enabled: bump.enabled.unwrap_or(d.gas_bump.enabled),
+                multiplier: bump.multiplier.unwrap_or(d.gas_bump.multiplier),
+            },
+        }
+    }
+}
+
+/// A submitter ready to run: lower-case address, signer and the merged
+/// settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedSubmitter {
+    /// Lower-case `0x` + 40 hex address, as stored in the database.
+    pub address: String,
+    /// Where the private key comes from.
+    pub signer: SignerConfig,
+    /// Defaults merged with this submitter's overrides.
+    pub settings: SubmitterSettings,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_win_and_gas_bump_merges_field_by_field() {
+        let defaults = SubmitterSettings::default();
+        let mut entry = SubmitterConfig::new(SignerConfig::Env { env: "K".into() });
+        entry.max_in_flight = Some(1);
+        entry.advance_after = Some(AdvanceAfter::Confirmed);
+        entry.gas_bump = Some(GasBumpOverride {
+            enabled: Some(true),
+            multiplier: None,
+        });
+        let merged = entry.merged_settings(&defaults);
+        assert!(merged.is_strict());
+        assert!(merged.gas_bump.enabled);
+        assert_eq!(merged.gas_bump.multiplier, defaults.gas_bump.multiplier);
+        assert_eq!(merged.batch_size, defaults.batch_size);
+    }
+}

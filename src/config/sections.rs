@@ -1,0 +1,224 @@
+//! The fixed sections of `config.toml`: `[database]`, `[http]`, `[chain]`,
+//! `[lease]`, `[node]` and `[log]`, with their defaults.
+
+use std::{
+    fmt,
+    net::{Ipv4Addr, SocketAddr, SocketAddrV4},
+    time::Duration,
+};
+
+use serde::{Deserialize, Serialize};
+
+use super::url::redact_password;
+
+/// Default size of the PostgreSQL pool.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 32;
+/// Default timeout for opening a database connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default HTTP listen address (loopback: safe without tokens).
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 8080));
+/// Default limit on a request body.
+pub const DEFAULT_BODY_LIMIT_BYTES: usize = 256 * 1024;
+/// Default limit on a transaction's `data` field.
+pub const DEFAULT_DATA_LIMIT_BYTES: usize = 128 * 1024;
+/// Default time budget of one HTTP request.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default chain polling interval (new blocks, receipts).
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// Default timeout of one RPC call.
+pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default lease duration.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(10);
+/// Default lease renewal interval.
+pub const DEFAULT_LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(3);
+/// Default tolerance for clock differences between nodes and the database.
+pub const DEFAULT_CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(1);
+/// Default node heartbeat interval.
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
+/// Default interval between lease/peer discovery rounds.
+pub const DEFAULT_DISCOVERY_INTERVAL: Duration = Duration::from_secs(5);
+/// Default tracing filter.
+pub const DEFAULT_LOG_LEVEL: &str = "info";
+
+/// `[database]`: the PostgreSQL authority.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// `postgres://user:password@host:port/db`; the password is redacted in
+    /// Debug output and in [`Config::redacted_toml`](super::Config::redacted_toml).
+    pub url: String,
+    /// Pool size.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
+    /// Timeout for opening a connection.
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Whether to apply embedded migrations at start.
+    #[serde(default = "default_true")]
+    pub migrate_on_start: bool,
+}
+
+impl DatabaseConfig {
+    /// The URL with its password replaced by `***`, safe to log.
+    pub fn redacted_url(&self) -> String {
+        redact_password(&self.url)
+    }
+}
+
+impl fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &self.redacted_url())
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("migrate_on_start", &self.migrate_on_start)
+            .finish()
+    }
+}
+
+/// `[http]`: the API server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Listen address; non-loopback requires `[[auth.tokens]]`.
+    pub listen: SocketAddr,
+    /// Largest accepted request body.
+    pub body_limit_bytes: usize,
+    /// Largest accepted transaction `data` (decoded bytes).
+    pub data_limit_bytes: usize,
+    /// Time budget of one request.
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Whether `/metrics` is served without a token.
+    pub metrics_public: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN,
+            body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
+            data_limit_bytes: DEFAULT_DATA_LIMIT_BYTES,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            metrics_public: true,
+        }
+    }
+}
+
+/// `[chain]`: the one chain this deployment serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainConfig {
+    /// HTTP(S) JSON-RPC endpoint.
+    pub rpc_url: String,
+    /// Optional WebSocket endpoint for new-head subscriptions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws_url: Option<String>,
+    /// Expected chain id, verified against the node at start.
+    pub chain_id: u64,
+    /// Interval between chain polls.
+    #[serde(default = "default_poll_interval", with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// Timeout of one RPC call.
+    #[serde(default = "default_rpc_timeout", with = "humantime_serde")]
+    pub rpc_timeout: Duration,
+}
+
+/// `[lease]`: submitter ownership (DESIGN §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeaseConfig {
+    /// How long an acquired lease is valid.
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+    /// Renewal interval; must be below `duration / 2` so one failed renewal
+    /// does not lose the lease.
+    #[serde(with = "humantime_serde")]
+    pub renew_interval: Duration,
+    /// Extra time an expired lease of another node is left alone, and taken
+    /// off the local validity; must be below `duration`.
+    #[serde(with = "humantime_serde")]
+    pub clock_skew_allowance: Duration,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        Self {
+            duration: DEFAULT_LEASE_DURATION,
+            renew_interval: DEFAULT_LEASE_RENEW_INTERVAL,
+            clock_skew_allowance: DEFAULT_CLOCK_SKEW_ALLOWANCE,
+        }
+    }
+}
+
+/// `[node]`: cluster membership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Interval between `txmgr_node` heartbeats.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    /// Interval between rounds looking for unowned submitters and peers.
+    #[serde(with = "humantime_serde")]
+    pub discovery_interval: Duration,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            discovery_interval: DEFAULT_DISCOVERY_INTERVAL,
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[log]`: tracing output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// Line format.
+    pub format: LogFormat,
+    /// `tracing` filter directive, e.g. `info` or `txmgr=debug,info`.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::default(),
+            level: DEFAULT_LOG_LEVEL.to_string(),
+        }
+    }
+}
+
+fn default_max_connections() -> u32 {
+    DEFAULT_MAX_CONNECTIONS
+}
+
+fn default_connect_timeout() -> Duration {
+    DEFAULT_CONNECT_TIMEOUT
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_poll_interval() -> Duration {
+    DEFAULT_POLL_INTERVAL
+}
+
+fn default_rpc_timeout() -> Duration {
+    DEFAULT_RPC_TIMEOUT
+}

@@ -1,0 +1,164 @@
+//! Where a submitter's private key comes from. The configuration holds only
+//! the names of environment variables and file paths, never key material;
+//! Debug output still redacts credentials a remote signer URL may embed.
+
+use std::{fmt, path::PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{error::ConfigIssue, url, validate::check_address};
+
+/// A submitter's signer, tagged by `kind` in the file.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SignerConfig {
+    /// A hex private key read from an environment variable at start.
+    Env {
+        /// Name of the variable holding the key (not the key itself).
+        env: String,
+    },
+    /// An encrypted JSON keystore file.
+    Keystore {
+        /// Path of the keystore file.
+        path: PathBuf,
+        /// Name of the variable holding the keystore password.
+        password_env: String,
+    },
+    /// A remote signer answering JSON-RPC `eth_signTransaction`
+    /// (Clef/Web3Signer style).
+    Remote {
+        /// Endpoint of the remote signer.
+        url: String,
+        /// Account to sign with, when the signer holds several; must equal
+        /// the submitter's address.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        address: Option<String>,
+    },
+}
+
+impl SignerConfig {
+    /// Short name of the signer kind, for logs and metrics labels.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Env { .. } => "env",
+            Self::Keystore { .. } => "keystore",
+            Self::Remote { .. } => "remote",
+        }
+    }
+
+    /// Checks this signer for the submitter `address` (lower-case); `prefix`
+    /// is the dotted key of the signer table.
+    pub(crate) fn validate(&self, prefix: &str, address: &str) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        match self {
+            Self::Env { env } => check_env_name(&format!("{prefix}.env"), env, &mut issues),
+            Self::Keystore { path, password_env } => {
+                if path.as_os_str().is_empty() {
+                    issues.push(ConfigIssue::new(
+                        format!("{prefix}.path"),
+                        "must not be empty",
+                    ));
+                }
+                check_env_name(&format!("{prefix}.password_env"), password_env, &mut issues);
+            }
+            Self::Remote {
+                url,
+                address: signer_address,
+            } => {
+                if let Err(reason) = url::check_url(url, &["http", "https"]) {
+                    issues.push(ConfigIssue::new(format!("{prefix}.url"), reason));
+                }
+                if let Some(given) = signer_address {
+                    let key = format!("{prefix}.address");
+                    match check_address(given) {
+                        Err(reason) => issues.push(ConfigIssue::new(key, reason)),
+                        Ok(normalised) if normalised != address => issues.push(ConfigIssue::new(
+                            key,
+                            format!("{normalised} differs from the submitter address {address}"),
+                        )),
+                        Ok(_) => {}
+                    }
+                }
+            }
+        }
+        issues
+    }
+
+    /// Lower-cases the optional remote signer address.
+    pub(crate) fn normalise(&mut self) {
+        if let Self::Remote {
+            address: Some(a), ..
+        } = self
+        {
+            a.make_ascii_lowercase();
+        }
+    }
+}
+
+/// Environment variable names: letters, digits and `_`, not starting with a
+/// digit, so a typo such as a pasted key is caught before start.
+fn check_env_name(key: &str, name: &str, issues: &mut Vec<ConfigIssue>) {
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        // Do not echo the value: a private key pasted here must not be logged.
+        issues.push(ConfigIssue::new(
+            key,
+            "must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*), not a value",
+        ));
+    }
+}
+
+impl fmt::Debug for SignerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Env { env } => f.debug_struct("Env").field("env", env).finish(),
+            Self::Keystore { path, password_env } => f
+                .debug_struct("Keystore")
+                .field("path", path)
+                .field("password_env", password_env)
+                .finish(),
+            Self::Remote { url: u, address } => f
+                .debug_struct("Remote")
+                .field("url", &url::redact_password(u))
+                .field("address", address)
+                .finish(),
+        }
+    }
+}
+
+impl fmt::Display for SignerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Env { env } => write!(f, "env:{env}"),
+            Self::Keystore { path, .. } => write!(f, "keystore:{}", path.display()),
+            Self::Remote { url: u, .. } => write!(f, "remote:{}", url::redact_password(u)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_and_display_redact_remote_credentials() {
+        let s = SignerConfig::Remote {
+            url: "https://u:topsecret@signer:9000".into(),
+            address: None,
+        };
+        assert!(!format!("{s:?}").contains("topsecret"));
+        assert!(!s.to_string().contains("topsecret"));
+    }
+
+    #[test]
+    fn env_name_that_looks_like_a_key_is_rejected_without_echo() {
+        let key = "0x".to_string() + &"ab".repeat(32);
+        let s = SignerConfig::Env { env: key.clone() };
+        let issues = s.validate("submitters.0x1.signer", "0x1");
+        assert_eq!(issues.len(), 1);
+        assert_eq!(issues[0].key, "submitters.0x1.signer.env");
+        assert!(!issues[0].reason.contains(&key));
+    }
+}

@@ -1,0 +1,299 @@
+//! Semantic checks that serde cannot express: ranges, relations between
+//! keys, address syntax and duplicates. Every check names the exact key.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use super::{
+    error::ConfigIssue,
+    submitter::{SubmitterSettings, MAX_BATCH_SIZE, MIN_BUMP_MULTIPLIER},
+    url::check_url,
+    values::Finality,
+    Config, SubmitterConfig,
+};
+
+/// Checks an address is `0x` + 40 hex digits and returns it lower-cased.
+pub fn check_address(addr: &str) -> Result<String, String> {
+    let hex = addr.strip_prefix("0x").or_else(|| addr.strip_prefix("0X"));
+    match hex {
+        Some(h) if h.len() == 40 && h.chars().all(|c| c.is_ascii_hexdigit()) => {
+            Ok(format!("0x{}", h.to_ascii_lowercase()))
+        }
+        _ => Err(format!(
+            "invalid address {addr:?}: expected 0x followed by 40 hex digits"
+        )),
+    }
+}
+
+/// Checks a node id: 1 to 64 characters from `[A-Za-z0-9_.-]`.
+pub fn check_node_id(id: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid node id {id:?}: expected 1 to 64 characters of [A-Za-z0-9_.-]"
+        ))
+    }
+}
+
+/// Normalises `config` in place (lower-case addresses) and returns every
+/// issue found.
+pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
+    let mut issues = Vec::new();
+    if let Err(reason) = check_node_id(&config.node_id) {
+        issues.push(ConfigIssue::new("node_id", reason));
+    }
+    check_sections(config, &mut issues);
+    issues.extend(config.auth.normalise_and_validate());
+    if config.auth.tokens.is_empty() && !config.http.listen.ip().is_loopback() {
+        issues.push(ConfigIssue::new(
+            "http.listen",
+            format!(
+                "{} is not a loopback address; configure [[auth.tokens]] to listen on it",
+                config.http.listen
+            ),
+        ));
+    }
+
+    let default_issues = check_settings(&config.defaults);
+    for (field, reason) in &default_issues {
+        issues.push(ConfigIssue::new(
+            format!("defaults.{field}"),
+            reason.clone(),
+        ));
+    }
+
+    let (submitters, submitter_issues) =
+        normalise_submitters(std::mem::take(&mut config.submitters));
+    issues.extend(submitter_issues);
+    for (address, entry) in &submitters {
+        let prefix = format!("submitters.{address}");
+        issues.extend(entry.signer.validate(&format!("{prefix}.signer"), address));
+        // A bad inherited default is reported once under `defaults.`.
+        for (field, reason) in check_settings(&entry.merged_settings(&config.defaults)) {
+            if !default_issues
+                .iter()
+                .any(|(f, r)| *f == field && *r == reason)
+            {
+                issues.push(ConfigIssue::new(format!("{prefix}.{field}"), reason));
+            }
+        }
+    }
+    config.submitters = submitters;
+    issues
+}
+
+/// Lower-cases the submitter keys; two keys naming the same address are an
+/// error naming both spellings.
+fn normalise_submitters(
+    raw: BTreeMap<String, SubmitterConfig>,
+) -> (BTreeMap<String, SubmitterConfig>, Vec<ConfigIssue>) {
+    let mut issues = Vec::new();
+    let mut out: BTreeMap<String, SubmitterConfig> = BTreeMap::new();
+    let mut spelling: BTreeMap<String, String> = BTreeMap::new();
+    for (key, mut entry) in raw {
+        let address = match check_address(&key) {
+            Ok(a) => a,
+            Err(reason) => {
+                issues.push(ConfigIssue::new(format!("submitters.{key}"), reason));
+                continue;
+            }
+        };
+        if let Some(first) = spelling.get(&address) {
+            issues.push(ConfigIssue::new(
+                format!("submitters.{key}"),
+                format!(
+                    "duplicate submitter: submitters.{first} and submitters.{key} are the same \
+                     address (addresses are case-insensitive)"
+                ),
+            ));
+            continue;
+        }
+        entry.signer.normalise();
+        spelling.insert(address.clone(), key);
+        out.insert(address, entry);
+    }
+    (out, issues)
+}
+
+fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
+    let mut push = |key: &str, reason: String| issues.push(ConfigIssue::new(key, reason));
+
+    let db = &config.database;
+    if let Err(reason) = check_url(&db.url, &["postgres", "postgresql"]) {
+        push("database.url", reason);
+    }
+    if db.max_connections == 0 {
+        push("database.max_connections", "must be >= 1".into());
+    }
+    positive(&mut push, "database.connect_timeout", db.connect_timeout);
+
+    let http = &config.http;
+    if http.body_limit_bytes == 0 {
+        push("http.body_limit_bytes", "must be > 0".into());
+    }
+    if http.data_limit_bytes == 0 || http.data_limit_bytes > http.body_limit_bytes {
+        push(
+            "http.data_limit_bytes",
+            "must be > 0 and <= http.body_limit_bytes".into(),
+        );
+    }
+    positive(&mut push, "http.request_timeout", http.request_timeout);
+
+    let chain = &config.chain;
+    if let Err(reason) = check_url(&chain.rpc_url, &["http", "https"]) {
+        push("chain.rpc_url", reason);
+    }
+    if let Some(ws) = &chain.ws_url {
+        if let Err(reason) = check_url(ws, &["ws", "wss"]) {
+            push("chain.ws_url", reason);
+        }
+    }
+    if chain.chain_id == 0 {
+        push("chain.chain_id", "must be > 0".into());
+    }
+    positive(&mut push, "chain.poll_interval", chain.poll_interval);
+    positive(&mut push, "chain.rpc_timeout", chain.rpc_timeout);
+
+    let lease = &config.lease;
+    positive(&mut push, "lease.duration", lease.duration);
+    positive(&mut push, "lease.renew_interval", lease.renew_interval);
+    positive(
+        &mut push,
+        "lease.clock_skew_allowance",
+        lease.clock_skew_allowance,
+    );
+    if !lease.renew_interval.is_zero() && lease.renew_interval >= lease.duration / 2 {
+        push(
+            "lease.renew_interval",
+            format!(
+                "must be less than lease.duration / 2 ({}), so one missed renewal does not lose \
+                 the lease",
+                humantime::format_duration(lease.duration / 2)
+            ),
+        );
+    }
+    if !lease.clock_skew_allowance.is_zero() && lease.clock_skew_allowance >= lease.duration {
+        push(
+            "lease.clock_skew_allowance",
+            "must be less than lease.duration".into(),
+        );
+    }
+
+    positive(
+        &mut push,
+        "node.heartbeat_interval",
+        config.node.heartbeat_interval,
+    );
+    positive(
+        &mut push,
+        "node.discovery_interval",
+        config.node.discovery_interval,
+    );
+
+    if config.log.level.trim().is_empty() {
+        push("log.level", "must not be empty (e.g. \"info\")".into());
+    }
+}
+
+fn positive(push: &mut impl FnMut(&str, String), key: &str, d: Duration) {
+    if d.is_zero() {
+        push(key, "must be greater than zero".into());
+    }
+}
+
+/// Checks resolved settings; returns `(field path, reason)` pairs relative
+/// to the settings table.
+pub(crate) fn check_settings(s: &SubmitterSettings) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if s.max_in_flight == 0 {
+        out.push(("max_in_flight", "must be >= 1".to_string()));
+    }
+    if !(1..=MAX_BATCH_SIZE).contains(&s.batch_size) {
+        out.push((
+            "batch_size",
+            format!("must be between 1 and {MAX_BATCH_SIZE}"),
+        ));
+    }
+    if s.ingress_capacity == 0 {
+        out.push(("ingress_capacity", "must be >= 1".to_string()));
+    }
+    if s.finality == Finality::Confirmations(0) {
+        out.push(("finality", "confirmations must be >= 1".to_string()));
+    }
+    for (field, d) in [
+        ("resubmit_interval", s.resubmit_interval),
+        ("stuck_after", s.stuck_after),
+        ("reject_after", s.reject_after),
+    ] {
+        if d.is_zero() {
+            out.push((field, "must be greater than zero".to_string()));
+        }
+    }
+    if !s.gas_limit_margin.is_finite() || s.gas_limit_margin < 1.0 {
+        out.push(("gas_limit_margin", "must be a number >= 1.0".to_string()));
+    }
+    for (field, cap) in [
+        ("max_fee_per_gas_cap", s.max_fee_per_gas_cap),
+        (
+            "max_priority_fee_per_gas_cap",
+            s.max_priority_fee_per_gas_cap,
+        ),
+        ("gas_price_cap", s.gas_price_cap),
+    ] {
+        if cap.is_some_and(|c| c.0 == 0) {
+            out.push((field, "must be > 0 (omit the key for no cap)".to_string()));
+        }
+    }
+    if let (Some(prio), Some(max)) = (s.max_priority_fee_per_gas_cap, s.max_fee_per_gas_cap) {
+        if prio > max {
+            out.push((
+                "max_priority_fee_per_gas_cap",
+                format!("{prio} exceeds max_fee_per_gas_cap {max}"),
+            ));
+        }
+    }
+    let m = s.gas_bump.multiplier;
+    if !m.is_finite() || m < 1.0 {
+        out.push(("gas_bump.multiplier", "must be a number >= 1.0".to_string()));
+    } else if s.gas_bump.enabled && m < MIN_BUMP_MULTIPLIER {
+        out.push((
+            "gas_bump.multiplier",
+            format!(
+                "must be >= {MIN_BUMP_MULTIPLIER} when gas_bump.enabled (nodes refuse smaller \
+                 replacements)"
+            ),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_check_normalises_case() {
+        let a = "0xF39Fd6e51aad88F6F4ce6aB8827279cffFb92266";
+        assert_eq!(check_address(a), Ok(a.to_ascii_lowercase()));
+        assert!(check_address("f39fd6e51aad88f6f4ce6ab8827279cfffb92266").is_err());
+        assert!(check_address("0xf39fd6e51aad88f6f4ce6ab8827279cfffb9226").is_err());
+        assert!(check_address("0xg39fd6e51aad88f6f4ce6ab8827279cfffb92266").is_err());
+    }
+
+    #[test]
+    fn node_id_charset_and_length() {
+        assert!(check_node_id("node-a.1_b").is_ok());
+        assert!(check_node_id("").is_err());
+        assert!(check_node_id("a b").is_err());
+        assert!(check_node_id(&"a".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        assert!(check_settings(&SubmitterSettings::default()).is_empty());
+    }
+}

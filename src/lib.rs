@@ -1,0 +1,13 @@
+//! txmgr: a daemon that durably sends EVM transactions for many signing
+//! addresses ("submitters"), one fenced owner per submitter at a time.
+//!
+//! ```text
+//! config.toml + TXMGR_* env ──► config::Config ──► daemon (HTTP API, submitter actors)
+//!                                                        │
+//!                                          PostgreSQL (authority) ◄──► chain RPC
+//! ```
+//!
+//! - [`config`]: loading, environment overrides and validation of the
+//!   configuration; per-submitter settings resolution.
+
+pub mod config;
