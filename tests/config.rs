@@ -3,11 +3,16 @@
 //! the error names. The environment is always passed explicitly, so tests do
 //! not race on the process environment.
 
-use std::{path::Path, time::Duration};
+// Crate roots resolve modules next to themselves, where cargo would take
+// them for separate test targets; `tests/config/` keeps them private.
+#[path = "config/env.rs"]
+mod env;
+#[path = "config/submitters.rs"]
+mod submitters;
 
-use txmgr::config::{
-    AdvanceAfter, Config, ConfigError, Finality, SignerConfig, Wei, DEFAULT_LEASE_DURATION,
-};
+use std::path::Path;
+
+use txmgr::config::{Config, ConfigError, SignerConfig, Wei, DEFAULT_LEASE_DURATION};
 
 const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const OTHER: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
@@ -107,15 +112,6 @@ fn shipped_config_values_equal_the_built_in_defaults() {
 }
 
 #[test]
-fn signer_key_variable_is_not_config() {
-    let vars = env(&[
-        ("TXMGR_DEV_PRIVATE_KEY", "0xac09"),
-        ("TXMGR_UNRELATED", "x"),
-    ]);
-    Config::load_with_env(&shipped_path(), vars).expect("non-config TXMGR_ vars are ignored");
-}
-
-#[test]
 fn missing_file_is_reported() {
     let err = Config::load_with_env(Path::new("/nonexistent/txmgr.toml"), no_env())
         .expect_err("must be rejected");
@@ -169,52 +165,6 @@ fn renew_interval_must_be_below_half_the_duration() {
 }
 
 #[test]
-fn bad_address_is_rejected() {
-    for bad in [
-        "0xf39fd6e51aad88f6f4ce6ab8827279cfffb9226",
-        "f39fd6e51aad88f6f4ce6ab8827279cfffb92266",
-        "0xZ39fd6e51aad88f6f4ce6ab8827279cfffb92266",
-    ] {
-        let text =
-            format!("{BASE}\n[submitters.\"{bad}\"]\nsigner = {{ kind = \"env\", env = \"K\" }}\n");
-        assert_rejects(&text, &format!("submitters.{bad}"));
-    }
-}
-
-#[test]
-fn duplicate_submitter_differing_in_case_names_both_keys() {
-    let upper = "0xF39FD6E51AAD88F6F4CE6AB8827279CFFFB92266";
-    let text =
-        format!("{BASE}\n[submitters.\"{upper}\"]\nsigner = {{ kind = \"env\", env = \"K\" }}\n");
-    let err = parse(&text).expect_err("must be rejected");
-    let line = err.to_string();
-    assert!(
-        line.contains(upper) && line.contains(DEV),
-        "both spellings named: {line}"
-    );
-    assert!(err
-        .issues
-        .iter()
-        .any(|i| i.key.starts_with("submitters.") && i.reason.contains("duplicate")));
-}
-
-#[test]
-fn checksummed_address_is_normalised() {
-    let text = BASE.replace(DEV, "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
-    let config = parse(&text).expect("checksummed key");
-    assert!(config.submitters.contains_key(DEV));
-    assert!(config
-        .submitter("0xF39FD6E51AAD88F6F4CE6AB8827279CFFFB92266")
-        .is_some());
-}
-
-#[test]
-fn missing_signer_is_rejected() {
-    let text = format!("{BASE}\n[submitters.\"{OTHER}\"]\nmax_in_flight = 1\n");
-    assert_rejects(&text, &format!("submitters.{OTHER}.signer"));
-}
-
-#[test]
 fn bad_enum_values_are_rejected() {
     assert_rejects(
         &format!("{BASE}advance_after = \"final\"\n"),
@@ -239,53 +189,6 @@ fn bad_enum_values_are_rejected() {
             .iter()
             .any(|i| i.key.starts_with("auth.tokens") && i.key.ends_with("role")),
         "{err}"
-    );
-}
-
-#[test]
-fn bad_signer_kind_is_rejected() {
-    let text = BASE.replace("kind = \"env\"", "kind = \"hsm\"");
-    assert_rejects(&text, &format!("submitters.{DEV}.signer.kind"));
-}
-
-#[test]
-fn signer_fields_are_checked() {
-    let remote = |extra: &str| {
-        BASE.replace(
-            "{ kind = \"env\", env = \"TXMGR_DEV_PRIVATE_KEY\" }",
-            &format!("{{ kind = \"remote\", url = \"https://u:pw@signer:9000\"{extra} }}"),
-        )
-    };
-    let config = parse(&remote(&format!(
-        ", address = \"{}\"",
-        DEV.to_uppercase().replace("0X", "0x")
-    )))
-    .expect("remote signer");
-    assert!(!format!("{config:?}").contains("pw@"));
-    assert!(!config.redacted_toml().contains(":pw@"));
-    let signer_key = format!("submitters.{DEV}.signer");
-    assert_rejects(
-        &remote(&format!(", address = \"{OTHER}\"")),
-        &format!("{signer_key}.address"),
-    );
-    assert_rejects(&remote(", port = 1"), &format!("{signer_key}.port"));
-    assert_rejects(
-        &BASE.replace("https", "ftp").replace(
-            "kind = \"env\", env = \"TXMGR_DEV_PRIVATE_KEY\"",
-            "kind = \"remote\", url = \"ftp://x\"",
-        ),
-        &format!("{signer_key}.url"),
-    );
-    let err = assert_rejects(
-        &BASE.replace(
-            "\"TXMGR_DEV_PRIVATE_KEY\"",
-            "\"0xac0974bec39a17e36ba4a6b4d238ff944bacb478\"",
-        ),
-        &format!("{signer_key}.env"),
-    );
-    assert!(
-        !err.to_string().contains("ac0974bec"),
-        "never echo what may be a key: {err}"
     );
 }
 
@@ -412,91 +315,6 @@ fn duplicate_token_names_and_bad_hash_are_rejected() {
     let text = format!("{BASE}{}{}", token("a", &"0".repeat(64)), token("a", "abc"));
     let err = assert_rejects(&text, "auth.tokens.1.name");
     assert!(err.has_key("auth.tokens.1.sha256"), "{err}");
-}
-
-#[test]
-fn submitter_overrides_merge_with_defaults() {
-    let text = format!(
-        "{BASE}max_in_flight = 1\nadvance_after = \"confirmed\"\nfinality = \"finalized\"\n\
-         gas_bump = {{ enabled = true }}\n\n\
-         [submitters.\"{OTHER}\"]\nsigner = {{ kind = \"keystore\", path = \"/k.json\", password_env = \"PW\" }}\n\n\
-         [defaults]\nresubmit_interval = \"30s\"\n"
-    );
-    let config = parse(&text).expect("overrides");
-    let dev = config.submitter(DEV).expect("dev");
-    assert!(dev.settings.is_strict());
-    assert_eq!(dev.settings.advance_after, AdvanceAfter::Confirmed);
-    assert_eq!(dev.settings.finality, Finality::Finalized);
-    assert!(dev.settings.gas_bump.enabled);
-    assert_eq!(dev.settings.gas_bump.multiplier, 1.125);
-    assert_eq!(dev.settings.resubmit_interval, Duration::from_secs(30));
-    let other = config.submitter(OTHER).expect("other");
-    assert_eq!(other.settings, config.defaults);
-    assert_eq!(other.signer.kind(), "keystore");
-    assert_eq!(config.resolved_submitters().len(), 2);
-}
-
-#[test]
-fn env_overrides_file_values() {
-    let vars = env(&[
-        ("TXMGR_LEASE__DURATION", "20s"),
-        ("TXMGR_NODE_ID", "n2"),
-        ("TXMGR_DATABASE__URL", "postgres://u:pw@db:5432/x"),
-        ("TXMGR_DEFAULTS__GAS_BUMP__ENABLED", "true"),
-        (
-            "TXMGR_SUBMITTERS__0XF39FD6E51AAD88F6F4CE6AB8827279CFFFB92266__MAX_IN_FLIGHT",
-            "3",
-        ),
-    ]);
-    let config = Config::load_with_env(&shipped_path(), vars).expect("overrides");
-    assert_eq!(config.lease.duration, Duration::from_secs(20));
-    assert_eq!(config.node_id, "n2");
-    assert_eq!(config.database.url, "postgres://u:pw@db:5432/x");
-    assert!(config.defaults.gas_bump.enabled);
-    assert_eq!(
-        config.submitter(DEV).expect("dev").settings.max_in_flight,
-        3
-    );
-}
-
-#[test]
-fn env_string_keys_are_not_parsed_as_numbers() {
-    let vars = env(&[("TXMGR_NODE_ID", "7"), ("TXMGR_LOG__LEVEL", "1")]);
-    let config = Config::from_toml_str(BASE, vars).expect("numeric-looking strings");
-    assert_eq!(config.node_id, "7");
-    assert_eq!(config.log.level, "1");
-}
-
-#[test]
-fn env_override_reaches_a_checksummed_file_key() {
-    let text = BASE.replace(DEV, "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
-    let vars = env(&[(
-        &format!("TXMGR_SUBMITTERS__{}__BATCH_SIZE", DEV.to_uppercase()),
-        "7",
-    )]);
-    let config = Config::from_toml_str(&text, vars).expect("one submitter, not a duplicate");
-    assert_eq!(config.submitters.len(), 1);
-    assert_eq!(config.submitter(DEV).expect("dev").settings.batch_size, 7);
-}
-
-#[test]
-fn env_with_bad_value_names_the_key_and_variable() {
-    let err = assert_rejects_with_env(
-        BASE,
-        env(&[("TXMGR_LEASE__DURATION", "soon")]),
-        "lease.duration",
-    );
-    assert!(err.to_string().contains("TXMGR_LEASE__DURATION"), "{err}");
-    assert_rejects_with_env(
-        BASE,
-        env(&[("TXMGR_LEASE__DURATON", "5s")]),
-        "lease.duraton",
-    );
-    assert_rejects_with_env(
-        BASE,
-        env(&[("TXMGR_LEASE__RENEW_INTERVAL", "9s")]),
-        "lease.renew_interval",
-    );
 }
 
 #[test]
