@@ -9,6 +9,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub(crate) mod anvil;
+pub(crate) mod clock;
 pub(crate) mod db;
 pub(crate) mod poll;
 

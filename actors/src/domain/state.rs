@@ -66,7 +66,10 @@ impl TxState {
 
     /// States that hold a nonce and occupy an in-flight slot.
     pub fn holds_nonce_in_flight(self) -> bool {
-        matches!(self, TxState::Allocated | TxState::Tracking | TxState::Stuck)
+        matches!(
+            self,
+            TxState::Allocated | TxState::Tracking | TxState::Stuck
+        )
     }
 }
 

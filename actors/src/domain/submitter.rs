@@ -54,7 +54,13 @@ mod tests {
             .parse()
             .expect("valid address literal");
         let key = SubmitterKey::new(31337, address);
-        assert_eq!(key.address_hex(), "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266");
-        assert_eq!(key.to_string(), "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266@31337");
+        assert_eq!(
+            key.address_hex(),
+            "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"
+        );
+        assert_eq!(
+            key.to_string(),
+            "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266@31337"
+        );
     }
 }

@@ -162,7 +162,10 @@ async fn acquire_or_renew_inner(pool: &PgPool, req: &LeaseRequest) -> StoreResul
             return Ok(if renewed {
                 LeaseOutcome::Renewed(lease)
             } else {
-                LeaseOutcome::TakenOver { lease, previous_owner }
+                LeaseOutcome::TakenOver {
+                    lease,
+                    previous_owner,
+                }
             });
         }
 
@@ -189,11 +192,13 @@ async fn acquire_or_renew_inner(pool: &PgPool, req: &LeaseRequest) -> StoreResul
         }
     }
     // The row changed hands twice while we looked: someone else is active.
-    let info = current_lease(pool, req.submitter).await?.unwrap_or(LeaseInfo {
-        owner_node: String::new(),
-        fencing_token: 0,
-        expires_in: Duration::ZERO,
-    });
+    let info = current_lease(pool, req.submitter)
+        .await?
+        .unwrap_or(LeaseInfo {
+            owner_node: String::new(),
+            fencing_token: 0,
+            expires_in: Duration::ZERO,
+        });
     Ok(LeaseOutcome::NotLeader(info))
 }
 
@@ -207,7 +212,10 @@ fn guard(req: &LeaseRequest, token: i64, sent_at: Instant) -> LeaseGuard {
 }
 
 /// Reads the lease row of a submitter, if any.
-pub async fn current_lease(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<LeaseInfo>> {
+pub async fn current_lease(
+    pool: &PgPool,
+    submitter: SubmitterKey,
+) -> StoreResult<Option<LeaseInfo>> {
     let row: Option<(String, i64, i64)> = sqlx::query_as(
         "SELECT owner_node, fencing_token,
                 GREATEST(0, (EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::bigint)

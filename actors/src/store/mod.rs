@@ -15,7 +15,9 @@ use sqlx::PgPool;
 
 pub use error::{StoreError, StoreResult};
 pub use fenced::FencedTx;
-pub use lease::{acquire_or_renew, current_lease, release, LeaseGuard, LeaseInfo, LeaseOutcome, LeaseRequest};
+pub use lease::{
+    acquire_or_renew, current_lease, release, LeaseGuard, LeaseInfo, LeaseOutcome, LeaseRequest,
+};
 pub use nonce_cursor::NonceCursor;
 
 /// The embedded migrations (`migrations/` at the repository top).

@@ -26,12 +26,16 @@ type CursorRow = (i64, Vec<i64>, Option<String>, i64);
 fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor> {
     let (next, released, protect_reason, fencing_token) = row;
     let to_nonce = |n: i64| {
-        u64::try_from(n)
-            .map_err(|_| StoreError::Corrupt(format!("negative nonce {n} in cursor of {submitter}")))
+        u64::try_from(n).map_err(|_| {
+            StoreError::Corrupt(format!("negative nonce {n} in cursor of {submitter}"))
+        })
     };
     Ok(NonceCursor {
         next_nonce: to_nonce(next)?,
-        released: released.into_iter().map(to_nonce).collect::<StoreResult<_>>()?,
+        released: released
+            .into_iter()
+            .map(to_nonce)
+            .collect::<StoreResult<_>>()?,
         protect_reason,
         fencing_token,
     })

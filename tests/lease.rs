@@ -1,0 +1,338 @@
+//! Lease and fencing against real PostgreSQL (DESIGN.md section 5).
+//!
+//! Expiry is driven by moving the *database* clock (see `common::clock`):
+//! the tests never wait for leases to run out and never touch node clocks.
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use alloy::primitives::Address;
+use common::{clock::ClockedDb, wait_until, TestDb};
+use sqlx::PgPool;
+use txmgr_actors::{
+    store::{self, acquire_or_renew, current_lease, nonce_cursor, release},
+    FencedTx, LeaseGuard, LeaseOutcome, LeaseRequest, StoreError, SubmitterKey,
+};
+
+const LEASE: Duration = Duration::from_secs(10);
+const SKEW: Duration = Duration::from_secs(1);
+
+fn submitter() -> SubmitterKey {
+    SubmitterKey::new(31337, Address::repeat_byte(0x11))
+}
+
+fn request(node: &str) -> LeaseRequest {
+    LeaseRequest {
+        submitter: submitter(),
+        node_id: Arc::from(node),
+        duration: LEASE,
+        clock_skew: SKEW,
+    }
+}
+
+async fn setup() -> (TestDb, ClockedDb) {
+    let db = TestDb::migrated().await;
+    let clock = ClockedDb::install(&db.url, &db.pool).await;
+    (db, clock)
+}
+
+async fn lead(pool: &PgPool, node: &str) -> LeaseGuard {
+    let outcome = acquire_or_renew(pool, &request(node))
+        .await
+        .expect("lease query");
+    outcome
+        .lease()
+        .cloned()
+        .unwrap_or_else(|| panic!("{node} expected to lead, got {outcome:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_nodes_race_for_one_submitter_and_exactly_one_wins() {
+    let (db, clock) = setup().await;
+    let pool = clock.pool().await;
+    let barrier = Arc::new(tokio::sync::Barrier::new(50));
+    let racers: Vec<_> = (0..50)
+        .map(|i| {
+            let pool = pool.clone();
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                acquire_or_renew(&pool, &request(&format!("node-{i}"))).await
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut losers = 0;
+    for racer in racers {
+        match racer.await.expect("racer task").expect("lease query") {
+            LeaseOutcome::Acquired(lease) => winners.push(lease),
+            LeaseOutcome::NotLeader(info) => {
+                assert_eq!(info.fencing_token, 1);
+                losers += 1;
+            }
+            other => panic!("unexpected outcome in a race on an empty table: {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one winner");
+    assert_eq!(losers, 49);
+    assert_eq!(winners[0].token, 1);
+    let info = current_lease(&db.pool, submitter())
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(info.owner_node, &*winners[0].node_id);
+}
+
+#[tokio::test]
+async fn renewal_keeps_the_token_and_take_over_after_expiry_plus_skew_increments_it() {
+    let (_db, clock) = setup().await;
+    let pool = clock.pool().await;
+    let first = lead(&pool, "a").await;
+    assert_eq!(first.token, 1);
+
+    let renewed = acquire_or_renew(&pool, &request("a")).await.expect("renew");
+    assert!(
+        matches!(&renewed, LeaseOutcome::Renewed(l) if l.token == 1),
+        "{renewed:?}"
+    );
+
+    // Live lease: b is refused.
+    let refused = acquire_or_renew(&pool, &request("b")).await.expect("try");
+    assert!(
+        matches!(&refused, LeaseOutcome::NotLeader(i) if i.owner_node == "a"),
+        "{refused:?}"
+    );
+
+    // Expired, but within the skew allowance: still refused.
+    clock.advance(LEASE + Duration::from_millis(200)).await;
+    let within_skew = acquire_or_renew(&pool, &request("b")).await.expect("try");
+    assert!(
+        matches!(within_skew, LeaseOutcome::NotLeader(_)),
+        "{within_skew:?}"
+    );
+
+    // Past expiry + skew: taken over with token + 1.
+    clock.advance(SKEW).await;
+    let taken = acquire_or_renew(&pool, &request("b"))
+        .await
+        .expect("take over");
+    match taken {
+        LeaseOutcome::TakenOver {
+            lease,
+            previous_owner,
+        } => {
+            assert_eq!(lease.token, 2);
+            assert_eq!(previous_owner, "a");
+        }
+        other => panic!("expected take-over, got {other:?}"),
+    }
+    // The old holder is now refused.
+    let old = acquire_or_renew(&pool, &request("a")).await.expect("try");
+    assert!(
+        matches!(old, LeaseOutcome::NotLeader(i) if i.owner_node == "b" && i.fencing_token == 2)
+    );
+}
+
+#[tokio::test]
+async fn reacquiring_an_own_expired_lease_draws_a_new_token() {
+    let (_db, clock) = setup().await;
+    let pool = clock.pool().await;
+    assert_eq!(lead(&pool, "a").await.token, 1);
+    // Our own lease needs no skew allowance: expired is expired.
+    clock.advance(LEASE).await;
+    let again = acquire_or_renew(&pool, &request("a"))
+        .await
+        .expect("re-acquire");
+    assert!(
+        matches!(&again, LeaseOutcome::TakenOver { lease, previous_owner } if lease.token == 2 && previous_owner == "a"),
+        "{again:?}"
+    );
+}
+
+#[tokio::test]
+async fn tokens_never_decrease_across_take_overs_and_releases() {
+    let (_db, clock) = setup().await;
+    let pool = clock.pool().await;
+    let mut last = 0;
+    for round in 0..6 {
+        let node = ["a", "b", "c"][round % 3];
+        let lease = lead(&pool, node).await;
+        assert!(
+            lease.token > last,
+            "token went from {last} to {}",
+            lease.token
+        );
+        last = lease.token;
+        // Renewal never changes it.
+        assert_eq!(lead(&pool, node).await.token, last);
+        if round % 2 == 0 {
+            assert!(release(&pool, &lease).await.expect("release"));
+        } else {
+            clock.advance(LEASE + SKEW).await;
+        }
+    }
+    assert_eq!(last, 6);
+}
+
+#[tokio::test]
+async fn a_released_lease_is_taken_at_once_and_a_stale_release_changes_nothing() {
+    let (_db, clock) = setup().await;
+    let pool = clock.pool().await;
+    let a = lead(&pool, "a").await;
+    assert!(release(&pool, &a).await.expect("release"));
+    // No waiting for expiry or skew after a graceful release.
+    let b = lead(&pool, "b").await;
+    assert_eq!(b.token, 2);
+    // a releasing again (stale) must not free b's lease.
+    assert!(!release(&pool, &a).await.expect("stale release"));
+    let info = current_lease(&pool, submitter())
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!((info.owner_node.as_str(), info.fencing_token), ("b", 2));
+    assert!(info.expires_in > Duration::ZERO);
+}
+
+#[tokio::test]
+async fn expiry_follows_the_database_clock_not_the_node_clock() {
+    let (_db, clock) = setup().await;
+    let pool = clock.pool().await;
+    lead(&pool, "a").await;
+    // Not a millisecond passes on this machine, yet the database says an
+    // hour did: the lease is over and b takes it.
+    clock.advance(Duration::from_secs(3600)).await;
+    let taken = acquire_or_renew(&pool, &request("b"))
+        .await
+        .expect("take over");
+    assert!(matches!(taken, LeaseOutcome::TakenOver { .. }), "{taken:?}");
+    // And the other way: b's lease holds however long the node believes
+    // time has passed, as long as the database clock has not moved.
+    let lease_b = taken.lease().cloned().expect("b leads");
+    let refused = acquire_or_renew(&pool, &request("c")).await.expect("try");
+    assert!(matches!(refused, LeaseOutcome::NotLeader(_)));
+    let mut ftx = FencedTx::begin(&pool, &lease_b, "test")
+        .await
+        .expect("b still fenced in");
+    nonce_cursor::init(&mut ftx, 0).await.expect("init");
+    ftx.commit().await.expect("commit");
+}
+
+#[tokio::test]
+async fn a_stale_holder_writes_nothing_and_gets_fenced() {
+    let (db, clock) = setup().await;
+    let node_a = clock.pool().await;
+    let node_b = clock.pool().await;
+    let a = lead(&node_a, "a").await;
+    let mut ftx = FencedTx::begin(&node_a, &a, "init").await.expect("fenced");
+    nonce_cursor::init(&mut ftx, 7).await.expect("init");
+    ftx.commit().await.expect("commit");
+
+    // Past expiry but before anyone takes over: a is already fenced out.
+    clock.advance(LEASE).await;
+    let err = FencedTx::begin(&node_a, &a, "allocate")
+        .await
+        .err()
+        .expect("fenced");
+    assert!(
+        matches!(err, StoreError::Fenced { token: 1, .. }),
+        "{err:?}"
+    );
+
+    clock.advance(SKEW).await;
+    let b = lead(&node_b, "b").await;
+    assert_eq!(b.token, 2);
+    let err = FencedTx::begin(&node_a, &a, "allocate")
+        .await
+        .err()
+        .expect("fenced");
+    assert!(err.is_fenced());
+
+    let cursor = nonce_cursor::load(&db.pool, submitter())
+        .await
+        .expect("load")
+        .expect("row");
+    assert_eq!(cursor.next_nonce, 7, "the stale holder allocated nothing");
+    assert_eq!(cursor.fencing_token, 1);
+}
+
+/// The take-over happens while the stale holder's fenced transaction is in
+/// flight: the row lock makes the take-over wait for that commit, so the new
+/// holder sees it, and everything the old holder tries afterwards is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_over_waits_for_the_in_flight_fenced_commit_and_sees_it() {
+    let (db, clock) = setup().await;
+    let node_a = clock.pool().await;
+    let node_b = clock.pool().await;
+    let a = lead(&node_a, "a").await;
+    let mut init = FencedTx::begin(&node_a, &a, "init").await.expect("fenced");
+    nonce_cursor::init(&mut init, 0).await.expect("init");
+    init.commit().await.expect("commit");
+
+    // a's transaction passes the fence, then its lease runs out mid-flight.
+    let mut in_flight = FencedTx::begin(&node_a, &a, "allocate")
+        .await
+        .expect("fenced");
+    let nonces = nonce_cursor::allocate(&mut in_flight, 3)
+        .await
+        .expect("allocate");
+    assert_eq!(nonces, vec![0, 1, 2]);
+    clock.advance(LEASE + SKEW).await;
+
+    let take_over = tokio::spawn({
+        let node_b = node_b.clone();
+        async move { acquire_or_renew(&node_b, &request("b")).await }
+    });
+    // Barrier: b's statement is parked on a's row lock.
+    wait_until(Duration::from_secs(10), || {
+        let pool = db.pool.clone();
+        async move {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE submitter_lease%'",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("pg_stat_activity");
+            waiting == 1
+        }
+    })
+    .await;
+    assert!(!take_over.is_finished());
+    in_flight
+        .commit()
+        .await
+        .expect("the in-flight fenced commit lands");
+
+    let outcome = take_over.await.expect("task").expect("take over");
+    let b = outcome.lease().cloned().expect("b took over");
+    assert_eq!(b.token, 2);
+
+    // b sees a's committed allocation and continues after it.
+    let mut next = FencedTx::begin(&node_b, &b, "allocate")
+        .await
+        .expect("b fenced in");
+    assert_eq!(
+        nonce_cursor::allocate(&mut next, 2)
+            .await
+            .expect("allocate"),
+        vec![3, 4]
+    );
+    next.commit().await.expect("commit");
+
+    // a's next write is refused and leaves no trace.
+    let err = FencedTx::begin(&node_a, &a, "allocate")
+        .await
+        .err()
+        .expect("fenced");
+    assert!(err.is_fenced());
+    let cursor = nonce_cursor::load(&db.pool, submitter())
+        .await
+        .expect("load")
+        .expect("row");
+    assert_eq!(cursor.next_nonce, 5);
+    assert_eq!(cursor.fencing_token, 2);
+    let _ = store::current_lease(&db.pool, submitter())
+        .await
+        .expect("read");
+}
