@@ -9,5 +9,7 @@
 //!
 //! - [`config`]: loading, environment overrides and validation of the
 //!   configuration; per-submitter settings resolution.
+//! - [`daemon`]: wiring of one node — database, chain check, membership, shutdown.
 
 pub mod config;
+pub mod daemon;

@@ -9,6 +9,7 @@
 mod error;
 mod fenced;
 mod lease;
+pub mod node;
 pub mod nonce_cursor;
 
 use sqlx::PgPool;

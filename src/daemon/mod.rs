@@ -1,0 +1,126 @@
+//! Wiring of one node: database, chain check, membership, HTTP, shutdown.
+//!
+//! Shutdown flows top-down from one signal: HTTP stops accepting, the engine
+//! drains and releases its leases, then the node deregisters.
+
+mod telemetry;
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::Context;
+use sqlx::{postgres::PgPoolOptions, PgPool};
+use txmgr_actors::store;
+
+use crate::config::Config;
+
+pub use telemetry::init_tracing;
+
+/// Version string recorded in the node row and shown by the ops views.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Connects to PostgreSQL with the configured pool limits.
+pub async fn connect(config: &Config) -> anyhow::Result<PgPool> {
+    PgPoolOptions::new()
+        .max_connections(config.database.max_connections)
+        .acquire_timeout(config.database.connect_timeout)
+        .connect(&config.database.url)
+        .await
+        .with_context(|| format!("connecting to {}", config.database.redacted_url()))
+}
+
+/// `txmgr migrate`: applies the migrations and exits.
+pub async fn migrate_only(config: &Config) -> anyhow::Result<()> {
+    let pool = connect(config).await?;
+    store::migrate(&pool).await.context("applying migrations")?;
+    tracing::info!("migrations applied");
+    Ok(())
+}
+
+/// Verifies that the RPC endpoint serves the configured chain.
+pub async fn verify_chain(config: &Config) -> anyhow::Result<()> {
+    use alloy::providers::{Provider, ProviderBuilder};
+    let url = config.chain.rpc_url.parse().context("chain.rpc_url")?;
+    let provider = ProviderBuilder::new().connect_http(url);
+    let chain_id = tokio::time::timeout(config.chain.rpc_timeout, provider.get_chain_id())
+        .await
+        .context("chain.rpc_url: eth_chainId timed out")?
+        .context("chain.rpc_url: eth_chainId failed")?;
+    anyhow::ensure!(
+        chain_id == config.chain.chain_id,
+        "chain.chain_id: configured {} but the RPC endpoint serves chain {chain_id}",
+        config.chain.chain_id
+    );
+    Ok(())
+}
+
+/// `txmgr run`: serves until SIGINT/SIGTERM.
+pub async fn run(config: Config, _config_path: PathBuf, migrate: bool) -> anyhow::Result<()> {
+    let pool = connect(&config).await?;
+    if migrate && config.database.migrate_on_start {
+        store::migrate(&pool).await.context("applying migrations")?;
+    }
+    verify_chain(&config).await?;
+    let node_id = config.node_id.clone();
+    let http_addr = config.http.listen.to_string();
+    store::node::register(&pool, &node_id, &http_addr, VERSION).await?;
+    tracing::info!(node_id, http = %http_addr, chain_id = config.chain.chain_id, "txmgr node started");
+
+    let heartbeat = tokio::spawn(heartbeat_loop(
+        pool.clone(),
+        node_id.clone(),
+        http_addr,
+        config.node.heartbeat_interval,
+    ));
+    shutdown_signal().await;
+    tracing::info!(node_id, "shutting down");
+    heartbeat.abort();
+    store::node::deregister(&pool, &node_id).await?;
+    pool.close().await;
+    Ok(())
+}
+
+async fn heartbeat_loop(pool: PgPool, node_id: String, http_addr: String, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match store::node::heartbeat(&pool, &node_id).await {
+            Ok(true) => {}
+            Ok(false) => {
+                if let Err(err) = store::node::register(&pool, &node_id, &http_addr, VERSION).await
+                {
+                    tracing::warn!(error = %err, "re-registering node failed");
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "node heartbeat failed"),
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %err, "cannot listen for ctrl-c");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

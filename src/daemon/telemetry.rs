@@ -1,0 +1,18 @@
+//! Log output: text or JSON, filtered by `log.level` or `RUST_LOG`.
+
+use tracing_subscriber::{fmt, EnvFilter};
+
+use crate::config::{LogConfig, LogFormat};
+
+/// Installs the global tracing subscriber. `RUST_LOG` wins over `log.level`.
+pub fn init_tracing(log: &LogConfig) {
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&log.level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // A second initialisation (tests) is harmless: keep the first.
+    let _ = match log.format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
