@@ -14,6 +14,7 @@
 //! - [`store`]: PostgreSQL access — migrations, lease + fencing, nonce cursor.
 //! - [`metrics`]: names of the metrics the engine records.
 
+pub mod chain;
 pub mod domain;
 pub mod metrics;
 pub mod store;
