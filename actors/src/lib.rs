@@ -17,6 +17,7 @@
 pub mod chain;
 pub mod domain;
 pub mod metrics;
+pub mod signer;
 pub mod store;
 
 pub use domain::{AttemptKind, SubmitterKey, TxState};

@@ -1,0 +1,622 @@
+//! Signers against a real anvil: local keys (env, keystore) and remote
+//! `eth_signTransaction`, including a remote signer that lies.
+//!
+//! Each test owns its anvil and its environment variable names, so the
+//! tests run in parallel without racing on process state.
+#![allow(clippy::unwrap_used)]
+
+use std::{path::PathBuf, time::Duration};
+
+use alloy::{
+    consensus::{SignableTransaction, TxEip1559, TxEnvelope, TxLegacy, TypedTransaction},
+    eips::eip2718::Encodable2718,
+    primitives::{keccak256, Address, Bytes, TxKind, U256},
+    signers::{local::PrivateKeySigner, SignerSync},
+};
+use serde_json::{json, Value};
+use support::{Anvil, Responder, CHAIN_ID, DEV_ADDRESS, DEV_KEY, RECIPIENT};
+use txmgr_actors::signer::{build_signer, SignerError, SignerSpec, TxSigner};
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+fn eip1559(nonce: u64) -> TypedTransaction {
+    TypedTransaction::Eip1559(TxEip1559 {
+        chain_id: CHAIN_ID,
+        nonce,
+        gas_limit: 21_000,
+        max_fee_per_gas: 10_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+        to: TxKind::Call(RECIPIENT),
+        value: U256::from(1_000_000_000_000_000u64),
+        input: Bytes::new(),
+        ..Default::default()
+    })
+}
+
+/// Legacy without a chain id: the signer must add it (EIP-155).
+fn legacy(nonce: u64) -> TypedTransaction {
+    TypedTransaction::Legacy(TxLegacy {
+        chain_id: None,
+        nonce,
+        gas_price: 10_000_000_000,
+        gas_limit: 21_000,
+        to: TxKind::Call(RECIPIENT),
+        value: U256::from(7),
+        input: Bytes::new(),
+    })
+}
+
+/// Signs an EIP-1559 and a legacy transfer with `signer`; anvil must accept
+/// both and report our hashes.
+async fn assert_anvil_accepts(anvil: &Anvil, signer: &dyn TxSigner) {
+    for tx in [eip1559(0), legacy(1)] {
+        let signed = signer.sign(tx).await.unwrap();
+        assert_eq!(signed.hash, keccak256(&signed.raw));
+        assert_eq!(anvil.send_raw(&signed.raw).await, signed.hash);
+    }
+}
+
+fn set_env(var: &str, value: &str) {
+    std::env::set_var(var, value);
+}
+
+#[tokio::test]
+async fn env_signer_eip1559_and_legacy_are_accepted_by_anvil() {
+    let anvil = Anvil::start().await;
+    set_env("TXMGR_T_SIGNER_ENV_OK", DEV_KEY);
+    let spec = SignerSpec::Env {
+        var: "TXMGR_T_SIGNER_ENV_OK".into(),
+    };
+    let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(signer.address(), DEV_ADDRESS);
+    assert_anvil_accepts(&anvil, signer.as_ref()).await;
+}
+
+#[tokio::test]
+async fn env_key_without_prefix_for_another_address_is_wrong_address() {
+    set_env("TXMGR_T_SIGNER_ENV_OTHER", DEV_KEY.trim_start_matches("0x"));
+    let spec = SignerSpec::Env {
+        var: "TXMGR_T_SIGNER_ENV_OTHER".into(),
+    };
+    let err = build_signer(&spec, RECIPIENT, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, SignerError::WrongAddress { expected, got } if expected == RECIPIENT && got == DEV_ADDRESS),
+        "{err:?}"
+    );
+    assert!(!err.to_string().contains(&DEV_KEY[2..]));
+}
+
+#[tokio::test]
+async fn env_missing_empty_or_garbage_errors_never_contain_the_value() {
+    let garbage = format!("{}zz", &DEV_KEY[..64]);
+    let cases = [
+        ("TXMGR_T_SIGNER_ENV_UNSET", None, "not set"),
+        ("TXMGR_T_SIGNER_ENV_EMPTY", Some("  "), "empty"),
+        ("TXMGR_T_SIGNER_ENV_GARBAGE", Some(garbage.as_str()), "hex"),
+        ("TXMGR_T_SIGNER_ENV_SHORT", Some(&DEV_KEY[..40]), "hex"),
+        (
+            "TXMGR_T_SIGNER_ENV_ZERO",
+            Some(&"0".repeat(64)[..]),
+            "secp256k1",
+        ),
+    ];
+    for (var, value, phrase) in cases {
+        if let Some(value) = value {
+            set_env(var, value);
+        }
+        let spec = SignerSpec::Env { var: var.into() };
+        let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+            .await
+            .unwrap_err();
+        let (shown, debug) = (err.to_string(), format!("{err:?}"));
+        assert!(matches!(err, SignerError::Config(_)), "{var}: {debug}");
+        assert!(
+            shown.contains(var) && shown.contains(phrase),
+            "{var}: {shown}"
+        );
+        if let Some(value) = value.filter(|v| !v.trim().is_empty()) {
+            // Not even a recognisable part of the value may leak.
+            let probe = &value[2..12];
+            assert!(
+                !shown.contains(probe) && !debug.contains(probe),
+                "{var}: {shown}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn debug_output_shows_kind_and_address_but_no_key() {
+    set_env("TXMGR_T_SIGNER_ENV_DEBUG", DEV_KEY);
+    let spec = SignerSpec::Env {
+        var: "TXMGR_T_SIGNER_ENV_DEBUG".into(),
+    };
+    let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap();
+    let shown = format!("{signer:?} {spec:?}");
+    assert!(shown.contains("env"), "{shown}");
+    assert!(
+        shown.to_lowercase().contains(&format!("{DEV_ADDRESS:x}")),
+        "{shown}"
+    );
+    assert!(!shown.contains(&DEV_KEY[2..18]), "{shown}");
+    let pretty = format!("{signer:#?}");
+    assert!(!pretty.contains(&DEV_KEY[2..18]), "{pretty}");
+}
+
+/// A keystore of [`DEV_KEY`] in a fresh temporary directory, removed on drop.
+struct Keystore {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl Keystore {
+    fn create(password: &str) -> Keystore {
+        let dir = std::env::temp_dir().join(format!("txmgr-keystore-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = alloy::primitives::hex::decode(DEV_KEY).unwrap();
+        let mut rng = alloy::signers::k256::elliptic_curve::rand_core::OsRng;
+        PrivateKeySigner::encrypt_keystore(&dir, &mut rng, key, password, Some("key.json"))
+            .unwrap();
+        let file = dir.join("key.json");
+        Keystore { dir, file }
+    }
+}
+
+impl Drop for Keystore {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test]
+async fn keystore_signer_is_accepted_by_anvil() {
+    let anvil = Anvil::start().await;
+    let keystore = Keystore::create("correct horse");
+    set_env("TXMGR_T_SIGNER_KS_PASSWORD_OK", "correct horse");
+    let spec = SignerSpec::Keystore {
+        path: keystore.file.clone(),
+        password_env: "TXMGR_T_SIGNER_KS_PASSWORD_OK".into(),
+    };
+    let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap();
+    let shown = format!("{signer:?}");
+    assert!(
+        shown.contains("keystore") && !shown.contains("correct horse"),
+        "{shown}"
+    );
+    assert_anvil_accepts(&anvil, signer.as_ref()).await;
+}
+
+#[tokio::test]
+async fn keystore_wrong_or_missing_password_is_a_clear_error() {
+    let keystore = Keystore::create("correct horse");
+    set_env("TXMGR_T_SIGNER_KS_PASSWORD_BAD", "battery staple");
+    let spec = SignerSpec::Keystore {
+        path: keystore.file.clone(),
+        password_env: "TXMGR_T_SIGNER_KS_PASSWORD_BAD".into(),
+    };
+    let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap_err();
+    let shown = err.to_string();
+    assert!(matches!(err, SignerError::Config(_)), "{err:?}");
+    assert!(shown.contains("wrong password"), "{shown}");
+    assert!(shown.contains("TXMGR_T_SIGNER_KS_PASSWORD_BAD"), "{shown}");
+    assert!(
+        !shown.contains("battery") && !shown.contains("correct"),
+        "{shown}"
+    );
+
+    let spec = SignerSpec::Keystore {
+        path: keystore.file.clone(),
+        password_env: "TXMGR_T_SIGNER_KS_PASSWORD_UNSET".into(),
+    };
+    let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not set"), "{err}");
+
+    set_env("TXMGR_T_SIGNER_KS_PASSWORD_NOFILE", "x");
+    let spec = SignerSpec::Keystore {
+        path: keystore.dir.join("absent.json"),
+        password_env: "TXMGR_T_SIGNER_KS_PASSWORD_NOFILE".into(),
+    };
+    let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("absent.json"), "{err}");
+}
+
+#[tokio::test]
+async fn remote_signer_anvil_signs_and_anvil_accepts() {
+    let anvil = Anvil::start().await;
+    let spec = SignerSpec::Remote {
+        url: anvil.url.clone(),
+    };
+    let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap();
+    assert!(format!("{signer:?}").contains("remote"));
+    assert_anvil_accepts(&anvil, signer.as_ref()).await;
+}
+
+#[tokio::test]
+async fn remote_signer_without_our_account_is_rejected_at_build() {
+    let anvil = Anvil::start().await;
+    let stranger = Address::repeat_byte(0x42);
+    let spec = SignerSpec::Remote {
+        url: anvil.url.clone(),
+    };
+    let err = build_signer(&spec, stranger, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SignerError::Config(_)), "{err:?}");
+    assert!(err.to_string().contains(&stranger.to_string()), "{err}");
+}
+
+/// A raw transaction signed by `key` for `tx`, as a remote would return it.
+fn signed_by(key: &str, tx: TypedTransaction) -> String {
+    let key: PrivateKeySigner = key.parse().unwrap();
+    let sig = key.sign_hash_sync(&tx.signature_hash()).unwrap();
+    let raw = TxEnvelope::from((tx, sig)).encoded_2718();
+    alloy::primitives::hex::encode_prefixed(raw)
+}
+
+/// A fake remote signer that lists `DEV_ADDRESS` (or lacks `eth_accounts`
+/// when `accounts` is `None`) and answers every signing request with `raw`.
+async fn lying_signer(accounts: Option<Value>, raw: Value) -> Responder {
+    Responder::start(move |method| match (method, &accounts) {
+        ("eth_accounts", Some(list)) => json!({ "result": list }),
+        ("eth_signTransaction", _) => json!({ "result": raw }),
+        _ => json!({"error": {"code": -32601, "message": "Method not found"}}),
+    })
+    .await
+}
+
+#[tokio::test]
+async fn remote_signer_returning_another_transaction_is_refused() {
+    // Validly signed by the right key, but for nonce 5 instead of 0.
+    let swapped = signed_by(DEV_KEY, eip1559(5));
+    let server = lying_signer(Some(json!([DEV_ADDRESS])), json!(swapped)).await;
+    let spec = SignerSpec::Remote {
+        url: server.url.clone(),
+    };
+    let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap();
+    let err = signer.sign(eip1559(0)).await.unwrap_err();
+    assert!(
+        matches!(err, SignerError::Tampered { field: "nonce" }),
+        "{err:?}"
+    );
+    assert!(!err.is_transient());
+
+    // The same bytes in geth's `{raw, tx}` shape are checked just the same.
+    let server = lying_signer(None, json!({ "raw": swapped, "tx": {} })).await;
+    let spec = SignerSpec::Remote {
+        url: server.url.clone(),
+    };
+    // No eth_accounts: accepted at build, caught at signing.
+    let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap();
+    let err = signer.sign(eip1559(0)).await.unwrap_err();
+    assert!(
+        matches!(err, SignerError::Tampered { field: "nonce" }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn remote_signer_signing_with_another_key_is_wrong_address() {
+    let other = PrivateKeySigner::random();
+    let other_key = alloy::primitives::hex::encode(other.to_bytes());
+    let forged = signed_by(&other_key, eip1559(0));
+    let server = lying_signer(None, json!({ "raw": forged })).await;
+    let spec = SignerSpec::Remote {
+        url: server.url.clone(),
+    };
+    let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap();
+    let err = signer.sign(eip1559(0)).await.unwrap_err();
+    assert!(
+        matches!(err, SignerError::WrongAddress { expected, got } if expected == DEV_ADDRESS && got == other.address()),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn remote_signer_down_or_silent_is_unavailable() {
+    // Nothing listens on a port we just released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let spec = SignerSpec::Remote {
+        url: format!("http://user:s3cret@127.0.0.1:{port}"),
+    };
+    let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    assert!(!format!("{err} {err:?}").contains("s3cret"), "{err}");
+
+    let silent = Responder::silent().await;
+    let spec = SignerSpec::Remote {
+        url: silent.url.clone(),
+    };
+    let short = Duration::from_millis(300);
+    let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, short)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SignerError::Unavailable(_)), "{err:?}");
+    assert!(err.to_string().contains("no answer within"), "{err}");
+}
+
+#[tokio::test]
+async fn remote_signer_error_answer_is_refused() {
+    let server = Responder::start(|method| match method {
+        "eth_accounts" => json!({ "result": [DEV_ADDRESS] }),
+        _ => json!({"error": {"code": -32000, "message": "request denied by operator"}}),
+    })
+    .await;
+    let spec = SignerSpec::Remote {
+        url: server.url.clone(),
+    };
+    let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
+        .await
+        .unwrap();
+    let err = signer.sign(legacy(0)).await.unwrap_err();
+    assert!(matches!(err, SignerError::Refused(_)), "{err:?}");
+    assert!(err.to_string().contains("request denied"), "{err}");
+}
+
+/// A private anvil per test and a scripted JSON-RPC responder standing in
+/// for a misbehaving remote signer (the shared harness lives in the other crate).
+mod support {
+    use std::{
+        path::PathBuf,
+        process::Stdio,
+        sync::Arc,
+        time::{Duration, Instant},
+    };
+
+    use alloy::{
+        primitives::{Bytes, B256},
+        providers::{Provider, RootProvider},
+    };
+    use serde_json::{json, Value};
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        net::{TcpListener, TcpStream},
+        process::{Child, Command},
+        task::JoinHandle,
+    };
+
+    /// anvil's default chain id.
+    pub(crate) const CHAIN_ID: u64 = 31337;
+
+    /// anvil's first dev key (public test key, never a secret).
+    pub(crate) const DEV_KEY: &str =
+        "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+
+    /// Address of [`DEV_KEY`].
+    pub(crate) const DEV_ADDRESS: alloy::primitives::Address =
+        alloy::primitives::address!("f39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
+
+    /// anvil's second dev account, used as a transfer recipient.
+    pub(crate) const RECIPIENT: alloy::primitives::Address =
+        alloy::primitives::address!("70997970C51812dc3A010C7d01b50e0d17dc79C8");
+
+    const STARTUP_DEADLINE: Duration = Duration::from_secs(20);
+    const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// A running anvil, SIGKILLed on drop.
+    pub(crate) struct Anvil {
+        /// Owning the child keeps anvil alive; `kill_on_drop` ends it.
+        child: Child,
+        /// HTTP endpoint.
+        pub(crate) url: String,
+        provider: RootProvider,
+    }
+
+    impl Anvil {
+        /// Spawns anvil on a free loopback port and waits until it answers.
+        pub(crate) async fn start() -> Anvil {
+            let mut last = String::new();
+            // Another process may take the port between our probe and anvil's bind.
+            for _ in 0..5 {
+                match Anvil::try_start().await {
+                    Ok(anvil) => return anvil,
+                    Err(e) => last = e,
+                }
+            }
+            panic!("anvil did not start: {last}")
+        }
+
+        async fn try_start() -> Result<Anvil, String> {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| format!("probing a free port: {e}"))?
+                .port();
+            let bin = anvil_bin();
+            let child = Command::new(&bin)
+                .args([
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &port.to_string(),
+                    "--silent",
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| {
+                    format!(
+                        "spawning {}: {e} (run scripts/install-anvil.sh or set ANVIL_BIN)",
+                        bin.display()
+                    )
+                })?;
+            let url = format!("http://127.0.0.1:{port}");
+            let provider = RootProvider::new_http(url.parse().map_err(|e| format!("{e}"))?);
+            let mut anvil = Anvil {
+                child,
+                url,
+                provider,
+            };
+            let deadline = Instant::now() + STARTUP_DEADLINE;
+            loop {
+                if let Ok(Some(status)) = anvil.child.try_wait() {
+                    return Err(format!("anvil exited with {status}"));
+                }
+                if let Ok(id) = anvil.try_rpc("eth_chainId", json!([])).await {
+                    return if id == format!("{CHAIN_ID:#x}") {
+                        Ok(anvil)
+                    } else {
+                        Err(format!("port {port} answered chain id {id}"))
+                    };
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "no answer on port {port} within {STARTUP_DEADLINE:?}"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+
+        /// One JSON-RPC call, bounded by a timeout.
+        pub(crate) async fn try_rpc(&self, method: &str, params: Value) -> Result<Value, String> {
+            let call = self
+                .provider
+                .raw_request::<Value, Value>(method.to_owned().into(), params);
+            match tokio::time::timeout(RPC_TIMEOUT, call).await {
+                Ok(result) => result.map_err(|e| e.to_string()),
+                Err(_) => Err(format!("{method} timed out")),
+            }
+        }
+
+        /// Broadcasts `raw`, returns the hash anvil reports, and waits for a
+        /// successful receipt (anvil automines).
+        pub(crate) async fn send_raw(&self, raw: &Bytes) -> B256 {
+            let hash = self
+                .try_rpc("eth_sendRawTransaction", json!([raw]))
+                .await
+                .unwrap_or_else(|e| panic!("anvil rejected the signed transaction: {e}"));
+            let hash: B256 = serde_json::from_value(hash).expect("hash");
+            let deadline = Instant::now() + RPC_TIMEOUT;
+            loop {
+                let receipt = self
+                    .try_rpc("eth_getTransactionReceipt", json!([hash]))
+                    .await
+                    .expect("receipt query");
+                if !receipt.is_null() {
+                    assert_eq!(receipt["status"], "0x1", "transaction failed: {receipt}");
+                    return hash;
+                }
+                assert!(Instant::now() < deadline, "no receipt for {hash}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+
+    /// `ANVIL_BIN`, else the workspace's `.tools/bin/anvil`.
+    fn anvil_bin() -> PathBuf {
+        if let Some(bin) = std::env::var_os("ANVIL_BIN").filter(|b| !b.is_empty()) {
+            return PathBuf::from(bin);
+        }
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin/anvil")
+    }
+
+    /// A scripted JSON-RPC server: `answer(method)` gives the `result` or
+    /// `error` member of each reply. Stopped on drop.
+    pub(crate) struct Responder {
+        /// HTTP endpoint.
+        pub(crate) url: String,
+        task: JoinHandle<()>,
+    }
+
+    impl Responder {
+        /// Starts the server on a free loopback port.
+        pub(crate) async fn start(
+            answer: impl Fn(&str) -> Value + Send + Sync + 'static,
+        ) -> Responder {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let url = format!("http://{}", listener.local_addr().expect("addr"));
+            let answer = Arc::new(answer);
+            let task = tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(serve(stream, answer.clone()));
+                }
+            });
+            Responder { url, task }
+        }
+
+        /// A server that accepts connections and never answers.
+        pub(crate) async fn silent() -> Responder {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let url = format!("http://{}", listener.local_addr().expect("addr"));
+            let task = tokio::spawn(async move {
+                let mut held = Vec::new();
+                while let Ok((stream, _)) = listener.accept().await {
+                    held.push(stream);
+                }
+            });
+            Responder { url, task }
+        }
+    }
+
+    impl Drop for Responder {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+
+    /// Reads one HTTP request, answers it and closes the connection.
+    async fn serve(mut stream: TcpStream, answer: Arc<impl Fn(&str) -> Value>) {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let body = loop {
+            let n = match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            buf.extend_from_slice(&chunk[..n]);
+            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + length {
+                break buf[end + 4..end + 4 + length].to_vec();
+            }
+        };
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let method = request["method"].as_str().unwrap_or_default();
+        let mut reply = json!({"jsonrpc": "2.0", "id": request["id"]});
+        if let (Some(reply), Value::Object(member)) = (reply.as_object_mut(), answer(method)) {
+            reply.extend(member);
+        }
+        let body = reply.to_string();
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    }
+}
