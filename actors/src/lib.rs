@@ -19,6 +19,8 @@ pub mod domain;
 pub mod metrics;
 pub mod signer;
 pub mod store;
+pub mod submitter;
+pub mod supervisor;
 
 pub use domain::{AttemptKind, SubmitterKey, TxState};
 pub use store::{FencedTx, LeaseGuard, LeaseOutcome, LeaseRequest, StoreError};

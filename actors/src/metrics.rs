@@ -10,3 +10,9 @@ pub const LEASE_ACQUISITIONS: &str = "txmgr_lease_acquisitions_total";
 
 /// Counter: fenced transactions, labels `operation` and `result` = `ok` | `fenced` | `error`.
 pub const FENCED_WRITES: &str = "txmgr_fenced_writes_total";
+
+/// Counter: broadcast results by class, label `result` (see `BroadcastClass::label`).
+pub const BROADCASTS: &str = "txmgr_broadcasts_total";
+
+/// Counter: external use of a submitter's key detected, label `action` = `adopt` | `protect`.
+pub const EXTERNAL_NONCE: &str = "txmgr_external_nonce_total";

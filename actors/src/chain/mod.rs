@@ -6,3 +6,7 @@
 mod classify;
 
 pub use classify::{classify_rpc_error, BroadcastClass, InvalidReason};
+
+mod rpc;
+
+pub use rpc::{intent_request, ChainClient, ChainError, ChainNonces, EvmRpc, FeeQuote};

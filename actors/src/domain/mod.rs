@@ -1,7 +1,9 @@
 //! Domain vocabulary shared by the store, the actors and the HTTP edge.
 
+mod intent;
 mod state;
 mod submitter;
 
+pub use intent::{CreateError, CreateOutcome, Intent, NewIntent, TxSummary};
 pub use state::{AttemptKind, TxState};
 pub use submitter::SubmitterKey;

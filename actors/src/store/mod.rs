@@ -8,9 +8,13 @@
 
 mod error;
 mod fenced;
+pub mod intents;
 mod lease;
 pub mod node;
 pub mod nonce_cursor;
+pub mod pipeline;
+pub mod tracking;
+pub mod tx_query;
 
 use sqlx::PgPool;
 

@@ -1,0 +1,210 @@
+//! The chain port: what the engine asks of an EVM node, and its JSON-RPC
+//! implementation. Kept behind a trait so state-machine logic never calls the
+//! network directly and tests can inject faults.
+
+use std::{fmt, time::Duration};
+
+use alloy::{
+    eips::BlockNumberOrTag,
+    network::TransactionBuilder,
+    primitives::{Address, Bytes, B256},
+    providers::{Provider, ProviderBuilder, RootProvider},
+    rpc::types::{TransactionReceipt, TransactionRequest},
+    transports::{RpcError, TransportErrorKind},
+};
+use async_trait::async_trait;
+
+use crate::domain::Intent;
+
+/// An error from the chain node.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ChainError {
+    /// The node answered with a JSON-RPC error; classify it by its text.
+    #[error("rpc error {code}: {message}")]
+    Rpc {
+        /// JSON-RPC `error.code`.
+        code: i64,
+        /// JSON-RPC `error.message`.
+        message: String,
+    },
+    /// No answer: timeout, connection failure, HTTP error, bad response.
+    /// Whether a send reached the node is unknown.
+    #[error("transport: {0}")]
+    Transport(String),
+}
+
+impl ChainError {
+    /// A call that ran the EVM and reverted (estimate/call), as opposed to a
+    /// node or transport problem.
+    pub fn is_revert(&self) -> bool {
+        match self {
+            ChainError::Rpc { code, message } => {
+                *code == 3 || message.to_ascii_lowercase().contains("revert")
+            }
+            ChainError::Transport(_) => false,
+        }
+    }
+}
+
+/// Current fee market, as the node reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeeQuote {
+    /// Base fee of the latest block (EIP-1559), 0 when the chain has none.
+    pub base_fee: u128,
+    /// The node's suggested priority fee.
+    pub priority_fee: u128,
+    /// The node's suggested legacy gas price.
+    pub gas_price: u128,
+}
+
+/// The nonces of an address at `latest` and `pending`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainNonces {
+    /// Transactions of the address in mined blocks.
+    pub latest: u64,
+    /// Including the node's pool.
+    pub pending: u64,
+}
+
+/// What the engine needs from a chain node.
+#[async_trait]
+pub trait ChainClient: Send + Sync + fmt::Debug {
+    /// `eth_chainId`.
+    async fn chain_id(&self) -> Result<u64, ChainError>;
+    /// `eth_getTransactionCount` at latest and pending.
+    async fn nonces(&self, address: Address) -> Result<ChainNonces, ChainError>;
+    /// `eth_estimateGas` for the intent sent from `from`.
+    async fn estimate_gas(&self, from: Address, intent: &Intent) -> Result<u64, ChainError>;
+    /// Base fee, priority fee and gas price now.
+    async fn fees(&self) -> Result<FeeQuote, ChainError>;
+    /// `eth_sendRawTransaction`; the hash the node returned.
+    async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError>;
+    /// `eth_getTransactionReceipt`; `None` while not mined.
+    async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError>;
+}
+
+/// [`ChainClient`] over HTTP JSON-RPC with alloy, every call bounded by a timeout.
+#[derive(Clone)]
+pub struct EvmRpc {
+    provider: RootProvider,
+    timeout: Duration,
+    url: String,
+}
+
+impl fmt::Debug for EvmRpc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EvmRpc").field("url", &self.url).finish()
+    }
+}
+
+impl EvmRpc {
+    /// Connects (lazily) to an HTTP JSON-RPC endpoint.
+    pub fn new(url: &str, timeout: Duration) -> Result<Self, ChainError> {
+        let parsed = url
+            .parse()
+            .map_err(|e| ChainError::Transport(format!("bad rpc url {url}: {e}")))?;
+        let provider = ProviderBuilder::new()
+            .disable_recommended_fillers()
+            .connect_http(parsed)
+            .root()
+            .clone();
+        Ok(Self {
+            provider,
+            timeout,
+            url: url.to_owned(),
+        })
+    }
+
+    async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, RpcError<TransportErrorKind>>>,
+    ) -> Result<T, ChainError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map_err(map_error),
+            Err(_) => Err(ChainError::Transport(format!(
+                "timed out after {:?}",
+                self.timeout
+            ))),
+        }
+    }
+}
+
+fn map_error(err: RpcError<TransportErrorKind>) -> ChainError {
+    match err {
+        RpcError::ErrorResp(payload) => ChainError::Rpc {
+            code: payload.code,
+            message: payload.message.to_string(),
+        },
+        other => ChainError::Transport(other.to_string()),
+    }
+}
+
+/// The call an intent makes, as a transaction request (no nonce, no fees).
+pub fn intent_request(from: Address, intent: &Intent) -> TransactionRequest {
+    let mut request = TransactionRequest::default()
+        .with_from(from)
+        .with_value(intent.value)
+        .with_input(intent.data.clone());
+    match intent.to {
+        Some(to) => request = request.with_to(to),
+        None => request.set_create(),
+    }
+    request
+}
+
+#[async_trait]
+impl ChainClient for EvmRpc {
+    async fn chain_id(&self) -> Result<u64, ChainError> {
+        self.bounded(self.provider.get_chain_id()).await
+    }
+
+    async fn nonces(&self, address: Address) -> Result<ChainNonces, ChainError> {
+        let latest =
+            self.bounded(async { self.provider.get_transaction_count(address).latest().await });
+        let pending =
+            self.bounded(async { self.provider.get_transaction_count(address).pending().await });
+        let (latest, pending) = tokio::try_join!(latest, pending)?;
+        Ok(ChainNonces { latest, pending })
+    }
+
+    async fn estimate_gas(&self, from: Address, intent: &Intent) -> Result<u64, ChainError> {
+        let request = intent_request(from, intent);
+        self.bounded(async { self.provider.estimate_gas(request).await })
+            .await
+    }
+
+    async fn fees(&self) -> Result<FeeQuote, ChainError> {
+        let block = self.bounded(async {
+            self.provider
+                .get_block_by_number(BlockNumberOrTag::Latest)
+                .await
+        });
+        let priority = self.bounded(self.provider.get_max_priority_fee_per_gas());
+        let gas_price = self.bounded(self.provider.get_gas_price());
+        let (block, priority_fee, gas_price) = tokio::try_join!(block, priority, gas_price)?;
+        let base_fee = block
+            .and_then(|b| b.header.base_fee_per_gas)
+            .map(u128::from)
+            .unwrap_or(0);
+        Ok(FeeQuote {
+            base_fee,
+            priority_fee,
+            gas_price,
+        })
+    }
+
+    async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError> {
+        let raw = raw.clone();
+        self.bounded(async {
+            self.provider
+                .raw_request::<_, B256>("eth_sendRawTransaction".into(), (raw,))
+                .await
+        })
+        .await
+    }
+
+    async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
+        self.bounded(async { self.provider.get_transaction_receipt(hash).await })
+            .await
+    }
+}

@@ -1,0 +1,143 @@
+//! Accepting intents: the QUEUED insert with idempotency (not a critical
+//! write: a QUEUED row has no nonce, so any node may insert it).
+
+use std::collections::HashMap;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::StoreResult;
+use crate::domain::{CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary};
+
+/// The channel `NOTIFY`d when a submitter has new work; the payload is
+/// `<chain_id>:<address>`.
+pub const WORK_CHANNEL: &str = "txmgr_work";
+
+/// `(chain_id, submitter, request_id)` of an intent.
+type RequestKey = (i64, String, String);
+/// `(tx_id, request_hash, state)` of the intent that owns a request id.
+type ExistingRow = (Uuid, Vec<u8>, String);
+
+/// Persists a batch of creates in one transaction (group commit) and answers
+/// each: created, an idempotent replay, or a conflict. Concurrent duplicates
+/// settle on the `(chain_id, submitter, request_id)` unique index, never on an
+/// error. Sends one `NOTIFY txmgr_work` per submitter that got new rows.
+pub async fn insert_queued(pool: &PgPool, batch: &[NewIntent]) -> StoreResult<Vec<CreateOutcome>> {
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ids = Vec::with_capacity(batch.len());
+    let mut chains = Vec::with_capacity(batch.len());
+    let mut submitters = Vec::with_capacity(batch.len());
+    let mut request_ids = Vec::with_capacity(batch.len());
+    let mut hashes = Vec::with_capacity(batch.len());
+    let mut intents = Vec::with_capacity(batch.len());
+    for create in batch {
+        ids.push(create.tx_id);
+        chains.push(create.submitter.chain_id_db());
+        submitters.push(create.submitter.address_hex());
+        request_ids.push(create.request_id.clone());
+        hashes.push(create.intent.request_hash(&create.submitter).to_vec());
+        intents.push(
+            serde_json::to_value(&create.intent).map_err(|e| {
+                super::StoreError::Corrupt(format!("intent does not serialise: {e}"))
+            })?,
+        );
+    }
+
+    let mut tx = pool.begin().await?;
+    // WITH ORDINALITY keeps ingress order = order of acceptance in the batch.
+    let inserted: Vec<(Uuid,)> = sqlx::query_as(
+        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state)
+         SELECT t.tx_id, t.chain_id, t.submitter, t.request_id, t.request_hash, t.intent, 'QUEUED'
+           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[])
+                WITH ORDINALITY AS t(tx_id, chain_id, submitter, request_id, request_hash, intent, ord)
+          ORDER BY t.ord
+         ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING
+         RETURNING tx_id",
+    )
+    .bind(&ids)
+    .bind(&chains)
+    .bind(&submitters)
+    .bind(&request_ids)
+    .bind(&hashes)
+    .bind(&intents)
+    .fetch_all(&mut *tx)
+    .await?;
+    let inserted: std::collections::HashSet<Uuid> = inserted.into_iter().map(|(id,)| id).collect();
+
+    // Creates that lost on the request-id index: look up the owner of the id.
+    let mut existing: HashMap<RequestKey, ExistingRow> = HashMap::new();
+    let lost: Vec<usize> = (0..batch.len())
+        .filter(|i| !inserted.contains(&ids[*i]))
+        .collect();
+    if !lost.is_empty() {
+        let rows: Vec<(i64, String, String, Uuid, Vec<u8>, String)> = sqlx::query_as(
+            "SELECT m.chain_id, m.submitter, m.request_id, m.tx_id, m.request_hash, m.state
+               FROM managed_tx m
+               JOIN UNNEST($1::bigint[], $2::text[], $3::text[]) AS k(chain_id, submitter, request_id)
+                 ON m.chain_id = k.chain_id AND m.submitter = k.submitter AND m.request_id = k.request_id",
+        )
+        .bind(lost.iter().map(|i| chains[*i]).collect::<Vec<_>>())
+        .bind(lost.iter().map(|i| submitters[*i].clone()).collect::<Vec<_>>())
+        .bind(lost.iter().map(|i| request_ids[*i].clone()).collect::<Vec<_>>())
+        .fetch_all(&mut *tx)
+        .await?;
+        for (chain_id, submitter, request_id, tx_id, hash, state) in rows {
+            existing.insert((chain_id, submitter, request_id), (tx_id, hash, state));
+        }
+    }
+
+    let mut notified: Vec<SubmitterKey> = Vec::new();
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for (i, create) in batch.iter().enumerate() {
+        let summary = |tx_id: Uuid, state: TxState| TxSummary {
+            tx_id,
+            state,
+            submitter: create.submitter.address,
+            request_id: create.request_id.clone(),
+        };
+        if inserted.contains(&create.tx_id) {
+            if !notified.contains(&create.submitter) {
+                notified.push(create.submitter);
+            }
+            outcomes.push(CreateOutcome::Created(summary(
+                create.tx_id,
+                TxState::Queued,
+            )));
+            continue;
+        }
+        let key = (
+            chains[i],
+            submitters[i].clone(),
+            request_ids[i].clone().unwrap_or_default(),
+        );
+        let Some((tx_id, hash, state)) = existing.get(&key) else {
+            return Err(super::StoreError::Corrupt(format!(
+                "request id {:?} conflicted but its row is not visible",
+                create.request_id
+            )));
+        };
+        if *hash == hashes[i] {
+            let state = state
+                .parse::<TxState>()
+                .map_err(|e| super::StoreError::Corrupt(e.to_string()))?;
+            outcomes.push(CreateOutcome::Existing(summary(*tx_id, state)));
+        } else {
+            outcomes.push(CreateOutcome::Conflict { tx_id: *tx_id });
+        }
+    }
+    for submitter in notified {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(WORK_CHANNEL)
+            .bind(format!(
+                "{}:{}",
+                submitter.chain_id,
+                submitter.address_hex()
+            ))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}

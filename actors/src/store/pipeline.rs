@@ -1,0 +1,361 @@
+//! The submitter pipeline's reads and fenced writes: allocation, attempts,
+//! broadcast results, receipts, rejections (DESIGN.md sections 6-8).
+
+use std::time::Duration;
+
+use alloy::primitives::{Bytes, B256};
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use super::{millis, nonce_cursor, FencedTx, StoreError, StoreResult};
+use crate::domain::{AttemptKind, Intent, SubmitterKey, TxState};
+
+/// A QUEUED intent waiting for a nonce.
+#[derive(Debug, Clone)]
+pub struct QueuedTx {
+    /// Its id.
+    pub tx_id: Uuid,
+    /// What to send.
+    pub intent: Intent,
+}
+
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+fn nonce_db(nonce: u64) -> StoreResult<i64> {
+    i64::try_from(nonce).map_err(corrupt)
+}
+
+fn nonce_of(n: i64) -> StoreResult<u64> {
+    u64::try_from(n).map_err(corrupt)
+}
+
+/// The oldest `limit` QUEUED intents, in acceptance order.
+pub async fn load_queued(
+    pool: &PgPool,
+    key: SubmitterKey,
+    limit: usize,
+) -> StoreResult<Vec<QueuedTx>> {
+    let rows: Vec<(Uuid, serde_json::Value)> = sqlx::query_as(
+        "SELECT tx_id, intent FROM managed_tx
+          WHERE chain_id = $1 AND submitter = $2 AND state = 'QUEUED'
+          ORDER BY ingress_seq LIMIT $3",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|(tx_id, intent)| {
+            Ok(QueuedTx {
+                tx_id,
+                intent: serde_json::from_value(intent).map_err(corrupt)?,
+            })
+        })
+        .collect()
+}
+
+/// Intents occupying an in-flight slot: ALLOCATED, STUCK, and TRACKING —
+/// those with a receipt only when `count_mined` (strict mode counts until final).
+pub async fn in_flight_count(
+    pool: &PgPool,
+    key: SubmitterKey,
+    count_mined: bool,
+) -> StoreResult<u64> {
+    let count: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM managed_tx
+          WHERE chain_id = $1 AND submitter = $2
+            AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+            AND ($3 OR receipt IS NULL)",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .bind(count_mined)
+    .fetch_one(pool)
+    .await?;
+    nonce_of(count)
+}
+
+/// Writes the completion row of a terminal transition (or STUCK) in the
+/// same transaction as the transition.
+async fn insert_completion(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state)
+         SELECT tx_id, chain_id, submitter, request_id, state FROM managed_tx WHERE tx_id = $1",
+    )
+    .bind(tx_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// REJECTED: the intent never used a nonce on chain. When it held one (no
+/// node ever accepted any attempt) the nonce goes back to the cursor.
+pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResult<()> {
+    let token = ftx.token();
+    let released: Option<(Option<i64>,)> = sqlx::query_as(
+        "UPDATE managed_tx m SET state = 'REJECTED', sub_state = NULL, nonce = NULL, last_error = $2,
+                fencing_token = $3, updated_at = now()
+           FROM (SELECT tx_id, nonce FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
+          WHERE m.tx_id = old.tx_id AND m.state IN ('QUEUED', 'ALLOCATED') AND m.submit_attempts = 0
+          RETURNING old.nonce",
+    )
+    .bind(tx_id)
+    .bind(reason)
+    .bind(token)
+    .fetch_optional(ftx.conn())
+    .await?;
+    let Some((nonce,)) = released else {
+        return Err(StoreError::Corrupt(format!(
+            "{tx_id} cannot be rejected in its state"
+        )));
+    };
+    if let Some(nonce) = nonce {
+        nonce_cursor::release(ftx, &[nonce_of(nonce)?]).await?;
+    }
+    insert_completion(ftx.conn(), tx_id).await
+}
+
+/// Gives the nonces to QUEUED intents (one allocation transaction with
+/// [`nonce_cursor::allocate`]) and marks them ALLOCATED.
+pub async fn assign_nonces(ftx: &mut FencedTx, assignments: &[(Uuid, u64)]) -> StoreResult<()> {
+    let ids: Vec<Uuid> = assignments.iter().map(|(id, _)| *id).collect();
+    let nonces = assignments
+        .iter()
+        .map(|(_, n)| nonce_db(*n))
+        .collect::<StoreResult<Vec<_>>>()?;
+    let token = ftx.token();
+    let updated = sqlx::query(
+        "UPDATE managed_tx m SET state = 'ALLOCATED', nonce = a.nonce, sub_state = NULL,
+                fencing_token = $3, updated_at = now(), next_resubmit_at = now()
+           FROM UNNEST($1::uuid[], $2::bigint[]) AS a(tx_id, nonce)
+          WHERE m.tx_id = a.tx_id AND m.state = 'QUEUED'",
+    )
+    .bind(&ids)
+    .bind(&nonces)
+    .bind(token)
+    .execute(ftx.conn())
+    .await?
+    .rows_affected();
+    if updated != assignments.len() as u64 {
+        return Err(StoreError::Corrupt(format!(
+            "allocated {updated} of {} intents: some left QUEUED meanwhile",
+            assignments.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A signed transaction about to be persisted.
+#[derive(Debug, Clone)]
+pub struct NewAttempt {
+    /// The intent.
+    pub tx_id: Uuid,
+    /// 1 for the first signature, then increasing.
+    pub attempt_no: i32,
+    /// The nonce signed.
+    pub nonce: u64,
+    /// keccak of `raw`.
+    pub tx_hash: B256,
+    /// EIP-2718 bytes as broadcast.
+    pub raw: Bytes,
+    /// EIP-1559 max fee, or `None` for legacy.
+    pub max_fee_per_gas: Option<u128>,
+    /// EIP-1559 priority fee, or `None` for legacy.
+    pub max_priority_fee_per_gas: Option<u128>,
+    /// Legacy gas price, or `None` for EIP-1559.
+    pub gas_price: Option<u128>,
+    /// Gas limit signed.
+    pub gas_limit: u64,
+    /// Why this attempt exists.
+    pub kind: AttemptKind,
+}
+
+/// Persists signed attempts **before** any of them is broadcast, and points
+/// each intent's `tx_hash` at its newest attempt.
+pub async fn insert_attempts(ftx: &mut FencedTx, attempts: &[NewAttempt]) -> StoreResult<()> {
+    let token = ftx.token();
+    let amount = |v: Option<u128>| v.map(|v| v.to_string());
+    let hash = |h: &B256| format!("{h:#x}");
+    sqlx::query(
+        "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
+                 max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
+         SELECT a.tx_id, a.attempt_no, a.nonce, a.tx_hash, a.raw_tx, a.max_fee::numeric,
+                a.max_prio::numeric, a.gas_price::numeric, a.gas_limit, a.kind, $11
+           FROM UNNEST($1::uuid[], $2::int[], $3::bigint[], $4::text[], $5::bytea[], $6::text[],
+                       $7::text[], $8::text[], $9::bigint[], $10::text[])
+                AS a(tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee, max_prio, gas_price, gas_limit, kind)",
+    )
+    .bind(attempts.iter().map(|a| a.tx_id).collect::<Vec<_>>())
+    .bind(attempts.iter().map(|a| a.attempt_no).collect::<Vec<_>>())
+    .bind(attempts.iter().map(|a| nonce_db(a.nonce)).collect::<StoreResult<Vec<_>>>()?)
+    .bind(attempts.iter().map(|a| hash(&a.tx_hash)).collect::<Vec<_>>())
+    .bind(attempts.iter().map(|a| a.raw.to_vec()).collect::<Vec<_>>())
+    .bind(attempts.iter().map(|a| amount(a.max_fee_per_gas)).collect::<Vec<_>>())
+    .bind(attempts.iter().map(|a| amount(a.max_priority_fee_per_gas)).collect::<Vec<_>>())
+    .bind(attempts.iter().map(|a| amount(a.gas_price)).collect::<Vec<_>>())
+    .bind(attempts.iter().map(|a| i64::try_from(a.gas_limit).unwrap_or(i64::MAX)).collect::<Vec<_>>())
+    .bind(attempts.iter().map(|a| a.kind.as_str()).collect::<Vec<_>>())
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    sqlx::query(
+        "UPDATE managed_tx m SET tx_hash = a.tx_hash, fencing_token = $3, updated_at = now()
+           FROM UNNEST($1::uuid[], $2::text[]) AS a(tx_id, tx_hash) WHERE m.tx_id = a.tx_id",
+    )
+    .bind(attempts.iter().map(|a| a.tx_id).collect::<Vec<_>>())
+    .bind(
+        attempts
+            .iter()
+            .map(|a| hash(&a.tx_hash))
+            .collect::<Vec<_>>(),
+    )
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    Ok(())
+}
+
+/// The newest attempt of an intent, ready to (re)broadcast.
+#[derive(Debug, Clone)]
+pub struct PendingAttempt {
+    /// The intent.
+    pub tx_id: Uuid,
+    /// Its nonce.
+    pub nonce: u64,
+    /// Its state (ALLOCATED: never accepted; TRACKING/STUCK: accepted before).
+    pub state: TxState,
+    /// The attempt's hash.
+    pub tx_hash: B256,
+    /// The attempt's bytes, identical on every re-broadcast.
+    pub raw: Bytes,
+    /// Seconds since the intent was allocated (for `reject_after`).
+    pub age: Duration,
+}
+
+/// ALLOCATED intents whose newest attempt is due for (re)broadcast.
+pub async fn load_due_allocated(
+    pool: &PgPool,
+    key: SubmitterKey,
+    limit: usize,
+) -> StoreResult<Vec<PendingAttempt>> {
+    let rows: Vec<(Uuid, i64, String, String, Vec<u8>, i64)> = sqlx::query_as(
+        "SELECT m.tx_id, m.nonce, m.state, a.tx_hash, a.raw_tx,
+                (EXTRACT(EPOCH FROM (now() - m.created_at)) * 1000)::bigint
+           FROM managed_tx m
+           JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = m.tx_id
+                          ORDER BY attempt_no DESC LIMIT 1) a ON true
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
+            AND (m.next_resubmit_at IS NULL OR m.next_resubmit_at <= now())
+          ORDER BY m.nonce LIMIT $3",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|(tx_id, nonce, state, hash, raw, age_ms)| {
+            Ok(PendingAttempt {
+                tx_id,
+                nonce: nonce_of(nonce)?,
+                state: state.parse().map_err(corrupt)?,
+                tx_hash: hash.parse().map_err(corrupt)?,
+                raw: raw.into(),
+                age: Duration::from_millis(u64::try_from(age_ms).unwrap_or(0)),
+            })
+        })
+        .collect()
+}
+
+/// ALLOCATED intents with no attempt (a crash between allocation and
+/// persisting the signature): they are signed again with the same nonce.
+pub async fn load_allocated_unsigned(
+    pool: &PgPool,
+    key: SubmitterKey,
+) -> StoreResult<Vec<(Uuid, u64, Intent)>> {
+    let rows: Vec<(Uuid, i64, serde_json::Value)> = sqlx::query_as(
+        "SELECT m.tx_id, m.nonce, m.intent FROM managed_tx m
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
+            AND NOT EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id)
+          ORDER BY m.nonce",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|(id, nonce, intent)| {
+            Ok((
+                id,
+                nonce_of(nonce)?,
+                serde_json::from_value(intent).map_err(corrupt)?,
+            ))
+        })
+        .collect()
+}
+
+/// Broadcast accepted (or already known): TRACKING, next re-broadcast due
+/// after `resubmit_interval`.
+pub async fn record_accepted(
+    ftx: &mut FencedTx,
+    accepted: &[(Uuid, B256, &'static str)],
+    resubmit_interval: Duration,
+) -> StoreResult<()> {
+    let token = ftx.token();
+    sqlx::query(
+        "UPDATE managed_tx m SET state = 'TRACKING', sub_state = COALESCE(m.sub_state, 'awaiting_receipt'),
+                submit_attempts = submit_attempts + 1, last_submit_at = now(),
+                next_resubmit_at = now() + $3 * interval '1 millisecond', last_error = NULL,
+                fencing_token = $2, updated_at = now()
+           FROM UNNEST($1::uuid[]) AS a(tx_id)
+          WHERE m.tx_id = a.tx_id AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+    )
+    .bind(accepted.iter().map(|a| a.0).collect::<Vec<_>>())
+    .bind(token)
+    .bind(millis(resubmit_interval))
+    .execute(ftx.conn())
+    .await?;
+    record_attempt_results(ftx, accepted.iter().map(|(_, h, r)| (*h, r.to_string()))).await
+}
+
+/// Broadcast not accepted yet: stays ALLOCATED, retried at `retry_after`.
+pub async fn record_retry(
+    ftx: &mut FencedTx,
+    retries: &[(Uuid, B256, String)],
+    retry_after: Duration,
+) -> StoreResult<()> {
+    let token = ftx.token();
+    sqlx::query(
+        "UPDATE managed_tx m SET last_error = a.error, next_resubmit_at = now() + $3 * interval '1 millisecond',
+                fencing_token = $4, updated_at = now()
+           FROM UNNEST($1::uuid[], $2::text[]) AS a(tx_id, error)
+          WHERE m.tx_id = a.tx_id",
+    )
+    .bind(retries.iter().map(|r| r.0).collect::<Vec<_>>())
+    .bind(retries.iter().map(|r| r.2.clone()).collect::<Vec<_>>())
+    .bind(millis(retry_after))
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    record_attempt_results(ftx, retries.iter().map(|(_, h, e)| (*h, e.clone()))).await
+}
+
+async fn record_attempt_results(
+    ftx: &mut FencedTx,
+    results: impl Iterator<Item = (B256, String)>,
+) -> StoreResult<()> {
+    let (hashes, labels): (Vec<String>, Vec<String>) =
+        results.map(|(h, r)| (format!("{h:#x}"), r)).unzip();
+    sqlx::query(
+        "UPDATE tx_attempt t SET broadcast_result = a.result
+           FROM UNNEST($1::text[], $2::text[]) AS a(tx_hash, result) WHERE t.tx_hash = a.tx_hash",
+    )
+    .bind(hashes)
+    .bind(labels)
+    .execute(ftx.conn())
+    .await?;
+    Ok(())
+}

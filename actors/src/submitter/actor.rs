@@ -1,0 +1,320 @@
+//! The SubmitterActor: lease life cycle and scheduling; the work itself is in
+//! `cycle` and `sweep`.
+
+use std::{sync::Arc, time::Duration};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::task::JoinHandle;
+
+use super::{
+    cycle::{self, CycleError},
+    status::Role,
+    sweep, SubmitterContext, SubmitterHandle,
+};
+use crate::store::{self, LeaseGuard, LeaseOutcome, LeaseRequest};
+
+/// Messages a SubmitterActor handles.
+#[derive(Debug)]
+pub enum SubmitterMsg {
+    /// New work may be waiting (sent through the handle, coalesced).
+    Work,
+    /// Timer: run the work cycle again (retry or continuation).
+    WorkTimer,
+    /// Timer: renew the lease (leader) or try to acquire it (standby).
+    LeaseTick,
+    /// Timer: check the chain (receipts, external nonce use).
+    SweepTick,
+    /// Release the lease and stop (graceful shutdown, removal, restart).
+    Drain(RpcReplyPort<()>),
+}
+
+impl SubmitterMsg {
+    /// Sent through [`SubmitterHandle::send`], so counted in the mailbox depth.
+    pub(crate) fn is_counted(&self) -> bool {
+        matches!(self, SubmitterMsg::Work | SubmitterMsg::Drain(_))
+    }
+}
+
+/// The actor (stateless; everything is in [`SubmitterState`]).
+#[derive(Debug, Default)]
+pub struct SubmitterActor;
+
+/// What the actor is started with.
+#[derive(Debug)]
+pub struct SubmitterArgs {
+    /// Shared context.
+    pub ctx: Arc<SubmitterContext>,
+    /// The handle whose status the actor keeps current.
+    pub handle: SubmitterHandle,
+}
+
+/// The actor's state.
+#[derive(Debug)]
+pub struct SubmitterState {
+    ctx: Arc<SubmitterContext>,
+    handle: SubmitterHandle,
+    lease: Option<LeaseGuard>,
+    protect_reason: Option<String>,
+    lease_timer: Option<Timer>,
+    work_timer: Option<Timer>,
+    sweep_timer: Option<Timer>,
+}
+
+type Timer = JoinHandle<Result<(), ractor::MessagingErr<SubmitterMsg>>>;
+
+fn rearm(slot: &mut Option<Timer>, timer: Timer) {
+    if let Some(old) = slot.replace(timer) {
+        old.abort();
+    }
+}
+
+impl SubmitterState {
+    fn request(&self) -> LeaseRequest {
+        LeaseRequest {
+            submitter: self.ctx.key,
+            node_id: self.ctx.node_id.clone(),
+            duration: self.ctx.lease.duration,
+            clock_skew: self.ctx.lease.clock_skew,
+        }
+    }
+
+    fn set_role(&self) {
+        let role = match (&self.lease, &self.protect_reason) {
+            (Some(_), Some(_)) => Role::Protected,
+            (Some(_), None) => Role::Leader,
+            (None, _) => Role::Standby,
+        };
+        let status = self.handle.status();
+        status.set_role(role);
+        status.set_fencing_token(self.lease.as_ref().map_or(0, |l| l.token));
+        status.set_protect_reason(self.protect_reason.clone());
+    }
+
+    fn schedule_work(&mut self, myself: &ActorRef<SubmitterMsg>, after: Duration) {
+        rearm(
+            &mut self.work_timer,
+            myself.send_after(after, || SubmitterMsg::WorkTimer),
+        );
+    }
+}
+
+/// Turns a cycle error into the actor's reaction: `Err` stops the actor (the
+/// supervisor restarts it); anything else is logged and retried.
+fn fatal(state: &SubmitterState, err: CycleError) -> Result<(), ActorProcessingErr> {
+    state.handle.status().set_last_error(Some(err.to_string()));
+    if err.is_fenced() {
+        tracing::warn!(target: "txmgr::submitter", submitter = %state.ctx.key, "fenced: lease lost, stopping");
+        return Err(Box::new(err));
+    }
+    tracing::warn!(target: "txmgr::submitter", submitter = %state.ctx.key, error = %err, "work cycle failed; will retry");
+    Ok(())
+}
+
+impl Actor for SubmitterActor {
+    type Msg = SubmitterMsg;
+    type State = SubmitterState;
+    type Arguments = SubmitterArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SubmitterMsg>,
+        args: SubmitterArgs,
+    ) -> Result<SubmitterState, ActorProcessingErr> {
+        args.handle.status().set_role(Role::Idle);
+        // Uncounted: the first lease attempt comes straight from the actor.
+        myself.send_message(SubmitterMsg::LeaseTick)?;
+        Ok(SubmitterState {
+            ctx: args.ctx,
+            handle: args.handle,
+            lease: None,
+            protect_reason: None,
+            lease_timer: None,
+            work_timer: None,
+            sweep_timer: None,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<SubmitterMsg>,
+        state: &mut SubmitterState,
+    ) -> Result<(), ActorProcessingErr> {
+        for timer in [
+            state.lease_timer.take(),
+            state.work_timer.take(),
+            state.sweep_timer.take(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            timer.abort();
+        }
+        state.handle.status().set_role(Role::Idle);
+        state.handle.status().set_fencing_token(0);
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SubmitterMsg>,
+        msg: SubmitterMsg,
+        state: &mut SubmitterState,
+    ) -> Result<(), ActorProcessingErr> {
+        if msg.is_counted() {
+            state.handle.message_taken(&msg);
+        }
+        match msg {
+            SubmitterMsg::LeaseTick => on_lease_tick(&myself, state).await,
+            SubmitterMsg::Work | SubmitterMsg::WorkTimer => on_work(&myself, state).await,
+            SubmitterMsg::SweepTick => on_sweep(&myself, state).await,
+            SubmitterMsg::Drain(reply) => {
+                state.handle.status().set_role(Role::Stopping);
+                if let Some(lease) = state.lease.take() {
+                    if let Err(err) = store::release(&state.ctx.pool, &lease).await {
+                        tracing::warn!(target: "txmgr::submitter", submitter = %state.ctx.key, error = %err, "lease release failed; it will expire");
+                    }
+                }
+                let _ = reply.send(());
+                myself.stop(Some("drained".into()));
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn on_lease_tick(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+) -> Result<(), ActorProcessingErr> {
+    let ctx = state.ctx.clone();
+    let was_leader = state.lease.is_some();
+    match store::acquire_or_renew(&ctx.pool, &state.request()).await {
+        Ok(outcome) => match outcome.lease().cloned() {
+            Some(lease) => {
+                let fresh = !was_leader || !matches!(outcome, LeaseOutcome::Renewed(_));
+                if was_leader && fresh {
+                    // Our lease expired and we re-took it: the token changed and
+                    // someone may have worked in between. Start over cleanly.
+                    return Err(format!("lease of {} lapsed and was re-acquired", ctx.key).into());
+                }
+                state.lease = Some(lease.clone());
+                rearm(
+                    &mut state.lease_timer,
+                    myself.send_after(ctx.lease.renew_interval, || SubmitterMsg::LeaseTick),
+                );
+                if fresh {
+                    tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, fencing_token = lease.token, outcome = outcome.label(), "leader");
+                    match sweep::on_acquired(&ctx, &lease).await {
+                        Ok(found) => state.protect_reason = found.protect_reason,
+                        Err(err) => fatal(state, err)?,
+                    }
+                    rearm(
+                        &mut state.sweep_timer,
+                        myself.send_after(ctx.poll_interval, || SubmitterMsg::SweepTick),
+                    );
+                    state.schedule_work(myself, Duration::ZERO);
+                }
+                state.set_role();
+                Ok(())
+            }
+            None => {
+                if was_leader {
+                    return Err(format!("lease of {} lost to another node", ctx.key).into());
+                }
+                // Standby: keep the PROTECT flag visible so this node answers 423 too.
+                if let Ok(Some(cursor)) = store::nonce_cursor::load(&ctx.pool, ctx.key).await {
+                    state.protect_reason = cursor.protect_reason;
+                }
+                state.set_role();
+                rearm(
+                    &mut state.lease_timer,
+                    myself.send_after(ctx.lease.duration, || SubmitterMsg::LeaseTick),
+                );
+                Ok(())
+            }
+        },
+        Err(err) => {
+            state.handle.status().set_last_error(Some(err.to_string()));
+            if state.lease.as_ref().is_some_and(|l| !l.is_locally_valid()) {
+                return Err(
+                    format!("lease of {} could not be renewed in time: {err}", ctx.key).into(),
+                );
+            }
+            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, error = %err, "lease query failed; retrying");
+            let retry = if was_leader {
+                ctx.lease.renew_interval / 2
+            } else {
+                ctx.lease.duration
+            };
+            rearm(
+                &mut state.lease_timer,
+                myself.send_after(retry, || SubmitterMsg::LeaseTick),
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn on_work(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+) -> Result<(), ActorProcessingErr> {
+    let Some(lease) = state.lease.clone() else {
+        return Ok(());
+    };
+    match cycle::run(&state.ctx, &lease, state.protect_reason.is_some()).await {
+        Ok(outcome) => {
+            if outcome.sweep_now {
+                rearm(
+                    &mut state.sweep_timer,
+                    myself.send_after(Duration::ZERO, || SubmitterMsg::SweepTick),
+                );
+            }
+            if outcome.more {
+                state.schedule_work(myself, Duration::ZERO);
+            } else if let Some(delay) = outcome.retry_in {
+                state.schedule_work(myself, delay);
+            }
+            Ok(())
+        }
+        Err(CycleError::LeaseExpired) => {
+            rearm(
+                &mut state.lease_timer,
+                myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
+            );
+            state.schedule_work(myself, state.ctx.lease.renew_interval / 4);
+            Ok(())
+        }
+        Err(err) => {
+            let backoff = state.ctx.settings().retry_backoff;
+            fatal(state, err)?;
+            state.schedule_work(myself, backoff);
+            Ok(())
+        }
+    }
+}
+
+async fn on_sweep(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+) -> Result<(), ActorProcessingErr> {
+    let Some(lease) = state.lease.clone() else {
+        return Ok(());
+    };
+    rearm(
+        &mut state.sweep_timer,
+        myself.send_after(state.ctx.poll_interval, || SubmitterMsg::SweepTick),
+    );
+    match sweep::run(&state.ctx, &lease).await {
+        Ok(found) => {
+            state.protect_reason = found.protect_reason;
+            state.set_role();
+            // Receipts free in-flight slots: let the cycle take more.
+            if found.receipts > 0 {
+                state.schedule_work(myself, Duration::ZERO);
+            }
+            Ok(())
+        }
+        Err(err) => fatal(state, err),
+    }
+}

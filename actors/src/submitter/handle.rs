@@ -1,0 +1,219 @@
+//! The SubmitterHandle: what the HTTP edge talks to for one submitter.
+//!
+//! Creates are bounded *before* anything is queued: the handle owns a bounded
+//! ingress queue drained by one writer task that persists batches in one
+//! transaction (group commit), answers each caller after the commit, and then
+//! wakes the local actor. A full queue answers `Overloaded` at once instead of
+//! growing memory. Inserting QUEUED rows is not a critical write, so every
+//! node accepts creates the same way, leader or not.
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc, RwLock,
+    },
+    time::Duration,
+};
+
+use ractor::ActorRef;
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{actor::SubmitterMsg, status::SubmitterStatus};
+use crate::{
+    domain::{CreateError, CreateOutcome, NewIntent, SubmitterKey},
+    store::intents,
+};
+
+type Reply = oneshot::Sender<Result<CreateOutcome, CreateError>>;
+
+/// Suggested client back-off when the ingress queue is full.
+pub const OVERLOADED_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Shared view of one submitter on this node.
+#[derive(Debug, Clone)]
+pub struct SubmitterHandle {
+    inner: Arc<HandleInner>,
+}
+
+#[derive(Debug)]
+struct HandleInner {
+    key: SubmitterKey,
+    ingress: mpsc::Sender<(NewIntent, Reply)>,
+    ingress_depth: AtomicUsize,
+    mailbox_depth: AtomicUsize,
+    work_queued: AtomicBool,
+    draining: AtomicBool,
+    actor: RwLock<Option<ActorRef<SubmitterMsg>>>,
+    status: SubmitterStatus,
+    create_timeout: Duration,
+}
+
+impl SubmitterHandle {
+    /// Creates the handle and starts its ingress writer.
+    pub fn new(
+        key: SubmitterKey,
+        pool: PgPool,
+        capacity: usize,
+        batch: usize,
+        create_timeout: Duration,
+    ) -> Self {
+        let (sender, receiver) = mpsc::channel(capacity.max(1));
+        let handle = SubmitterHandle {
+            inner: Arc::new(HandleInner {
+                key,
+                ingress: sender,
+                ingress_depth: AtomicUsize::new(0),
+                mailbox_depth: AtomicUsize::new(0),
+                work_queued: AtomicBool::new(false),
+                draining: AtomicBool::new(false),
+                actor: RwLock::new(None),
+                status: SubmitterStatus::default(),
+                create_timeout,
+            }),
+        };
+        tokio::spawn(ingress_writer(
+            Arc::downgrade(&handle.inner),
+            receiver,
+            pool,
+            batch.max(1),
+        ));
+        handle
+    }
+
+    /// The submitter.
+    pub fn key(&self) -> SubmitterKey {
+        self.inner.key
+    }
+
+    /// Status shared with the actor.
+    pub fn status(&self) -> &SubmitterStatus {
+        &self.inner.status
+    }
+
+    /// Creates waiting to be persisted.
+    pub fn ingress_depth(&self) -> usize {
+        self.inner.ingress_depth.load(Ordering::Relaxed)
+    }
+
+    /// Messages sent to the actor and not yet handled.
+    pub fn mailbox_depth(&self) -> usize {
+        self.inner.mailbox_depth.load(Ordering::Relaxed)
+    }
+
+    /// Refuse new creates (the submitter was removed from the configuration).
+    pub fn set_draining(&self, draining: bool) {
+        self.inner.draining.store(draining, Ordering::Relaxed);
+    }
+
+    /// Persists one create (batched with concurrent ones) and answers after
+    /// the commit.
+    pub async fn create(&self, intent: NewIntent) -> Result<CreateOutcome, CreateError> {
+        if self.inner.draining.load(Ordering::Relaxed) {
+            return Err(CreateError::Draining(self.inner.key.address));
+        }
+        if let Some(reason) = self.inner.status.protect_reason() {
+            return Err(CreateError::Protected(reason));
+        }
+        let (reply, answer) = oneshot::channel();
+        match self.inner.ingress.try_send((intent, reply)) {
+            Ok(()) => {
+                self.inner.ingress_depth.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                return Err(CreateError::Overloaded {
+                    retry_after: OVERLOADED_RETRY_AFTER,
+                })
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Err(CreateError::Unavailable("ingress writer stopped".into()))
+            }
+        }
+        match tokio::time::timeout(self.inner.create_timeout, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(CreateError::Unavailable("ingress writer stopped".into())),
+            Err(_) => Err(CreateError::Unavailable(
+                "create not committed in time; retrying with the same request id is safe".into(),
+            )),
+        }
+    }
+
+    /// Attaches the actor spawned for this submitter (or detaches it).
+    pub fn set_actor(&self, actor: Option<ActorRef<SubmitterMsg>>) {
+        if let Ok(mut slot) = self.inner.actor.write() {
+            *slot = actor;
+        }
+    }
+
+    /// The running actor, if any.
+    pub fn actor(&self) -> Option<ActorRef<SubmitterMsg>> {
+        self.inner.actor.read().ok().and_then(|a| a.clone())
+    }
+
+    /// Sends a message to the actor, counting it in the mailbox depth.
+    pub fn send(&self, msg: SubmitterMsg) -> bool {
+        let Some(actor) = self.actor() else {
+            return false;
+        };
+        self.inner.mailbox_depth.fetch_add(1, Ordering::Relaxed);
+        if actor.send_message(msg).is_err() {
+            self.inner.mailbox_depth.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Wakes the actor for new work; coalesced: at most one wake-up queued.
+    pub fn wake(&self) {
+        if !self.inner.work_queued.swap(true, Ordering::AcqRel) && !self.send(SubmitterMsg::Work) {
+            self.inner.work_queued.store(false, Ordering::Release);
+        }
+    }
+
+    /// Called by the actor when it takes a message out of its mailbox.
+    pub(crate) fn message_taken(&self, msg: &SubmitterMsg) {
+        self.inner.mailbox_depth.fetch_sub(1, Ordering::Relaxed);
+        if matches!(msg, SubmitterMsg::Work) {
+            self.inner.work_queued.store(false, Ordering::Release);
+        }
+    }
+}
+
+async fn ingress_writer(
+    handle: std::sync::Weak<HandleInner>,
+    mut receiver: mpsc::Receiver<(NewIntent, Reply)>,
+    pool: PgPool,
+    batch: usize,
+) {
+    let mut buffer = Vec::with_capacity(batch);
+    while receiver.recv_many(&mut buffer, batch).await > 0 {
+        let (intents, replies): (Vec<NewIntent>, Vec<Reply>) = buffer.drain(..).unzip();
+        let result = intents::insert_queued(&pool, &intents).await;
+        let Some(inner) = handle.upgrade() else {
+            return;
+        };
+        inner
+            .ingress_depth
+            .fetch_sub(replies.len(), Ordering::Relaxed);
+        match result {
+            Ok(outcomes) => {
+                let created = outcomes
+                    .iter()
+                    .any(|o| matches!(o, CreateOutcome::Created(_)));
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = reply.send(Ok(outcome));
+                }
+                if created {
+                    SubmitterHandle { inner }.wake();
+                }
+            }
+            Err(err) => {
+                tracing::error!(target: "txmgr::ingress", submitter = %inner.key, error = %err, "persisting creates failed");
+                for reply in replies {
+                    let _ =
+                        reply.send(Err(CreateError::Unavailable("database unavailable".into())));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! One SubmitterActor per submitter: the only writer of its critical state on
+//! this node, and only while it holds the lease.
+//!
+//! ```text
+//!  HTTP create ─► SubmitterHandle ─ingress queue─► writer (group commit QUEUED) ─wake─┐
+//!                                                                                    ▼
+//!  SubmitterActor: lease tick ─► acquire/renew ─► leader: cycle (prepare ─► allocate ─►
+//!                  sign ─► persist attempts ─► broadcast ─► record) ; sweep (receipts, nonces)
+//! ```
+
+mod actor;
+mod cycle;
+mod fees;
+mod handle;
+mod settings;
+mod status;
+mod sweep;
+
+use std::{
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use sqlx::PgPool;
+
+use crate::{chain::ChainClient, domain::SubmitterKey, signer::TxSigner};
+
+pub use actor::{SubmitterActor, SubmitterArgs, SubmitterMsg};
+pub use handle::{SubmitterHandle, OVERLOADED_RETRY_AFTER};
+pub use settings::SubmitterSettings;
+pub use status::{Role, SubmitterStatus};
+
+/// Lease timing of the deployment (`[lease]`).
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTiming {
+    /// Lease length.
+    pub duration: Duration,
+    /// Renewal period while leader (< duration / 2).
+    pub renew_interval: Duration,
+    /// Skew allowance for take-overs and the local validity margin.
+    pub clock_skew: Duration,
+}
+
+/// Everything a SubmitterActor works with; shared with its handle and the
+/// supervisor.
+#[derive(Debug)]
+pub struct SubmitterContext {
+    /// The submitter.
+    pub key: SubmitterKey,
+    /// This node's id.
+    pub node_id: Arc<str>,
+    /// The database.
+    pub pool: PgPool,
+    /// The chain node.
+    pub chain: Arc<dyn ChainClient>,
+    /// The submitter's key.
+    pub signer: Arc<dyn TxSigner>,
+    /// Current settings; replaced on reload.
+    pub settings: RwLock<SubmitterSettings>,
+    /// Lease timing.
+    pub lease: LeaseTiming,
+    /// How often the leader checks the chain (receipts, external nonces).
+    pub poll_interval: Duration,
+}
+
+impl SubmitterContext {
+    /// A snapshot of the current settings.
+    pub fn settings(&self) -> SubmitterSettings {
+        self.settings.read().map(|s| s.clone()).unwrap_or_default()
+    }
+}

@@ -1,0 +1,119 @@
+//! What a SubmitterActor shows outside itself, without being asked: updated
+//! by the actor, read by the HTTP edge and the ops view without queueing
+//! behind the actor's work.
+
+use std::sync::{
+    atomic::{AtomicI64, AtomicU32, AtomicU8, Ordering},
+    RwLock,
+};
+
+/// A submitter actor's role on this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Not started yet, or restarting.
+    Idle,
+    /// Holds the lease and does the work.
+    Leader,
+    /// Another node holds the lease; retries every lease period.
+    Standby,
+    /// PROTECT: external use of the key was seen; no new work.
+    Protected,
+    /// Draining before a stop.
+    Stopping,
+    /// Restarted too often; given up on until an operator restarts it.
+    Failed,
+}
+
+impl Role {
+    const ALL: [Role; 6] = [
+        Role::Idle,
+        Role::Leader,
+        Role::Standby,
+        Role::Protected,
+        Role::Stopping,
+        Role::Failed,
+    ];
+
+    /// The name shown in the ops view.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Idle => "idle",
+            Role::Leader => "leader",
+            Role::Standby => "standby",
+            Role::Protected => "protected",
+            Role::Stopping => "stopping",
+            Role::Failed => "failed",
+        }
+    }
+}
+
+/// Shared, lock-light status of one submitter on this node.
+#[derive(Debug, Default)]
+pub struct SubmitterStatus {
+    role: AtomicU8,
+    fencing_token: AtomicI64,
+    restarts: AtomicU32,
+    protect_reason: RwLock<Option<String>>,
+    last_error: RwLock<Option<String>>,
+}
+
+impl SubmitterStatus {
+    /// The current role.
+    pub fn role(&self) -> Role {
+        Role::ALL[usize::from(self.role.load(Ordering::Relaxed)).min(Role::ALL.len() - 1)]
+    }
+
+    /// Sets the role.
+    pub fn set_role(&self, role: Role) {
+        let index = Role::ALL.iter().position(|r| *r == role).unwrap_or(0);
+        self.role
+            .store(u8::try_from(index).unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// The fencing token while leader (0 otherwise).
+    pub fn fencing_token(&self) -> i64 {
+        self.fencing_token.load(Ordering::Relaxed)
+    }
+
+    /// Records the token of the lease held (0 = none).
+    pub fn set_fencing_token(&self, token: i64) {
+        self.fencing_token.store(token, Ordering::Relaxed);
+    }
+
+    /// How often the supervisor restarted the actor.
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Counts a restart.
+    pub fn count_restart(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Why the submitter is in PROTECT, if it is.
+    pub fn protect_reason(&self) -> Option<String> {
+        self.protect_reason
+            .read()
+            .map(|r| r.clone())
+            .unwrap_or(None)
+    }
+
+    /// Sets or clears the PROTECT reason.
+    pub fn set_protect_reason(&self, reason: Option<String>) {
+        if let Ok(mut slot) = self.protect_reason.write() {
+            *slot = reason;
+        }
+    }
+
+    /// The last error the actor reported.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.read().map(|r| r.clone()).unwrap_or(None)
+    }
+
+    /// Records an error for the ops view.
+    pub fn set_last_error(&self, error: Option<String>) {
+        if let Ok(mut slot) = self.last_error.write() {
+            *slot = error;
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The leader's chain check: nonce reconciliation on acquiring the lease,
+//! then periodically — external use of the key, and receipts of intents whose
+//! nonce the chain has consumed (DESIGN.md sections 7 and 9).
+//!
+//! This is the slow path that never loses a receipt: it asks per hash, only
+//! for intents whose nonce is already below the chain's latest nonce.
+
+use super::{cycle::CycleError, SubmitterContext};
+use crate::{
+    metrics::EXTERNAL_NONCE,
+    store::{
+        nonce_cursor,
+        tracking::{self, MinedReceipt},
+        FencedTx, LeaseGuard,
+    },
+};
+
+/// Run once when this node becomes leader: create the cursor at the chain's
+/// pending nonce for a new submitter, make every ALLOCATED intent due for an
+/// immediate (identical) re-broadcast, then check the chain. Returns the
+/// PROTECT reason, if any.
+pub(crate) async fn on_acquired(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+) -> Result<SweepResult, CycleError> {
+    let nonces = ctx.chain.nonces(ctx.key.address).await?;
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "acquire_reconcile").await?;
+    nonce_cursor::init(&mut ftx, nonces.pending).await?;
+    sqlx::query(
+        "UPDATE managed_tx SET next_resubmit_at = now()
+          WHERE chain_id = $1 AND submitter = $2 AND state = 'ALLOCATED'",
+    )
+    .bind(ctx.key.chain_id_db())
+    .bind(ctx.key.address_hex())
+    .execute(ftx.conn())
+    .await
+    .map_err(crate::store::StoreError::from)?;
+    ftx.commit().await?;
+    run(ctx, lease).await
+}
+
+/// What a chain check found.
+#[derive(Debug, Default)]
+pub(crate) struct SweepResult {
+    /// Set when the submitter is (now) in PROTECT.
+    pub protect_reason: Option<String>,
+    /// Receipts recorded (each may free an in-flight slot).
+    pub receipts: usize,
+}
+
+/// Checks the chain: external nonce use and receipts of consumed nonces.
+pub(crate) async fn run(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+) -> Result<SweepResult, CycleError> {
+    let settings = ctx.settings();
+    let nonces = ctx.chain.nonces(ctx.key.address).await?;
+    let Some(cursor) = nonce_cursor::load(&ctx.pool, ctx.key).await? else {
+        return Ok(SweepResult::default());
+    };
+    let mut protect_reason = cursor.protect_reason.clone();
+
+    if nonces.pending > cursor.next_nonce && protect_reason.is_none() {
+        let reason = format!(
+            "external use of the key: chain pending nonce {} is above txmgr's next nonce {}",
+            nonces.pending, cursor.next_nonce
+        );
+        let mut ftx = FencedTx::begin(&ctx.pool, lease, "external_nonce").await?;
+        if settings.protect_on_external_nonce {
+            nonce_cursor::set_protect(&mut ftx, &reason).await?;
+            protect_reason = Some(reason.clone());
+            metrics::counter!(EXTERNAL_NONCE, "action" => "protect").increment(1);
+            tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, reason, "PROTECT: submitter stopped");
+        } else {
+            nonce_cursor::adopt_chain_nonce(&mut ftx, nonces.pending).await?;
+            metrics::counter!(EXTERNAL_NONCE, "action" => "adopt").increment(1);
+            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, reason, "adopting the chain's nonce");
+        }
+        ftx.commit().await?;
+    }
+
+    let unmined = tracking::load_unmined_below(&ctx.pool, ctx.key, nonces.latest).await?;
+    if unmined.is_empty() {
+        return Ok(SweepResult {
+            protect_reason,
+            receipts: 0,
+        });
+    }
+    let mut mined = Vec::new();
+    let mut consumed_by_others = Vec::new();
+    for intent in unmined {
+        let mut found = None;
+        for hash in &intent.attempt_hashes {
+            if let Some(receipt) = ctx.chain.receipt(*hash).await? {
+                found = Some(receipt);
+                break;
+            }
+        }
+        match found {
+            Some(receipt) => {
+                let (Some(block_number), Some(block_hash)) =
+                    (receipt.block_number, receipt.block_hash)
+                else {
+                    continue;
+                };
+                let json = serde_json::to_value(&receipt).unwrap_or(serde_json::Value::Null);
+                mined.push((
+                    intent.tx_id,
+                    MinedReceipt {
+                        tx_hash: receipt.transaction_hash,
+                        block_number,
+                        block_hash,
+                        receipt: json,
+                    },
+                ));
+            }
+            None => consumed_by_others.push(intent),
+        }
+    }
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_receipts").await?;
+    for (tx_id, receipt) in &mined {
+        tracking::record_receipt(&mut ftx, *tx_id, receipt).await?;
+    }
+    for intent in &consumed_by_others {
+        let reason = format!(
+            "nonce {} was consumed by a transaction that is not ours",
+            intent.nonce
+        );
+        if settings.protect_on_external_nonce {
+            tracking::mark_stuck(&mut ftx, intent.tx_id, "nonce_consumed_externally", &reason)
+                .await?;
+            if protect_reason.is_none() {
+                nonce_cursor::set_protect(&mut ftx, &reason).await?;
+                protect_reason = Some(reason.clone());
+            }
+        } else {
+            tracking::requeue(&mut ftx, intent.tx_id, &reason).await?;
+        }
+        tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %intent.tx_id, reason, "intent lost its nonce to external use");
+    }
+    ftx.commit().await?;
+    Ok(SweepResult {
+        protect_reason,
+        receipts: mined.len() + consumed_by_others.len(),
+    })
+}

@@ -1,0 +1,208 @@
+//! The supervisor actor: spawn, restart with backoff, escalate, discover, drain.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::Address;
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+
+use super::{discovery, EngineShared};
+use crate::submitter::{Role, SubmitterActor, SubmitterArgs, SubmitterMsg};
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Messages of the supervisor.
+#[derive(Debug)]
+pub enum SupervisorMsg {
+    /// Make sure a SubmitterActor runs for this address (unless given up on).
+    Ensure(Address),
+    /// Backoff over: spawn again.
+    Respawn(Address),
+    /// Timer: scan the database for unfinished work whose lease is free.
+    Discover,
+    /// Drain every child and answer when done.
+    Shutdown(RpcReplyPort<()>),
+}
+
+/// The supervisor actor.
+#[derive(Debug, Default)]
+pub struct Supervisor;
+
+/// Its state.
+#[derive(Debug)]
+pub struct SupervisorState {
+    shared: Arc<EngineShared>,
+    children: HashMap<ActorId, Address>,
+    running: HashMap<Address, ActorId>,
+    restarts: HashMap<Address, VecDeque<Instant>>,
+    backing_off: HashMap<Address, ()>,
+    shutting_down: bool,
+}
+
+impl SupervisorState {
+    async fn spawn(&mut self, myself: &ActorRef<SupervisorMsg>, address: Address) {
+        if self.shutting_down
+            || self.running.contains_key(&address)
+            || self.backing_off.contains_key(&address)
+        {
+            return;
+        }
+        let (Some(ctx), Some(handle)) =
+            (self.shared.context(&address), self.shared.handle(address))
+        else {
+            return;
+        };
+        if handle.status().role() == Role::Failed {
+            return;
+        }
+        let args = SubmitterArgs {
+            ctx,
+            handle: handle.clone(),
+        };
+        match Actor::spawn_linked(None, SubmitterActor, args, myself.get_cell()).await {
+            Ok((actor, _)) => {
+                self.children.insert(actor.get_id(), address);
+                self.running.insert(address, actor.get_id());
+                handle.set_actor(Some(actor));
+                handle.wake();
+            }
+            Err(err) => {
+                tracing::error!(target: "txmgr::supervisor", %address, error = %err, "spawning submitter actor failed");
+                self.schedule_restart(myself, address, &err.to_string());
+            }
+        }
+    }
+
+    fn schedule_restart(&mut self, myself: &ActorRef<SupervisorMsg>, address: Address, why: &str) {
+        let config = &self.shared.config;
+        let now = Instant::now();
+        let window = self.restarts.entry(address).or_default();
+        window.push_back(now);
+        while window
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > config.restart_window)
+        {
+            window.pop_front();
+        }
+        let count = u32::try_from(window.len()).unwrap_or(u32::MAX);
+        let handle = self.shared.handle(address);
+        if let Some(handle) = &handle {
+            handle.status().count_restart();
+            handle.status().set_last_error(Some(why.to_owned()));
+        }
+        if count > config.max_restarts {
+            tracing::error!(target: "txmgr::supervisor", %address, restarts = count, reason = why,
+                "submitter actor keeps failing; giving up until an operator restarts it");
+            if let Some(handle) = handle {
+                handle.status().set_role(Role::Failed);
+            }
+            return;
+        }
+        let backoff = FIRST_BACKOFF
+            .saturating_mul(1 << count.saturating_sub(1).min(16))
+            .min(MAX_BACKOFF);
+        tracing::info!(target: "txmgr::supervisor", %address, ?backoff, reason = why, "restarting submitter actor");
+        self.backing_off.insert(address, ());
+        myself.send_after(backoff, move || SupervisorMsg::Respawn(address));
+    }
+}
+
+impl Actor for Supervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = Arc<EngineShared>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        shared: Arc<EngineShared>,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        myself.send_message(SupervisorMsg::Discover)?;
+        Ok(SupervisorState {
+            shared,
+            children: HashMap::new(),
+            running: HashMap::new(),
+            restarts: HashMap::new(),
+            backing_off: HashMap::new(),
+            shutting_down: false,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::Ensure(address) => state.spawn(&myself, address).await,
+            SupervisorMsg::Respawn(address) => {
+                state.backing_off.remove(&address);
+                state.spawn(&myself, address).await;
+            }
+            SupervisorMsg::Discover => {
+                if !state.shutting_down {
+                    match discovery::submitters_with_free_work(&state.shared).await {
+                        Ok(found) => {
+                            for address in found {
+                                state.spawn(&myself, address).await;
+                            }
+                        }
+                        Err(err) => {
+                            tracing::warn!(target: "txmgr::supervisor", error = %err, "discovery scan failed")
+                        }
+                    }
+                    myself.send_after(state.shared.config.discovery_interval, || {
+                        SupervisorMsg::Discover
+                    });
+                }
+            }
+            SupervisorMsg::Shutdown(reply) => {
+                state.shutting_down = true;
+                let drains =
+                    state
+                        .shared
+                        .handles
+                        .iter()
+                        .filter_map(|h| h.actor())
+                        .map(|actor| async move {
+                            let _ = ractor::call_t!(actor, SubmitterMsg::Drain, 5_000);
+                        });
+                futures::future::join_all(drains).await;
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, why) = match event {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell, reason.unwrap_or_else(|| "stopped".into()))
+            }
+            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
+            _ => return Ok(()),
+        };
+        let Some(address) = state.children.remove(&cell.get_id()) else {
+            return Ok(());
+        };
+        state.running.remove(&address);
+        if let Some(handle) = state.shared.handle(address) {
+            handle.set_actor(None);
+        }
+        if state.shutting_down || why == "drained" {
+            return Ok(());
+        }
+        state.schedule_restart(&myself, address, &why);
+        Ok(())
+    }
+}
