@@ -10,6 +10,9 @@
 //! - [`config`]: loading, environment overrides and validation of the
 //!   configuration; per-submitter settings resolution.
 //! - [`daemon`]: wiring of one node — database, chain check, membership, shutdown.
+//! - [`http`]: the client API — create intents, read transactions back — with
+//!   one error shape and request limits.
 
 pub mod config;
 pub mod daemon;
+pub mod http;

@@ -1,0 +1,323 @@
+//! Read-only queries behind the HTTP API's `GET /v1/transactions…`
+//! (DESIGN.md section 11). Plain pool reads: nothing here is a critical write,
+//! so nothing is fenced, and a reader on any node sees the committed truth.
+
+use std::{fmt, str::FromStr};
+
+use alloy::primitives::U256;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{StoreError, StoreResult};
+use crate::domain::{Intent, SubmitterKey, TxState};
+
+/// One managed transaction as the API shows it — exactly the `GET
+/// /v1/transactions/{tx_id}` shape, plus the intent's `data`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TxView {
+    /// The intent's id.
+    pub tx_id: Uuid,
+    /// The submitter's address, lower-case `0x` hex.
+    pub submitter: String,
+    /// The caller's idempotency key.
+    pub request_id: Option<String>,
+    /// Lifecycle state.
+    pub state: TxState,
+    /// Finer detail within the state (`awaiting_receipt`, `mined`, ...).
+    pub sub_state: Option<String>,
+    /// The nonce, once allocated.
+    pub nonce: Option<u64>,
+    /// Hash of the latest signed attempt.
+    pub tx_hash: Option<String>,
+    /// Hash of the attempt that was mined (may differ from `tx_hash` after a bump).
+    pub mined_tx_hash: Option<String>,
+    /// Recipient, lower-case `0x` hex; `None` = contract creation.
+    pub to: Option<String>,
+    /// Wei sent, as a decimal string (uint256 does not fit a JSON number).
+    pub value: String,
+    /// Call data (or init code), `0x` hex.
+    pub data: String,
+    /// How many signed attempts exist (rows of `tx_attempt`).
+    pub attempts: i64,
+    /// The last error the engine recorded, for humans.
+    pub last_error: Option<String>,
+    /// The receipt of the mined attempt, once there is one.
+    pub receipt: Option<ReceiptView>,
+    /// When the intent was accepted.
+    pub created_at: DateTime<Utc>,
+    /// When the row last changed.
+    pub updated_at: DateTime<Utc>,
+    /// When the intent reached a final receipt.
+    pub confirmed_at: Option<DateTime<Utc>>,
+}
+
+/// The parts of a receipt a client needs. Fields read from the stored receipt
+/// JSON are `None` when absent or unreadable: the receipt is the chain's
+/// document, and a surprising encoding must not make the transaction unreadable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReceiptView {
+    /// Block that includes the mined attempt.
+    pub block_number: u64,
+    /// Hash of that block.
+    pub block_hash: String,
+    /// 1 = success, 0 = reverted (EIP-658).
+    pub status: Option<u8>,
+    /// Gas used by the transaction.
+    pub gas_used: Option<u64>,
+    /// Price paid per gas in wei, as a decimal string.
+    pub effective_gas_price: Option<String>,
+}
+
+/// Position in a submitter's listing (the last `ingress_seq` served). Clients
+/// see it as an opaque string: [`fmt::Display`] writes it, [`FromStr`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cursor(i64);
+
+impl fmt::Display for Cursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A cursor string this store did not hand out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid cursor {0:?}")]
+pub struct InvalidCursor(pub String);
+
+impl FromStr for Cursor {
+    type Err = InvalidCursor;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // Digits only: `i64::from_str` would also take a sign.
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(InvalidCursor(s.to_owned()));
+        }
+        s.parse::<i64>()
+            .map(Cursor)
+            .map_err(|_| InvalidCursor(s.to_owned()))
+    }
+}
+
+/// Columns every query selects, in [`TxRow`] order.
+const COLUMNS: &str = "m.tx_id, m.submitter, m.request_id, m.state, m.sub_state, m.nonce,
+       m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
+       m.receipt_block_number, m.receipt_block_hash, m.created_at, m.updated_at,
+       m.confirmed_at, m.ingress_seq,
+       (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = m.tx_id) AS attempts";
+
+/// A `managed_tx` row as selected by [`COLUMNS`].
+#[derive(sqlx::FromRow)]
+struct TxRow {
+    tx_id: Uuid,
+    submitter: String,
+    request_id: Option<String>,
+    state: String,
+    sub_state: Option<String>,
+    nonce: Option<i64>,
+    tx_hash: Option<String>,
+    mined_tx_hash: Option<String>,
+    intent: serde_json::Value,
+    last_error: Option<String>,
+    receipt: Option<serde_json::Value>,
+    receipt_block_number: Option<i64>,
+    receipt_block_hash: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    confirmed_at: Option<DateTime<Utc>>,
+    ingress_seq: i64,
+    attempts: i64,
+}
+
+impl TxRow {
+    fn into_view(self) -> StoreResult<TxView> {
+        let state = self
+            .state
+            .parse::<TxState>()
+            .map_err(|e| StoreError::Corrupt(format!("tx {}: {e}", self.tx_id)))?;
+        let intent: Intent = serde_json::from_value(self.intent)
+            .map_err(|e| StoreError::Corrupt(format!("tx {}: intent: {e}", self.tx_id)))?;
+        let nonce = self
+            .nonce
+            .map(u64::try_from)
+            .transpose()
+            .map_err(|_| StoreError::Corrupt(format!("tx {}: negative nonce", self.tx_id)))?;
+        let receipt = match (
+            self.receipt,
+            self.receipt_block_number,
+            self.receipt_block_hash,
+        ) {
+            (Some(json), Some(number), Some(hash)) => Some(ReceiptView {
+                block_number: u64::try_from(number).map_err(|_| {
+                    StoreError::Corrupt(format!("tx {}: negative block number", self.tx_id))
+                })?,
+                block_hash: hash,
+                status: receipt_status(json.get("status")),
+                gas_used: quantity(json.get("gasUsed")).and_then(|v| u64::try_from(v).ok()),
+                effective_gas_price: quantity(json.get("effectiveGasPrice")).map(|v| v.to_string()),
+            }),
+            // The schema stores a receipt whole or not at all.
+            _ => None,
+        };
+        Ok(TxView {
+            tx_id: self.tx_id,
+            submitter: self.submitter,
+            request_id: self.request_id,
+            state,
+            sub_state: self.sub_state,
+            nonce,
+            tx_hash: self.tx_hash,
+            mined_tx_hash: self.mined_tx_hash,
+            to: intent.to.map(|to| format!("{to:#x}")),
+            value: intent.value.to_string(),
+            data: intent.data.to_string(),
+            attempts: self.attempts,
+            last_error: self.last_error,
+            receipt,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            confirmed_at: self.confirmed_at,
+        })
+    }
+}
+
+/// Reads an Ethereum JSON-RPC quantity leniently: a `0x` hex string (what
+/// alloy writes), a decimal string, or a JSON integer.
+fn quantity(value: Option<&serde_json::Value>) -> Option<U256> {
+    match value? {
+        serde_json::Value::String(s) => match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X"))
+        {
+            Some(hex) if !hex.is_empty() => U256::from_str_radix(hex, 16).ok(),
+            Some(_) => None,
+            None => U256::from_str_radix(s, 10).ok(),
+        },
+        serde_json::Value::Number(n) => n.as_u64().map(U256::from),
+        _ => None,
+    }
+}
+
+/// Reads a receipt status: `"0x1"`/`"0x0"` as alloy writes it, or a boolean.
+fn receipt_status(value: Option<&serde_json::Value>) -> Option<u8> {
+    if let Some(serde_json::Value::Bool(ok)) = value {
+        return Some(u8::from(*ok));
+    }
+    match quantity(value)? {
+        v if v == U256::ZERO => Some(0),
+        v if v == U256::from(1u8) => Some(1),
+        _ => None,
+    }
+}
+
+/// One transaction by id on this deployment's chain; `None` if there is none.
+pub async fn get(pool: &PgPool, chain_id: u64, tx_id: Uuid) -> StoreResult<Option<TxView>> {
+    let Ok(chain_id) = i64::try_from(chain_id) else {
+        return Ok(None);
+    };
+    let sql = format!("SELECT {COLUMNS} FROM managed_tx m WHERE m.tx_id = $1 AND m.chain_id = $2");
+    let row: Option<TxRow> = sqlx::query_as(&sql)
+        .bind(tx_id)
+        .bind(chain_id)
+        .fetch_optional(pool)
+        .await?;
+    row.map(TxRow::into_view).transpose()
+}
+
+/// The submitter's transaction with this idempotency key, if any.
+pub async fn find_by_request_id(
+    pool: &PgPool,
+    submitter: SubmitterKey,
+    request_id: &str,
+) -> StoreResult<Option<TxView>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM managed_tx m
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.request_id = $3"
+    );
+    let row: Option<TxRow> = sqlx::query_as(&sql)
+        .bind(submitter.chain_id_db())
+        .bind(submitter.address_hex())
+        .bind(request_id)
+        .fetch_optional(pool)
+        .await?;
+    row.map(TxRow::into_view).transpose()
+}
+
+/// One page of the submitter's transactions in acceptance order, optionally
+/// only those in `state`, starting after `after`. Keyset pagination on
+/// `ingress_seq` (index `managed_tx_listing_idx`): pages stay stable while new
+/// intents arrive, and a page costs the same however deep it is. Returns the
+/// cursor of the next page, or `None` when this page is the last.
+pub async fn list(
+    pool: &PgPool,
+    submitter: SubmitterKey,
+    state: Option<TxState>,
+    limit: u32,
+    after: Option<Cursor>,
+) -> StoreResult<(Vec<TxView>, Option<Cursor>)> {
+    let limit = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
+    // One row more than asked tells whether another page exists.
+    let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
+    let sql = format!(
+        "SELECT {COLUMNS} FROM managed_tx m
+          WHERE m.chain_id = $1 AND m.submitter = $2
+            AND ($3::text IS NULL OR m.state = $3)
+            AND ($4::bigint IS NULL OR m.ingress_seq > $4)
+          ORDER BY m.ingress_seq
+          LIMIT $5"
+    );
+    let mut rows: Vec<TxRow> = sqlx::query_as(&sql)
+        .bind(submitter.chain_id_db())
+        .bind(submitter.address_hex())
+        .bind(state.map(TxState::as_str))
+        .bind(after.map(|cursor| cursor.0))
+        .bind(fetch)
+        .fetch_all(pool)
+        .await?;
+    let next = if rows.len() > limit {
+        rows.truncate(limit);
+        rows.last().map(|row| Cursor(row.ingress_seq))
+    } else {
+        None
+    };
+    let items = rows
+        .into_iter()
+        .map(TxRow::into_view)
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok((items, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn quantities_are_read_leniently() {
+        assert_eq!(quantity(Some(&json!("0x5208"))), Some(U256::from(21000u64)));
+        assert_eq!(quantity(Some(&json!("21000"))), Some(U256::from(21000u64)));
+        assert_eq!(quantity(Some(&json!(21000))), Some(U256::from(21000u64)));
+        assert_eq!(quantity(Some(&json!("0x"))), None);
+        assert_eq!(quantity(Some(&json!("zz"))), None);
+        assert_eq!(quantity(Some(&json!(null))), None);
+        assert_eq!(quantity(None), None);
+    }
+
+    #[test]
+    fn receipt_status_accepts_hex_and_bool() {
+        assert_eq!(receipt_status(Some(&json!("0x1"))), Some(1));
+        assert_eq!(receipt_status(Some(&json!("0x0"))), Some(0));
+        assert_eq!(receipt_status(Some(&json!(true))), Some(1));
+        assert_eq!(receipt_status(Some(&json!("0x2"))), None);
+        assert_eq!(receipt_status(None), None);
+    }
+
+    #[test]
+    fn cursor_round_trips_and_refuses_foreign_strings() {
+        let cursor: Cursor = "42".parse().expect("digits are a cursor");
+        assert_eq!(cursor.to_string(), "42");
+        for bad in ["", "-1", "+1", "abc", "99999999999999999999"] {
+            assert!(bad.parse::<Cursor>().is_err(), "{bad:?} accepted");
+        }
+    }
+}

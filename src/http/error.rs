@@ -1,0 +1,236 @@
+//! The one error shape of the API: `{"error":{"code","message","field"?}}`
+//! with a stable machine `code` per variant (DESIGN.md section 11).
+//!
+//! | code                   | status | when                                              |
+//! |------------------------|--------|---------------------------------------------------|
+//! | `invalid_request`      | 400    | malformed JSON, bad field (with `field`)          |
+//! | `not_found`            | 404    | no such transaction / route                       |
+//! | `idempotency_conflict` | 409    | same `request_id`, different body                 |
+//! | `payload_too_large`    | 413    | body over `http.body_limit_bytes`                 |
+//! | `unknown_submitter`    | 422    | submitter not configured (or being removed)       |
+//! | `submitter_protected`  | 423    | submitter in PROTECT                              |
+//! | `overloaded`           | 429    | ingress queue full; `Retry-After` in seconds      |
+//! | `internal`             | 500    | a bug or corrupt data; details only in the log    |
+//! | `unavailable`          | 503    | database down or request timed out; retry is safe |
+
+use std::time::Duration;
+
+use axum::{
+    http::{header, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+use serde::Serialize;
+use txmgr_actors::{domain::CreateError, StoreError};
+use uuid::Uuid;
+
+/// Everything a request can fail with, as the client sees it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed; `field` names the offending input when known.
+    #[error("{message}")]
+    InvalidRequest {
+        /// What is wrong, for humans.
+        message: String,
+        /// The body field, query parameter, header-backed field or path
+        /// segment at fault.
+        field: Option<String>,
+    },
+    /// The submitter is not served by this deployment (or is being removed).
+    #[error("{0}")]
+    UnknownSubmitter(String),
+    /// The submitter refuses new work until an operator clears PROTECT.
+    #[error("submitter is protected: {0}")]
+    SubmitterProtected(String),
+    /// The `request_id` belongs to an intent with a different body.
+    #[error("request_id already used by transaction {tx_id} with a different body")]
+    IdempotencyConflict {
+        /// The intent that owns the request id.
+        tx_id: Uuid,
+    },
+    /// Back-pressure: the submitter's ingress queue is full.
+    #[error("too many pending requests; retry after {} s", retry_after_secs(*.retry_after))]
+    Overloaded {
+        /// How long the client should wait.
+        retry_after: Duration,
+    },
+    /// The thing asked for does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The body exceeds the configured limit.
+    #[error("request body exceeds the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A dependency (the database, the engine) did not answer in time; the
+    /// message is ours and safe to show.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else. Logged where it happened; the client learns nothing more.
+    #[error("internal error")]
+    Internal,
+}
+
+/// Result of a handler.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    /// A 400 naming the field at fault.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::InvalidRequest {
+            message: message.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    /// A 400 about the request as a whole (e.g. unparsable JSON).
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        ApiError::InvalidRequest {
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// The stable machine code clients branch on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::InvalidRequest { .. } => "invalid_request",
+            ApiError::UnknownSubmitter(_) => "unknown_submitter",
+            ApiError::SubmitterProtected(_) => "submitter_protected",
+            ApiError::IdempotencyConflict { .. } => "idempotency_conflict",
+            ApiError::Overloaded { .. } => "overloaded",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status of the code.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::UnknownSubmitter(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::SubmitterProtected(_) => StatusCode::LOCKED,
+            ApiError::IdempotencyConflict { .. } => StatusCode::CONFLICT,
+            ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// `Retry-After` is whole seconds; round up so a client never retries early,
+/// and never say 0 (which invites a busy loop).
+fn retry_after_secs(retry_after: Duration) -> u64 {
+    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+/// Wire form of an error.
+#[derive(Serialize)]
+struct ErrorEnvelope<'a> {
+    error: ErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: &'static str,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let field = match &self {
+            ApiError::InvalidRequest { field, .. } => field.as_deref(),
+            _ => None,
+        };
+        let body = ErrorEnvelope {
+            error: ErrorBody {
+                code: self.code(),
+                message: self.to_string(),
+                field,
+            },
+        };
+        let mut response = (self.status(), Json(body)).into_response();
+        if let ApiError::Overloaded { retry_after } = &self {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs(*retry_after)),
+            );
+        }
+        response
+    }
+}
+
+impl From<CreateError> for ApiError {
+    fn from(error: CreateError) -> Self {
+        match error {
+            CreateError::UnknownSubmitter(address) => ApiError::UnknownSubmitter(format!(
+                "submitter {address:#x} is not configured on this deployment"
+            )),
+            CreateError::Draining(address) => ApiError::UnknownSubmitter(format!(
+                "submitter {address:#x} is being removed and accepts no new work"
+            )),
+            CreateError::Protected(reason) => ApiError::SubmitterProtected(reason),
+            CreateError::Overloaded { retry_after } => ApiError::Overloaded { retry_after },
+            CreateError::Unavailable(detail) => {
+                // The detail may quote database errors: log it, do not return it.
+                tracing::warn!(target: "http", %detail, "create unavailable");
+                ApiError::Unavailable(
+                    "the request could not be persisted in time; \
+                     retrying with the same request_id is safe"
+                        .to_owned(),
+                )
+            }
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match &error {
+            // Connection trouble is transient: tell the client to retry.
+            StoreError::Database(
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_),
+            ) => {
+                tracing::warn!(target: "http", %error, "database unavailable");
+                ApiError::Unavailable("the database is unavailable; retry later".to_owned())
+            }
+            _ => {
+                tracing::error!(target: "http", %error, "store error");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_and_is_never_zero() {
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1500)), 2);
+        assert_eq!(retry_after_secs(Duration::from_secs(3)), 3);
+    }
+
+    #[test]
+    fn overloaded_carries_retry_after_header() {
+        let response = ApiError::Overloaded {
+            retry_after: Duration::from_millis(2500),
+        }
+        .into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            response.headers().get(header::RETRY_AFTER),
+            Some(&HeaderValue::from_static("3"))
+        );
+    }
+}

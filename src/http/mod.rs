@@ -1,0 +1,154 @@
+//! The client HTTP API (DESIGN.md section 11): accepting intents and reading
+//! transactions back.
+//!
+//! ```text
+//! request ─► errors normalised ─► timeout ─► body limit ─► router
+//!                                                          ├─ POST /v1/transactions ─► Submissions::create
+//!                                                          └─ GET  /v1/transactions… ─► store::tx_query
+//! ```
+//!
+//! Every error leaves as `{"error":{"code","message","field"?}}` ([`ApiError`]),
+//! including the ones produced by the tower layers and by JSON parsing
+//! ([`ApiJson`]). [`app`] builds the router without binding a socket, so tests
+//! drive it with `tower::ServiceExt::oneshot`.
+
+mod direct;
+mod error;
+mod intent_body;
+mod json;
+mod transactions;
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use axum::{
+    extract::{DefaultBodyLimit, State},
+    http::{header, StatusCode},
+    middleware,
+    response::{IntoResponse, Response},
+    routing::get,
+    Router,
+};
+use sqlx::PgPool;
+use tower_http::{limit::RequestBodyLimitLayer, timeout::TimeoutLayer};
+use txmgr_actors::domain::{CreateError, CreateOutcome, NewIntent};
+
+use crate::config::HttpConfig;
+
+pub use direct::DirectSubmissions;
+pub use error::{ApiError, ApiResult};
+pub use intent_body::{
+    CreateBody, ValidCreate, WeiString, MAX_GAS_LIMIT, MAX_REQUEST_ID_CHARS, MIN_GAS_LIMIT,
+};
+pub use json::ApiJson;
+
+/// Where accepted intents go. The engine implements it (batching, back-pressure,
+/// PROTECT); [`DirectSubmissions`] is the minimal implementation for tests and
+/// tooling. Implementations persist the intent before answering `Created`.
+#[async_trait]
+pub trait Submissions: Send + Sync + 'static {
+    /// Persists one intent as QUEUED, or answers why not. Idempotent on
+    /// `(submitter, request_id)`: a replay answers `Existing`, a different body
+    /// under the same id `Conflict`.
+    async fn create(&self, intent: NewIntent) -> Result<CreateOutcome, CreateError>;
+}
+
+/// Size and time bounds of requests (DESIGN.md section 13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request body; larger ones get 413 `payload_too_large`.
+    pub body_limit_bytes: usize,
+    /// Largest decoded `data` of an intent; larger gets 400 on `data`.
+    pub data_limit_bytes: usize,
+    /// Time budget of one request; over it the client gets 503 `unavailable`.
+    pub request_timeout: Duration,
+}
+
+impl Limits {
+    /// The limits of the `[http]` section.
+    pub fn from_config(http: &HttpConfig) -> Self {
+        Self {
+            body_limit_bytes: http.body_limit_bytes,
+            data_limit_bytes: http.data_limit_bytes,
+            request_timeout: http.request_timeout,
+        }
+    }
+}
+
+impl Default for Limits {
+    /// The `[http]` defaults, so tests and tools need not build a config.
+    fn default() -> Self {
+        Self::from_config(&HttpConfig::default())
+    }
+}
+
+/// What every handler shares. Cheap to clone (the pool and the submissions
+/// are reference counted).
+#[derive(Clone)]
+pub struct AppState {
+    /// Reads (`GET`) go straight to PostgreSQL, the authority.
+    pub pool: PgPool,
+    /// The one chain this deployment serves; part of every submitter key.
+    pub chain_id: u64,
+    /// Where creates go.
+    pub submissions: Arc<dyn Submissions>,
+    /// Request bounds.
+    pub limits: Limits,
+}
+
+/// The API router with its body-limit and timeout layers. Does not bind a
+/// socket: serve it with `axum::serve`, or call it in tests with `oneshot`.
+pub fn app(state: AppState) -> Router {
+    let limits = state.limits;
+    Router::new()
+        .route(
+            "/v1/transactions",
+            get(transactions::query).post(transactions::create),
+        )
+        .route("/v1/transactions/{tx_id}", get(transactions::get_one))
+        .fallback(not_found)
+        .with_state(state)
+        // The extractor's own default (2 MiB) would contradict the configured
+        // limit; the tower-http layer below is the one limit.
+        .layer(DefaultBodyLimit::disable())
+        .layer(RequestBodyLimitLayer::new(limits.body_limit_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            limits.request_timeout,
+        ))
+        .layer(middleware::map_response_with_state(
+            limits,
+            normalize_layer_errors,
+        ))
+}
+
+/// Unknown routes answer in the error shape too.
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route".to_owned())
+}
+
+/// The body-limit and timeout layers answer with bare (non-JSON) 413 / 503
+/// responses; rewrite those into the API's error shape. Our own errors are
+/// always JSON and pass untouched.
+async fn normalize_layer_errors(State(limits): State<Limits>, response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    match response.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge {
+            limit: limits.body_limit_bytes,
+        }
+        .into_response(),
+        StatusCode::SERVICE_UNAVAILABLE => ApiError::Unavailable(format!(
+            "the request did not complete within {}; retrying (a create with the same request_id) is safe",
+            humantime::format_duration(limits.request_timeout)
+        ))
+        .into_response(),
+        _ => response,
+    }
+}

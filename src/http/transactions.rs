@@ -1,0 +1,203 @@
+//! Handlers of `/v1/transactions`: create, get by id, find by request id, list.
+
+use alloy::primitives::Address;
+use axum::{
+    extract::{rejection::QueryRejection, Path, Query, State},
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+use serde::Serialize;
+use txmgr_actors::{
+    domain::{CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary},
+    store::tx_query::{self, Cursor, TxView},
+};
+use uuid::Uuid;
+
+use super::{
+    error::{ApiError, ApiResult},
+    intent_body::{parse_address, CreateBody},
+    json::ApiJson,
+    AppState,
+};
+
+/// Page size when `limit` is not given.
+pub(crate) const DEFAULT_LIST_LIMIT: u32 = 50;
+/// Largest page a client may ask for.
+pub(crate) const MAX_LIST_LIMIT: u32 = 500;
+
+/// Header that may carry the idempotency key instead of `request_id`.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// Answer to a create: 202 when new, 200 on a replay.
+#[derive(Debug, Serialize)]
+struct CreatedBody {
+    tx_id: Uuid,
+    state: TxState,
+    /// Lower-case `0x` hex, as everywhere in the API.
+    submitter: String,
+    request_id: Option<String>,
+}
+
+impl From<TxSummary> for CreatedBody {
+    fn from(summary: TxSummary) -> Self {
+        Self {
+            tx_id: summary.tx_id,
+            state: summary.state,
+            submitter: format!("{:#x}", summary.submitter),
+            request_id: summary.request_id,
+        }
+    }
+}
+
+/// `POST /v1/transactions`.
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> ApiResult<Response> {
+    let header_key = match headers.get(IDEMPOTENCY_KEY) {
+        Some(value) => Some(value.to_str().map_err(|_| {
+            ApiError::invalid(
+                "request_id",
+                "the Idempotency-Key header is not visible ASCII",
+            )
+        })?),
+        None => None,
+    };
+    let valid = body.validate(header_key, state.limits.data_limit_bytes)?;
+    let submitter = SubmitterKey::new(state.chain_id, valid.submitter);
+    let outcome = state
+        .submissions
+        .create(NewIntent::new(submitter, valid.request_id, valid.intent))
+        .await?;
+    match outcome {
+        CreateOutcome::Created(summary) => {
+            tracing::debug!(target: "http", tx_id = %summary.tx_id, %submitter, "intent accepted");
+            Ok((StatusCode::ACCEPTED, Json(CreatedBody::from(summary))).into_response())
+        }
+        CreateOutcome::Existing(summary) => {
+            Ok((StatusCode::OK, Json(CreatedBody::from(summary))).into_response())
+        }
+        CreateOutcome::Conflict { tx_id } => Err(ApiError::IdempotencyConflict { tx_id }),
+    }
+}
+
+/// `GET /v1/transactions/{tx_id}`.
+pub(crate) async fn get_one(
+    State(state): State<AppState>,
+    Path(tx_id): Path<String>,
+) -> ApiResult<Json<TxView>> {
+    let tx_id =
+        Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
+    tx_query::get(&state.pool, state.chain_id, tx_id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("no transaction {tx_id}")))
+}
+
+/// Query parameters of `GET /v1/transactions`, checked by hand so that each
+/// problem names its parameter.
+#[derive(Debug, Default)]
+struct ListQuery {
+    submitter: Option<Address>,
+    request_id: Option<String>,
+    state: Option<TxState>,
+    limit: Option<u32>,
+    after: Option<Cursor>,
+}
+
+impl ListQuery {
+    fn parse(pairs: Vec<(String, String)>) -> ApiResult<Self> {
+        let mut query = ListQuery::default();
+        let mut seen: Vec<String> = Vec::new();
+        for (key, value) in pairs {
+            if seen.contains(&key) {
+                return Err(ApiError::invalid(&key, format!("{key} is given twice")));
+            }
+            match key.as_str() {
+                "submitter" => query.submitter = Some(parse_address("submitter", &value)?),
+                "request_id" => query.request_id = Some(value),
+                "state" => {
+                    query.state = Some(value.parse::<TxState>().map_err(|_| {
+                        let names: Vec<&str> = TxState::ALL.iter().map(|s| s.as_str()).collect();
+                        ApiError::invalid("state", format!("state must be one of {names:?}"))
+                    })?)
+                }
+                "limit" => {
+                    let limit = value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|limit| (1..=MAX_LIST_LIMIT).contains(limit))
+                        .ok_or_else(|| {
+                            ApiError::invalid(
+                                "limit",
+                                format!("limit must be an integer from 1 to {MAX_LIST_LIMIT}"),
+                            )
+                        })?;
+                    query.limit = Some(limit);
+                }
+                "after" => {
+                    query.after = Some(value.parse::<Cursor>().map_err(|_| {
+                        ApiError::invalid("after", "after is not a cursor this API handed out")
+                    })?)
+                }
+                _ => {
+                    return Err(ApiError::invalid(
+                        &key,
+                        format!("unknown query parameter {key}"),
+                    ))
+                }
+            }
+            seen.push(key);
+        }
+        Ok(query)
+    }
+}
+
+/// One page of a listing.
+#[derive(Debug, Serialize)]
+struct Page {
+    items: Vec<TxView>,
+    /// Pass as `after` for the next page; `null` on the last page.
+    next: Option<String>,
+}
+
+/// `GET /v1/transactions?submitter=..&request_id=..` (one, or 404) and
+/// `GET /v1/transactions?submitter=..&state=..&limit=..&after=..` (a page).
+pub(crate) async fn query(
+    State(state): State<AppState>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(pairs) =
+        pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
+    let query = ListQuery::parse(pairs)?;
+    let address = query
+        .submitter
+        .ok_or_else(|| ApiError::invalid("submitter", "submitter is required"))?;
+    let submitter = SubmitterKey::new(state.chain_id, address);
+
+    if let Some(request_id) = query.request_id {
+        if query.state.is_some() || query.limit.is_some() || query.after.is_some() {
+            return Err(ApiError::invalid(
+                "request_id",
+                "request_id selects one transaction; it cannot be combined with state, limit or after",
+            ));
+        }
+        let view = tx_query::find_by_request_id(&state.pool, submitter, &request_id)
+            .await?
+            .ok_or_else(|| {
+                ApiError::NotFound(format!("no transaction with request_id {request_id:?}"))
+            })?;
+        return Ok(Json(view).into_response());
+    }
+
+    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    let (items, next) =
+        tx_query::list(&state.pool, submitter, query.state, limit, query.after).await?;
+    Ok(Json(Page {
+        items,
+        next: next.map(|cursor| cursor.to_string()),
+    })
+    .into_response())
+}
