@@ -3,16 +3,24 @@
 //! Shutdown flows top-down from one signal: HTTP stops accepting, the engine
 //! drains and releases its leases, then the node deregisters.
 
+mod engine;
 mod telemetry;
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use sqlx::{postgres::PgPoolOptions, PgPool};
-use txmgr_actors::store;
+use txmgr_actors::{
+    chain::{ChainClient, EvmRpc},
+    store,
+};
 
-use crate::config::Config;
+use crate::{
+    config::Config,
+    http::{AppState, Limits},
+};
 
+pub use engine::{engine_settings, listen_for_work, start_engine, EngineSubmissions};
 pub use telemetry::init_tracing;
 
 /// Version string recorded in the node row and shown by the ops views.
@@ -60,8 +68,15 @@ pub async fn run(config: Config, _config_path: PathBuf, migrate: bool) -> anyhow
         store::migrate(&pool).await.context("applying migrations")?;
     }
     verify_chain(&config).await?;
+    let chain: Arc<dyn ChainClient> = Arc::new(
+        EvmRpc::new(&config.chain.rpc_url, config.chain.rpc_timeout).context("chain.rpc_url")?,
+    );
+    let engine = start_engine(&config, pool.clone(), chain).await?;
+    let listener = tokio::net::TcpListener::bind(config.http.listen)
+        .await
+        .with_context(|| format!("http.listen: cannot bind {}", config.http.listen))?;
+    let http_addr = listener.local_addr().context("http.listen")?.to_string();
     let node_id = config.node_id.clone();
-    let http_addr = config.http.listen.to_string();
     store::node::register(&pool, &node_id, &http_addr, VERSION).await?;
     tracing::info!(node_id, http = %http_addr, chain_id = config.chain.chain_id, "txmgr node started");
 
@@ -71,8 +86,25 @@ pub async fn run(config: Config, _config_path: PathBuf, migrate: bool) -> anyhow
         http_addr,
         config.node.heartbeat_interval,
     ));
-    shutdown_signal().await;
-    tracing::info!(node_id, "shutting down");
+    let work_listener = tokio::spawn(listen_for_work(
+        pool.clone(),
+        engine.clone(),
+        config.chain.chain_id,
+    ));
+    let state = AppState {
+        pool: pool.clone(),
+        chain_id: config.chain.chain_id,
+        submissions: Arc::new(EngineSubmissions(engine.clone())),
+        limits: Limits::from_config(&config.http),
+    };
+    axum::serve(listener, crate::http::app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("http server")?;
+
+    tracing::info!(node_id, "shutting down: draining submitters");
+    work_listener.abort();
+    engine.shutdown(config.lease.duration).await;
     heartbeat.abort();
     store::node::deregister(&pool, &node_id).await?;
     pool.close().await;

@@ -60,6 +60,9 @@ pub struct SubmitterState {
     sweep_timer: Option<Timer>,
 }
 
+/// Margin after a foreign lease becomes takeable before a standby retries.
+const STANDBY_SLACK: Duration = Duration::from_millis(50);
+
 type Timer = JoinHandle<Result<(), ractor::MessagingErr<SubmitterMsg>>>;
 
 fn rearm(slot: &mut Option<Timer>, timer: Timer) {
@@ -226,9 +229,19 @@ async fn on_lease_tick(
                     state.protect_reason = cursor.protect_reason;
                 }
                 state.set_role();
+                // Try again just after the holder's lease could be taken over
+                // (a live holder will have renewed by then): fail-over takes
+                // about expiry + skew, not a whole extra period.
+                let retry = match &outcome {
+                    LeaseOutcome::NotLeader(info) => {
+                        (info.expires_in + ctx.lease.clock_skew + STANDBY_SLACK)
+                            .min(ctx.lease.duration)
+                    }
+                    _ => ctx.lease.duration,
+                };
                 rearm(
                     &mut state.lease_timer,
-                    myself.send_after(ctx.lease.duration, || SubmitterMsg::LeaseTick),
+                    myself.send_after(retry, || SubmitterMsg::LeaseTick),
                 );
                 Ok(())
             }

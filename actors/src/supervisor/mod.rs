@@ -175,6 +175,18 @@ impl Engine {
             .collect()
     }
 
+    /// Stops everything at once without releasing leases or finishing work:
+    /// what a crash looks like to the rest of the cluster (tests, and the
+    /// last resort of a shutdown that timed out).
+    pub fn kill(&self) {
+        self.supervisor.kill();
+        for handle in self.shared.handles.iter() {
+            if let Some(actor) = handle.actor() {
+                actor.kill();
+            }
+        }
+    }
+
     /// Drains every SubmitterActor (releasing leases) and stops the supervisor.
     pub async fn shutdown(&self, timeout: Duration) {
         let result = ractor::call_t!(

@@ -1,0 +1,168 @@
+//! Building the engine from the configuration: signers, per-submitter
+//! settings, the supervisor; and the `LISTEN txmgr_work` bridge.
+
+use std::{sync::Arc, time::Duration};
+
+use alloy::primitives::Address;
+use anyhow::Context;
+use async_trait::async_trait;
+use sqlx::{postgres::PgListener, PgPool};
+use txmgr_actors::{
+    chain::ChainClient,
+    domain::{CreateError, CreateOutcome, NewIntent},
+    signer::{build_signer, SignerSpec},
+    store::intents::WORK_CHANNEL,
+    submitter::{LeaseTiming, SubmitterSettings as EngineSettings},
+    supervisor::{Engine, EngineConfig, SubmitterSpec},
+};
+
+use crate::{
+    config::{AdvanceAfter, Config, FeeMode, OnExternalNonce, SignerConfig, SubmitterSettings},
+    http::Submissions,
+};
+
+/// Restarts of one submitter actor tolerated within [`RESTART_WINDOW`].
+const MAX_RESTARTS: u32 = 10;
+/// Window for [`MAX_RESTARTS`].
+const RESTART_WINDOW: Duration = Duration::from_secs(300);
+
+/// The engine's view of one submitter's settings.
+pub fn engine_settings(settings: &SubmitterSettings, poll_interval: Duration) -> EngineSettings {
+    EngineSettings {
+        max_in_flight: settings.max_in_flight,
+        batch_size: settings.batch_size,
+        ingress_capacity: settings.ingress_capacity,
+        hold_slot_until_final: settings.advance_after == AdvanceAfter::Confirmed,
+        protect_on_external_nonce: settings.on_external_nonce == OnExternalNonce::Protect,
+        resubmit_interval: settings.resubmit_interval,
+        reject_after: settings.reject_after,
+        retry_backoff: poll_interval.max(Duration::from_millis(500)),
+        gas_limit_margin: settings.gas_limit_margin,
+        legacy_fees: settings.fee_mode == FeeMode::Legacy,
+        max_fee_per_gas_cap: settings.max_fee_per_gas_cap.map(|w| w.0),
+        max_priority_fee_per_gas_cap: settings.max_priority_fee_per_gas_cap.map(|w| w.0),
+        gas_price_cap: settings.gas_price_cap.map(|w| w.0),
+    }
+}
+
+fn signer_spec(signer: &SignerConfig) -> SignerSpec {
+    match signer {
+        SignerConfig::Env { env } => SignerSpec::Env { var: env.clone() },
+        SignerConfig::Keystore { path, password_env } => SignerSpec::Keystore {
+            path: path.clone(),
+            password_env: password_env.clone(),
+        },
+        SignerConfig::Remote { url, .. } => SignerSpec::Remote { url: url.clone() },
+    }
+}
+
+/// Builds every configured submitter's signer (checking its address) and
+/// starts the supervisor.
+pub async fn start_engine(
+    config: &Config,
+    pool: PgPool,
+    chain: Arc<dyn ChainClient>,
+) -> anyhow::Result<Engine> {
+    let mut specs = Vec::new();
+    for submitter in config.resolved_submitters() {
+        let address: Address = submitter
+            .address
+            .parse()
+            .with_context(|| format!("submitters.{}: bad address", submitter.address))?;
+        let signer = build_signer(
+            &signer_spec(&submitter.signer),
+            address,
+            config.chain.chain_id,
+            config.chain.rpc_timeout,
+        )
+        .await
+        .with_context(|| format!("submitters.{}.signer", submitter.address))?;
+        specs.push(SubmitterSpec {
+            address,
+            signer,
+            settings: engine_settings(&submitter.settings, config.chain.poll_interval),
+        });
+    }
+    let engine_config = EngineConfig {
+        node_id: Arc::from(config.node_id.as_str()),
+        chain_id: config.chain.chain_id,
+        lease: LeaseTiming {
+            duration: config.lease.duration,
+            renew_interval: config.lease.renew_interval,
+            clock_skew: config.lease.clock_skew_allowance,
+        },
+        poll_interval: config.chain.poll_interval,
+        discovery_interval: config.node.discovery_interval,
+        create_timeout: config.http.request_timeout,
+        max_restarts: MAX_RESTARTS,
+        restart_window: RESTART_WINDOW,
+    };
+    Engine::start(engine_config, pool, chain, specs)
+        .await
+        .context("starting the supervisor")
+}
+
+/// The HTTP edge's create path into the engine.
+#[derive(Debug, Clone)]
+pub struct EngineSubmissions(pub Engine);
+
+#[async_trait]
+impl Submissions for EngineSubmissions {
+    async fn create(&self, intent: NewIntent) -> Result<CreateOutcome, CreateError> {
+        self.0.create(intent).await
+    }
+}
+
+/// Forwards `NOTIFY txmgr_work` (new work inserted by any node) to the
+/// engine; reconnects on failure. Wake-ups are hints: discovery and the
+/// actors' own timers cover anything missed while disconnected.
+pub async fn listen_for_work(pool: PgPool, engine: Engine, chain_id: u64) {
+    loop {
+        match PgListener::connect_with(&pool).await {
+            Ok(mut listener) => {
+                if let Err(err) = listener.listen(WORK_CHANNEL).await {
+                    tracing::warn!(error = %err, "LISTEN txmgr_work failed");
+                } else {
+                    loop {
+                        match listener.recv().await {
+                            Ok(notification) => {
+                                if let Some(address) =
+                                    parse_payload(notification.payload(), chain_id)
+                                {
+                                    engine.notify(address);
+                                }
+                            }
+                            Err(err) => {
+                                tracing::warn!(error = %err, "LISTEN connection lost; reconnecting");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "LISTEN connection failed"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn parse_payload(payload: &str, chain_id: u64) -> Option<Address> {
+    let (chain, address) = payload.split_once(':')?;
+    (chain.parse::<u64>().ok()? == chain_id).then(|| address.parse().ok())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_payload_names_chain_and_address() {
+        let address = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+        assert_eq!(
+            parse_payload(&format!("31337:{address}"), 31337),
+            address.parse().ok()
+        );
+        assert_eq!(parse_payload(&format!("1:{address}"), 31337), None);
+        assert_eq!(parse_payload("garbage", 31337), None);
+    }
+}

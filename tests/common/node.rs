@@ -1,0 +1,151 @@
+//! An in-process txmgr node (engine + HTTP router) for pipeline tests, and
+//! small HTTP helpers that call the router without a socket.
+
+use std::sync::Arc;
+
+use axum::{
+    body::{to_bytes, Body},
+    http::Request,
+    Router,
+};
+use serde_json::Value;
+use tower::ServiceExt;
+use txmgr::{
+    config::Config,
+    daemon::{listen_for_work, start_engine, EngineSubmissions},
+    http::{app, AppState, Limits},
+};
+use txmgr_actors::{
+    chain::{ChainClient, EvmRpc},
+    supervisor::Engine,
+};
+
+/// The environment variable that holds anvil's first dev key in tests.
+pub(crate) const KEY_VAR: &str = "TXMGR_TEST_DEV_KEY_0";
+
+/// Base configuration: fast timers so tests finish quickly.
+pub(crate) fn config_toml(
+    db_url: &str,
+    rpc_url: &str,
+    node_id: &str,
+    submitter_extra: &str,
+) -> String {
+    format!(
+        r#"
+node_id = "{node_id}"
+[database]
+url = "{db_url}"
+max_connections = 8
+[chain]
+rpc_url = "{rpc_url}"
+chain_id = 31337
+poll_interval = "200ms"
+[lease]
+duration = "3s"
+renew_interval = "1s"
+clock_skew_allowance = "500ms"
+[node]
+discovery_interval = "1s"
+[submitters."{address}"]
+signer = {{ kind = "env", env = "{KEY_VAR}" }}
+{submitter_extra}
+"#,
+        address = super::DEV_ADDRESS_0.to_lowercase(),
+    )
+}
+
+/// One node: its engine and its router.
+pub(crate) struct TestNode {
+    pub(crate) engine: Engine,
+    pub(crate) app: Router,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl TestNode {
+    /// Starts a node from a TOML configuration.
+    pub(crate) async fn start(toml: &str) -> TestNode {
+        Self::start_with(toml, |chain| chain).await
+    }
+
+    /// Starts a node whose chain client is wrapped by `wrap` (fault injection).
+    pub(crate) async fn start_with(
+        toml: &str,
+        wrap: impl FnOnce(Arc<dyn ChainClient>) -> Arc<dyn ChainClient>,
+    ) -> TestNode {
+        // Every test sets the same, public, dev key: no race on its value.
+        std::env::set_var(KEY_VAR, super::DEV_PRIVATE_KEY_0);
+        let config = Config::from_toml_str(toml, std::iter::empty::<(String, String)>())
+            .unwrap_or_else(|e| panic!("test config invalid:\n{e}"));
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(config.database.max_connections)
+            .connect(&config.database.url)
+            .await
+            .expect("node pool");
+        let chain: Arc<dyn ChainClient> = Arc::new(
+            EvmRpc::new(&config.chain.rpc_url, config.chain.rpc_timeout).expect("rpc url"),
+        );
+        let chain = wrap(chain);
+        let engine = start_engine(&config, pool.clone(), chain)
+            .await
+            .expect("engine starts");
+        let listener = tokio::spawn(listen_for_work(
+            pool.clone(),
+            engine.clone(),
+            config.chain.chain_id,
+        ));
+        let app = app(AppState {
+            pool,
+            chain_id: config.chain.chain_id,
+            submissions: Arc::new(EngineSubmissions(engine.clone())),
+            limits: Limits::from_config(&config.http),
+        });
+        TestNode {
+            engine,
+            app,
+            listener,
+        }
+    }
+
+    /// Sends a request to the router; returns status and JSON body.
+    pub(crate) async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut builder = Request::builder().method(method).uri(path);
+        let body = match body {
+            Some(json) => {
+                builder = builder.header("content-type", "application/json");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        let response = self
+            .app
+            .clone()
+            .oneshot(builder.body(body).expect("request"))
+            .await
+            .expect("router answers");
+        let status = response.status().as_u16();
+        let bytes = to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, json)
+    }
+
+    /// Crashes the node: actors die mid-work, leases are not released.
+    pub(crate) fn kill(self) {
+        self.listener.abort();
+        self.engine.kill();
+    }
+
+    /// Stops the engine gracefully (leases released).
+    pub(crate) async fn stop(self) {
+        self.listener.abort();
+        self.engine
+            .shutdown(std::time::Duration::from_secs(10))
+            .await;
+    }
+}

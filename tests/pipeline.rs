@@ -1,0 +1,212 @@
+//! The submitter pipeline end to end on one node: HTTP create → actor →
+//! nonce → sign → persist → broadcast, against real PostgreSQL and anvil.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    invariants,
+    node::{config_toml, TestNode},
+    Anvil, TestDb,
+};
+use serde_json::{json, Value};
+
+const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+fn transfer(request_id: &str) -> Value {
+    json!({"submitter": DEV, "to": TO, "value": "1", "request_id": request_id})
+}
+
+async fn count(db: &TestDb, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(&db.pool)
+        .await
+        .expect(sql)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "max_in_flight = 64",
+    ))
+    .await;
+    let mut first = None;
+    for i in 0..200 {
+        let (status, body) = node
+            .request("POST", "/v1/transactions", Some(transfer(&format!("r{i}"))))
+            .await;
+        assert_eq!(status, 202, "{body}");
+        first.get_or_insert(body["tx_id"].as_str().expect("tx_id").to_owned());
+    }
+    invariants::wait_mined(&db.pool, 200, Duration::from_secs(90)).await;
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM tx_attempt").await,
+        200,
+        "one signature each"
+    );
+
+    let (status, body) = node
+        .request(
+            "GET",
+            &format!("/v1/transactions/{}", first.expect("one")),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (body["state"].as_str(), body["nonce"].as_i64()),
+        (Some("TRACKING"), Some(0))
+    );
+    assert_eq!(body["sub_state"], "mined");
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_concurrent_creates_with_one_request_id_make_one_intent_and_one_nonce() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    let answers = futures::future::join_all(
+        (0..100).map(|_| node.request("POST", "/v1/transactions", Some(transfer("same")))),
+    )
+    .await;
+    let mut ids = std::collections::HashSet::new();
+    for (status, body) in &answers {
+        assert!(*status == 202 || *status == 200, "{status} {body}");
+        ids.insert(body["tx_id"].as_str().expect("tx_id").to_owned());
+    }
+    assert_eq!(ids.len(), 1, "every answer names the same intent");
+    assert_eq!(
+        answers.iter().filter(|(s, _)| *s == 202).count(),
+        1,
+        "one creation"
+    );
+    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
+    assert_eq!(count(&db, "SELECT count(*) FROM managed_tx").await, 1);
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_conflict_answers_409_and_consumes_no_nonce() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    let (status, _) = node
+        .request("POST", "/v1/transactions", Some(transfer("k")))
+        .await;
+    assert_eq!(status, 202);
+    let mut other = transfer("k");
+    other["value"] = json!("2");
+    let (status, body) = node.request("POST", "/v1/transactions", Some(other)).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "idempotency_conflict");
+    let (status, _) = node
+        .request("POST", "/v1/transactions", Some(transfer("k2")))
+        .await;
+    assert_eq!(status, 202);
+    invariants::wait_mined(&db.pool, 2, Duration::from_secs(30)).await;
+    // Nonces 0 and 1: the conflict took none.
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    assert_eq!(count(&db, "SELECT count(*) FROM managed_tx").await, 2);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn strict_mode_never_has_more_than_one_in_flight_and_leaves_no_gap() {
+    let db = TestDb::migrated().await;
+    // Blocks every 500ms, so each intent waits in flight a while.
+    let anvil = Anvil::start_with(&["--block-time", "1"]).await;
+    // Until finality exists (receipts issue), strict mode advances after "mined".
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "max_in_flight = 1\nadvance_after = \"mined\"",
+    ))
+    .await;
+    for i in 0..5 {
+        let (status, _) = node
+            .request("POST", "/v1/transactions", Some(transfer(&format!("s{i}"))))
+            .await;
+        assert_eq!(status, 202);
+    }
+    let pool = db.pool.clone();
+    let watcher = tokio::spawn(async move {
+        let mut max_seen = 0i64;
+        loop {
+            let in_flight: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM managed_tx WHERE state IN ('ALLOCATED', 'TRACKING') AND receipt IS NULL",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap_or(0);
+            max_seen = max_seen.max(in_flight);
+            let mined: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM managed_tx WHERE receipt IS NOT NULL")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap_or(0);
+            if mined == 5 {
+                return max_seen;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let max_seen = tokio::time::timeout(Duration::from_secs(60), watcher)
+        .await
+        .expect("all five mined in time")
+        .expect("watcher");
+    assert_eq!(max_seen, 1, "strict mode had {max_seen} in flight at once");
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_ingress_queue_answers_429_and_loses_nothing_accepted() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "ingress_capacity = 2\nbatch_size = 2\nmax_in_flight = 200",
+    ))
+    .await;
+    let answers = futures::future::join_all(
+        (0..200)
+            .map(|i| node.request("POST", "/v1/transactions", Some(transfer(&format!("b{i}"))))),
+    )
+    .await;
+    let accepted = answers.iter().filter(|(s, _)| *s == 202).count();
+    let overloaded: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == 429)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(
+        accepted + overloaded.len(),
+        200,
+        "only 202 or 429: {answers:?}"
+    );
+    assert!(
+        !overloaded.is_empty(),
+        "a capacity of 2 must overflow under 200 concurrent creates"
+    );
+    assert_eq!(overloaded[0]["error"]["code"], "overloaded");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM managed_tx").await,
+        accepted as i64
+    );
+    invariants::wait_mined(&db.pool, accepted as i64, Duration::from_secs(60)).await;
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    node.stop().await;
+}

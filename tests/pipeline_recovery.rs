@@ -1,0 +1,134 @@
+//! Crash safety: a node dies between two steps of the pipeline; the node
+//! that takes over finishes the work with the original nonces and bytes.
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use common::{
+    faulty_chain::{FaultyChain, SendFault},
+    invariants,
+    node::{config_toml, TestNode},
+    wait_until, Anvil, TestDb,
+};
+use serde_json::json;
+use txmgr_actors::chain::ChainClient;
+
+const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+async fn count(db: &TestDb, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(&db.pool)
+        .await
+        .expect(sql)
+}
+
+async fn create_three(node: &TestNode) {
+    for i in 0..3 {
+        let body = json!({"submitter": DEV, "to": TO, "value": "7", "request_id": format!("c{i}")});
+        let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+        assert_eq!(status, 202, "{answer}");
+    }
+}
+
+/// Attempt hashes before the crash, to prove nothing was re-signed after it.
+async fn attempt_hashes(db: &TestDb) -> Vec<(uuid::Uuid, i64, String)> {
+    sqlx::query_as("SELECT tx_id, nonce, tx_hash FROM tx_attempt ORDER BY nonce")
+        .fetch_all(&db.pool)
+        .await
+        .expect("attempts")
+}
+
+async fn crash_at(fault: SendFault) {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let faulty = std::sync::Mutex::new(None);
+    let node_a = TestNode::start_with(&config_toml(&db.url, &anvil.rpc_url(), "a", ""), |chain| {
+        let wrapped = FaultyChain::new(chain, fault);
+        *faulty.lock().expect("lock") = Some(wrapped.clone());
+        wrapped as Arc<dyn ChainClient>
+    })
+    .await;
+    let faulty = faulty.lock().expect("lock").take().expect("wrapped");
+    create_three(&node_a).await;
+    // Every attempt persisted and the broadcast under way when the node dies.
+    wait_until(Duration::from_secs(30), || async {
+        count(&db, "SELECT count(*) FROM tx_attempt").await == 3
+            && faulty.sends.load(std::sync::atomic::Ordering::SeqCst) >= 3
+    })
+    .await;
+    let before = attempt_hashes(&db).await;
+    node_a.kill();
+
+    // Node b finds the abandoned work by discovery once a's lease expires.
+    let node_b = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "b", "")).await;
+    invariants::wait_mined(&db.pool, 3, Duration::from_secs(60)).await;
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    assert_eq!(
+        attempt_hashes(&db).await,
+        before,
+        "identical bytes, original nonces, no new signature"
+    );
+    let owner: String = sqlx::query_scalar("SELECT owner_node FROM submitter_lease")
+        .fetch_one(&db.pool)
+        .await
+        .expect("lease");
+    assert_eq!(owner, "b");
+    node_b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_after_persisting_but_before_broadcast_loses_nothing() {
+    crash_at(SendFault::HangBeforeSend).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_after_broadcast_but_before_recording_it_mines_each_intent_once() {
+    crash_at(SendFault::HangAfterSend).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_between_allocation_and_signing_signs_again_with_the_same_nonces() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let faulty = std::sync::Mutex::new(None);
+    let node_a = TestNode::start_with(&config_toml(&db.url, &anvil.rpc_url(), "a", ""), |chain| {
+        let wrapped = FaultyChain::new(chain, SendFault::None);
+        wrapped.hang_fees(true);
+        *faulty.lock().expect("lock") = Some(wrapped.clone());
+        wrapped as Arc<dyn ChainClient>
+    })
+    .await;
+    create_three(&node_a).await;
+    wait_until(Duration::from_secs(30), || async {
+        count(
+            &db,
+            "SELECT count(*) FROM managed_tx WHERE state = 'ALLOCATED'",
+        )
+        .await
+            == 3
+    })
+    .await;
+    let allocated: Vec<(uuid::Uuid, i64)> =
+        sqlx::query_as("SELECT tx_id, nonce FROM managed_tx ORDER BY nonce")
+            .fetch_all(&db.pool)
+            .await
+            .expect("allocated");
+    assert_eq!(count(&db, "SELECT count(*) FROM tx_attempt").await, 0);
+    node_a.kill();
+
+    let node_b = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "b", "")).await;
+    invariants::wait_mined(&db.pool, 3, Duration::from_secs(60)).await;
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    let after: Vec<(uuid::Uuid, i64)> =
+        sqlx::query_as("SELECT tx_id, nonce FROM managed_tx ORDER BY nonce")
+            .fetch_all(&db.pool)
+            .await
+            .expect("after");
+    assert_eq!(
+        after, allocated,
+        "each intent kept the nonce it was allocated"
+    );
+    node_b.stop().await;
+}
