@@ -93,7 +93,9 @@ async fn insert_completion(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<
 
 /// REJECTED: the intent never used a nonce on chain. When it held one (no
 /// node ever accepted any attempt) the nonce goes back to the cursor.
-pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResult<()> {
+/// Returns false (and changes nothing) when the intent is no longer
+/// rejectable — e.g. an attempt was accepted meanwhile.
+pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResult<bool> {
     let token = ftx.token();
     let released: Option<(Option<i64>,)> = sqlx::query_as(
         "UPDATE managed_tx m SET state = 'REJECTED', sub_state = NULL, nonce = NULL, last_error = $2,
@@ -108,14 +110,13 @@ pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResul
     .fetch_optional(ftx.conn())
     .await?;
     let Some((nonce,)) = released else {
-        return Err(StoreError::Corrupt(format!(
-            "{tx_id} cannot be rejected in its state"
-        )));
+        return Ok(false);
     };
     if let Some(nonce) = nonce {
         nonce_cursor::release(ftx, &[nonce_of(nonce)?]).await?;
     }
-    insert_completion(ftx.conn(), tx_id).await
+    insert_completion(ftx.conn(), tx_id).await?;
+    Ok(true)
 }
 
 /// Gives the nonces to QUEUED intents (one allocation transaction with
@@ -153,8 +154,6 @@ pub async fn assign_nonces(ftx: &mut FencedTx, assignments: &[(Uuid, u64)]) -> S
 pub struct NewAttempt {
     /// The intent.
     pub tx_id: Uuid,
-    /// 1 for the first signature, then increasing.
-    pub attempt_no: i32,
     /// The nonce signed.
     pub nonce: u64,
     /// keccak of `raw`.
@@ -182,14 +181,15 @@ pub async fn insert_attempts(ftx: &mut FencedTx, attempts: &[NewAttempt]) -> Sto
     sqlx::query(
         "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
                  max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
-         SELECT a.tx_id, a.attempt_no, a.nonce, a.tx_hash, a.raw_tx, a.max_fee::numeric,
-                a.max_prio::numeric, a.gas_price::numeric, a.gas_limit, a.kind, $11
-           FROM UNNEST($1::uuid[], $2::int[], $3::bigint[], $4::text[], $5::bytea[], $6::text[],
-                       $7::text[], $8::text[], $9::bigint[], $10::text[])
-                AS a(tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee, max_prio, gas_price, gas_limit, kind)",
+         SELECT a.tx_id,
+                COALESCE((SELECT max(t.attempt_no) FROM tx_attempt t WHERE t.tx_id = a.tx_id), 0) + 1,
+                a.nonce, a.tx_hash, a.raw_tx, a.max_fee::numeric,
+                a.max_prio::numeric, a.gas_price::numeric, a.gas_limit, a.kind, $10
+           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::text[],
+                       $6::text[], $7::text[], $8::bigint[], $9::text[])
+                AS a(tx_id, nonce, tx_hash, raw_tx, max_fee, max_prio, gas_price, gas_limit, kind)",
     )
     .bind(attempts.iter().map(|a| a.tx_id).collect::<Vec<_>>())
-    .bind(attempts.iter().map(|a| a.attempt_no).collect::<Vec<_>>())
     .bind(attempts.iter().map(|a| nonce_db(a.nonce)).collect::<StoreResult<Vec<_>>>()?)
     .bind(attempts.iter().map(|a| hash(&a.tx_hash)).collect::<Vec<_>>())
     .bind(attempts.iter().map(|a| a.raw.to_vec()).collect::<Vec<_>>())
@@ -246,7 +246,7 @@ pub async fn load_due_allocated(
                 (EXTRACT(EPOCH FROM (now() - m.created_at)) * 1000)::bigint
            FROM managed_tx m
            JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = m.tx_id
-                          ORDER BY attempt_no DESC LIMIT 1) a ON true
+                          AND t.nonce = m.nonce ORDER BY attempt_no DESC LIMIT 1) a ON true
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
             AND (m.next_resubmit_at IS NULL OR m.next_resubmit_at <= now())
           ORDER BY m.nonce LIMIT $3",
@@ -279,7 +279,7 @@ pub async fn load_allocated_unsigned(
     let rows: Vec<(Uuid, i64, serde_json::Value)> = sqlx::query_as(
         "SELECT m.tx_id, m.nonce, m.intent FROM managed_tx m
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
-            AND NOT EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id)
+            AND NOT EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)
           ORDER BY m.nonce",
     )
     .bind(key.chain_id_db())

@@ -29,7 +29,7 @@ pub async fn load_unmined_below(
     let rows: Vec<(Uuid, i64, Vec<String>)> = sqlx::query_as(
         "SELECT m.tx_id, m.nonce,
                 COALESCE((SELECT array_agg(a.tx_hash ORDER BY a.attempt_no DESC)
-                            FROM tx_attempt a WHERE a.tx_id = m.tx_id), '{}')
+                            FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce), '{}')
            FROM managed_tx m
           WHERE m.chain_id = $1 AND m.submitter = $2
             AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
@@ -103,7 +103,8 @@ pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResu
     let token = ftx.token();
     sqlx::query(
         "UPDATE managed_tx SET state = 'QUEUED', nonce = NULL, sub_state = 'nonce_consumed_externally',
-                last_error = $2, tx_hash = NULL, fencing_token = $3, updated_at = now()
+                last_error = $2, tx_hash = NULL, submit_attempts = 0, last_submit_at = NULL,
+                next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
           WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND receipt IS NULL",
     )
     .bind(tx_id)

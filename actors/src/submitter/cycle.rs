@@ -206,7 +206,6 @@ async fn sign_and_persist(
                 };
                 attempts.push(NewAttempt {
                     tx_id,
-                    attempt_no: 1,
                     nonce,
                     tx_hash: raw.hash,
                     raw: raw.raw,

@@ -1,0 +1,166 @@
+//! External use of a submitter's key (DESIGN.md section 7): `protect` stops
+//! the submitter and refuses creates with 423; `adopt` skips ahead, and an
+//! intent whose nonce someone else consumed goes back to QUEUED.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    anvil::parse_quantity,
+    invariants,
+    node::{config_toml, TestNode},
+    wait_until, Anvil, TestDb,
+};
+use serde_json::json;
+
+const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+const OTHER: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
+
+fn transfer(request_id: &str) -> serde_json::Value {
+    json!({"submitter": DEV, "to": TO, "value": "5", "request_id": request_id})
+}
+
+/// Sends a transaction from the submitter's key behind txmgr's back.
+async fn send_externally(anvil: &Anvil, extra: serde_json::Value) {
+    let mut tx = json!({"from": DEV, "to": OTHER, "value": "0x1"});
+    if let (Some(tx), Some(extra)) = (tx.as_object_mut(), extra.as_object()) {
+        tx.extend(extra.clone());
+    }
+    anvil.rpc("eth_sendTransaction", json!([tx])).await;
+}
+
+async fn chain_nonce(anvil: &Anvil) -> u64 {
+    parse_quantity(
+        &anvil
+            .rpc("eth_getTransactionCount", json!([DEV, "latest"]))
+            .await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protect_stops_the_submitter_and_refuses_creates_with_423() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "on_external_nonce = \"protect\"",
+    ))
+    .await;
+    let (status, _) = node
+        .request("POST", "/v1/transactions", Some(transfer("before")))
+        .await;
+    assert_eq!(status, 202);
+    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
+
+    send_externally(&anvil, json!({})).await;
+    wait_until(Duration::from_secs(30), || async {
+        let reason: Option<String> =
+            sqlx::query_scalar("SELECT protect_reason FROM submitter_nonce_cursor")
+                .fetch_one(&db.pool)
+                .await
+                .unwrap_or(None);
+        reason.is_some()
+    })
+    .await;
+    let (status, body) = node
+        .request("POST", "/v1/transactions", Some(transfer("after")))
+        .await;
+    assert_eq!(status, 423, "{body}");
+    assert_eq!(body["error"]["code"], "submitter_protected");
+    assert_eq!(
+        chain_nonce(&anvil).await,
+        2,
+        "txmgr sent nothing after the external transaction"
+    );
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn adopt_skips_past_an_external_transaction_and_keeps_working() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    let (status, _) = node
+        .request("POST", "/v1/transactions", Some(transfer("a0")))
+        .await;
+    assert_eq!(status, 202);
+    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
+    send_externally(&anvil, json!({})).await;
+    send_externally(&anvil, json!({})).await;
+    // The leader notices on its next chain check and moves its cursor up.
+    wait_until(Duration::from_secs(30), || async {
+        let next: i64 = sqlx::query_scalar("SELECT next_nonce FROM submitter_nonce_cursor")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap_or(0);
+        next == 3
+    })
+    .await;
+    for id in ["a1", "a2"] {
+        let (status, _) = node
+            .request("POST", "/v1/transactions", Some(transfer(id)))
+            .await;
+        assert_eq!(status, 202);
+    }
+    invariants::wait_mined(&db.pool, 3, Duration::from_secs(30)).await;
+    let nonces: Vec<i64> = sqlx::query_scalar("SELECT nonce FROM managed_tx ORDER BY nonce")
+        .fetch_all(&db.pool)
+        .await
+        .expect("nonces");
+    assert_eq!(nonces, vec![0, 3, 4]);
+    assert_eq!(chain_nonce(&anvil).await, 5);
+    node.stop().await;
+}
+
+/// Our pending transaction is replaced in the pool by an external one at the
+/// same nonce; once that is mined, the intent never executed, so it goes back
+/// to QUEUED and is sent again with a new nonce.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_intent_whose_nonce_was_taken_externally_is_requeued_and_sent_again() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start_with(&["--no-mining"]).await;
+    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    let (status, body) = node
+        .request("POST", "/v1/transactions", Some(transfer("victim")))
+        .await;
+    assert_eq!(status, 202);
+    let tx_id = body["tx_id"].as_str().expect("tx_id").to_owned();
+    wait_until(Duration::from_secs(30), || async {
+        let state: String = sqlx::query_scalar("SELECT state FROM managed_tx")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap_or_default();
+        state == "TRACKING"
+    })
+    .await;
+    // A far pricier transaction at nonce 0 replaces ours in the pool.
+    send_externally(
+        &anvil,
+        json!({"nonce": "0x0", "maxFeePerGas": "0x174876e800", "maxPriorityFeePerGas": "0xba43b7400"}),
+    )
+    .await;
+    anvil.mine().await;
+    wait_until(Duration::from_secs(30), || async {
+        let nonce: Option<i64> = sqlx::query_scalar("SELECT nonce FROM managed_tx")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap_or(None);
+        nonce == Some(1)
+    })
+    .await;
+    anvil.mine().await;
+    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
+    let (status, body) = node
+        .request("GET", &format!("/v1/transactions/{tx_id}"), None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["nonce"], 1);
+    assert_eq!(body["attempts"], 2, "one attempt per nonce it held");
+    assert_eq!(chain_nonce(&anvil).await, 2);
+    invariants::check(&db.pool, &anvil, DEV, 1).await;
+    node.stop().await;
+}

@@ -1,0 +1,111 @@
+//! Intents that can never execute are REJECTED without leaving a gap: a
+//! reverting intent before any nonce is used, and one refused for lack of
+//! funds after `reject_after`, whose nonce goes to the next intent.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    invariants,
+    node::{config_toml, TestNode},
+    wait_until, Anvil, TestDb,
+};
+use serde_json::json;
+
+const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+async fn state_of(db: &TestDb, request_id: &str) -> (String, Option<i64>) {
+    sqlx::query_as("SELECT state, nonce FROM managed_tx WHERE request_id = $1")
+        .bind(request_id)
+        .fetch_one(&db.pool)
+        .await
+        .expect("intent")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reverting_intent_is_rejected_before_allocation_and_uses_no_nonce() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    // Init code PUSH1 0 PUSH1 0 REVERT: the deployment always reverts.
+    let reverting = json!({"submitter": DEV, "data": "0x60006000fd", "request_id": "bad"});
+    let (status, _) = node
+        .request("POST", "/v1/transactions", Some(reverting))
+        .await;
+    assert_eq!(status, 202);
+    let good = json!({"submitter": DEV, "to": TO, "value": "1", "request_id": "good"});
+    let (status, _) = node.request("POST", "/v1/transactions", Some(good)).await;
+    assert_eq!(status, 202);
+    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
+    assert_eq!(state_of(&db, "bad").await, ("REJECTED".into(), None));
+    assert_eq!(
+        state_of(&db, "good").await.1,
+        Some(0),
+        "the rejected intent took no nonce"
+    );
+    let completions: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM tx_completion WHERE state = 'REJECTED'")
+            .fetch_one(&db.pool)
+            .await
+            .expect("completions");
+    assert_eq!(completions, 1);
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn insufficient_funds_is_retried_then_rejected_and_its_nonce_reused() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "reject_after = \"2s\"",
+    ))
+    .await;
+    anvil.rpc("anvil_setBalance", json!([DEV, "0x0"])).await;
+    // A fixed gas limit skips estimation, so the node refuses at broadcast.
+    let broke = json!({"submitter": DEV, "to": TO, "value": "1", "gas_limit": 21000, "request_id": "broke"});
+    let (status, _) = node.request("POST", "/v1/transactions", Some(broke)).await;
+    assert_eq!(status, 202);
+    wait_until(Duration::from_secs(30), || async {
+        let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM managed_tx")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap_or(None);
+        error.is_some_and(|e| e.to_lowercase().contains("insufficient funds"))
+    })
+    .await;
+    assert_eq!(
+        state_of(&db, "broke").await,
+        ("ALLOCATED".into(), Some(0)),
+        "kept while retrying"
+    );
+    wait_until(Duration::from_secs(30), || async {
+        state_of(&db, "broke").await.0 == "REJECTED"
+    })
+    .await;
+    assert_eq!(
+        state_of(&db, "broke").await.1,
+        None,
+        "the rejected intent gave its nonce back"
+    );
+
+    anvil
+        .rpc("anvil_setBalance", json!([DEV, "0x3635c9adc5dea00000"]))
+        .await;
+    let next = json!({"submitter": DEV, "to": TO, "value": "1", "request_id": "next"});
+    let (status, _) = node.request("POST", "/v1/transactions", Some(next)).await;
+    assert_eq!(status, 202);
+    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
+    assert_eq!(
+        state_of(&db, "next").await.1,
+        Some(0),
+        "the released nonce is reused: no gap"
+    );
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    node.stop().await;
+}
