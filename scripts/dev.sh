@@ -65,6 +65,18 @@ fi
 # anvil's first well-known dev account (public test key, never for real funds).
 export TXMGR_DEV_PRIVATE_KEY=0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80
 
+cat <<'USAGE'
+dev.sh: once the daemon logs "txmgr node started", try (from another shell):
+
+  curl -sS -X POST http://127.0.0.1:8080/v1/transactions \
+       -H 'content-type: application/json' \
+       -d '{"submitter":"0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
+            "to":"0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+            "value":"1000000000000000", "request_id":"hello-1"}'
+
+  curl -sS http://127.0.0.1:8080/v1/transactions/<tx_id from the answer>
+
+USAGE
 say "running: cargo run --release -- run --config $DEV_CONFIG"
 # Not exec: the EXIT trap must stop the anvil we started once the daemon ends.
 cargo run --release -- run --config "$DEV_CONFIG"
