@@ -1,0 +1,52 @@
+//! Deterministic bench keys: `key_i = keccak256("txmgr-bench" || i)` with
+//! `i` as 8 big-endian bytes.
+//!
+//! Every phase draws from its own index range, so no two phases share a
+//! sender and their nonces never collide on the one anvil.
+
+use alloy::{
+    primitives::{keccak256, Address},
+    signers::local::PrivateKeySigner,
+};
+use anyhow::Context;
+
+/// First key index of the raw-send phase with one key.
+pub(crate) const RAW_ONE_BASE: u64 = 0;
+/// First key index of the raw-send phase with many keys.
+pub(crate) const RAW_MANY_BASE: u64 = 1_000;
+/// Key index of the one-submitter txmgr phase.
+pub(crate) const TXMGR_ONE_BASE: u64 = 2_000;
+/// First key index of the many-submitter txmgr phases (closed and open loop).
+pub(crate) const TXMGR_MANY_BASE: u64 = 3_000;
+
+/// The largest key count a range may hold without reaching the next one.
+pub(crate) const MAX_KEYS_PER_RANGE: usize = 1_000;
+
+/// The private key with index `i`.
+pub(crate) fn bench_key(i: u64) -> anyhow::Result<PrivateKeySigner> {
+    let mut seed = b"txmgr-bench".to_vec();
+    seed.extend_from_slice(&i.to_be_bytes());
+    // A hash at or above the curve order is astronomically unlikely; say so
+    // rather than panic if it happens.
+    PrivateKeySigner::from_bytes(&keccak256(seed))
+        .with_context(|| format!("bench key {i} is not a valid secp256k1 scalar"))
+}
+
+/// `count` keys starting at index `base`.
+pub(crate) fn bench_keys(base: u64, count: usize) -> anyhow::Result<Vec<PrivateKeySigner>> {
+    anyhow::ensure!(
+        count <= MAX_KEYS_PER_RANGE,
+        "at most {MAX_KEYS_PER_RANGE} keys per phase"
+    );
+    (0..count as u64).map(|i| bench_key(base + i)).collect()
+}
+
+/// Addresses of `keys`.
+pub(crate) fn addresses(keys: &[PrivateKeySigner]) -> Vec<Address> {
+    keys.iter().map(PrivateKeySigner::address).collect()
+}
+
+/// `0x` + 64 hex digits of a key, as an `env` signer reads it.
+pub(crate) fn private_key_hex(key: &PrivateKeySigner) -> String {
+    format!("0x{}", alloy::hex::encode(key.to_bytes()))
+}

@@ -1,0 +1,250 @@
+//! The system under test, in-process: a fresh database, the engine wired
+//! like `txmgr run` does it (with a counting chain client), and the HTTP
+//! router served on a loopback port so creates cross a real socket.
+
+use std::{str::FromStr, sync::Arc, time::Duration};
+
+use alloy::primitives::Address;
+use anyhow::Context;
+use sqlx::{
+    postgres::{PgConnectOptions, PgPoolOptions},
+    ConnectOptions, Connection, PgPool,
+};
+use tokio::task::JoinHandle;
+use txmgr::{
+    config::Config,
+    daemon::{listen_for_work, start_engine, EngineSubmissions},
+    http::{app, AppState, CompletionNotifier, Limits},
+};
+use txmgr_actors::{
+    chain::{ChainClient, EvmRpc},
+    supervisor::Engine,
+};
+
+use crate::{
+    anvil::CHAIN_ID,
+    chain_stats::{ChainStats, CountingChain},
+};
+
+/// How long a graceful engine shutdown may take at the end of the run.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A database created for this run and dropped by [`BenchDb::drop_db`].
+pub(crate) struct BenchDb {
+    /// `txmgr_bench_<12 hex>`.
+    pub(crate) name: String,
+    /// URL of the bench database.
+    pub(crate) url: String,
+    /// The bench's own small pool (progress polling, diagnostics), separate
+    /// from the engine's so polling never waits behind engine writes.
+    pub(crate) pool: PgPool,
+    admin_url: String,
+}
+
+impl BenchDb {
+    /// Creates `txmgr_bench_<rand>` on the server of `admin_url` and applies
+    /// the engine's migrations. `async_commit` (diagnostic only) turns off
+    /// `synchronous_commit` for the database, so commits stop waiting for
+    /// the WAL flush: it shows how much of a phase is fsync, and makes acks
+    /// non-durable.
+    pub(crate) async fn create(admin_url: &str, async_commit: bool) -> anyhow::Result<BenchDb> {
+        let name = format!(
+            "txmgr_bench_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let mut admin = PgConnectOptions::from_str(admin_url)
+            .with_context(|| format!("DATABASE_URL {admin_url}"))?
+            .connect()
+            .await
+            .with_context(|| format!("connecting to PostgreSQL at {admin_url}"))?;
+        sqlx::query(&format!(r#"CREATE DATABASE "{name}""#))
+            .execute(&mut admin)
+            .await
+            .with_context(|| format!("creating database {name}"))?;
+        if async_commit {
+            sqlx::query(&format!(
+                r#"ALTER DATABASE "{name}" SET synchronous_commit = off"#
+            ))
+            .execute(&mut admin)
+            .await
+            .context("turning synchronous_commit off")?;
+        }
+        admin.close().await.ok();
+        let url = database_url(admin_url, &name);
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .connect(&url)
+            .await
+            .with_context(|| format!("connecting to {name}"))?;
+        txmgr_actors::store::migrate(&pool)
+            .await
+            .context("applying migrations")?;
+        Ok(BenchDb {
+            name,
+            url,
+            pool,
+            admin_url: admin_url.to_owned(),
+        })
+    }
+
+    /// Drops the database (`WITH (FORCE)` ends the engine's sessions).
+    pub(crate) async fn drop_db(self) -> anyhow::Result<()> {
+        self.pool.close().await;
+        let mut admin = PgConnectOptions::from_str(&self.admin_url)?
+            .connect()
+            .await?;
+        sqlx::query(&format!(
+            r#"DROP DATABASE IF EXISTS "{}" WITH (FORCE)"#,
+            self.name
+        ))
+        .execute(&mut admin)
+        .await
+        .with_context(|| format!("dropping database {}", self.name))?;
+        admin.close().await.ok();
+        Ok(())
+    }
+}
+
+/// `admin_url` with its path replaced by `name` (query string kept).
+fn database_url(admin_url: &str, name: &str) -> String {
+    let (base, query) = match admin_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (admin_url, None),
+    };
+    let authority = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[authority..].find('/') {
+        Some(slash) => &base[..authority + slash],
+        None => base,
+    };
+    match query {
+        Some(query) => format!("{base}/{name}?{query}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// The engine knobs a run sets; everything else keeps its default.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeSettings {
+    /// `[defaults] max_in_flight`: must cover every intent of the run, since
+    /// nothing is mined and slots never free.
+    pub(crate) max_in_flight: u64,
+    /// `[defaults] batch_size`.
+    pub(crate) batch_size: u32,
+    /// `[defaults] ingress_capacity`: at least the client concurrency.
+    pub(crate) ingress_capacity: usize,
+    /// `[database] max_connections` of the engine's pool.
+    pub(crate) db_connections: u32,
+    /// `[chain] poll_interval`, humantime.
+    pub(crate) poll_interval: String,
+}
+
+/// The configuration of the node under test: one `env` signer per submitter.
+pub(crate) fn config_toml(
+    db_url: &str,
+    rpc_url: &str,
+    settings: &NodeSettings,
+    submitters: &[(Address, String)],
+) -> String {
+    let mut toml = format!(
+        r#"
+node_id = "bench"
+[database]
+url = "{db_url}"
+max_connections = {db_connections}
+[http]
+request_timeout = "30s"
+[chain]
+rpc_url = "{rpc_url}"
+chain_id = {CHAIN_ID}
+poll_interval = "{poll}"
+[defaults]
+max_in_flight = {max_in_flight}
+batch_size = {batch_size}
+ingress_capacity = {ingress}
+# Nothing is mined: keep resubmits and STUCK out of the measurement.
+resubmit_interval = "1h"
+stuck_after = "2h"
+"#,
+        db_connections = settings.db_connections,
+        poll = settings.poll_interval,
+        max_in_flight = settings.max_in_flight,
+        batch_size = settings.batch_size,
+        ingress = settings.ingress_capacity,
+    );
+    for (address, var) in submitters {
+        toml.push_str(&format!(
+            "[submitters.\"{}\"]\nsigner = {{ kind = \"env\", env = \"{var}\" }}\n",
+            format!("{address:#x}").to_lowercase()
+        ));
+    }
+    toml
+}
+
+/// A running node: engine plus HTTP server on a loopback port.
+pub(crate) struct Node {
+    /// `http://127.0.0.1:<port>`.
+    pub(crate) base_url: String,
+    /// Chain calls made by the engine.
+    pub(crate) chain_stats: Arc<ChainStats>,
+    engine: Engine,
+    server: JoinHandle<()>,
+    work_listener: JoinHandle<()>,
+}
+
+impl Node {
+    /// Starts the engine and serves its router; the signers' key variables
+    /// must already be set.
+    pub(crate) async fn start(toml: &str) -> anyhow::Result<Node> {
+        let config = Config::from_toml_str(toml, std::iter::empty::<(String, String)>())
+            .map_err(|e| anyhow::anyhow!("generated config invalid:\n{e}"))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(config.database.max_connections)
+            .acquire_timeout(config.database.connect_timeout)
+            .connect(&config.database.url)
+            .await
+            .context("engine pool")?;
+        let rpc = EvmRpc::new(&config.chain.rpc_url, config.chain.rpc_timeout)
+            .map_err(|e| anyhow::anyhow!("chain client: {e}"))?;
+        let chain_stats = Arc::new(ChainStats::default());
+        let chain: Arc<dyn ChainClient> = Arc::new(CountingChain {
+            inner: Arc::new(rpc),
+            stats: chain_stats.clone(),
+        });
+        let engine = start_engine(&config, pool.clone(), chain).await?;
+        let work_listener = tokio::spawn(listen_for_work(
+            pool.clone(),
+            engine.clone(),
+            config.chain.chain_id,
+        ));
+        let router = app(AppState {
+            completions: CompletionNotifier::listen(pool.clone(), config.chain.chain_id),
+            pool,
+            chain_id: config.chain.chain_id,
+            submissions: Arc::new(EngineSubmissions(engine.clone())),
+            limits: Limits::from_config(&config.http),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding the bench HTTP port")?;
+        let base_url = format!("http://{}", listener.local_addr()?);
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::warn!(error = %e, "bench HTTP server stopped");
+            }
+        });
+        Ok(Node {
+            base_url,
+            chain_stats,
+            engine,
+            server,
+            work_listener,
+        })
+    }
+
+    /// Stops HTTP, drains the engine (leases released).
+    pub(crate) async fn stop(self) {
+        self.server.abort();
+        self.work_listener.abort();
+        self.engine.shutdown(SHUTDOWN_TIMEOUT).await;
+    }
+}

@@ -1,0 +1,210 @@
+//! The txmgr phases: warm up each submitter, then measure creates (closed
+//! loop, until every intent is TRACKING) or ack latency (open loop).
+
+use std::time::{Duration, Instant};
+
+use alloy::primitives::Address;
+use anyhow::{bail, Context};
+
+use crate::{
+    cpu::CpuSample,
+    load::{self, Acks, CreateBatch},
+    node::{BenchDb, Node},
+    raw::{millis, per_second},
+    report::{AckPhase, PipelineStats, TxmgrPhase},
+};
+
+/// How long warm-up intents may take to reach TRACKING (lease acquisition,
+/// nonce reconciliation).
+const WARM_UP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What every txmgr phase shares.
+pub(crate) struct TxmgrBench<'a> {
+    /// Keep-alive HTTP client pool.
+    pub(crate) client: reqwest::Client,
+    /// The node under test.
+    pub(crate) node: &'a Node,
+    /// The bench database (its own pool).
+    pub(crate) db: &'a BenchDb,
+    /// Client requests in flight at once (closed loop).
+    pub(crate) concurrency: usize,
+    /// `gas_limit` of each intent; `None` lets the engine estimate.
+    pub(crate) gas_limit: Option<u64>,
+    /// Bound on reaching TRACKING after the first POST.
+    pub(crate) tracking_timeout: Duration,
+    /// anvil's process id, for CPU accounting.
+    pub(crate) anvil_pid: Option<u32>,
+}
+
+impl TxmgrBench<'_> {
+    /// One create per submitter, waited on until TRACKING, so the measured
+    /// phase does not include lease acquisition and nonce reconciliation.
+    async fn warm_up(&self, submitters: &[Address], tag: &str) -> anyhow::Result<()> {
+        let hex = lower_hex(submitters);
+        let before = load::tracking_count(&self.db.pool, &hex).await?;
+        let batch = CreateBatch::new(
+            &self.node.base_url,
+            submitters,
+            submitters.len(),
+            &format!("{tag}-w"),
+            self.gas_limit,
+        );
+        let acks = load::closed_loop(&self.client, &batch, self.concurrency).await;
+        fail_on_errors(&acks, "warm-up")?;
+        let deadline = Instant::now() + WARM_UP_TIMEOUT;
+        load::wait_tracking(&self.db.pool, &hex, before + submitters.len(), deadline)
+            .await
+            .context("warm-up")?;
+        Ok(())
+    }
+
+    /// Creates `count` intents over `submitters` at the configured
+    /// concurrency and times acks and the way to TRACKING.
+    pub(crate) async fn closed_loop(
+        &self,
+        submitters: &[Address],
+        count: usize,
+        tag: &str,
+    ) -> anyhow::Result<TxmgrPhase> {
+        self.warm_up(submitters, tag).await?;
+        let hex = lower_hex(submitters);
+        let baseline = load::tracking_count(&self.db.pool, &hex).await?;
+        let batch = CreateBatch::new(
+            &self.node.base_url,
+            submitters,
+            count,
+            &format!("{tag}-n"),
+            self.gas_limit,
+        );
+        let chain_before = self.node.chain_stats.snapshot();
+        let cpu_before = CpuSample::take(self.anvil_pid, Some(&self.db.pool)).await;
+
+        let started = Instant::now();
+        let client = self.client.clone();
+        let concurrency = self.concurrency;
+        let mut creates =
+            tokio::spawn(async move { load::closed_loop(&client, &batch, concurrency).await });
+        let tracking = load::wait_tracking(
+            &self.db.pool,
+            &hex,
+            baseline + count,
+            started + self.tracking_timeout,
+        );
+        tokio::pin!(tracking);
+        // The last intent may be TRACKING before its 202 reaches the client.
+        let mut tracked_at = None;
+        let acks = loop {
+            tokio::select! {
+                joined = &mut creates => break joined.context("create driver panicked")?,
+                seen = &mut tracking, if tracked_at.is_none() => tracked_at = Some(seen?),
+            }
+        };
+        fail_on_errors(&acks, tag)?;
+        let tracked_at = match tracked_at {
+            Some(at) => at,
+            None => tracking.await?,
+        };
+        let e2e = tracked_at.duration_since(started);
+        let cpu = CpuSample::take(self.anvil_pid, Some(&self.db.pool))
+            .await
+            .since(&cpu_before, count);
+        let chain_calls = self.node.chain_stats.snapshot().since(&chain_before, count);
+
+        Ok(TxmgrPhase {
+            submitters: submitters.len(),
+            count,
+            concurrency: self.concurrency,
+            ack_elapsed_ms: millis(acks.elapsed),
+            acks_per_s: per_second(acks.accepted, acks.elapsed),
+            ack_latency: acks.stats(),
+            e2e_ms: millis(e2e),
+            e2e_tx_per_s: per_second(count, e2e),
+            ratio_vs_raw: None,
+            chain_calls,
+            cpu,
+            pipeline: self.pipeline_stats(&hex, &format!("{tag}-n-%")).await?,
+        })
+    }
+
+    /// Open-loop creates at `rate` per second for `duration`.
+    pub(crate) async fn open_loop(
+        &self,
+        submitters: &[Address],
+        rate: f64,
+        duration: Duration,
+    ) -> anyhow::Result<AckPhase> {
+        self.warm_up(submitters, "ack").await?;
+        let total = (rate * duration.as_secs_f64()).round().max(1.0) as usize;
+        let batch = CreateBatch::new(
+            &self.node.base_url,
+            submitters,
+            total,
+            "ack-o",
+            self.gas_limit,
+        );
+        let acks = load::open_loop(&self.client, &batch, rate).await;
+        fail_on_errors(&acks, "ack-rate")?;
+        Ok(AckPhase {
+            rate_per_s: rate,
+            duration_s: duration.as_secs_f64(),
+            submitters: submitters.len(),
+            accepted: acks.accepted,
+            ack_latency: acks.stats(),
+        })
+    }
+
+    /// Batching as the engine recorded it: rows of one commit share the
+    /// commit transaction's `now()`.
+    async fn pipeline_stats(
+        &self,
+        submitters: &[String],
+        request_ids: &str,
+    ) -> anyhow::Result<PipelineStats> {
+        let (ingress, broadcast, p50, p99): (i64, i64, Option<f64>, Option<f64>) = sqlx::query_as(
+            "SELECT count(DISTINCT (submitter, created_at)),
+                        count(DISTINCT (submitter, last_submit_at)),
+                        percentile_cont(0.5) WITHIN GROUP
+                          (ORDER BY extract(epoch FROM last_submit_at - created_at)::float8),
+                        percentile_cont(0.99) WITHIN GROUP
+                          (ORDER BY extract(epoch FROM last_submit_at - created_at)::float8)
+                   FROM managed_tx
+                  WHERE submitter = ANY($1) AND request_id LIKE $2",
+        )
+        .bind(submitters)
+        .bind(request_ids)
+        .fetch_one(&self.db.pool)
+        .await
+        .context("reading pipeline statistics")?;
+        let rows: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM managed_tx WHERE submitter = ANY($1) AND request_id LIKE $2",
+        )
+        .bind(submitters)
+        .bind(request_ids)
+        .fetch_one(&self.db.pool)
+        .await
+        .context("counting phase rows")?;
+        Ok(PipelineStats {
+            ingress_commits: ingress,
+            broadcast_commits: broadcast,
+            mean_batch: rows as f64 / broadcast.max(1) as f64,
+            queue_to_tracking_p50_ms: p50.unwrap_or(0.0) * 1000.0,
+            queue_to_tracking_p99_ms: p99.unwrap_or(0.0) * 1000.0,
+        })
+    }
+}
+
+/// Submitter addresses as the database stores them.
+fn lower_hex(addresses: &[Address]) -> Vec<String> {
+    addresses.iter().map(|a| format!("{a:#x}")).collect()
+}
+
+fn fail_on_errors(acks: &Acks, what: &str) -> anyhow::Result<()> {
+    if let Some(first) = acks.errors.first() {
+        bail!(
+            "{what}: {} of {} creates failed; first: {first}",
+            acks.errors.len(),
+            acks.latencies.len()
+        );
+    }
+    Ok(())
+}
