@@ -15,7 +15,7 @@ use axum::{
 use common::TestDb;
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use txmgr::http::{app, AppState, DirectSubmissions, Limits, Submissions};
+use txmgr::http::{app, AppState, CompletionNotifier, DirectSubmissions, Limits, Submissions};
 use txmgr_actors::domain::{CreateError, CreateOutcome, NewIntent};
 
 const CHAIN: u64 = 31337;
@@ -63,6 +63,7 @@ impl Api {
             chain_id: CHAIN,
             submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
             limits: limits(),
+            completions: CompletionNotifier::listen(db.pool.clone(), CHAIN),
         };
         Api {
             app: app(state),
@@ -428,6 +429,7 @@ async fn engine_refusals_map_to_their_codes() {
                 request_timeout: Duration::from_millis(200),
                 ..limits()
             },
+            completions: CompletionNotifier::listen(db.pool.clone(), CHAIN),
         };
         let request = Request::post("/v1/transactions")
             .header("content-type", "application/json")

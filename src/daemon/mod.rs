@@ -17,7 +17,7 @@ use txmgr_actors::{
 
 use crate::{
     config::Config,
-    http::{AppState, Limits},
+    http::{AppState, CompletionNotifier, Limits},
 };
 
 pub use engine::{engine_settings, listen_for_work, start_engine, EngineSubmissions};
@@ -96,6 +96,7 @@ pub async fn run(config: Config, _config_path: PathBuf, migrate: bool) -> anyhow
         chain_id: config.chain.chain_id,
         submissions: Arc::new(EngineSubmissions(engine.clone())),
         limits: Limits::from_config(&config.http),
+        completions: CompletionNotifier::listen(pool.clone(), config.chain.chain_id),
     };
     axum::serve(listener, crate::http::app(state))
         .with_graceful_shutdown(shutdown_signal())

@@ -12,6 +12,7 @@
 //! ([`ApiJson`]). [`app`] builds the router without binding a socket, so tests
 //! drive it with `tower::ServiceExt::oneshot`.
 
+mod completions;
 mod direct;
 mod error;
 mod intent_body;
@@ -35,6 +36,7 @@ use txmgr_actors::domain::{CreateError, CreateOutcome, NewIntent};
 
 use crate::config::HttpConfig;
 
+pub use completions::CompletionNotifier;
 pub use direct::DirectSubmissions;
 pub use error::{ApiError, ApiResult};
 pub use intent_body::{
@@ -94,6 +96,8 @@ pub struct AppState {
     pub submissions: Arc<dyn Submissions>,
     /// Request bounds.
     pub limits: Limits,
+    /// Wakes long-polling `GET /v1/completions` requests; one per process.
+    pub completions: CompletionNotifier,
 }
 
 /// The API router with its body-limit and timeout layers. Does not bind a
@@ -106,6 +110,7 @@ pub fn app(state: AppState) -> Router {
             get(transactions::query).post(transactions::create),
         )
         .route("/v1/transactions/{tx_id}", get(transactions::get_one))
+        .route("/v1/completions", get(completions::feed))
         .fallback(not_found)
         .with_state(state)
         // The extractor's own default (2 MiB) would contradict the configured

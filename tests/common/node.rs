@@ -13,7 +13,7 @@ use tower::ServiceExt;
 use txmgr::{
     config::Config,
     daemon::{listen_for_work, start_engine, EngineSubmissions},
-    http::{app, AppState, Limits},
+    http::{app, AppState, CompletionNotifier, Limits},
 };
 use txmgr_actors::{
     chain::{ChainClient, EvmRpc},
@@ -94,6 +94,7 @@ impl TestNode {
             config.chain.chain_id,
         ));
         let app = app(AppState {
+            completions: CompletionNotifier::listen(pool.clone(), config.chain.chain_id),
             pool,
             chain_id: config.chain.chain_id,
             submissions: Arc::new(EngineSubmissions(engine.clone())),

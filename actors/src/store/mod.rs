@@ -6,6 +6,7 @@
 //! that write critical state take `&mut FencedTx`, so an unfenced critical
 //! write does not compile.
 
+pub mod completions;
 mod error;
 mod fenced;
 pub mod intents;

@@ -1,0 +1,280 @@
+//! The completion feed (DESIGN.md section 4, `tx_completion`): one row per
+//! terminal transition (and per entry into STUCK), written in the same
+//! transaction as the transition, read by clients page by page without ever
+//! skipping a row.
+//!
+//! ```text
+//! writer txn:  UPDATE managed_tx … ─► record() ─► INSERT tx_completion + NOTIFY ─► COMMIT
+//! reader:      read(after) ─► rows with xid < snapshot xmin, (xid, seq) > after ─► next_after
+//! ```
+//!
+//! Why `(xid, seq)` and the xmin horizon: `seq` is drawn at insert time but a
+//! row becomes visible at commit time, so a reader paging by `seq` alone can
+//! move past a lower `seq` whose transaction commits later, and never return to
+//! it. Serving only rows whose writing transaction id is below the current
+//! snapshot's `xmin` means every transaction that could still add a row sorts
+//! after everything served, so a cursor never has to go back.
+//!
+//! **Caveat:** `xmin` is cluster-wide. A long-running write transaction
+//! anywhere on the PostgreSQL server — any table, any database — holds the feed
+//! back: rows committed after it began are not served until it ends. The feed
+//! is delayed, never wrong.
+
+use std::{fmt, str::FromStr};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use super::{StoreError, StoreResult};
+use crate::domain::TxState;
+
+/// The `LISTEN`/`NOTIFY` channel woken at the commit of every completion; the
+/// payload is the chain id in decimal.
+pub const COMPLETION_CHANNEL: &str = "txmgr_completion";
+
+/// Records the completion of `tx_id` from its `managed_tx` row as it stands in
+/// this transaction (state, submitter, request id), and queues a notification
+/// on [`COMPLETION_CHANNEL`]. Call it inside the transaction that makes the
+/// transition: the row and the notification both take effect at its commit,
+/// or neither does.
+///
+/// Fails with [`StoreError::Corrupt`] when there is no such intent: a
+/// transition without its completion row must not commit.
+pub async fn record(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
+    let chain_id: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state)
+         SELECT tx_id, chain_id, submitter, request_id, state FROM managed_tx WHERE tx_id = $1
+         RETURNING chain_id",
+    )
+    .bind(tx_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(chain_id) = chain_id else {
+        return Err(StoreError::Corrupt(format!(
+            "completion of unknown transaction {tx_id}"
+        )));
+    };
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(COMPLETION_CHANNEL)
+        .bind(chain_id.to_string())
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// A position in the feed: the `(xid, seq)` of the last row served. Clients
+/// see it as an opaque token ([`FeedCursor::to_token`] / [`FeedCursor::parse`]),
+/// so its form may change without breaking them beyond a restart of paging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FeedCursor {
+    /// Id of the transaction that wrote the row (`xid8`, never wraps).
+    xid: u64,
+    /// The row's `seq`; orders rows written by one transaction.
+    seq: i64,
+}
+
+/// A cursor token this API did not hand out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid completion cursor {0:?}: expected a token returned as `cursor` or `next_after`")]
+pub struct InvalidFeedCursor(pub String);
+
+impl FeedCursor {
+    /// The cursor of the row `(xid, seq)`.
+    pub fn new(xid: u64, seq: i64) -> Self {
+        Self { xid, seq }
+    }
+
+    /// Transaction id of the row the cursor points at.
+    pub fn xid(&self) -> u64 {
+        self.xid
+    }
+
+    /// `seq` of the row the cursor points at.
+    pub fn seq(&self) -> i64 {
+        self.seq
+    }
+
+    /// The token clients pass back: `<xid>-<seq>` in decimal.
+    pub fn to_token(&self) -> String {
+        format!("{}-{}", self.xid, self.seq)
+    }
+
+    /// Reads a token written by [`FeedCursor::to_token`]; anything else —
+    /// signs, spaces, missing or extra parts, out-of-range numbers — is refused.
+    pub fn parse(token: &str) -> Result<FeedCursor, InvalidFeedCursor> {
+        let invalid = || InvalidFeedCursor(token.to_owned());
+        let (xid, seq) = token.split_once('-').ok_or_else(invalid)?;
+        let xid = digits(xid).ok_or_else(invalid)?;
+        let seq = digits(seq).ok_or_else(invalid)?;
+        Ok(FeedCursor {
+            xid,
+            seq: i64::try_from(seq).map_err(|_| invalid())?,
+        })
+    }
+}
+
+/// A non-empty run of ASCII digits as a number (`u64::from_str` would also
+/// take a `+`).
+fn digits(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+impl fmt::Display for FeedCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_token())
+    }
+}
+
+impl FromStr for FeedCursor {
+    type Err = InvalidFeedCursor;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FeedCursor::parse(s)
+    }
+}
+
+/// One completion as the feed serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CompletionRow {
+    /// This row's position; passing it as `after` continues after this row.
+    pub cursor: String,
+    /// The intent that completed.
+    pub tx_id: Uuid,
+    /// The submitter's address, lower-case `0x` hex.
+    pub submitter: String,
+    /// The caller's idempotency key, if it gave one.
+    pub request_id: Option<String>,
+    /// The state entered: a terminal state, or STUCK (which may still confirm
+    /// later, and then appears again).
+    pub state: TxState,
+    /// Database time of the transition.
+    pub completed_at: DateTime<Utc>,
+}
+
+/// A `tx_completion` row as [`read`] selects it.
+#[derive(sqlx::FromRow)]
+struct FeedRow {
+    xid: String,
+    seq: i64,
+    tx_id: Uuid,
+    submitter: String,
+    request_id: Option<String>,
+    state: String,
+    completed_at: DateTime<Utc>,
+}
+
+impl FeedRow {
+    fn into_row(self) -> StoreResult<(FeedCursor, CompletionRow)> {
+        let xid = digits(&self.xid).ok_or_else(|| {
+            StoreError::Corrupt(format!("completion {}: xid {:?}", self.seq, self.xid))
+        })?;
+        let state = self
+            .state
+            .parse::<TxState>()
+            .map_err(|e| StoreError::Corrupt(format!("completion {}: {e}", self.seq)))?;
+        let cursor = FeedCursor::new(xid, self.seq);
+        let row = CompletionRow {
+            cursor: cursor.to_token(),
+            tx_id: self.tx_id,
+            submitter: self.submitter,
+            request_id: self.request_id,
+            state,
+            completed_at: self.completed_at,
+        };
+        Ok((cursor, row))
+    }
+}
+
+/// Up to `limit` completions of `chain_id` after `after` (from the beginning
+/// when `None`), in `(xid, seq)` order, and the cursor to pass next time: the
+/// last row's, or `after` itself when nothing is ready yet.
+///
+/// Only rows whose writing transaction is below the snapshot's `xmin` are
+/// served — see the module documentation for why, and for the caveat that a
+/// long-running write transaction anywhere on the server holds the feed back.
+/// The horizon and the rows come from one statement, hence one snapshot.
+pub async fn read(
+    pool: &PgPool,
+    chain_id: u64,
+    after: Option<FeedCursor>,
+    limit: u32,
+) -> StoreResult<(Vec<CompletionRow>, Option<FeedCursor>)> {
+    let Ok(chain) = i64::try_from(chain_id) else {
+        return Ok((Vec::new(), after));
+    };
+    // xid 0 is never assigned, so (0, 0) sorts before every row; one
+    // comparison keeps the (xid, seq) index usable from the first page on.
+    let from = after.unwrap_or(FeedCursor::new(0, 0));
+    let rows: Vec<FeedRow> = sqlx::query_as(
+        "SELECT xid::text AS xid, seq, tx_id, submitter, request_id, state, completed_at
+           FROM tx_completion
+          WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
+            AND (xid, seq) > ($2::text::xid8, $3::bigint)
+            AND chain_id = $1
+          ORDER BY xid, seq
+          LIMIT $4",
+    )
+    .bind(chain)
+    .bind(from.xid.to_string())
+    .bind(from.seq)
+    .bind(i64::from(limit.max(1)))
+    .fetch_all(pool)
+    .await?;
+    let mut next = after;
+    let mut items = Vec::with_capacity(rows.len());
+    for row in rows {
+        let (cursor, row) = row.into_row()?;
+        next = Some(cursor);
+        items.push(row);
+    }
+    Ok((items, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_token_round_trips() {
+        let cursor = FeedCursor::new(4_294_967_301, 42);
+        assert_eq!(cursor.to_token(), "4294967301-42");
+        assert_eq!(FeedCursor::parse(&cursor.to_token()), Ok(cursor));
+        assert_eq!("0-0".parse::<FeedCursor>(), Ok(FeedCursor::new(0, 0)));
+    }
+
+    #[test]
+    fn cursor_refuses_foreign_tokens() {
+        for bad in [
+            "",
+            "-",
+            "1",
+            "1-",
+            "-1",
+            "1--1",
+            "1-2-3",
+            "+1-2",
+            "1-+2",
+            " 1-2",
+            "1-2 ",
+            "a-b",
+            "18446744073709551616-1",
+            "1-9223372036854775808",
+            "MTIzLTQ1Ng",
+        ] {
+            let err = FeedCursor::parse(bad).expect_err(bad);
+            assert_eq!(err, InvalidFeedCursor(bad.to_owned()));
+        }
+    }
+
+    #[test]
+    fn cursors_order_by_xid_then_seq() {
+        // A lower xid sorts first even with a higher seq: that is the order served.
+        assert!(FeedCursor::new(10, 99) < FeedCursor::new(11, 1));
+        assert!(FeedCursor::new(10, 1) < FeedCursor::new(10, 2));
+    }
+}

@@ -1,0 +1,332 @@
+//! `GET /v1/completions?after=CURSOR&limit=N&wait=30s` — the completion feed
+//! (DESIGN.md sections 4 and 11), with long polling.
+//!
+//! ```text
+//! PostgreSQL ──NOTIFY txmgr_completion──► one PgListener task per process
+//!                                              │ watch (generation, listening)
+//!                                              ▼
+//! GET /v1/completions ─► read ─► rows? ─► answer
+//!                          ▲       │ none: wait for a wake-up (or the deadline),
+//!                          └───────┘ then re-check every RECHECK_INTERVAL
+//! ```
+//!
+//! Why re-check after a wake-up: the feed serves only rows below the snapshot
+//! `xmin` (see `txmgr_actors::store::completions`), so a completion whose
+//! transaction has committed may still be held back while an older transaction
+//! anywhere on the server is running. The NOTIFY says "something committed";
+//! bounded re-checks until the deadline pick the row up once the older
+//! transaction ends, which sends no notification of its own.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    extract::{rejection::QueryRejection, Query, State},
+    Json,
+};
+use serde::Serialize;
+use sqlx::{postgres::PgListener, PgPool};
+use tokio::{sync::watch, task::JoinHandle, time::Instant};
+use txmgr_actors::store::completions::{self, CompletionRow, FeedCursor, COMPLETION_CHANNEL};
+
+use super::{
+    error::{ApiError, ApiResult},
+    AppState,
+};
+
+/// Page size when `limit` is not given.
+pub(crate) const DEFAULT_LIMIT: u32 = 100;
+/// Largest page a client may ask for.
+pub(crate) const MAX_LIMIT: u32 = 1000;
+/// Longest long poll a client may ask for.
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
+/// How often a long poll re-reads once woken (or while the listener is down):
+/// often enough that a held-back row is served soon after the horizon moves,
+/// rarely enough that a waiting client costs a handful of queries a second.
+const RECHECK_INTERVAL: Duration = Duration::from_millis(200);
+/// Pause before reconnecting a failed listener, so a database outage does not
+/// turn into a connect storm.
+const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+
+/// What the listener task publishes to waiting requests.
+#[derive(Debug, Clone, Copy, Default)]
+struct Signal {
+    /// Bumped on every completion of this chain, and whenever notifications
+    /// may have been lost (connect, reconnect): any change means "read again".
+    generation: u64,
+    /// False while the listener has no connection: waiters cannot rely on a
+    /// wake-up and re-check on the interval instead.
+    listening: bool,
+}
+
+/// Wakes long-polling `GET /v1/completions` requests when a completion of this
+/// chain commits. One per process, shared through [`AppState`]: a single
+/// `LISTEN` connection serves every waiting request, and reconnects on failure.
+/// Cheap to clone; the listener stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct CompletionNotifier {
+    /// Shared with every clone; owns the listener task.
+    inner: Arc<NotifierInner>,
+}
+
+/// The receiving end every request subscribes from, and the listener task.
+struct NotifierInner {
+    /// A receiver kept only to hand out subscriptions.
+    signal: watch::Receiver<Signal>,
+    /// The `LISTEN` task; aborted when the notifier goes away.
+    listener: JoinHandle<()>,
+}
+
+impl Drop for NotifierInner {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+impl CompletionNotifier {
+    /// Starts the process's listener on [`COMPLETION_CHANNEL`] for `chain_id`
+    /// (it holds one connection of `pool`). Must be called inside a Tokio
+    /// runtime. Until the listener is connected, waiters poll on the interval.
+    pub fn listen(pool: PgPool, chain_id: u64) -> Self {
+        let (sender, signal) = watch::channel(Signal::default());
+        let listener = tokio::spawn(listen_loop(pool, chain_id, sender));
+        Self {
+            inner: Arc::new(NotifierInner { signal, listener }),
+        }
+    }
+
+    /// A fresh subscription; its first `changed()` fires on the next signal.
+    fn subscribe(&self) -> watch::Receiver<Signal> {
+        let mut receiver = self.inner.signal.clone();
+        receiver.mark_unchanged();
+        receiver
+    }
+}
+
+/// The listener task: `LISTEN`, publish every matching notification, and
+/// reconnect after failures until the pool is closed.
+async fn listen_loop(pool: PgPool, chain_id: u64, sender: watch::Sender<Signal>) {
+    let ours = chain_id.to_string();
+    while !pool.is_closed() {
+        match subscribe_channel(&pool).await {
+            Ok(mut listener) => {
+                // Completions committed while we were not listening sent
+                // their NOTIFY to nobody: everyone re-reads.
+                sender.send_modify(|signal| {
+                    signal.listening = true;
+                    signal.generation += 1;
+                });
+                loop {
+                    match listener.try_recv().await {
+                        Ok(Some(notification)) if notification.payload() == ours => {
+                            sender.send_modify(|signal| signal.generation += 1);
+                        }
+                        Ok(Some(_)) => {}
+                        // The connection dropped and was re-established
+                        // (LISTEN included); what came in between is lost.
+                        Ok(None) => {
+                            tracing::warn!(target: "http", "completion listener reconnected");
+                            sender.send_modify(|signal| signal.generation += 1);
+                        }
+                        Err(err) => {
+                            if !pool.is_closed() {
+                                tracing::warn!(target: "http", error = %err, "completion listener lost; reconnecting");
+                            }
+                            break;
+                        }
+                    }
+                }
+                sender.send_modify(|signal| {
+                    signal.listening = false;
+                    signal.generation += 1;
+                });
+            }
+            Err(err) => {
+                tracing::warn!(target: "http", error = %err, "LISTEN {COMPLETION_CHANNEL} failed");
+            }
+        }
+        tokio::time::sleep(RECONNECT_DELAY).await;
+    }
+}
+
+/// A listener subscribed to [`COMPLETION_CHANNEL`].
+async fn subscribe_channel(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(COMPLETION_CHANNEL).await?;
+    Ok(listener)
+}
+
+/// Query parameters, checked by hand so that each problem names its parameter.
+#[derive(Debug)]
+struct FeedQuery {
+    after: Option<FeedCursor>,
+    limit: u32,
+    wait: Duration,
+}
+
+impl FeedQuery {
+    fn parse(pairs: Vec<(String, String)>) -> ApiResult<Self> {
+        let mut query = FeedQuery {
+            after: None,
+            limit: DEFAULT_LIMIT,
+            wait: Duration::ZERO,
+        };
+        let mut seen: Vec<String> = Vec::new();
+        for (key, value) in pairs {
+            if seen.contains(&key) {
+                return Err(ApiError::invalid(&key, format!("{key} is given twice")));
+            }
+            match key.as_str() {
+                "after" => {
+                    query.after = Some(
+                        FeedCursor::parse(&value)
+                            .map_err(|err| ApiError::invalid("after", err.to_string()))?,
+                    );
+                }
+                "limit" => {
+                    query.limit = value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|limit| (1..=MAX_LIMIT).contains(limit))
+                        .ok_or_else(|| {
+                            ApiError::invalid(
+                                "limit",
+                                format!("limit must be an integer from 1 to {MAX_LIMIT}"),
+                            )
+                        })?;
+                }
+                "wait" => {
+                    query.wait = humantime::parse_duration(&value)
+                        .ok()
+                        .filter(|wait| *wait <= MAX_WAIT)
+                        .ok_or_else(|| {
+                            ApiError::invalid(
+                                "wait",
+                                format!(
+                                    "wait must be a duration such as \"30s\" or \"500ms\", at most {}",
+                                    humantime::format_duration(MAX_WAIT)
+                                ),
+                            )
+                        })?;
+                }
+                _ => {
+                    return Err(ApiError::invalid(
+                        &key,
+                        format!("unknown query parameter {key}"),
+                    ))
+                }
+            }
+            seen.push(key);
+        }
+        Ok(query)
+    }
+}
+
+/// One page of the feed.
+#[derive(Debug, Serialize)]
+pub(crate) struct FeedPage {
+    /// The rows, in feed order.
+    items: Vec<CompletionRow>,
+    /// Pass as `after` next time. The last item's cursor, or the `after` given
+    /// when nothing was ready; `null` only when nothing was ever served.
+    next_after: Option<String>,
+}
+
+/// `GET /v1/completions`: the next rows after `after`; when there are none
+/// yet, waits up to `wait` for one.
+pub(crate) async fn feed(
+    State(state): State<AppState>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> ApiResult<Json<FeedPage>> {
+    let Query(pairs) =
+        pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
+    let query = FeedQuery::parse(pairs)?;
+    // Answer an ordinary empty page before the request timeout would turn
+    // the long poll into a 503.
+    let timeout = state.limits.request_timeout;
+    let wait = query.wait.min(timeout - timeout / 10);
+    let deadline = Instant::now() + wait;
+    // Subscribe before the first read, so a commit between that read and the
+    // wait below still wakes this request.
+    let mut signal = state.completions.subscribe();
+    let mut rechecking = !signal.borrow().listening;
+    loop {
+        let (items, next) =
+            completions::read(&state.pool, state.chain_id, query.after, query.limit).await?;
+        if !items.is_empty() || Instant::now() >= deadline {
+            return Ok(Json(FeedPage {
+                items,
+                next_after: next.map(|cursor| cursor.to_token()),
+            }));
+        }
+        if rechecking {
+            // Woken before (or no listener): the rows may be held back by an
+            // older transaction, which ends without a notification.
+            tokio::time::sleep_until((Instant::now() + RECHECK_INTERVAL).min(deadline)).await;
+        } else {
+            tokio::select! {
+                // An error means the listener is gone: fall back to re-checks.
+                _ = signal.changed() => rechecking = true,
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn field_of(error: ApiError) -> Option<String> {
+        match error {
+            ApiError::InvalidRequest { field, .. } => field,
+            other => panic!("not a 400: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_apply_when_parameters_are_absent() {
+        let query = FeedQuery::parse(Vec::new()).expect("empty query is valid");
+        assert_eq!(query.after, None);
+        assert_eq!(query.limit, DEFAULT_LIMIT);
+        assert_eq!(query.wait, Duration::ZERO);
+    }
+
+    #[test]
+    fn parameters_are_read() {
+        let query = FeedQuery::parse(pairs(&[
+            ("after", "7-3"),
+            ("limit", "1000"),
+            ("wait", "60s"),
+        ]))
+        .expect("valid query");
+        assert_eq!(query.after, Some(FeedCursor::new(7, 3)));
+        assert_eq!(query.limit, 1000);
+        assert_eq!(query.wait, MAX_WAIT);
+    }
+
+    #[test]
+    fn bad_parameters_name_their_field() {
+        for (key, value) in [
+            ("after", "nope"),
+            ("limit", "0"),
+            ("limit", "1001"),
+            ("limit", "ten"),
+            ("wait", "61s"),
+            ("wait", "soon"),
+            ("wait", "-1s"),
+            ("cursor", "1-1"),
+        ] {
+            let error = FeedQuery::parse(pairs(&[(key, value)])).expect_err(value);
+            assert_eq!(field_of(error).as_deref(), Some(key), "{key}={value}");
+        }
+        let twice = FeedQuery::parse(pairs(&[("limit", "1"), ("limit", "2")])).expect_err("twice");
+        assert_eq!(field_of(twice).as_deref(), Some("limit"));
+    }
+}
