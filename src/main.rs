@@ -37,6 +37,26 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// API token tools.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Print a fresh random bearer token and the `[[auth.tokens]]` entry
+    /// (with its SHA-256) to paste into config.toml. Only the hash goes into
+    /// the file; hand the token to its user and keep no other copy.
+    New {
+        /// Name of the token (shown in logs and the audit table).
+        #[arg(long, default_value = "client")]
+        name: String,
+        /// Role: `client` (create and read transactions) or `ops` (also /v1/ops).
+        #[arg(long, default_value = "client", value_parser = ["client", "ops"])]
+        role: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -47,6 +67,20 @@ enum ConfigCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Token {
+        command: TokenCommand::New { name, role },
+    } = &cli.command
+    {
+        let token = txmgr::http::auth::new_token();
+        println!("# token (give it to its user; it is not stored anywhere):");
+        println!("{token}");
+        println!();
+        print!(
+            "{}",
+            txmgr::http::auth::token_entry_toml(name, role, &token)
+        );
+        return ExitCode::SUCCESS;
+    }
     let config = match Config::load(&cli.config) {
         Ok(config) => config,
         Err(err) => {
@@ -76,7 +110,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run { no_migrate } => daemon::run(config, cli.config, !no_migrate).await,
             Command::Migrate => daemon::migrate_only(&config).await,
-            Command::Config { .. } => Ok(()),
+            Command::Config { .. } | Command::Token { .. } => Ok(()),
         }
     });
     match result {

@@ -376,6 +376,7 @@ fn router(db: &TestDb, request_timeout: Duration) -> Router {
             ..Limits::default()
         },
         completions: CompletionNotifier::listen(db.pool.clone(), CHAIN),
+        ops: Default::default(),
     })
 }
 

@@ -64,6 +64,7 @@ impl Api {
             submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
             limits: limits(),
             completions: CompletionNotifier::listen(db.pool.clone(), CHAIN),
+            ops: Default::default(),
         };
         Api {
             app: app(state),
@@ -430,6 +431,7 @@ async fn engine_refusals_map_to_their_codes() {
                 ..limits()
             },
             completions: CompletionNotifier::listen(db.pool.clone(), CHAIN),
+            ops: Default::default(),
         };
         let request = Request::post("/v1/transactions")
             .header("content-type", "application/json")

@@ -16,3 +16,25 @@ pub const BROADCASTS: &str = "txmgr_broadcasts_total";
 
 /// Counter: external use of a submitter's key detected, label `action` = `adopt` | `protect`.
 pub const EXTERNAL_NONCE: &str = "txmgr_external_nonce_total";
+
+/// Counter: `POST /v1/transactions` answers, label `result` = `created` |
+/// `replayed` | an error code (`invalid_request`, `overloaded`, ...).
+pub const CREATES: &str = "txmgr_creates_total";
+
+/// Gauge: open intents of this chain by `state` (QUEUED, ALLOCATED,
+/// TRACKING, STUCK; refreshed periodically from one grouped query, the same
+/// value on every node).
+pub const TRANSACTIONS: &str = "txmgr_transactions";
+
+/// Gauge: messages waiting, label `kind` = `submitter` (actor mailboxes) |
+/// `ingress` (creates not yet persisted).
+pub const MAILBOX_DEPTH: &str = "txmgr_mailbox_depth";
+
+/// Gauge: age in seconds of the oldest open (non-terminal) intent of this chain.
+pub const OLDEST_PENDING_AGE: &str = "txmgr_oldest_pending_age_seconds";
+
+/// Counter: JSON-RPC calls to the chain node, labels `method` and `result` = `ok` | `error`.
+pub const RPC_CALLS: &str = "txmgr_rpc_calls_total";
+
+/// Gauge: submitter actors on this node by `role`.
+pub const SUBMITTER_ROLES: &str = "txmgr_submitter_actors";

@@ -45,7 +45,7 @@ pub fn engine_settings(settings: &SubmitterSettings, poll_interval: Duration) ->
     }
 }
 
-fn signer_spec(signer: &SignerConfig) -> SignerSpec {
+pub(crate) fn signer_spec(signer: &SignerConfig) -> SignerSpec {
     match signer {
         SignerConfig::Env { env } => SignerSpec::Env { var: env.clone() },
         SignerConfig::Keystore { path, password_env } => SignerSpec::Keystore {

@@ -4,6 +4,8 @@
 //! drains and releases its leases, then the node deregisters.
 
 mod engine;
+mod observe;
+mod reload;
 mod telemetry;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
@@ -15,12 +17,37 @@ use txmgr_actors::{
     store,
 };
 
+use txmgr_actors::supervisor::Engine;
+
 use crate::{
     config::Config,
-    http::{AppState, CompletionNotifier, Limits},
+    http::{auth::Auth, AppState, CompletionNotifier, Limits, OpsState, Reload},
 };
 
 pub use engine::{engine_settings, listen_for_work, start_engine, EngineSubmissions};
+pub use observe::{gauge_loop, metrics_recorder, CountingChain};
+pub use reload::Reloader;
+
+/// Period of the gauges refreshed from the database and the engine.
+const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The operator surface of a node: engine, tokens, metrics, readiness, reload.
+pub fn ops_state(
+    config: &Config,
+    engine: &Engine,
+    chain: Arc<dyn ChainClient>,
+    reloader: Option<Arc<dyn Reload>>,
+) -> OpsState {
+    OpsState {
+        engine: Some(engine.clone()),
+        auth: Arc::new(Auth::from_config(&config.auth)),
+        metrics: metrics_recorder(),
+        metrics_public: config.http.metrics_public,
+        chain: Some(chain),
+        reloader,
+        heartbeat_interval: config.node.heartbeat_interval,
+    }
+}
 pub use telemetry::init_tracing;
 
 /// Version string recorded in the node row and shown by the ops views.
@@ -62,16 +89,17 @@ pub async fn verify_chain(config: &Config) -> anyhow::Result<()> {
 }
 
 /// `txmgr run`: serves until SIGINT/SIGTERM.
-pub async fn run(config: Config, _config_path: PathBuf, migrate: bool) -> anyhow::Result<()> {
+pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow::Result<()> {
+    let recorder = metrics_recorder();
     let pool = connect(&config).await?;
     if migrate && config.database.migrate_on_start {
         store::migrate(&pool).await.context("applying migrations")?;
     }
     verify_chain(&config).await?;
-    let chain: Arc<dyn ChainClient> = Arc::new(
+    let chain: Arc<dyn ChainClient> = CountingChain::wrap(Arc::new(
         EvmRpc::new(&config.chain.rpc_url, config.chain.rpc_timeout).context("chain.rpc_url")?,
-    );
-    let engine = start_engine(&config, pool.clone(), chain).await?;
+    ));
+    let engine = start_engine(&config, pool.clone(), chain.clone()).await?;
     let listener = tokio::net::TcpListener::bind(config.http.listen)
         .await
         .with_context(|| format!("http.listen: cannot bind {}", config.http.listen))?;
@@ -91,12 +119,23 @@ pub async fn run(config: Config, _config_path: PathBuf, migrate: bool) -> anyhow
         engine.clone(),
         config.chain.chain_id,
     ));
+    let gauges = tokio::spawn(gauge_loop(
+        pool.clone(),
+        engine.clone(),
+        config.chain.chain_id,
+        recorder,
+        GAUGE_INTERVAL,
+    ));
+    let reloader: Arc<dyn Reload> =
+        Arc::new(Reloader::new(config_path, engine.clone(), config.clone()));
+    let hangups = tokio::spawn(reload_on_sighup(reloader.clone()));
     let state = AppState {
         pool: pool.clone(),
         chain_id: config.chain.chain_id,
         submissions: Arc::new(EngineSubmissions(engine.clone())),
         limits: Limits::from_config(&config.http),
         completions: CompletionNotifier::listen(pool.clone(), config.chain.chain_id),
+        ops: ops_state(&config, &engine, chain, Some(reloader)),
     };
     axum::serve(listener, crate::http::app(state))
         .with_graceful_shutdown(shutdown_signal())
@@ -105,6 +144,8 @@ pub async fn run(config: Config, _config_path: PathBuf, migrate: bool) -> anyhow
 
     tracing::info!(node_id, "shutting down: draining submitters");
     work_listener.abort();
+    hangups.abort();
+    gauges.abort();
     engine.shutdown(config.lease.duration).await;
     heartbeat.abort();
     store::node::deregister(&pool, &node_id).await?;
@@ -128,6 +169,33 @@ async fn heartbeat_loop(pool: PgPool, node_id: String, http_addr: String, every:
             Err(err) => tracing::warn!(error = %err, "node heartbeat failed"),
         }
     }
+}
+
+/// Re-reads the configuration on every SIGHUP (same as `POST /v1/ops/reload`).
+async fn reload_on_sighup(reloader: Arc<dyn Reload>) {
+    #[cfg(unix)]
+    {
+        let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        {
+            Ok(signal) => signal,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot listen for SIGHUP");
+                return;
+            }
+        };
+        while hangup.recv().await.is_some() {
+            match reloader.reload().await {
+                Ok(report) => {
+                    tracing::info!(target: "txmgr::audit", who = "SIGHUP", action = "reload", ?report, "operator action")
+                }
+                Err(err) => {
+                    tracing::warn!(target: "txmgr::reload", error = %err, "SIGHUP: configuration rejected; running configuration kept")
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = reloader;
 }
 
 /// Resolves on SIGINT or SIGTERM.

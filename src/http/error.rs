@@ -4,8 +4,11 @@
 //! | code                   | status | when                                              |
 //! |------------------------|--------|---------------------------------------------------|
 //! | `invalid_request`      | 400    | malformed JSON, bad field (with `field`)          |
+//! | `unauthorized`         | 401    | no or unknown bearer token (`WWW-Authenticate`)   |
+//! | `forbidden`            | 403    | token lacks the role or the submitter (`field`)   |
 //! | `not_found`            | 404    | no such transaction / route                       |
 //! | `idempotency_conflict` | 409    | same `request_id`, different body                 |
+//! | `not_leader`           | 409    | ops action must run on the node holding the lease |
 //! | `payload_too_large`    | 413    | body over `http.body_limit_bytes`                 |
 //! | `unknown_submitter`    | 422    | submitter not configured (or being removed)       |
 //! | `submitter_protected`  | 423    | submitter in PROTECT                              |
@@ -67,6 +70,31 @@ pub enum ApiError {
     /// message is ours and safe to show.
     #[error("{0}")]
     Unavailable(String),
+    /// No bearer token, or one that matches no configured hash.
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    /// The token is valid but may not do this (role, or submitter not in
+    /// its allow-list; `field` names the submitter field then).
+    #[error("{message}")]
+    Forbidden {
+        /// What is not allowed.
+        message: String,
+        /// The input at fault, e.g. `submitter`.
+        field: Option<String>,
+    },
+    /// An ops action that only the lease holder may perform reached another node.
+    #[error("node {owner} holds the lease of this submitter; send the request to that node")]
+    NotLeader {
+        /// The node holding the lease.
+        owner: String,
+    },
+    /// A reload found the configuration file invalid; the running
+    /// configuration stays. `field` is the first key at fault.
+    #[error("the configuration was rejected; the running configuration stays: {}", issues.iter().map(|(k, r)| format!("{k}: {r}")).collect::<Vec<_>>().join("; "))]
+    InvalidConfig {
+        /// `(key, reason)` for every problem found.
+        issues: Vec<(String, String)>,
+    },
     /// Anything else. Logged where it happened; the client learns nothing more.
     #[error("internal error")]
     Internal,
@@ -103,6 +131,10 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden { .. } => "forbidden",
+            ApiError::NotLeader { .. } => "not_leader",
+            ApiError::InvalidConfig { .. } => "invalid_config",
             ApiError::Internal => "internal",
         }
     }
@@ -118,6 +150,10 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::NotLeader { .. } => StatusCode::CONFLICT,
+            ApiError::InvalidConfig { .. } => StatusCode::BAD_REQUEST,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -142,12 +178,40 @@ struct ErrorBody<'a> {
     message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<&'a str>,
+    /// Every problem of a rejected configuration (`invalid_config` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    issues: Option<Vec<IssueBody<'a>>>,
+    /// The node to ask instead (`not_leader` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct IssueBody<'a> {
+    key: &'a str,
+    reason: &'a str,
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let field = match &self {
-            ApiError::InvalidRequest { field, .. } => field.as_deref(),
+            ApiError::InvalidRequest { field, .. } | ApiError::Forbidden { field, .. } => {
+                field.as_deref()
+            }
+            ApiError::InvalidConfig { issues } => issues.first().map(|(key, _)| key.as_str()),
+            _ => None,
+        };
+        let issues = match &self {
+            ApiError::InvalidConfig { issues } => Some(
+                issues
+                    .iter()
+                    .map(|(key, reason)| IssueBody { key, reason })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let owner = match &self {
+            ApiError::NotLeader { owner } => Some(owner.as_str()),
             _ => None,
         };
         let body = ErrorEnvelope {
@@ -155,6 +219,8 @@ impl IntoResponse for ApiError {
                 code: self.code(),
                 message: self.to_string(),
                 field,
+                issues,
+                owner,
             },
         };
         let mut response = (self.status(), Json(body)).into_response();
@@ -162,6 +228,12 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from(retry_after_secs(*retry_after)),
+            );
+        }
+        if matches!(self, ApiError::Unauthorized) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"txmgr\""),
             );
         }
         response

@@ -12,11 +12,18 @@
 //! ([`ApiJson`]). [`app`] builds the router without binding a socket, so tests
 //! drive it with `tower::ServiceExt::oneshot`.
 
+pub mod auth;
 mod completions;
+mod dashboard;
 mod direct;
 mod error;
+pub mod health;
 mod intent_body;
 mod json;
+pub mod openapi;
+pub mod ops;
+mod ops_state;
+pub mod ops_views;
 mod transactions;
 
 use std::{sync::Arc, time::Duration};
@@ -27,7 +34,7 @@ use axum::{
     http::{header, StatusCode},
     middleware,
     response::{IntoResponse, Response},
-    routing::get,
+    routing::{get, post},
     Router,
 };
 use sqlx::PgPool;
@@ -43,6 +50,7 @@ pub use intent_body::{
     CreateBody, ValidCreate, WeiString, MAX_GAS_LIMIT, MAX_REQUEST_ID_CHARS, MIN_GAS_LIMIT,
 };
 pub use json::ApiJson;
+pub use ops_state::{OpsState, Reload, ReloadReport};
 
 /// Where accepted intents go. The engine implements it (batching, back-pressure,
 /// PROTECT); [`DirectSubmissions`] is the minimal implementation for tests and
@@ -98,12 +106,16 @@ pub struct AppState {
     pub limits: Limits,
     /// Wakes long-polling `GET /v1/completions` requests; one per process.
     pub completions: CompletionNotifier,
+    /// The operator surface: engine, auth, metrics, readiness, reload.
+    /// `OpsState::default()` = no engine, no auth.
+    pub ops: OpsState,
 }
 
 /// The API router with its body-limit and timeout layers. Does not bind a
 /// socket: serve it with `axum::serve`, or call it in tests with `oneshot`.
 pub fn app(state: AppState) -> Router {
     let limits = state.limits;
+    let auth = middleware::from_fn_with_state(state.clone(), auth::require_token);
     Router::new()
         .route(
             "/v1/transactions",
@@ -111,7 +123,22 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/transactions/{tx_id}", get(transactions::get_one))
         .route("/v1/completions", get(completions::feed))
+        .route("/v1/ops/actors", get(ops::actors))
+        .route("/v1/ops/cluster", get(ops::cluster))
+        .route("/v1/ops/submitters/{address}/restart", post(ops::restart))
+        .route(
+            "/v1/ops/submitters/{address}/unprotect",
+            post(ops::unprotect),
+        )
+        .route("/v1/ops/reload", post(ops::reload))
+        .route("/v1/openapi.json", get(openapi::document))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .route("/ops/", get(dashboard::page))
+        .route("/ops", get(dashboard::redirect))
         .fallback(not_found)
+        .layer(auth)
         .with_state(state)
         // The extractor's own default (2 MiB) would contradict the configured
         // limit; the tower-http layer below is the one limit.

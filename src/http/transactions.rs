@@ -5,7 +5,7 @@ use axum::{
     extract::{rejection::QueryRejection, Path, Query, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
-    Json,
+    Extension, Json,
 };
 use serde::Serialize;
 use txmgr_actors::{
@@ -15,6 +15,7 @@ use txmgr_actors::{
 use uuid::Uuid;
 
 use super::{
+    auth::{check_submitter, Caller},
     error::{ApiError, ApiResult},
     intent_body::{parse_address, CreateBody},
     json::ApiJson,
@@ -50,11 +51,32 @@ impl From<TxSummary> for CreatedBody {
     }
 }
 
-/// `POST /v1/transactions`.
+/// `POST /v1/transactions`; counts every answer in `txmgr_creates_total`
+/// by result.
 pub(crate) async fn create(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     headers: HeaderMap,
-    ApiJson(body): ApiJson<CreateBody>,
+    body: Result<ApiJson<CreateBody>, ApiError>,
+) -> ApiResult<Response> {
+    let result = match body {
+        Ok(ApiJson(body)) => create_inner(state, caller, headers, body).await,
+        Err(err) => Err(err),
+    };
+    let label = match &result {
+        Ok(response) if response.status() == StatusCode::ACCEPTED => "created",
+        Ok(_) => "replayed",
+        Err(err) => err.code(),
+    };
+    metrics::counter!(txmgr_actors::metrics::CREATES, "result" => label).increment(1);
+    result
+}
+
+async fn create_inner(
+    state: AppState,
+    caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
+    body: CreateBody,
 ) -> ApiResult<Response> {
     let header_key = match headers.get(IDEMPOTENCY_KEY) {
         Some(value) => Some(value.to_str().map_err(|_| {
@@ -66,6 +88,7 @@ pub(crate) async fn create(
         None => None,
     };
     let valid = body.validate(header_key, state.limits.data_limit_bytes)?;
+    check_submitter(caller.as_deref(), &valid.submitter)?;
     let submitter = SubmitterKey::new(state.chain_id, valid.submitter);
     let outcome = state
         .submissions
@@ -86,14 +109,22 @@ pub(crate) async fn create(
 /// `GET /v1/transactions/{tx_id}`.
 pub(crate) async fn get_one(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path(tx_id): Path<String>,
 ) -> ApiResult<Json<TxView>> {
     let tx_id =
         Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
-    tx_query::get(&state.pool, state.chain_id, tx_id)
+    let view = tx_query::get(&state.pool, state.chain_id, tx_id)
         .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::NotFound(format!("no transaction {tx_id}")))
+        .ok_or_else(|| ApiError::NotFound(format!("no transaction {tx_id}")))?;
+    if let Ok(address) = view.submitter.parse::<Address>() {
+        // Another submitter's transaction is reported as absent: its id
+        // alone must not reveal that it exists.
+        if check_submitter(caller.as_deref(), &address).is_err() {
+            return Err(ApiError::NotFound(format!("no transaction {tx_id}")));
+        }
+    }
+    Ok(Json(view))
 }
 
 /// Query parameters of `GET /v1/transactions`, checked by hand so that each
@@ -167,6 +198,7 @@ struct Page {
 /// `GET /v1/transactions?submitter=..&state=..&limit=..&after=..` (a page).
 pub(crate) async fn query(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(pairs) =
@@ -175,6 +207,7 @@ pub(crate) async fn query(
     let address = query
         .submitter
         .ok_or_else(|| ApiError::invalid("submitter", "submitter is required"))?;
+    check_submitter(caller.as_deref(), &address)?;
     let submitter = SubmitterKey::new(state.chain_id, address);
 
     if let Some(request_id) = query.request_id {

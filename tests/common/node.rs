@@ -12,7 +12,7 @@ use serde_json::Value;
 use tower::ServiceExt;
 use txmgr::{
     config::Config,
-    daemon::{listen_for_work, start_engine, EngineSubmissions},
+    daemon::{listen_for_work, ops_state, start_engine, EngineSubmissions, Reloader},
     http::{app, AppState, CompletionNotifier, Limits},
 };
 use txmgr_actors::{
@@ -72,6 +72,20 @@ impl TestNode {
         toml: &str,
         wrap: impl FnOnce(Arc<dyn ChainClient>) -> Arc<dyn ChainClient>,
     ) -> TestNode {
+        Self::start_full(toml, wrap, None).await
+    }
+
+    /// Starts a node from a configuration file, with reload enabled.
+    pub(crate) async fn start_file(path: &std::path::Path) -> TestNode {
+        let toml = std::fs::read_to_string(path).expect("config file");
+        Self::start_full(&toml, |chain| chain, Some(path.to_path_buf())).await
+    }
+
+    async fn start_full(
+        toml: &str,
+        wrap: impl FnOnce(Arc<dyn ChainClient>) -> Arc<dyn ChainClient>,
+        file: Option<std::path::PathBuf>,
+    ) -> TestNode {
         // Every test sets the same, public, dev key: no race on its value.
         std::env::set_var(KEY_VAR, super::DEV_PRIVATE_KEY_0);
         let config = Config::from_toml_str(toml, std::iter::empty::<(String, String)>())
@@ -84,8 +98,8 @@ impl TestNode {
         let chain: Arc<dyn ChainClient> = Arc::new(
             EvmRpc::new(&config.chain.rpc_url, config.chain.rpc_timeout).expect("rpc url"),
         );
-        let chain = wrap(chain);
-        let engine = start_engine(&config, pool.clone(), chain)
+        let chain = txmgr::daemon::CountingChain::wrap(wrap(chain));
+        let engine = start_engine(&config, pool.clone(), chain.clone())
             .await
             .expect("engine starts");
         let listener = tokio::spawn(listen_for_work(
@@ -99,6 +113,14 @@ impl TestNode {
             chain_id: config.chain.chain_id,
             submissions: Arc::new(EngineSubmissions(engine.clone())),
             limits: Limits::from_config(&config.http),
+            ops: ops_state(
+                &config,
+                &engine,
+                chain,
+                file.map(|path| -> Arc<dyn txmgr::http::Reload> {
+                    Arc::new(Reloader::new(path, engine.clone(), config.clone()))
+                }),
+            ),
         });
         TestNode {
             engine,
@@ -114,7 +136,21 @@ impl TestNode {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
+        self.request_as(None, method, path, body).await
+    }
+
+    /// Like [`TestNode::request`], with `Authorization: Bearer <token>`.
+    pub(crate) async fn request_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut builder = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
         let body = match body {
             Some(json) => {
                 builder = builder.header("content-type", "application/json");

@@ -1,7 +1,7 @@
 //! The supervisor actor: spawn, restart with backoff, escalate, discover, drain.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{HashMap, HashSet, VecDeque},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -14,6 +14,8 @@ use crate::submitter::{Role, SubmitterActor, SubmitterArgs, SubmitterMsg};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a pause waits for the actor's drain, then for its stop.
+const PAUSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Messages of the supervisor.
 #[derive(Debug)]
@@ -26,6 +28,12 @@ pub enum SupervisorMsg {
     Discover,
     /// Drain every child and answer when done.
     Shutdown(RpcReplyPort<()>),
+    /// Drain this submitter's actor, wait until it stopped, and spawn no new
+    /// one until [`SupervisorMsg::Resume`] (operator restart, unprotect,
+    /// removal from the configuration).
+    Pause(Address, RpcReplyPort<()>),
+    /// Lift a pause, forget past restarts (clears `failed`) and spawn.
+    Resume(Address),
 }
 
 /// The supervisor actor.
@@ -40,12 +48,14 @@ pub struct SupervisorState {
     running: HashMap<Address, ActorId>,
     restarts: HashMap<Address, VecDeque<Instant>>,
     backing_off: HashMap<Address, ()>,
+    paused: HashSet<Address>,
     shutting_down: bool,
 }
 
 impl SupervisorState {
     async fn spawn(&mut self, myself: &ActorRef<SupervisorMsg>, address: Address) {
         if self.shutting_down
+            || self.paused.contains(&address)
             || self.running.contains_key(&address)
             || self.backing_off.contains_key(&address)
         {
@@ -109,6 +119,29 @@ impl SupervisorState {
         self.backing_off.insert(address, ());
         myself.send_after(backoff, move || SupervisorMsg::Respawn(address));
     }
+
+    /// Drains the actor (it releases its lease), waits for it to stop, kills
+    /// it if it does not within [`PAUSE_TIMEOUT`], and forgets it so the
+    /// later termination event triggers no restart.
+    async fn pause(&mut self, address: Address) {
+        self.paused.insert(address);
+        self.backing_off.remove(&address);
+        let Some(handle) = self.shared.handle(address) else {
+            return;
+        };
+        if let Some(actor) = handle.actor() {
+            let millis = u64::try_from(PAUSE_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
+            if let Err(err) = ractor::call_t!(actor, SubmitterMsg::Drain, millis) {
+                tracing::warn!(target: "txmgr::supervisor", %address, error = %err, "drain did not answer; killing the actor");
+            }
+            if actor.get_cell().wait(Some(PAUSE_TIMEOUT)).await.is_err() {
+                let _ = actor.kill_and_wait(Some(PAUSE_TIMEOUT)).await;
+            }
+            self.children.remove(&actor.get_id());
+            handle.set_actor(None);
+        }
+        self.running.remove(&address);
+    }
 }
 
 impl Actor for Supervisor {
@@ -128,6 +161,7 @@ impl Actor for Supervisor {
             running: HashMap::new(),
             restarts: HashMap::new(),
             backing_off: HashMap::new(),
+            paused: HashSet::new(),
             shutting_down: false,
         })
     }
@@ -174,6 +208,21 @@ impl Actor for Supervisor {
                         });
                 futures::future::join_all(drains).await;
                 let _ = reply.send(());
+            }
+            SupervisorMsg::Pause(address, reply) => {
+                state.pause(address).await;
+                let _ = reply.send(());
+            }
+            SupervisorMsg::Resume(address) => {
+                state.paused.remove(&address);
+                state.backing_off.remove(&address);
+                state.restarts.remove(&address);
+                if let Some(handle) = state.shared.handle(address) {
+                    if handle.status().role() == Role::Failed {
+                        handle.status().set_role(Role::Idle);
+                    }
+                }
+                state.spawn(&myself, address).await;
             }
         }
         Ok(())

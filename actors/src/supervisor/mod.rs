@@ -9,6 +9,7 @@
 
 mod actor;
 mod discovery;
+mod ops;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -25,6 +26,7 @@ use crate::{
 };
 
 pub use actor::{Supervisor, SupervisorMsg};
+pub use ops::{EngineSnapshot, OpsError, PoolsSnapshot, SubmitterSnapshot, Unprotected};
 
 /// One configured submitter.
 #[derive(Debug, Clone)]
@@ -65,6 +67,12 @@ pub struct EngineShared {
     pool: PgPool,
     contexts: std::sync::RwLock<HashMap<Address, Arc<SubmitterContext>>>,
     handles: DashMap<Address, SubmitterHandle>,
+    /// The chain port, for contexts of submitters added on reload.
+    chain: Arc<dyn ChainClient>,
+    /// The receipt matcher's index, shared by every context.
+    index: Arc<ReceiptIndex>,
+    /// Submitters removed from the configuration, draining until idle.
+    removed: DashMap<Address, ()>,
 }
 
 impl EngineShared {
@@ -136,6 +144,9 @@ impl Engine {
             pool,
             contexts: std::sync::RwLock::new(contexts),
             handles: DashMap::new(),
+            chain: chain.clone(),
+            index: index.clone(),
+            removed: DashMap::new(),
         });
         let (supervisor, _) = Actor::spawn(None, Supervisor, shared.clone()).await?;
         Ok(Engine { shared, supervisor })

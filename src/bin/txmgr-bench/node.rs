@@ -222,6 +222,7 @@ impl Node {
             chain_id: config.chain.chain_id,
             submissions: Arc::new(EngineSubmissions(engine.clone())),
             limits: Limits::from_config(&config.http),
+            ops: Default::default(),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

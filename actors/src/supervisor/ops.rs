@@ -1,0 +1,382 @@
+//! Operator actions on the engine (DESIGN.md sections 11 and 12): the status
+//! snapshot behind `GET /v1/ops/actors`, restart, unprotect, and live
+//! reconfiguration (new settings, new and removed submitters).
+//!
+//! Status is read from the handles' shared atomics, never by calling into an
+//! actor, so it answers at once while an actor is busy. Actions that must not
+//! race the actor (restart, unprotect, removal) pause it through the
+//! supervisor first: the actor drains and releases its lease, the action
+//! runs, and the supervisor spawns a fresh actor.
+
+use std::{sync::Arc, time::Duration};
+
+use alloy::primitives::Address;
+
+use super::{Engine, EngineShared, SubmitterSpec, SupervisorMsg};
+use crate::{
+    domain::SubmitterKey,
+    store::{self, nonce_cursor, FencedTx, LeaseOutcome, LeaseRequest, StoreError},
+    submitter::{Role, SubmitterContext, SubmitterSettings},
+};
+
+/// How long an operator action waits for the supervisor to pause an actor.
+const PAUSE_CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// How often a removed submitter is checked for open work before it stops.
+const REMOVAL_POLL: Duration = Duration::from_secs(1);
+
+/// Why an operator action failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// The submitter is not configured on this node.
+    #[error("submitter {0:#x} is not configured")]
+    UnknownSubmitter(Address),
+    /// Another node holds the submitter's lease; ask that node.
+    #[error("node {owner} leads submitter {submitter:#x}; send the request to that node")]
+    NotLeader {
+        /// The submitter.
+        submitter: Address,
+        /// The node holding the lease.
+        owner: String,
+    },
+    /// The supervisor did not answer in time.
+    #[error("the supervisor did not answer: {0}")]
+    Supervisor(String),
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The chain node failed.
+    #[error("chain: {0}")]
+    Chain(#[from] crate::chain::ChainError),
+}
+
+/// One SubmitterActor as the ops view shows it.
+#[derive(Debug, Clone)]
+pub struct SubmitterSnapshot {
+    /// The submitter.
+    pub address: Address,
+    /// Its role on this node.
+    pub role: Role,
+    /// Fencing token while leader (0 otherwise).
+    pub fencing_token: i64,
+    /// Local lease time left, while leader.
+    pub lease_time_left: Option<Duration>,
+    /// Messages queued for the actor.
+    pub mailbox_depth: usize,
+    /// Creates waiting to be persisted.
+    pub ingress_depth: usize,
+    /// Restarts by the supervisor.
+    pub restarts: u32,
+    /// The last error reported.
+    pub last_error: Option<String>,
+    /// Why the submitter is in PROTECT.
+    pub protect_reason: Option<String>,
+    /// An actor runs for it on this node.
+    pub running: bool,
+    /// Removed from the configuration: refuses creates, stops when idle.
+    pub draining: bool,
+    /// Its current settings.
+    pub settings: SubmitterSettings,
+}
+
+/// The tracking pools of this node.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolsSnapshot {
+    /// Newest block processed by the head watcher.
+    pub head: u64,
+    /// Newest head every finality worker has processed.
+    pub finality_head: u64,
+    /// Attempt hashes the receipt matcher looks for.
+    pub receipt_index_size: usize,
+    /// Receipt matcher workers.
+    pub receipt_workers: usize,
+    /// Finality workers.
+    pub finality_workers: usize,
+}
+
+/// Everything `GET /v1/ops/actors` shows about this node's engine.
+#[derive(Debug, Clone)]
+pub struct EngineSnapshot {
+    /// This node.
+    pub node_id: Arc<str>,
+    /// The chain served.
+    pub chain_id: u64,
+    /// The supervisor is alive.
+    pub supervisor_alive: bool,
+    /// Every configured (or still draining) submitter, in address order.
+    pub submitters: Vec<SubmitterSnapshot>,
+    /// The tracking pools.
+    pub pools: PoolsSnapshot,
+}
+
+/// What an unprotect did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unprotected {
+    /// The PROTECT reason that was cleared (None: it was not protected).
+    pub previous_reason: Option<String>,
+    /// The cursor's next nonce after resyncing with the chain.
+    pub next_nonce: u64,
+    /// The fencing token the clearing write was made with.
+    pub fencing_token: i64,
+}
+
+impl EngineShared {
+    fn new_context(&self, spec: SubmitterSpec) -> Arc<SubmitterContext> {
+        Arc::new(SubmitterContext {
+            key: SubmitterKey::new(self.config.chain_id, spec.address),
+            node_id: self.config.node_id.clone(),
+            pool: self.pool.clone(),
+            chain: self.chain.clone(),
+            signer: spec.signer,
+            settings: std::sync::RwLock::new(spec.settings),
+            lease: self.config.lease,
+            sweep_interval: self.config.sweep_interval,
+            index: self.index.clone(),
+        })
+    }
+
+    fn addresses(&self) -> Vec<Address> {
+        let mut addresses: Vec<Address> = self
+            .contexts
+            .read()
+            .map(|c| c.keys().copied().collect())
+            .unwrap_or_default();
+        addresses.sort();
+        addresses
+    }
+}
+
+impl Engine {
+    /// This node's id.
+    pub fn node_id(&self) -> &str {
+        &self.shared.config.node_id
+    }
+
+    /// Every submitter with a context on this node, in address order.
+    pub fn submitters(&self) -> Vec<Address> {
+        self.shared.addresses()
+    }
+
+    /// A submitter's current settings.
+    pub fn settings(&self, address: Address) -> Option<SubmitterSettings> {
+        self.shared.context(&address).map(|ctx| ctx.settings())
+    }
+
+    /// The status of every submitter and pool, from shared state only: never
+    /// waits for a busy actor.
+    pub fn snapshot(&self) -> EngineSnapshot {
+        let submitters = self
+            .shared
+            .addresses()
+            .into_iter()
+            .filter_map(|address| {
+                let ctx = self.shared.context(&address)?;
+                let handle = self.shared.handle(address)?;
+                let status = handle.status();
+                Some(SubmitterSnapshot {
+                    address,
+                    role: status.role(),
+                    fencing_token: status.fencing_token(),
+                    lease_time_left: status.lease_time_left(),
+                    mailbox_depth: handle.mailbox_depth(),
+                    ingress_depth: handle.ingress_depth(),
+                    restarts: status.restarts(),
+                    last_error: status.last_error(),
+                    protect_reason: status.protect_reason(),
+                    running: handle.actor().is_some(),
+                    draining: self.shared.removed.contains_key(&address),
+                    settings: ctx.settings(),
+                })
+            })
+            .collect();
+        let progress = &self.tracker.progress;
+        EngineSnapshot {
+            node_id: self.shared.config.node_id.clone(),
+            chain_id: self.shared.config.chain_id,
+            supervisor_alive: matches!(
+                self.supervisor.get_status(),
+                ractor::ActorStatus::Running | ractor::ActorStatus::Upgrading
+            ),
+            submitters,
+            pools: PoolsSnapshot {
+                head: progress.head(),
+                finality_head: progress.finality_head(),
+                receipt_index_size: self.shared.index.len(),
+                receipt_workers: self.tracker.receipts.len(),
+                finality_workers: self.tracker.finality.len(),
+            },
+        }
+    }
+
+    async fn pause(&self, address: Address) -> Result<(), OpsError> {
+        let millis = u64::try_from(PAUSE_CALL_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
+        ractor::call_t!(
+            self.supervisor,
+            |reply| SupervisorMsg::Pause(address, reply),
+            millis
+        )
+        .map_err(|e| OpsError::Supervisor(e.to_string()))
+    }
+
+    fn resume(&self, address: Address) {
+        let _ = self.supervisor.send_message(SupervisorMsg::Resume(address));
+    }
+
+    /// Drains the submitter's actor (its in-flight work stays in the
+    /// database) and spawns a fresh one, which re-acquires the lease. Also
+    /// clears a `failed` role and the restart history.
+    pub async fn restart(&self, address: Address) -> Result<(), OpsError> {
+        if self.shared.context(&address).is_none() {
+            return Err(OpsError::UnknownSubmitter(address));
+        }
+        self.pause(address).await?;
+        self.resume(address);
+        Ok(())
+    }
+
+    /// Clears PROTECT: re-syncs the nonce cursor with the chain's pending
+    /// nonce and clears the reason in one fenced transaction, made by this
+    /// node while it holds the lease (the local actor is paused meanwhile).
+    /// Another node holding a live lease answers [`OpsError::NotLeader`].
+    pub async fn unprotect(&self, address: Address) -> Result<Unprotected, OpsError> {
+        let ctx = self
+            .shared
+            .context(&address)
+            .ok_or(OpsError::UnknownSubmitter(address))?;
+        let me = &*self.shared.config.node_id;
+        if let Some(info) = store::current_lease(&self.shared.pool, ctx.key).await? {
+            if info.owner_node != me && !info.expires_in.is_zero() {
+                return Err(OpsError::NotLeader {
+                    submitter: address,
+                    owner: info.owner_node,
+                });
+            }
+        }
+        self.pause(address).await?;
+        let result = clear_protect(&ctx).await;
+        if result.is_ok() {
+            if let Some(handle) = self.shared.handle(address) {
+                handle.status().set_protect_reason(None);
+            }
+        }
+        self.resume(address);
+        result
+    }
+
+    /// Pushes new settings into a running submitter: the actor reads them
+    /// at its next step, so in-flight work is kept. The ingress queue's
+    /// capacity and batch size are fixed when the handle is created.
+    /// Returns false for an unknown submitter.
+    pub fn apply_settings(&self, address: Address, settings: SubmitterSettings) -> bool {
+        let Some(ctx) = self.shared.context(&address) else {
+            return false;
+        };
+        if let Ok(mut slot) = ctx.settings.write() {
+            *slot = settings;
+        }
+        if let Some(handle) = self.shared.handles.get(&address) {
+            handle.wake();
+        }
+        true
+    }
+
+    /// Starts serving a submitter added to the configuration (or one whose
+    /// removal is being undone: it accepts creates again with `spec`'s
+    /// settings).
+    pub fn add_submitter(&self, spec: SubmitterSpec) {
+        let address = spec.address;
+        if self.shared.context(&address).is_some() {
+            self.apply_settings(address, spec.settings);
+        } else if let Ok(mut contexts) = self.shared.contexts.write() {
+            contexts.insert(address, self.shared.new_context(spec));
+        }
+        self.shared.removed.remove(&address);
+        if let Some(handle) = self.shared.handle(address) {
+            handle.set_draining(false);
+        }
+        self.resume(address);
+    }
+
+    /// A submitter removed from the configuration: new creates are refused
+    /// (422) at once; its actor keeps working until no intent of it is
+    /// open on this chain, then stops and releases its lease.
+    pub fn remove_submitter(&self, address: Address) {
+        let Some(handle) = self.shared.handle(address) else {
+            return;
+        };
+        handle.set_draining(true);
+        self.shared.removed.insert(address, ());
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if !engine.shared.removed.contains_key(&address) {
+                    return;
+                }
+                match open_work(&engine.shared, address).await {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(err) => {
+                        tracing::warn!(target: "txmgr::supervisor", %address, error = %err, "checking a removed submitter's open work failed")
+                    }
+                }
+                tokio::time::sleep(REMOVAL_POLL).await;
+            }
+            if let Err(err) = engine.pause(address).await {
+                tracing::warn!(target: "txmgr::supervisor", %address, error = %err, "stopping a removed submitter failed");
+            } else {
+                tracing::info!(target: "txmgr::supervisor", %address, "removed submitter drained and stopped");
+            }
+        });
+    }
+}
+
+/// Open intents of a submitter (not terminal).
+async fn open_work(shared: &EngineShared, address: Address) -> Result<i64, StoreError> {
+    let key = SubmitterKey::new(shared.config.chain_id, address);
+    let count: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM managed_tx
+          WHERE chain_id = $1 AND submitter = $2
+            AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .fetch_one(&shared.pool)
+    .await?;
+    Ok(count)
+}
+
+/// Takes (or renews) the lease and clears PROTECT under it, the cursor
+/// first moved up to the chain's pending nonce.
+async fn clear_protect(ctx: &SubmitterContext) -> Result<Unprotected, OpsError> {
+    let request = LeaseRequest {
+        submitter: ctx.key,
+        node_id: ctx.node_id.clone(),
+        duration: ctx.lease.duration,
+        clock_skew: ctx.lease.clock_skew,
+    };
+    let lease = match store::acquire_or_renew(&ctx.pool, &request).await? {
+        LeaseOutcome::NotLeader(info) => {
+            return Err(OpsError::NotLeader {
+                submitter: ctx.key.address,
+                owner: info.owner_node,
+            })
+        }
+        outcome => outcome
+            .lease()
+            .cloned()
+            .ok_or_else(|| OpsError::Supervisor("lease outcome without a lease".into()))?,
+    };
+    let nonces = ctx.chain.nonces(ctx.key.address).await?;
+    let mut ftx = FencedTx::begin(&ctx.pool, &lease, "unprotect").await?;
+    let cursor = nonce_cursor::init(&mut ftx, nonces.pending).await?;
+    let previous_reason = cursor.protect_reason.clone();
+    nonce_cursor::adopt_chain_nonce(&mut ftx, nonces.pending).await?;
+    nonce_cursor::clear_protect(&mut ftx).await?;
+    ftx.commit().await?;
+    tracing::info!(target: "txmgr::supervisor", submitter = %ctx.key, fencing_token = lease.token,
+        chain_pending = nonces.pending, "PROTECT cleared");
+    Ok(Unprotected {
+        previous_reason,
+        next_nonce: cursor.next_nonce.max(nonces.pending),
+        fencing_token: lease.token,
+    })
+}

@@ -1,0 +1,190 @@
+//! Metrics plumbing of a node: the process-wide Prometheus recorder, a
+//! [`ChainClient`] decorator that counts RPC calls by method, and the task
+//! that refreshes the database- and engine-derived gauges.
+
+use std::{
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+use alloy::{
+    primitives::{Address, Bytes, B256},
+    rpc::types::TransactionReceipt,
+};
+use async_trait::async_trait;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use sqlx::PgPool;
+use txmgr_actors::{
+    chain::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag},
+    domain::Intent,
+    metrics::{MAILBOX_DEPTH, OLDEST_PENDING_AGE, RPC_CALLS, SUBMITTER_ROLES, TRANSACTIONS},
+    supervisor::Engine,
+};
+
+/// Buckets (seconds) of histograms named `*_seconds`: sub-second to an hour.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0,
+];
+
+/// The non-terminal states the transactions gauge counts.
+const OPEN_STATES: [&str; 4] = ["QUEUED", "ALLOCATED", "TRACKING", "STUCK"];
+
+static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the Prometheus recorder as the global `metrics` recorder, once
+/// per process (later calls, e.g. from tests, get the same handle). `None`
+/// when another recorder was installed first.
+pub fn metrics_recorder() -> Option<PrometheusHandle> {
+    RECORDER
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .ok()?;
+            match builder.install_recorder() {
+                Ok(handle) => Some(handle),
+                Err(err) => {
+                    tracing::warn!(error = %err, "metrics recorder not installed");
+                    None
+                }
+            }
+        })
+        .clone()
+}
+
+/// Counts every chain call in `txmgr_rpc_calls_total{method, result}`.
+#[derive(Debug)]
+pub struct CountingChain {
+    inner: Arc<dyn ChainClient>,
+}
+
+impl CountingChain {
+    /// Wraps a chain client.
+    pub fn wrap(inner: Arc<dyn ChainClient>) -> Arc<dyn ChainClient> {
+        Arc::new(CountingChain { inner })
+    }
+}
+
+fn counted<T>(method: &'static str, result: Result<T, ChainError>) -> Result<T, ChainError> {
+    let label = if result.is_ok() { "ok" } else { "error" };
+    metrics::counter!(RPC_CALLS, "method" => method, "result" => label).increment(1);
+    result
+}
+
+#[async_trait]
+impl ChainClient for CountingChain {
+    async fn chain_id(&self) -> Result<u64, ChainError> {
+        counted("eth_chainId", self.inner.chain_id().await)
+    }
+    async fn nonces(&self, address: Address) -> Result<ChainNonces, ChainError> {
+        counted("eth_getTransactionCount", self.inner.nonces(address).await)
+    }
+    async fn estimate_gas(&self, from: Address, intent: &Intent) -> Result<u64, ChainError> {
+        counted(
+            "eth_estimateGas",
+            self.inner.estimate_gas(from, intent).await,
+        )
+    }
+    async fn fees(&self) -> Result<FeeQuote, ChainError> {
+        counted("fees", self.inner.fees().await)
+    }
+    async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError> {
+        counted("eth_sendRawTransaction", self.inner.send_raw(raw).await)
+    }
+    async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
+        counted("eth_getTransactionReceipt", self.inner.receipt(hash).await)
+    }
+    async fn block_number(&self) -> Result<u64, ChainError> {
+        counted("eth_blockNumber", self.inner.block_number().await)
+    }
+    async fn block(&self, number: u64) -> Result<Option<BlockSummary>, ChainError> {
+        counted("eth_getBlockByNumber", self.inner.block(number).await)
+    }
+    async fn block_receipts(
+        &self,
+        hash: B256,
+    ) -> Result<Option<Vec<TransactionReceipt>>, ChainError> {
+        counted(
+            "eth_getBlockReceipts",
+            self.inner.block_receipts(hash).await,
+        )
+    }
+    async fn tagged_block_number(&self, tag: FinalityTag) -> Result<Option<u64>, ChainError> {
+        counted(
+            "eth_getBlockByNumber_tag",
+            self.inner.tagged_block_number(tag).await,
+        )
+    }
+}
+
+/// Refreshes the gauges every `every`: open transactions by state and the
+/// oldest open intent (one grouped query over the non-terminal-state index;
+/// terminal states are not counted, their number only grows), mailbox depth
+/// and roles (from the handles). Also runs the recorder's upkeep.
+pub async fn gauge_loop(
+    pool: PgPool,
+    engine: Engine,
+    chain_id: u64,
+    recorder: Option<PrometheusHandle>,
+    every: Duration,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let chain = i64::try_from(chain_id).unwrap_or(i64::MAX);
+    loop {
+        tick.tick().await;
+        if let Err(err) = refresh_states(&pool, chain).await {
+            tracing::debug!(error = %err, "transactions gauge not refreshed");
+        }
+        refresh_engine(&engine);
+        if let Some(recorder) = &recorder {
+            recorder.run_upkeep();
+        }
+    }
+}
+
+async fn refresh_states(pool: &PgPool, chain: i64) -> Result<(), sqlx::Error> {
+    let rows: Vec<(String, i64, Option<f64>)> = sqlx::query_as(
+        "SELECT state, count(*),
+                EXTRACT(EPOCH FROM (now() - min(created_at)))::float8
+           FROM managed_tx
+          WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
+          GROUP BY state",
+    )
+    .bind(chain)
+    .fetch_all(pool)
+    .await?;
+    let mut oldest: f64 = 0.0;
+    for state in OPEN_STATES {
+        let row = rows.iter().find(|(s, _, _)| s == state);
+        let count = row.map_or(0, |(_, c, _)| *c);
+        metrics::gauge!(TRANSACTIONS, "state" => state).set(count as f64);
+        if let Some((_, _, Some(age))) = row {
+            oldest = oldest.max(*age);
+        }
+    }
+    metrics::gauge!(OLDEST_PENDING_AGE).set(oldest);
+    Ok(())
+}
+
+fn refresh_engine(engine: &Engine) {
+    let snapshot = engine.snapshot();
+    let mailbox: usize = snapshot.submitters.iter().map(|s| s.mailbox_depth).sum();
+    let ingress: usize = snapshot.submitters.iter().map(|s| s.ingress_depth).sum();
+    metrics::gauge!(MAILBOX_DEPTH, "kind" => "submitter").set(mailbox as f64);
+    metrics::gauge!(MAILBOX_DEPTH, "kind" => "ingress").set(ingress as f64);
+    for role in [
+        "idle",
+        "leader",
+        "standby",
+        "protected",
+        "stopping",
+        "failed",
+    ] {
+        let count = snapshot
+            .submitters
+            .iter()
+            .filter(|s| s.role.as_str() == role)
+            .count();
+        metrics::gauge!(SUBMITTER_ROLES, "role" => role).set(count as f64);
+    }
+}

@@ -1,0 +1,134 @@
+//! The JSON shapes of `/v1/ops/*` (also the OpenAPI schemas).
+
+use serde::{Deserialize, Serialize};
+
+/// One SubmitterActor in `GET /v1/ops/actors`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ActorView {
+    /// Lower-case `0x` address.
+    pub submitter: String,
+    /// idle | leader | standby | protected | stopping | failed.
+    pub role: &'static str,
+    /// Fencing token of the held lease (0 when not leader).
+    pub fencing_token: i64,
+    /// Milliseconds of lease left by the local clock, while leader.
+    pub lease_time_left_ms: Option<u64>,
+    /// Messages queued for the actor.
+    pub mailbox_depth: usize,
+    /// Creates waiting to be persisted.
+    pub ingress_depth: usize,
+    /// QUEUED intents (database).
+    pub queued: i64,
+    /// ALLOCATED / TRACKING / STUCK intents (database).
+    pub in_flight: i64,
+    /// STUCK intents (database).
+    pub stuck: i64,
+    /// Age in milliseconds of the oldest open intent.
+    pub oldest_pending_age_ms: Option<i64>,
+    /// Supervisor restarts.
+    pub restarts: u32,
+    /// Last error reported by the actor or the supervisor.
+    pub last_error: Option<String>,
+    /// PROTECT reason, when protected.
+    pub protect_reason: Option<String>,
+    /// An actor runs for this submitter here.
+    pub running: bool,
+    /// Removed from the configuration; draining.
+    pub draining: bool,
+    /// Current `max_in_flight`.
+    pub max_in_flight: u32,
+}
+
+/// The tracking pools in `GET /v1/ops/actors`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PoolsView {
+    /// Newest block the head watcher processed.
+    pub head: u64,
+    /// Newest head every finality worker processed.
+    pub finality_head: u64,
+    /// Attempt hashes the receipt matcher watches.
+    pub receipt_index_size: usize,
+    /// Receipt matcher workers.
+    pub receipt_workers: usize,
+    /// Finality workers.
+    pub finality_workers: usize,
+}
+
+/// `GET /v1/ops/actors`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ActorsView {
+    /// This node.
+    pub node_id: String,
+    /// The chain served.
+    pub chain_id: u64,
+    /// The supervisor actor is running.
+    pub supervisor_alive: bool,
+    /// Every submitter known to this node.
+    pub submitters: Vec<ActorView>,
+    /// The tracking pools.
+    pub pools: PoolsView,
+}
+
+/// One node in `GET /v1/ops/cluster`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct NodeView {
+    /// Node id.
+    pub node_id: String,
+    /// Its HTTP address.
+    pub http_addr: Option<String>,
+    /// Its version.
+    pub version: String,
+    /// Milliseconds since its last heartbeat (database clock).
+    pub heartbeat_age_ms: u64,
+    /// Heartbeat younger than 3 × `node.heartbeat_interval`.
+    pub alive: bool,
+}
+
+/// One lease in `GET /v1/ops/cluster`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LeaseView {
+    /// The submitter.
+    pub submitter: String,
+    /// The holder (or last holder).
+    pub owner: String,
+    /// The fencing token.
+    pub fencing_token: i64,
+    /// Milliseconds until expiry (0 when expired).
+    pub expires_in_ms: i64,
+    /// Expired (or released).
+    pub expired: bool,
+}
+
+/// `GET /v1/ops/cluster`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ClusterView {
+    /// Every registered node.
+    pub nodes: Vec<NodeView>,
+    /// Every lease of this chain.
+    pub leases: Vec<LeaseView>,
+}
+
+/// Body of `POST /v1/ops/submitters/{address}/unprotect`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnprotectBody {
+    /// Why the operator clears PROTECT (audited).
+    pub reason: String,
+}
+
+/// Answer of an operator action.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ActionView {
+    /// The submitter acted on.
+    pub submitter: String,
+    /// `restart` or `unprotect`.
+    pub action: &'static str,
+    /// The node that did it.
+    pub node_id: String,
+    /// For unprotect: the cleared reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_reason: Option<String>,
+    /// For unprotect: the cursor's next nonce after resync.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_nonce: Option<u64>,
+}
