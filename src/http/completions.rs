@@ -233,8 +233,12 @@ pub(crate) struct FeedPage {
 
 /// `GET /v1/completions`: the next rows after `after`; when there are none
 /// yet, waits up to `wait` for one.
+///
+/// A client token with a submitter allow-list sees only its submitters'
+/// completions; the cursor still moves past the others.
 pub(crate) async fn feed(
     State(state): State<AppState>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Json<FeedPage>> {
     let Query(pairs) =
@@ -250,9 +254,17 @@ pub(crate) async fn feed(
     let mut signal = state.completions.subscribe();
     let mut rechecking = !signal.borrow().listening;
     loop {
-        let (items, next) =
+        let (mut items, next) =
             completions::read(&state.pool, state.chain_id, query.after, query.limit).await?;
-        if !items.is_empty() || Instant::now() >= deadline {
+        let found = !items.is_empty();
+        if let Some(caller) = caller.as_deref() {
+            items.retain(|row| {
+                row.submitter
+                    .parse::<alloy::primitives::Address>()
+                    .is_ok_and(|address| caller.may_use(&address))
+            });
+        }
+        if found || Instant::now() >= deadline {
             return Ok(Json(FeedPage {
                 items,
                 next_after: next.map(|cursor| cursor.to_token()),
