@@ -63,9 +63,11 @@ async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces() {
     assert_eq!(status, 200);
     assert_eq!(
         (body["state"].as_str(), body["nonce"].as_i64()),
-        (Some("TRACKING"), Some(0))
+        (Some("CONFIRMED"), Some(0)),
+        "199 blocks on top: past the default 12 confirmations"
     );
-    assert_eq!(body["sub_state"], "mined");
+    assert!(body["confirmed_at"].is_string(), "{body}");
+    assert_eq!(body["receipt"]["status"], 1);
     node.stop().await;
 }
 

@@ -5,14 +5,19 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
+use alloy::primitives::U256;
 use common::{
     faulty_chain::{FaultyChain, SendFault},
     invariants,
     node::{config_toml, TestNode},
     wait_until, Anvil, TestDb,
 };
-use serde_json::json;
-use txmgr_actors::chain::ChainClient;
+use txmgr_actors::{
+    chain::ChainClient,
+    domain::{CreateOutcome, Intent, NewIntent},
+    store::intents,
+    SubmitterKey,
+};
 
 const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
@@ -24,12 +29,30 @@ async fn count(db: &TestDb, sql: &str) -> i64 {
         .expect(sql)
 }
 
-async fn create_three(node: &TestNode) {
-    for i in 0..3 {
-        let body = json!({"submitter": DEV, "to": TO, "value": "7", "request_id": format!("c{i}")});
-        let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
-        assert_eq!(status, 202, "{answer}");
-    }
+/// Queues three intents before node a starts, so its first cycle takes all
+/// three in one batch and the fault stops the node with all of them at the
+/// same step.
+async fn queue_three(db: &TestDb) {
+    let submitter = SubmitterKey::new(31337, DEV.parse().expect("address"));
+    let intents: Vec<NewIntent> = (0..3)
+        .map(|i| {
+            let intent = Intent {
+                to: Some(TO.parse().expect("address")),
+                value: U256::from(7),
+                data: Default::default(),
+                gas_limit: None,
+                max_fee_per_gas: None,
+                max_priority_fee_per_gas: None,
+            };
+            NewIntent::new(submitter, Some(format!("c{i}")), intent)
+        })
+        .collect();
+    let outcomes = intents::insert_queued(&db.pool, &intents)
+        .await
+        .expect("queued");
+    assert!(outcomes
+        .iter()
+        .all(|o| matches!(o, CreateOutcome::Created(_))));
 }
 
 /// Attempt hashes before the crash, to prove nothing was re-signed after it.
@@ -43,6 +66,7 @@ async fn attempt_hashes(db: &TestDb) -> Vec<(uuid::Uuid, i64, String)> {
 async fn crash_at(fault: SendFault) {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start().await;
+    queue_three(&db).await;
     let faulty = std::sync::Mutex::new(None);
     let node_a = TestNode::start_with(&config_toml(&db.url, &anvil.rpc_url(), "a", ""), |chain| {
         let wrapped = FaultyChain::new(chain, fault);
@@ -51,7 +75,6 @@ async fn crash_at(fault: SendFault) {
     })
     .await;
     let faulty = faulty.lock().expect("lock").take().expect("wrapped");
-    create_three(&node_a).await;
     // Every attempt persisted and the broadcast under way when the node dies.
     wait_until(Duration::from_secs(30), || async {
         count(&db, "SELECT count(*) FROM tx_attempt").await == 3
@@ -92,6 +115,7 @@ async fn a_crash_after_broadcast_but_before_recording_it_mines_each_intent_once(
 async fn a_crash_between_allocation_and_signing_signs_again_with_the_same_nonces() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start().await;
+    queue_three(&db).await;
     let faulty = std::sync::Mutex::new(None);
     let node_a = TestNode::start_with(&config_toml(&db.url, &anvil.rpc_url(), "a", ""), |chain| {
         let wrapped = FaultyChain::new(chain, SendFault::None);
@@ -100,7 +124,7 @@ async fn a_crash_between_allocation_and_signing_signs_again_with_the_same_nonces
         wrapped as Arc<dyn ChainClient>
     })
     .await;
-    create_three(&node_a).await;
+    // The node finds the queued work by discovery.
     wait_until(Duration::from_secs(30), || async {
         count(
             &db,

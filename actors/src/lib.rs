@@ -21,6 +21,7 @@ pub mod signer;
 pub mod store;
 pub mod submitter;
 pub mod supervisor;
+pub mod tracker;
 
 pub use domain::{AttemptKind, SubmitterKey, TxState};
 pub use store::{FencedTx, LeaseGuard, LeaseOutcome, LeaseRequest, StoreError};

@@ -17,6 +17,19 @@ pub const BROADCASTS: &str = "txmgr_broadcasts_total";
 /// Counter: external use of a submitter's key detected, label `action` = `adopt` | `protect`.
 pub const EXTERNAL_NONCE: &str = "txmgr_external_nonce_total";
 
+/// Counter: reorgs detected by the head watcher.
+pub const REORGS: &str = "txmgr_reorgs_total";
+
+/// Counter: confirmed intents whose block was later reorged out (deeper than
+/// finality): logged at error level, never rewritten.
+pub const REORGS_BEYOND_FINALITY: &str = "txmgr_reorgs_beyond_finality_total";
+
+/// Counter: receipt lookups, label `method` = `block_receipts` | `by_hash`.
+pub const RECEIPT_CHECKS: &str = "txmgr_receipt_checks_total";
+
+/// Counter: re-broadcasts and fee bumps, label `kind` = `rebroadcast` | `bump`.
+pub const RESUBMITS: &str = "txmgr_resubmits_total";
+
 /// Counter: `POST /v1/transactions` answers, label `result` = `created` |
 /// `replayed` | an error code (`invalid_request`, `overloaded`, ...).
 pub const CREATES: &str = "txmgr_creates_total";

@@ -28,6 +28,10 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Default timeout of one RPC call.
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `chain.stale_receipt_timeout`.
+pub const DEFAULT_STALE_RECEIPT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default `chain.receipt_workers` and `chain.finality_workers`.
+pub const DEFAULT_TRACKER_WORKERS: u32 = 2;
 /// Default lease duration.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(10);
 /// Default lease renewal interval.
@@ -123,6 +127,17 @@ pub struct ChainConfig {
     /// Timeout of one RPC call.
     #[serde(default = "default_rpc_timeout", with = "humantime_serde")]
     pub rpc_timeout: Duration,
+    /// Period of the slow sweep that re-checks, per submitter, the chain's
+    /// nonces (external use of the key) and the receipts of intents whose
+    /// nonce is consumed but whose receipt the block matcher did not see.
+    #[serde(default = "default_stale_receipt_timeout", with = "humantime_serde")]
+    pub stale_receipt_timeout: Duration,
+    /// Receipt matcher workers (blocks are spread over them).
+    #[serde(default = "default_tracker_workers")]
+    pub receipt_workers: u32,
+    /// Finality checker workers (submitters are spread over them).
+    #[serde(default = "default_tracker_workers")]
+    pub finality_workers: u32,
 }
 
 /// `[lease]`: submitter ownership (DESIGN §5).
@@ -221,4 +236,12 @@ fn default_poll_interval() -> Duration {
 
 fn default_rpc_timeout() -> Duration {
     DEFAULT_RPC_TIMEOUT
+}
+
+fn default_stale_receipt_timeout() -> Duration {
+    DEFAULT_STALE_RECEIPT_TIMEOUT
+}
+
+fn default_tracker_workers() -> u32 {
+    DEFAULT_TRACKER_WORKERS
 }

@@ -152,11 +152,31 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
             push("chain.ws_url", reason);
         }
     }
-    if chain.chain_id == 0 {
-        push("chain.chain_id", "must be > 0".into());
+    if chain.chain_id == 0 || i64::try_from(chain.chain_id).is_err() {
+        push(
+            "chain.chain_id",
+            "must be > 0 and fit a signed 64-bit integer".into(),
+        );
     }
     positive(&mut push, "chain.poll_interval", chain.poll_interval);
     positive(&mut push, "chain.rpc_timeout", chain.rpc_timeout);
+    positive(
+        &mut push,
+        "chain.stale_receipt_timeout",
+        chain.stale_receipt_timeout,
+    );
+    if !(1..=64).contains(&chain.receipt_workers) {
+        push(
+            "chain.receipt_workers",
+            "must be between 1 and 64".to_owned(),
+        );
+    }
+    if !(1..=64).contains(&chain.finality_workers) {
+        push(
+            "chain.finality_workers",
+            "must be between 1 and 64".to_owned(),
+        );
+    }
 
     let lease = &config.lease;
     positive(&mut push, "lease.duration", lease.duration);

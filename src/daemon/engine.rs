@@ -8,11 +8,11 @@ use anyhow::Context;
 use async_trait::async_trait;
 use sqlx::{postgres::PgListener, PgPool};
 use txmgr_actors::{
-    chain::ChainClient,
+    chain::{ChainClient, FeeCache, FinalityTag},
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::{build_signer, SignerSpec},
     store::intents::WORK_CHANNEL,
-    submitter::{LeaseTiming, SubmitterSettings as EngineSettings},
+    submitter::{Finality as EngineFinality, LeaseTiming, SubmitterSettings as EngineSettings},
     supervisor::{Engine, EngineConfig, SubmitterSpec},
 };
 
@@ -26,6 +26,27 @@ const MAX_RESTARTS: u32 = 10;
 /// Window for [`MAX_RESTARTS`].
 const RESTART_WINDOW: Duration = Duration::from_secs(300);
 
+/// Canonical history kept by the head watcher: the deepest confirmation
+/// setting plus a margin, at least 128 blocks.
+fn window_blocks(config: &Config) -> usize {
+    let deepest = config
+        .resolved_submitters()
+        .iter()
+        .map(|s| match s.settings.finality {
+            crate::config::Finality::Confirmations(n) => n,
+            _ => 0,
+        })
+        .chain(std::iter::once(match config.defaults.finality {
+            crate::config::Finality::Confirmations(n) => n,
+            _ => 0,
+        }))
+        .max()
+        .unwrap_or(0);
+    usize::try_from(deepest.saturating_add(64))
+        .unwrap_or(usize::MAX)
+        .max(128)
+}
+
 /// The engine's view of one submitter's settings.
 pub fn engine_settings(settings: &SubmitterSettings, poll_interval: Duration) -> EngineSettings {
     EngineSettings {
@@ -33,6 +54,11 @@ pub fn engine_settings(settings: &SubmitterSettings, poll_interval: Duration) ->
         batch_size: settings.batch_size,
         ingress_capacity: settings.ingress_capacity,
         hold_slot_until_final: settings.advance_after == AdvanceAfter::Confirmed,
+        finality: match settings.finality {
+            crate::config::Finality::Confirmations(n) => EngineFinality::Confirmations(n),
+            crate::config::Finality::Safe => EngineFinality::Tag(FinalityTag::Safe),
+            crate::config::Finality::Finalized => EngineFinality::Tag(FinalityTag::Finalized),
+        },
         protect_on_external_nonce: settings.on_external_nonce == OnExternalNonce::Protect,
         resubmit_interval: settings.resubmit_interval,
         reject_after: settings.reject_after,
@@ -63,6 +89,8 @@ pub async fn start_engine(
     pool: PgPool,
     chain: Arc<dyn ChainClient>,
 ) -> anyhow::Result<Engine> {
+    // Fee quotes are shared node-wide for one poll interval.
+    let chain: Arc<dyn ChainClient> = Arc::new(FeeCache::new(chain, config.chain.poll_interval));
     let mut specs = Vec::new();
     for submitter in config.resolved_submitters() {
         let address: Address = submitter
@@ -92,6 +120,10 @@ pub async fn start_engine(
             clock_skew: config.lease.clock_skew_allowance,
         },
         poll_interval: config.chain.poll_interval,
+        sweep_interval: config.chain.stale_receipt_timeout,
+        receipt_workers: config.chain.receipt_workers as usize,
+        finality_workers: config.chain.finality_workers as usize,
+        window_blocks: window_blocks(config),
         discovery_interval: config.node.discovery_interval,
         create_timeout: config.http.request_timeout,
         max_restarts: MAX_RESTARTS,

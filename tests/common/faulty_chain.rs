@@ -12,7 +12,7 @@ use alloy::{
 };
 use async_trait::async_trait;
 use txmgr_actors::{
-    chain::{ChainClient, ChainError, ChainNonces, FeeQuote},
+    chain::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag},
     domain::Intent,
 };
 
@@ -39,6 +39,7 @@ pub(crate) struct FaultyChain {
     gate: tokio::sync::Semaphore,
     /// Calls of `send_raw` that reached the fault point.
     pub(crate) sends: AtomicUsize,
+    calls: std::sync::Mutex<std::collections::BTreeMap<&'static str, usize>>,
 }
 
 impl FaultyChain {
@@ -49,6 +50,7 @@ impl FaultyChain {
             hang_fees: std::sync::atomic::AtomicBool::new(false),
             gate: tokio::sync::Semaphore::new(0),
             sends: AtomicUsize::new(0),
+            calls: Default::default(),
         })
     }
 
@@ -62,6 +64,17 @@ impl FaultyChain {
         self.hang_fees.store(hang, Ordering::SeqCst);
     }
 
+    /// RPC calls made so far, by method.
+    pub(crate) fn calls(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    fn count(&self, method: &'static str) {
+        if let Ok(mut calls) = self.calls.lock() {
+            *calls.entry(method).or_default() += 1;
+        }
+    }
+
     /// Lets every gated send through.
     pub(crate) fn open_gate(&self) {
         self.gate
@@ -72,15 +85,19 @@ impl FaultyChain {
 #[async_trait]
 impl ChainClient for FaultyChain {
     async fn chain_id(&self) -> Result<u64, ChainError> {
+        self.count("eth_chainId");
         self.inner.chain_id().await
     }
     async fn nonces(&self, address: Address) -> Result<ChainNonces, ChainError> {
+        self.count("eth_getTransactionCount");
         self.inner.nonces(address).await
     }
     async fn estimate_gas(&self, from: Address, intent: &Intent) -> Result<u64, ChainError> {
+        self.count("eth_estimateGas");
         self.inner.estimate_gas(from, intent).await
     }
     async fn fees(&self) -> Result<FeeQuote, ChainError> {
+        self.count("fees");
         if self.hang_fees.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
@@ -88,6 +105,7 @@ impl ChainClient for FaultyChain {
     }
     async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError> {
         self.sends.fetch_add(1, Ordering::SeqCst);
+        self.count("eth_sendRawTransaction");
         match self.fault.load(Ordering::SeqCst) {
             1 => std::future::pending().await,
             2 => {
@@ -102,6 +120,26 @@ impl ChainClient for FaultyChain {
         }
     }
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
+        self.count("eth_getTransactionReceipt");
         self.inner.receipt(hash).await
+    }
+    async fn block_number(&self) -> Result<u64, ChainError> {
+        self.count("eth_blockNumber");
+        self.inner.block_number().await
+    }
+    async fn block(&self, number: u64) -> Result<Option<BlockSummary>, ChainError> {
+        self.count("eth_getBlockByNumber");
+        self.inner.block(number).await
+    }
+    async fn block_receipts(
+        &self,
+        hash: B256,
+    ) -> Result<Option<Vec<TransactionReceipt>>, ChainError> {
+        self.count("eth_getBlockReceipts");
+        self.inner.block_receipts(hash).await
+    }
+    async fn tagged_block_number(&self, tag: FinalityTag) -> Result<Option<u64>, ChainError> {
+        self.count("eth_getBlockByNumber(tag)");
+        self.inner.tagged_block_number(tag).await
     }
 }

@@ -40,6 +40,7 @@ max_connections = 8
 rpc_url = "{rpc_url}"
 chain_id = 31337
 poll_interval = "200ms"
+stale_receipt_timeout = "1s"
 [lease]
 duration = "3s"
 renew_interval = "1s"
@@ -86,6 +87,11 @@ impl TestNode {
         wrap: impl FnOnce(Arc<dyn ChainClient>) -> Arc<dyn ChainClient>,
         file: Option<std::path::PathBuf>,
     ) -> TestNode {
+        // RUST_LOG=txmgr=debug shows the engine's logs in a failing test.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         // Every test sets the same, public, dev key: no race on its value.
         std::env::set_var(KEY_VAR, super::DEV_PRIVATE_KEY_0);
         let config = Config::from_toml_str(toml, std::iter::empty::<(String, String)>())

@@ -7,6 +7,11 @@ mod classify;
 
 pub use classify::{classify_rpc_error, BroadcastClass, InvalidReason};
 
+mod fee_cache;
 mod rpc;
 
-pub use rpc::{intent_request, ChainClient, ChainError, ChainNonces, EvmRpc, FeeQuote};
+pub use fee_cache::FeeCache;
+pub use rpc::{
+    intent_request, BlockSummary, ChainClient, ChainError, ChainNonces, EvmRpc, FeeQuote,
+    FinalityTag,
+};

@@ -66,6 +66,29 @@ pub struct ChainNonces {
     pub pending: u64,
 }
 
+/// A block as the head watcher needs it: identity, parent and the hashes of
+/// its transactions (no bodies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockSummary {
+    /// Height.
+    pub number: u64,
+    /// Hash.
+    pub hash: B256,
+    /// Parent hash: a mismatch with the previous block we saw is a reorg.
+    pub parent_hash: B256,
+    /// Hashes of the transactions it contains.
+    pub tx_hashes: Vec<B256>,
+}
+
+/// A block tag that finality can follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FinalityTag {
+    /// The chain's `safe` block.
+    Safe,
+    /// The chain's `finalized` block.
+    Finalized,
+}
+
 /// What the engine needs from a chain node.
 #[async_trait]
 pub trait ChainClient: Send + Sync + fmt::Debug {
@@ -81,6 +104,18 @@ pub trait ChainClient: Send + Sync + fmt::Debug {
     async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError>;
     /// `eth_getTransactionReceipt`; `None` while not mined.
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError>;
+    /// `eth_blockNumber`.
+    async fn block_number(&self) -> Result<u64, ChainError>;
+    /// `eth_getBlockByNumber(n, false)`; `None` above the head.
+    async fn block(&self, number: u64) -> Result<Option<BlockSummary>, ChainError>;
+    /// `eth_getBlockReceipts`; `None` when the node does not support it (the
+    /// caller falls back to per-hash receipts).
+    async fn block_receipts(
+        &self,
+        hash: B256,
+    ) -> Result<Option<Vec<TransactionReceipt>>, ChainError>;
+    /// Number of the `safe` / `finalized` block; `None` if the node has none.
+    async fn tagged_block_number(&self, tag: FinalityTag) -> Result<Option<u64>, ChainError>;
 }
 
 /// [`ChainClient`] over HTTP JSON-RPC with alloy, every call bounded by a timeout.
@@ -206,5 +241,64 @@ impl ChainClient for EvmRpc {
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
         self.bounded(async { self.provider.get_transaction_receipt(hash).await })
             .await
+    }
+
+    async fn block_number(&self) -> Result<u64, ChainError> {
+        self.bounded(self.provider.get_block_number()).await
+    }
+
+    async fn block(&self, number: u64) -> Result<Option<BlockSummary>, ChainError> {
+        let block = self
+            .bounded(async {
+                self.provider
+                    .get_block_by_number(BlockNumberOrTag::Number(number))
+                    .await
+            })
+            .await?;
+        Ok(block.map(|block| BlockSummary {
+            number: block.header.number,
+            hash: block.header.hash,
+            parent_hash: block.header.parent_hash,
+            tx_hashes: block.transactions.hashes().collect(),
+        }))
+    }
+
+    async fn block_receipts(
+        &self,
+        hash: B256,
+    ) -> Result<Option<Vec<TransactionReceipt>>, ChainError> {
+        let result = self
+            .bounded(async {
+                self.provider
+                    .raw_request::<_, Option<Vec<TransactionReceipt>>>(
+                        "eth_getBlockReceipts".into(),
+                        (hash,),
+                    )
+                    .await
+            })
+            .await;
+        match result {
+            Ok(receipts) => Ok(receipts),
+            // Method not found / not supported: fall back to per-hash receipts.
+            Err(ChainError::Rpc { code: -32601, .. }) => Ok(None),
+            Err(ChainError::Rpc { message, .. })
+                if message.to_ascii_lowercase().contains("not supported")
+                    || message.to_ascii_lowercase().contains("does not exist") =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn tagged_block_number(&self, tag: FinalityTag) -> Result<Option<u64>, ChainError> {
+        let tag = match tag {
+            FinalityTag::Safe => BlockNumberOrTag::Safe,
+            FinalityTag::Finalized => BlockNumberOrTag::Finalized,
+        };
+        let block = self
+            .bounded(async { self.provider.get_block_by_number(tag).await })
+            .await?;
+        Ok(block.map(|block| block.header.number))
     }
 }

@@ -90,6 +90,16 @@ impl FencedTx {
         self.token
     }
 
+    /// Lets this transaction commit without waiting for the WAL flush
+    /// (`synchronous_commit = off`). Only for writes that recovery can
+    /// reconstruct from durable state — never for allocation or attempts.
+    pub async fn relax_durability(&mut self) -> StoreResult<()> {
+        sqlx::query("SET LOCAL synchronous_commit = off")
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
     /// Commits the writes.
     pub async fn commit(self) -> StoreResult<()> {
         let operation = self.operation;

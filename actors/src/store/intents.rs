@@ -23,6 +23,17 @@ type ExistingRow = (Uuid, Vec<u8>, String);
 /// settle on the `(chain_id, submitter, request_id)` unique index, never on an
 /// error. Sends one `NOTIFY txmgr_work` per submitter that got new rows.
 pub async fn insert_queued(pool: &PgPool, batch: &[NewIntent]) -> StoreResult<Vec<CreateOutcome>> {
+    insert_queued_notifying(pool, batch, true).await
+}
+
+/// [`insert_queued`], sending `NOTIFY txmgr_work` only when `notify`: the
+/// caller skips it when this node's own actor leads the submitter and is
+/// woken directly (NOTIFY takes a cluster-wide lock at commit).
+pub async fn insert_queued_notifying(
+    pool: &PgPool,
+    batch: &[NewIntent],
+    notify: bool,
+) -> StoreResult<Vec<CreateOutcome>> {
     if batch.is_empty() {
         return Ok(Vec::new());
     }
@@ -126,6 +137,9 @@ pub async fn insert_queued(pool: &PgPool, batch: &[NewIntent]) -> StoreResult<Ve
         } else {
             outcomes.push(CreateOutcome::Conflict { tx_id: *tx_id });
         }
+    }
+    if !notify {
+        notified.clear();
     }
     for submitter in notified {
         sqlx::query("SELECT pg_notify($1, $2)")

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use alloy::primitives::{Bytes, B256};
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{millis, nonce_cursor, FencedTx, StoreError, StoreResult};
@@ -57,6 +57,44 @@ pub async fn load_queued(
         .collect()
 }
 
+/// The oldest QUEUED intents that fit the free in-flight slots, in one
+/// round trip: at most `batch`, and at most `max_in_flight` minus the intents
+/// occupying a slot (ALLOCATED, STUCK, and TRACKING — with a receipt only
+/// when `count_mined`, i.e. strict mode counts until final).
+pub async fn load_queued_within(
+    pool: &PgPool,
+    key: SubmitterKey,
+    batch: usize,
+    max_in_flight: u32,
+    count_mined: bool,
+) -> StoreResult<Vec<QueuedTx>> {
+    let rows: Vec<(Uuid, serde_json::Value)> = sqlx::query_as(
+        "SELECT tx_id, intent FROM managed_tx
+          WHERE chain_id = $1 AND submitter = $2 AND state = 'QUEUED'
+          ORDER BY ingress_seq
+          LIMIT GREATEST(0, LEAST($3, $4 - (
+                SELECT count(*) FROM managed_tx
+                 WHERE chain_id = $1 AND submitter = $2
+                   AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+                   AND ($5 OR receipt IS NULL))))",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+    .bind(i64::from(max_in_flight))
+    .bind(count_mined)
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|(tx_id, intent)| {
+            Ok(QueuedTx {
+                tx_id,
+                intent: serde_json::from_value(intent).map_err(corrupt)?,
+            })
+        })
+        .collect()
+}
+
 /// Intents occupying an in-flight slot: ALLOCATED, STUCK, and TRACKING —
 /// those with a receipt only when `count_mined` (strict mode counts until final).
 pub async fn in_flight_count(
@@ -76,19 +114,6 @@ pub async fn in_flight_count(
     .fetch_one(pool)
     .await?;
     nonce_of(count)
-}
-
-/// Writes the completion row of a terminal transition (or STUCK) in the
-/// same transaction as the transition.
-async fn insert_completion(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state)
-         SELECT tx_id, chain_id, submitter, request_id, state FROM managed_tx WHERE tx_id = $1",
-    )
-    .bind(tx_id)
-    .execute(conn)
-    .await?;
-    Ok(())
 }
 
 /// REJECTED: the intent never used a nonce on chain. When it held one (no
@@ -115,7 +140,7 @@ pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResul
     if let Some(nonce) = nonce {
         nonce_cursor::release(ftx, &[nonce_of(nonce)?]).await?;
     }
-    insert_completion(ftx.conn(), tx_id).await?;
+    super::completions::record(ftx.conn(), tx_id).await?;
     Ok(true)
 }
 
@@ -358,4 +383,53 @@ async fn record_attempt_results(
     .execute(ftx.conn())
     .await?;
     Ok(())
+}
+
+/// Claims accepted-but-unmined intents whose re-broadcast is due: moves their
+/// `next_resubmit_at` forward in the fenced transaction, so a competing
+/// claimer (another node racing the same timer) finds nothing to send.
+/// Returns their newest attempts.
+pub async fn claim_due_rebroadcasts(
+    ftx: &mut FencedTx,
+    limit: usize,
+    resubmit_interval: Duration,
+) -> StoreResult<Vec<PendingAttempt>> {
+    let key = ftx.submitter();
+    let token = ftx.token();
+    let rows: Vec<(Uuid, i64, String, String, Vec<u8>, i64)> = sqlx::query_as(
+        "WITH due AS (
+             SELECT tx_id FROM managed_tx
+              WHERE chain_id = $1 AND submitter = $2 AND state IN ('TRACKING', 'STUCK')
+                AND receipt IS NULL AND next_resubmit_at <= now()
+              ORDER BY nonce LIMIT $3 FOR UPDATE SKIP LOCKED),
+         claimed AS (
+             UPDATE managed_tx m SET next_resubmit_at = now() + $4 * interval '1 millisecond',
+                    last_submit_at = now(), fencing_token = $5, updated_at = now()
+               FROM due WHERE m.tx_id = due.tx_id
+             RETURNING m.tx_id, m.nonce, m.state, m.created_at)
+         SELECT c.tx_id, c.nonce, c.state, a.tx_hash, a.raw_tx,
+                (EXTRACT(EPOCH FROM (now() - c.created_at)) * 1000)::bigint
+           FROM claimed c
+           JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = c.tx_id
+                          AND t.nonce = c.nonce ORDER BY attempt_no DESC LIMIT 1) a ON true",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .bind(millis(resubmit_interval))
+    .bind(token)
+    .fetch_all(ftx.conn())
+    .await?;
+    rows.into_iter()
+        .map(|(tx_id, nonce, state, hash, raw, age_ms)| {
+            Ok(PendingAttempt {
+                tx_id,
+                nonce: nonce_of(nonce)?,
+                state: state.parse().map_err(corrupt)?,
+                tx_hash: hash.parse().map_err(corrupt)?,
+                raw: raw.into(),
+                age: Duration::from_millis(u64::try_from(age_ms).unwrap_or(0)),
+            })
+        })
+        .collect()
 }

@@ -137,13 +137,108 @@ pub async fn mark_stuck(
     .await?
     .rows_affected();
     if updated == 1 {
-        sqlx::query(
-            "INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state)
-             SELECT tx_id, chain_id, submitter, request_id, state FROM managed_tx WHERE tx_id = $1",
-        )
-        .bind(tx_id)
-        .execute(ftx.conn())
-        .await?;
+        super::completions::record(ftx.conn(), tx_id).await?;
     }
     Ok(())
+}
+
+/// CONFIRMED (receipt status 1) or FAILED_FINAL (status 0) at finality, with
+/// its completion row, in one fenced transaction. False when the intent was
+/// not in a finalisable state (already final, or its receipt was cleared).
+pub async fn finalize(ftx: &mut FencedTx, tx_id: Uuid, succeeded: bool) -> StoreResult<bool> {
+    let token = ftx.token();
+    let updated = sqlx::query(
+        "UPDATE managed_tx SET state = $2, sub_state = NULL, confirmed_at = now(),
+                next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
+          WHERE tx_id = $1 AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL",
+    )
+    .bind(tx_id)
+    .bind(if succeeded {
+        "CONFIRMED"
+    } else {
+        "FAILED_FINAL"
+    })
+    .bind(token)
+    .execute(ftx.conn())
+    .await?
+    .rows_affected();
+    if updated == 1 {
+        super::completions::record(ftx.conn(), tx_id).await?;
+    }
+    Ok(updated == 1)
+}
+
+/// Clears a receipt whose block was reorged out (only if it still names that
+/// block: a newer receipt from the new chain is kept). Returns the bytes of
+/// the attempt that had been mined, to re-broadcast.
+pub async fn clear_receipt(
+    ftx: &mut FencedTx,
+    tx_id: Uuid,
+    orphaned_block: B256,
+) -> StoreResult<Option<Vec<u8>>> {
+    let token = ftx.token();
+    let raw: Option<(Vec<u8>,)> = sqlx::query_as(
+        "WITH cleared AS (
+             UPDATE managed_tx m SET receipt = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
+                    mined_tx_hash = NULL, sub_state = 'reorged', fencing_token = $3, updated_at = now()
+               FROM (SELECT tx_id, mined_tx_hash FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
+              WHERE m.tx_id = old.tx_id AND m.state IN ('TRACKING', 'STUCK') AND m.receipt_block_hash = $2
+          RETURNING old.mined_tx_hash)
+         SELECT a.raw_tx FROM tx_attempt a JOIN cleared c ON a.tx_hash = c.mined_tx_hash",
+    )
+    .bind(tx_id)
+    .bind(format!("{orphaned_block:#x}"))
+    .bind(token)
+    .fetch_optional(ftx.conn())
+    .await?;
+    Ok(raw.map(|(raw,)| raw))
+}
+
+/// Every attempt hash at the current nonce of the submitter's open intents:
+/// what a new leader puts in the receipt index.
+pub async fn open_attempt_hashes(
+    pool: &PgPool,
+    key: SubmitterKey,
+) -> StoreResult<Vec<(Uuid, B256)>> {
+    let rows: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT a.tx_id, a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = m.nonce
+            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|(tx_id, hash)| {
+            Ok((
+                tx_id,
+                hash.parse()
+                    .map_err(|e| StoreError::Corrupt(format!("hash {hash}: {e}")))?,
+            ))
+        })
+        .collect()
+}
+
+/// Hashes of attempts of *other* intents of the submitter signed at `nonce`.
+pub async fn other_attempts_at_nonce(
+    pool: &PgPool,
+    key: SubmitterKey,
+    nonce: u64,
+    except: Uuid,
+) -> StoreResult<Vec<B256>> {
+    let hashes: Vec<String> = sqlx::query_scalar(
+        "SELECT a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = $3 AND a.tx_id <> $4",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .bind(i64::try_from(nonce).unwrap_or(i64::MAX))
+    .bind(except)
+    .fetch_all(pool)
+    .await?;
+    hashes
+        .iter()
+        .map(|h| h.parse().map_err(|e| StoreError::Corrupt(format!("hash {h}: {e}"))))
+        .collect()
 }

@@ -6,12 +6,16 @@ use std::{sync::Arc, time::Duration};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::task::JoinHandle;
 
+use alloy::primitives::B256;
+use uuid::Uuid;
+
 use super::{
     cycle::{self, CycleError},
+    follow,
     status::Role,
     sweep, SubmitterContext, SubmitterHandle,
 };
-use crate::store::{self, LeaseGuard, LeaseOutcome, LeaseRequest};
+use crate::store::{self, tracking::MinedReceipt, LeaseGuard, LeaseOutcome, LeaseRequest};
 
 /// Messages a SubmitterActor handles.
 #[derive(Debug)]
@@ -26,12 +30,21 @@ pub enum SubmitterMsg {
     SweepTick,
     /// Release the lease and stop (graceful shutdown, removal, restart).
     Drain(RpcReplyPort<()>),
+    /// Receipts the block matcher found for our attempts.
+    Receipts(Vec<(Uuid, MinedReceipt)>),
+    /// Intents whose receipt reached finality: `true` = status 1.
+    Finalize(Vec<(Uuid, bool)>),
+    /// Receipts whose block (the hash given) is no longer canonical.
+    ReorgedOut(Vec<(Uuid, B256)>),
 }
 
 impl SubmitterMsg {
     /// Sent through [`SubmitterHandle::send`], so counted in the mailbox depth.
     pub(crate) fn is_counted(&self) -> bool {
-        matches!(self, SubmitterMsg::Work | SubmitterMsg::Drain(_))
+        !matches!(
+            self,
+            SubmitterMsg::WorkTimer | SubmitterMsg::LeaseTick | SubmitterMsg::SweepTick
+        )
     }
 }
 
@@ -55,6 +68,7 @@ pub struct SubmitterState {
     handle: SubmitterHandle,
     lease: Option<LeaseGuard>,
     protect_reason: Option<String>,
+    memory: cycle::CycleMemory,
     lease_timer: Option<Timer>,
     work_timer: Option<Timer>,
     sweep_timer: Option<Timer>,
@@ -90,6 +104,7 @@ impl SubmitterState {
         let status = self.handle.status();
         status.set_role(role);
         status.set_fencing_token(self.lease.as_ref().map_or(0, |l| l.token));
+        status.set_lease_valid_until(self.lease.as_ref().map(|l| l.valid_until));
         status.set_protect_reason(self.protect_reason.clone());
     }
 
@@ -131,6 +146,7 @@ impl Actor for SubmitterActor {
             handle: args.handle,
             lease: None,
             protect_reason: None,
+            memory: cycle::CycleMemory::fresh(),
             lease_timer: None,
             work_timer: None,
             sweep_timer: None,
@@ -152,8 +168,10 @@ impl Actor for SubmitterActor {
         {
             timer.abort();
         }
+        state.ctx.index.remove_submitter(state.ctx.key.address);
         state.handle.status().set_role(Role::Idle);
         state.handle.status().set_fencing_token(0);
+        state.handle.status().set_lease_valid_until(None);
         Ok(())
     }
 
@@ -181,7 +199,59 @@ impl Actor for SubmitterActor {
                 myself.stop(Some("drained".into()));
                 Ok(())
             }
+            SubmitterMsg::Receipts(found) => {
+                on_tracking(&myself, state, Tracking::Receipts(found)).await
+            }
+            SubmitterMsg::Finalize(decided) => {
+                on_tracking(&myself, state, Tracking::Finalize(decided)).await
+            }
+            SubmitterMsg::ReorgedOut(lost) => {
+                on_tracking(&myself, state, Tracking::Reorged(lost)).await
+            }
         }
+    }
+}
+
+/// What a tracking pool reported.
+enum Tracking {
+    Receipts(Vec<(Uuid, MinedReceipt)>),
+    Finalize(Vec<(Uuid, bool)>),
+    Reorged(Vec<(Uuid, B256)>),
+}
+
+/// Writes what the tracking pools found; only the leader does. Anything that
+/// may free an in-flight slot runs the work cycle next.
+async fn on_tracking(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+    report: Tracking,
+) -> Result<(), ActorProcessingErr> {
+    let Some(lease) = state.lease.clone() else {
+        return Ok(());
+    };
+    let result = match &report {
+        Tracking::Receipts(found) => follow::record_receipts(&state.ctx, &lease, found).await,
+        Tracking::Finalize(decided) => follow::finalize(&state.ctx, &lease, decided).await,
+        Tracking::Reorged(lost) => follow::reorged_out(&state.ctx, &lease, lost)
+            .await
+            .map(|()| 0),
+    };
+    match result {
+        Ok(changed) if changed > 0 => {
+            state.schedule_work(myself, Duration::ZERO);
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(CycleError::LeaseExpired) => {
+            rearm(
+                &mut state.lease_timer,
+                myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
+            );
+            Ok(())
+        }
+        // Not fatal: the finality worker repeats on the next head, the sweep
+        // finds receipts.
+        Err(err) => fatal(state, err),
     }
 }
 
@@ -207,13 +277,17 @@ async fn on_lease_tick(
                 );
                 if fresh {
                     tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, fencing_token = lease.token, outcome = outcome.label(), "leader");
+                    state.memory = cycle::CycleMemory::fresh();
                     match sweep::on_acquired(&ctx, &lease).await {
                         Ok(found) => state.protect_reason = found.protect_reason,
                         Err(err) => fatal(state, err)?,
                     }
+                    if let Err(err) = follow::index_open_attempts(&ctx).await {
+                        fatal(state, err)?;
+                    }
                     rearm(
                         &mut state.sweep_timer,
-                        myself.send_after(ctx.poll_interval, || SubmitterMsg::SweepTick),
+                        myself.send_after(ctx.sweep_interval, || SubmitterMsg::SweepTick),
                     );
                     state.schedule_work(myself, Duration::ZERO);
                 }
@@ -275,7 +349,14 @@ async fn on_work(
     let Some(lease) = state.lease.clone() else {
         return Ok(());
     };
-    match cycle::run(&state.ctx, &lease, state.protect_reason.is_some()).await {
+    match cycle::run(
+        &state.ctx,
+        &lease,
+        state.protect_reason.is_some(),
+        &mut state.memory,
+    )
+    .await
+    {
         Ok(outcome) => {
             if outcome.sweep_now {
                 rearm(
@@ -316,7 +397,7 @@ async fn on_sweep(
     };
     rearm(
         &mut state.sweep_timer,
-        myself.send_after(state.ctx.poll_interval, || SubmitterMsg::SweepTick),
+        myself.send_after(state.ctx.sweep_interval, || SubmitterMsg::SweepTick),
     );
     match sweep::run(&state.ctx, &lease).await {
         Ok(found) => {

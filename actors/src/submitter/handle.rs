@@ -19,7 +19,10 @@ use ractor::ActorRef;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{actor::SubmitterMsg, status::SubmitterStatus};
+use super::{
+    actor::SubmitterMsg,
+    status::{Role, SubmitterStatus},
+};
 use crate::{
     domain::{CreateError, CreateOutcome, NewIntent, SubmitterKey},
     store::intents,
@@ -188,10 +191,12 @@ async fn ingress_writer(
     let mut buffer = Vec::with_capacity(batch);
     while receiver.recv_many(&mut buffer, batch).await > 0 {
         let (intents, replies): (Vec<NewIntent>, Vec<Reply>) = buffer.drain(..).unzip();
-        let result = intents::insert_queued(&pool, &intents).await;
         let Some(inner) = handle.upgrade() else {
             return;
         };
+        // Our own leader is woken below; other nodes' leaders need the NOTIFY.
+        let local_leader = matches!(inner.status.role(), Role::Leader);
+        let result = intents::insert_queued_notifying(&pool, &intents, !local_leader).await;
         inner
             .ingress_depth
             .fetch_sub(replies.len(), Ordering::Relaxed);

@@ -9,10 +9,13 @@
 //! ```
 
 mod actor;
+mod broadcast;
 mod cycle;
 mod fees;
+mod follow;
 mod handle;
 mod settings;
+mod signing;
 mod status;
 mod sweep;
 
@@ -23,11 +26,11 @@ use std::{
 
 use sqlx::PgPool;
 
-use crate::{chain::ChainClient, domain::SubmitterKey, signer::TxSigner};
+use crate::{chain::ChainClient, domain::SubmitterKey, signer::TxSigner, tracker::ReceiptIndex};
 
 pub use actor::{SubmitterActor, SubmitterArgs, SubmitterMsg};
 pub use handle::{SubmitterHandle, OVERLOADED_RETRY_AFTER};
-pub use settings::SubmitterSettings;
+pub use settings::{Finality, SubmitterSettings};
 pub use status::{Role, SubmitterStatus};
 
 /// Lease timing of the deployment (`[lease]`).
@@ -59,8 +62,10 @@ pub struct SubmitterContext {
     pub settings: RwLock<SubmitterSettings>,
     /// Lease timing.
     pub lease: LeaseTiming,
-    /// How often the leader checks the chain (receipts, external nonces).
-    pub poll_interval: Duration,
+    /// Period of the leader's slow sweep (external nonces, missed receipts).
+    pub sweep_interval: Duration,
+    /// Attempt hashes the block matcher looks for.
+    pub index: Arc<ReceiptIndex>,
 }
 
 impl SubmitterContext {

@@ -3,6 +3,17 @@
 
 use std::time::Duration;
 
+use crate::chain::FinalityTag;
+
+/// When a mined intent is final (DESIGN.md section 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finality {
+    /// The receipt's block has this many confirmations (itself included).
+    Confirmations(u64),
+    /// The receipt's block is at or below the chain's `safe`/`finalized` block.
+    Tag(FinalityTag),
+}
+
 /// How a submitter behaves. Cheap to clone; replaced whole on reload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubmitterSettings {
@@ -14,6 +25,8 @@ pub struct SubmitterSettings {
     pub ingress_capacity: u32,
     /// A mined intent keeps its in-flight slot until final (strict mode).
     pub hold_slot_until_final: bool,
+    /// When a mined intent becomes CONFIRMED / FAILED_FINAL.
+    pub finality: Finality,
     /// External use of the key stops the submitter (PROTECT) instead of adopting.
     pub protect_on_external_nonce: bool,
     /// Re-broadcast interval for accepted intents without a receipt.
@@ -41,6 +54,7 @@ impl Default for SubmitterSettings {
             batch_size: 64,
             ingress_capacity: 10_000,
             hold_slot_until_final: false,
+            finality: Finality::Confirmations(12),
             protect_on_external_nonce: false,
             resubmit_interval: Duration::from_secs(60),
             reject_after: Duration::from_secs(600),

@@ -55,6 +55,7 @@ pub struct SubmitterStatus {
     restarts: AtomicU32,
     protect_reason: RwLock<Option<String>>,
     last_error: RwLock<Option<String>>,
+    lease_valid_until: RwLock<Option<std::time::Instant>>,
 }
 
 impl SubmitterStatus {
@@ -102,6 +103,22 @@ impl SubmitterStatus {
     pub fn set_protect_reason(&self, reason: Option<String>) {
         if let Ok(mut slot) = self.protect_reason.write() {
             *slot = reason;
+        }
+    }
+
+    /// Time left on the lease by the local, conservative clock (None: no lease).
+    pub fn lease_time_left(&self) -> Option<std::time::Duration> {
+        self.lease_valid_until
+            .read()
+            .ok()
+            .and_then(|v| *v)
+            .map(|until| until.saturating_duration_since(std::time::Instant::now()))
+    }
+
+    /// Records the local deadline of the lease held (None: none held).
+    pub fn set_lease_valid_until(&self, until: Option<std::time::Instant>) {
+        if let Ok(mut slot) = self.lease_valid_until.write() {
+            *slot = until;
         }
     }
 

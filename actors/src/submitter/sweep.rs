@@ -9,7 +9,7 @@ use super::{cycle::CycleError, SubmitterContext};
 use crate::{
     metrics::EXTERNAL_NONCE,
     store::{
-        nonce_cursor,
+        nonce_cursor, pipeline,
         tracking::{self, MinedReceipt},
         FencedTx, LeaseGuard,
     },
@@ -79,6 +79,7 @@ pub(crate) async fn run(
         ftx.commit().await?;
     }
 
+    rebroadcast_due(ctx, lease).await?;
     let unmined = tracking::load_unmined_below(&ctx.pool, ctx.key, nonces.latest).await?;
     if unmined.is_empty() {
         return Ok(SweepResult {
@@ -114,14 +115,28 @@ pub(crate) async fn run(
                     },
                 ));
             }
-            None => consumed_by_others.push(intent),
+            None => {
+                // Another of our intents may hold this nonce's mined bytes
+                // (e.g. a released nonce whose first bytes were mined after
+                // all): then it was not external use, and that intent gets
+                // the receipt from the matcher or this sweep.
+                let ours = other_attempts_mined(ctx, &intent).await?;
+                consumed_by_others.push((intent, ours));
+            }
         }
     }
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_receipts").await?;
     for (tx_id, receipt) in &mined {
         tracking::record_receipt(&mut ftx, *tx_id, receipt).await?;
     }
-    for intent in &consumed_by_others {
+    for (intent, ours) in &consumed_by_others {
+        if *ours {
+            let reason = format!("nonce {} went to another of our intents", intent.nonce);
+            tracking::requeue(&mut ftx, intent.tx_id, &reason).await?;
+            ctx.index.remove_intent(intent.tx_id);
+            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %intent.tx_id, reason, "intent requeued");
+            continue;
+        }
         let reason = format!(
             "nonce {} was consumed by a transaction that is not ours",
             intent.nonce
@@ -135,6 +150,7 @@ pub(crate) async fn run(
             }
         } else {
             tracking::requeue(&mut ftx, intent.tx_id, &reason).await?;
+            ctx.index.remove_intent(intent.tx_id);
         }
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %intent.tx_id, reason, "intent lost its nonce to external use");
     }
@@ -143,4 +159,40 @@ pub(crate) async fn run(
         protect_reason,
         receipts: mined.len() + consumed_by_others.len(),
     })
+}
+
+/// Re-broadcasts the identical bytes of accepted intents that have waited
+/// `resubmit_interval` without a receipt (dropped from a pool, lost by a
+/// node). Claim first, then send: a racing node finds nothing to claim.
+async fn rebroadcast_due(ctx: &SubmitterContext, lease: &LeaseGuard) -> Result<(), CycleError> {
+    let settings = ctx.settings();
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "claim_rebroadcast").await?;
+    let due = pipeline::claim_due_rebroadcasts(&mut ftx, settings.batch_size.max(1) as usize, settings.resubmit_interval).await?;
+    ftx.commit().await?;
+    if due.is_empty() {
+        return Ok(());
+    }
+    if !lease.is_locally_valid() {
+        return Err(CycleError::LeaseExpired);
+    }
+    let results = futures::future::join_all(due.iter().map(|a| ctx.chain.send_raw(&a.raw))).await;
+    for (attempt, result) in due.iter().zip(results) {
+        metrics::counter!(crate::metrics::RESUBMITS, "kind" => "rebroadcast").increment(1);
+        match result {
+            Ok(_) => tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, nonce = attempt.nonce, "re-broadcast"),
+            Err(err) => tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, error = %err, "re-broadcast answered"),
+        }
+    }
+    Ok(())
+}
+
+/// Whether the chain holds, at this intent's nonce, the bytes of another of
+/// our intents' attempts.
+async fn other_attempts_mined(ctx: &SubmitterContext, intent: &tracking::Unmined) -> Result<bool, CycleError> {
+    for hash in tracking::other_attempts_at_nonce(&ctx.pool, ctx.key, intent.nonce, intent.tx_id).await? {
+        if ctx.chain.receipt(hash).await?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

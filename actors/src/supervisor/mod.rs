@@ -22,7 +22,15 @@ use crate::{
     chain::ChainClient,
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::TxSigner,
-    submitter::{LeaseTiming, SubmitterContext, SubmitterHandle, SubmitterSettings},
+    submitter::{
+        Finality, LeaseTiming, Role, SubmitterContext, SubmitterHandle, SubmitterMsg,
+        SubmitterSettings,
+    },
+    tracker::{
+        CanonicalWindow, FinalityMsg, FinalityWorker, FinalityWorkerArgs, HeadMsg, HeadWatcher,
+        HeadWatcherArgs, ReceiptIndex, ReceiptMsg, ReceiptWorker, ReceiptWorkerArgs,
+        SubmitterRouter, TrackerProgress,
+    },
 };
 
 pub use actor::{Supervisor, SupervisorMsg};
@@ -48,8 +56,16 @@ pub struct EngineConfig {
     pub chain_id: u64,
     /// Lease timing.
     pub lease: LeaseTiming,
-    /// Chain check period of leaders.
+    /// Head polling period.
     pub poll_interval: Duration,
+    /// Leaders' slow sweep period (external nonces, missed receipts).
+    pub sweep_interval: Duration,
+    /// Receipt matcher workers.
+    pub receipt_workers: usize,
+    /// Finality workers.
+    pub finality_workers: usize,
+    /// Blocks of canonical history kept for reorg detection and finality.
+    pub window_blocks: usize,
     /// Period of the scan for unfinished work.
     pub discovery_interval: Duration,
     /// How long a create may wait for its commit.
@@ -113,6 +129,98 @@ impl EngineShared {
 pub struct Engine {
     shared: Arc<EngineShared>,
     supervisor: ActorRef<SupervisorMsg>,
+    tracker: Arc<TrackerRefs>,
+}
+
+/// The chain-following actors of this node.
+#[derive(Debug)]
+struct TrackerRefs {
+    progress: Arc<TrackerProgress>,
+    head: ActorRef<HeadMsg>,
+    receipts: Vec<ActorRef<ReceiptMsg>>,
+    finality: Vec<ActorRef<FinalityMsg>>,
+}
+
+impl TrackerRefs {
+    fn stop(&self) {
+        self.head.stop(None);
+        for worker in &self.receipts {
+            worker.stop(None);
+        }
+        for worker in &self.finality {
+            worker.stop(None);
+        }
+    }
+}
+
+async fn spawn_tracker(
+    shared: &Arc<EngineShared>,
+    chain: Arc<dyn ChainClient>,
+    index: Arc<ReceiptIndex>,
+) -> Result<TrackerRefs, ractor::SpawnErr> {
+    let config = &shared.config;
+    let router: Arc<dyn SubmitterRouter> = shared.clone();
+    let window = Arc::new(CanonicalWindow::new(config.window_blocks));
+    let progress = Arc::new(TrackerProgress::new(config.finality_workers));
+    let mut receipts = Vec::new();
+    for _ in 0..config.receipt_workers.max(1) {
+        let args = ReceiptWorkerArgs {
+            chain: chain.clone(),
+            index: index.clone(),
+            router: router.clone(),
+            retry_after: config.poll_interval,
+        };
+        receipts.push(Actor::spawn(None, ReceiptWorker, args).await?.0);
+    }
+    let slots = config.finality_workers.max(1);
+    let mut finality = Vec::new();
+    for slot in 0..slots {
+        let args = FinalityWorkerArgs {
+            chain: chain.clone(),
+            pool: shared.pool.clone(),
+            chain_id: config.chain_id,
+            window: window.clone(),
+            router: router.clone(),
+            slot,
+            slots,
+            progress: progress.clone(),
+        };
+        finality.push(Actor::spawn(None, FinalityWorker, args).await?.0);
+    }
+    let head_args = HeadWatcherArgs {
+        chain,
+        window,
+        receipt_workers: receipts.clone(),
+        finality_workers: finality.clone(),
+        poll_interval: config.poll_interval,
+        progress: progress.clone(),
+    };
+    let (head, _) = Actor::spawn(None, HeadWatcher, head_args).await?;
+    Ok(TrackerRefs {
+        progress,
+        head,
+        receipts,
+        finality,
+    })
+}
+
+impl SubmitterRouter for EngineShared {
+    fn deliver(&self, submitter: Address, msg: SubmitterMsg) -> bool {
+        self.handles
+            .get(&submitter)
+            .is_some_and(|handle| handle.send(msg))
+    }
+
+    fn led(&self) -> Vec<(Address, Finality)> {
+        self.handles
+            .iter()
+            .filter(|h| matches!(h.status().role(), Role::Leader | Role::Protected))
+            .filter_map(|h| {
+                let ctx = self.context(h.key())?;
+                Some((*h.key(), ctx.settings().finality))
+            })
+            .collect()
+    }
 }
 
 impl Engine {
@@ -123,6 +231,7 @@ impl Engine {
         chain: Arc<dyn ChainClient>,
         submitters: Vec<SubmitterSpec>,
     ) -> Result<Engine, ractor::SpawnErr> {
+        let index = Arc::new(ReceiptIndex::default());
         let contexts = submitters
             .into_iter()
             .map(|spec| {
@@ -134,7 +243,8 @@ impl Engine {
                     signer: spec.signer,
                     settings: std::sync::RwLock::new(spec.settings),
                     lease: config.lease,
-                    poll_interval: config.poll_interval,
+                    sweep_interval: config.sweep_interval,
+                    index: index.clone(),
                 };
                 (spec.address, Arc::new(ctx))
             })
@@ -149,7 +259,12 @@ impl Engine {
             removed: DashMap::new(),
         });
         let (supervisor, _) = Actor::spawn(None, Supervisor, shared.clone()).await?;
-        Ok(Engine { shared, supervisor })
+        let tracker = spawn_tracker(&shared, chain, index).await?;
+        Ok(Engine {
+            shared,
+            supervisor,
+            tracker: Arc::new(tracker),
+        })
     }
 
     /// Accepts a create for a configured submitter (any node, leader or not).
@@ -177,6 +292,11 @@ impl Engine {
         }
     }
 
+    /// How far the head watcher and the finality workers have got.
+    pub fn progress(&self) -> &TrackerProgress {
+        &self.tracker.progress
+    }
+
     /// Every submitter handle on this node.
     pub fn handles(&self) -> Vec<SubmitterHandle> {
         self.shared
@@ -191,6 +311,7 @@ impl Engine {
     /// last resort of a shutdown that timed out).
     pub fn kill(&self) {
         self.supervisor.kill();
+        self.tracker.stop();
         for handle in self.shared.handles.iter() {
             if let Some(actor) = handle.actor() {
                 actor.kill();
@@ -209,5 +330,6 @@ impl Engine {
             tracing::warn!(target: "txmgr::supervisor", error = %err, "supervisor shutdown incomplete");
         }
         self.supervisor.stop(None);
+        self.tracker.stop();
     }
 }

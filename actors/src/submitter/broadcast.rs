@@ -1,0 +1,96 @@
+//! Broadcasting attempts and recording the classified answers in one fenced
+//! commit (DESIGN.md section 8).
+
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+
+use super::{cycle::{CycleError, CycleMemory, CycleOutcome}, SubmitterContext};
+use crate::{chain::{classify_rpc_error, BroadcastClass, ChainError}, domain::TxState, store::{pipeline::{self, NewAttempt, PendingAttempt}, FencedTx, LeaseGuard}};
+
+/// Newly persisted attempts, in the shape the broadcaster takes.
+pub(crate) fn new_attempts_as_pending(attempts: &[NewAttempt]) -> Vec<PendingAttempt> {
+    attempts.iter().map(|a| PendingAttempt { tx_id: a.tx_id, nonce: a.nonce, state: TxState::Allocated, tx_hash: a.tx_hash, raw: a.raw.clone(), age: Duration::ZERO }).collect()
+}
+
+pub(crate) async fn broadcast(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+    attempts: Vec<PendingAttempt>,
+    outcome: &mut CycleOutcome,
+    memory: &mut CycleMemory,
+) -> Result<(), CycleError> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    // Never let bytes out on a lease this node may already have lost.
+    if !lease.is_locally_valid() {
+        return Err(CycleError::LeaseExpired);
+    }
+    let settings = ctx.settings();
+    let results = join_all(attempts.iter().map(|a| ctx.chain.send_raw(&a.raw))).await;
+    let mut accepted = Vec::new();
+    let mut retries = Vec::new();
+    let mut rejects = Vec::new();
+    for (attempt, result) in attempts.iter().zip(results) {
+        let class = match &result {
+            Ok(_) => BroadcastClass::Accepted,
+            Err(ChainError::Rpc { code, message }) => classify_rpc_error(Some(*code), message),
+            Err(ChainError::Transport(_)) => BroadcastClass::Transient,
+        };
+        metrics::counter!(crate::metrics::BROADCASTS, "result" => class.label()).increment(1);
+        let error = result
+            .as_ref()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let never_accepted = attempt.state == TxState::Allocated;
+        match class {
+            c if c.counts_as_accepted() => {
+                accepted.push((attempt.tx_id, attempt.tx_hash, c.label()))
+            }
+            BroadcastClass::NonceTooLow => {
+                outcome.sweep_now = true;
+                retries.push((attempt.tx_id, attempt.tx_hash, error));
+            }
+            c if c.is_definitive_refusal() && never_accepted => {
+                rejects.push((attempt.tx_id, error))
+            }
+            BroadcastClass::InsufficientFunds
+                if never_accepted && attempt.age >= settings.reject_after =>
+            {
+                rejects.push((
+                    attempt.tx_id,
+                    format!("never accepted within reject_after: {error}"),
+                ))
+            }
+            _ => {
+                if matches!(class, BroadcastClass::InsufficientFunds) {
+                    tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, "insufficient funds; will retry");
+                }
+                retries.push((attempt.tx_id, attempt.tx_hash, error))
+            }
+        }
+    }
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_broadcast").await?;
+    // Losing this record in a crash is harmless: recovery re-sends the
+    // identical (already persisted) bytes and the node answers "already
+    // known". So this commit need not wait for the WAL flush.
+    ftx.relax_durability().await?;
+    if !accepted.is_empty() {
+        pipeline::record_accepted(&mut ftx, &accepted, settings.resubmit_interval).await?;
+    }
+    if !retries.is_empty() {
+        pipeline::record_retry(&mut ftx, &retries, settings.retry_backoff).await?;
+        outcome.retry_in = Some(settings.retry_backoff);
+        memory.allocated_due_at = Some(Instant::now() + settings.retry_backoff);
+    }
+    for (tx_id, reason) in &rejects {
+        pipeline::reject(&mut ftx, *tx_id, reason).await?;
+    }
+    ftx.commit().await?;
+    for (tx_id, reason) in &rejects {
+        tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "broadcast refused definitively; nonce released");
+    }
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! The leader's side of tracking: it writes what the tracking pools found —
+//! receipts, finality, reorged-out receipts — under its fence, and keeps the
+//! receipt index in step with its attempts.
+
+use alloy::primitives::{Bytes, B256};
+use uuid::Uuid;
+
+use super::{cycle::CycleError, SubmitterContext};
+use crate::{
+    store::{
+        tracking::{self, MinedReceipt},
+        FencedTx, LeaseGuard,
+    },
+    tracker::Tracked,
+};
+
+/// Puts every open attempt of the submitter in the receipt index (new leader).
+pub(crate) async fn index_open_attempts(ctx: &SubmitterContext) -> Result<(), CycleError> {
+    for (tx_id, hash) in tracking::open_attempt_hashes(&ctx.pool, ctx.key).await? {
+        track(ctx, tx_id, hash);
+    }
+    Ok(())
+}
+
+/// Tracks one attempt hash.
+pub(crate) fn track(ctx: &SubmitterContext, tx_id: Uuid, hash: B256) {
+    ctx.index.insert(
+        hash,
+        Tracked {
+            submitter: ctx.key.address,
+            tx_id,
+        },
+    );
+}
+
+/// Records receipts found by the block matcher. Returns how many were new.
+pub(crate) async fn record_receipts(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+    found: &[(Uuid, MinedReceipt)],
+) -> Result<usize, CycleError> {
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_receipts").await?;
+    for (tx_id, receipt) in found {
+        tracking::record_receipt(&mut ftx, *tx_id, receipt).await?;
+    }
+    ftx.commit().await?;
+    Ok(found.len())
+}
+
+/// Makes intents CONFIRMED / FAILED_FINAL and stops tracking them.
+pub(crate) async fn finalize(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+    decided: &[(Uuid, bool)],
+) -> Result<usize, CycleError> {
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "finalize").await?;
+    let mut done = Vec::new();
+    for (tx_id, succeeded) in decided {
+        if tracking::finalize(&mut ftx, *tx_id, *succeeded).await? {
+            done.push((*tx_id, *succeeded));
+        }
+    }
+    ftx.commit().await?;
+    for (tx_id, succeeded) in &done {
+        ctx.index.remove_intent(*tx_id);
+        tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id,
+            state = if *succeeded { "CONFIRMED" } else { "FAILED_FINAL" }, "final");
+    }
+    Ok(done.len())
+}
+
+/// Clears receipts whose block was reorged out, back to TRACKING/`reorged`,
+/// and re-broadcasts the bytes that had been mined so they are included again.
+pub(crate) async fn reorged_out(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+    lost: &[(Uuid, B256)],
+) -> Result<(), CycleError> {
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "clear_reorged_receipt").await?;
+    let mut rebroadcast = Vec::new();
+    for (tx_id, block) in lost {
+        if let Some(raw) = tracking::clear_receipt(&mut ftx, *tx_id, *block).await? {
+            rebroadcast.push((*tx_id, Bytes::from(raw)));
+        }
+    }
+    ftx.commit().await?;
+    if !lease.is_locally_valid() {
+        return Err(CycleError::LeaseExpired);
+    }
+    for (tx_id, raw) in rebroadcast {
+        tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, "receipt reorged out; re-broadcasting");
+        // "already known" / "nonce too low" are fine: the block matcher and
+        // the sweep take it from here.
+        if let Err(err) = ctx.chain.send_raw(&raw).await {
+            tracing::debug!(target: "txmgr::submitter", %tx_id, error = %err, "re-broadcast after reorg answered");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! Pricing and signing a batch of allocated intents (no database access).
+
+use futures::future::join_all;
+use uuid::Uuid;
+
+use super::{fees, SubmitterContext};
+use crate::{
+    chain::{ChainError, FeeQuote},
+    domain::{AttemptKind, Intent},
+    store::pipeline::NewAttempt,
+};
+
+/// The result of signing a batch.
+#[derive(Debug, Default)]
+pub(crate) struct Signed {
+    /// Signed attempts, to persist before broadcast.
+    pub(crate) attempts: Vec<NewAttempt>,
+    /// Intents the signer definitively refused: rejected, nonce released.
+    pub(crate) refused: Vec<(Uuid, String)>,
+    /// Some could not be signed now (signer or RPC unavailable): they stay
+    /// ALLOCATED without an attempt and are signed again later.
+    pub(crate) transient_failure: bool,
+}
+
+impl Signed {
+    /// Puts the new attempts in the receipt index (after they are persisted,
+    /// before they are broadcast).
+    pub(crate) fn track(&self, ctx: &SubmitterContext) {
+        for attempt in &self.attempts {
+            super::follow::track(ctx, attempt.tx_id, attempt.tx_hash);
+        }
+    }
+}
+
+/// Prices and signs allocated intents concurrently. Intents without a gas
+/// limit (recovered after a crash) are estimated again.
+pub(crate) async fn sign_all(ctx: &SubmitterContext, prepared: &[(Uuid, u64, Intent)], quote: &FeeQuote) -> Signed {
+    let settings = ctx.settings();
+    let results = join_all(prepared.iter().map(|(tx_id, nonce, intent)| {
+        let fees = fees::price(intent, quote, &settings);
+        let settings = &settings;
+        async move {
+            let estimate = match intent.gas_limit {
+                Some(_) => None,
+                None => Some(ctx.chain.estimate_gas(ctx.key.address, intent).await?),
+            };
+            let gas = fees::gas_limit(intent, estimate, settings.gas_limit_margin);
+            let unsigned = fees::build(intent, ctx.key.chain_id, *nonce, gas, fees);
+            let result = ctx.signer.sign(unsigned).await;
+            Ok::<_, ChainError>((*tx_id, *nonce, gas, fees, result))
+        }
+    }))
+    .await;
+    let mut signed = Signed::default();
+    for result in results {
+        let (tx_id, nonce, gas_limit, fee, result) = match result {
+            Ok(parts) => parts,
+            Err(err) => {
+                tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, error = %err, "re-estimating gas failed");
+                signed.transient_failure = true;
+                continue;
+            }
+        };
+        match result {
+            Ok(raw) => {
+                let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = match fee {
+                    fees::Fees::Eip1559 { max_fee, priority } => (Some(max_fee), Some(priority), None),
+                    fees::Fees::Legacy { gas_price } => (None, None, Some(gas_price)),
+                };
+                signed.attempts.push(NewAttempt {
+                    tx_id,
+                    nonce,
+                    tx_hash: raw.hash,
+                    raw: raw.raw,
+                    max_fee_per_gas,
+                    max_priority_fee_per_gas,
+                    gas_price,
+                    gas_limit,
+                    kind: AttemptKind::Original,
+                });
+            }
+            Err(err) if err.is_transient() => {
+                tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, error = %err, "signer unavailable");
+                signed.transient_failure = true;
+            }
+            Err(err) => signed.refused.push((tx_id, format!("signer refused: {err}"))),
+        }
+    }
+    signed
+}

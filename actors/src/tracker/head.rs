@@ -1,0 +1,171 @@
+//! The HeadWatcher: follows the head by polling, fetches each new block once,
+//! keeps the canonical window, detects reorgs by parent-hash mismatch, finds
+//! the fork point, and catches up over gaps without skipping blocks.
+
+use std::{sync::Arc, time::Duration};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+use super::{CanonicalWindow, FinalityMsg, ReceiptMsg};
+use crate::{
+    chain::{BlockSummary, ChainClient, ChainError},
+    metrics::REORGS,
+};
+
+/// Blocks fetched per tick at most, so a long catch-up stays responsive.
+const MAX_BLOCKS_PER_TICK: u64 = 256;
+
+/// Messages of the head watcher.
+#[derive(Debug)]
+pub enum HeadMsg {
+    /// Timer: look for new blocks.
+    Tick,
+}
+
+/// The actor.
+#[derive(Debug, Default)]
+pub struct HeadWatcher;
+
+/// What it starts with.
+#[derive(Debug)]
+pub struct HeadWatcherArgs {
+    /// The chain.
+    pub chain: Arc<dyn ChainClient>,
+    /// The window it keeps (shared with finality workers).
+    pub window: Arc<CanonicalWindow>,
+    /// Receipt workers; block n goes to worker n mod len.
+    pub receipt_workers: Vec<ActorRef<ReceiptMsg>>,
+    /// Finality workers; every head and reorg goes to each.
+    pub finality_workers: Vec<ActorRef<FinalityMsg>>,
+    /// Poll period.
+    pub poll_interval: Duration,
+    /// Where progress is published.
+    pub progress: Arc<super::TrackerProgress>,
+}
+
+/// Its state.
+#[derive(Debug)]
+pub struct HeadState {
+    args: HeadWatcherArgs,
+    /// The next height to fetch (None until the first head is seen).
+    next: Option<u64>,
+}
+
+impl Actor for HeadWatcher {
+    type Msg = HeadMsg;
+    type State = HeadState;
+    type Arguments = HeadWatcherArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<HeadMsg>,
+        args: HeadWatcherArgs,
+    ) -> Result<HeadState, ActorProcessingErr> {
+        myself.send_message(HeadMsg::Tick)?;
+        Ok(HeadState { args, next: None })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<HeadMsg>,
+        _msg: HeadMsg,
+        state: &mut HeadState,
+    ) -> Result<(), ActorProcessingErr> {
+        let delay = match follow(state).await {
+            Ok(true) => Duration::ZERO,
+            Ok(false) => state.args.poll_interval,
+            Err(err) => {
+                tracing::warn!(target: "txmgr::head", error = %err, "following the head failed; retrying");
+                state.args.poll_interval
+            }
+        };
+        myself.send_after(delay, || HeadMsg::Tick);
+        Ok(())
+    }
+}
+
+/// Processes new blocks; true when still behind the head.
+async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {
+    let args = &state.args;
+    let head = args.chain.block_number().await?;
+    // Start at the current head: earlier receipts are found by the leaders'
+    // sweep on acquisition, not by replaying history.
+    let mut next = state.next.unwrap_or(head);
+    // Caught up: a reorg that keeps the height (e.g. anvil_reorg) shows only
+    // as a changed hash at the tip.
+    if next == head + 1 {
+        if let (Some(seen), Some(block)) =
+            (args.window.hash_at(head), args.chain.block(head).await?)
+        {
+            if seen != block.hash {
+                next = reorg(args).await? + 1;
+            }
+        }
+    }
+    let stop = head.min(next.saturating_add(MAX_BLOCKS_PER_TICK - 1));
+    let mut processed = None;
+    while next <= stop {
+        let Some(block) = args.chain.block(next).await? else {
+            break;
+        };
+        if let Some((tip, tip_hash)) = args.window.tip() {
+            if tip + 1 == block.number && tip_hash != block.parent_hash {
+                next = reorg(args).await? + 1;
+                continue;
+            }
+        }
+        accept(args, block);
+        processed = Some(next);
+        next += 1;
+    }
+    state.next = Some(next);
+    if let Some(number) = processed {
+        args.progress.set_head(number);
+    }
+    // Every tick, new block or not: a receipt recorded after its block's
+    // head was processed must not wait for the next block to become final.
+    if let Some((number, _)) = args.window.tip() {
+        for worker in &args.finality_workers {
+            let _ = worker.send_message(FinalityMsg::Head { number });
+        }
+    }
+    Ok(next <= head)
+}
+
+/// Handles a detected reorg: finds the fork point, forgets the orphaned
+/// blocks and tells the finality workers. Returns the fork point.
+async fn reorg(args: &HeadWatcherArgs) -> Result<u64, ChainError> {
+    let fork = find_fork(args).await?;
+    args.window.truncate_above(fork);
+    metrics::counter!(REORGS).increment(1);
+    tracing::warn!(target: "txmgr::head", fork, "reorg detected; blocks above the fork are orphaned");
+    for worker in &args.finality_workers {
+        let _ = worker.send_message(FinalityMsg::Reorg { fork });
+    }
+    Ok(fork)
+}
+
+fn accept(args: &HeadWatcherArgs, block: BlockSummary) {
+    args.window.push(block.number, block.hash);
+    if !args.receipt_workers.is_empty() && !block.tx_hashes.is_empty() {
+        let worker =
+            &args.receipt_workers[(block.number % args.receipt_workers.len() as u64) as usize];
+        let _ = worker.send_message(ReceiptMsg::Block(block));
+    }
+}
+
+/// Walks the window back until its hash agrees with the chain: that height
+/// is the fork point. A reorg deeper than the window forks below it.
+async fn find_fork(args: &HeadWatcherArgs) -> Result<u64, ChainError> {
+    for (number, hash) in args.window.heights_newest_first() {
+        if let Some(canonical) = args.chain.block(number).await? {
+            if canonical.hash == hash {
+                return Ok(number);
+            }
+        }
+    }
+    let below = args.window.oldest().map_or(0, |n| n.saturating_sub(1));
+    args.window.clear();
+    tracing::error!(target: "txmgr::head", fork = below, "reorg deeper than the canonical window");
+    Ok(below)
+}
