@@ -37,7 +37,10 @@ async fn completions(db: &TestDb, request_id: &str) -> Vec<String> {
 
 /// Waits until every finality worker has processed `head`.
 async fn processed(node: &TestNode, head: u64) {
-    wait_until(Duration::from_secs(30), || async { node.engine.progress().finality_head() >= head }).await;
+    wait_until(Duration::from_secs(30), || async {
+        node.engine.progress().finality_head() >= head
+    })
+    .await;
 }
 
 async fn create(node: &TestNode, body: serde_json::Value) {
@@ -49,23 +52,50 @@ async fn create(node: &TestNode, body: serde_json::Value) {
 async fn an_intent_is_confirmed_after_exactly_n_blocks_with_one_completion_row() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start_with(&["--no-mining"]).await;
-    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "finality = { confirmations = 3 }")).await;
-    create(&node, json!({"submitter": DEV, "to": TO, "value": "9", "request_id": "c"})).await;
-    wait_until(Duration::from_secs(30), || async { state(&db, "c").await == "TRACKING" }).await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "finality = { confirmations = 3 }",
+    ))
+    .await;
+    create(
+        &node,
+        json!({"submitter": DEV, "to": TO, "value": "9", "request_id": "c"}),
+    )
+    .await;
+    wait_until(Duration::from_secs(30), || async {
+        state(&db, "c").await == "TRACKING"
+    })
+    .await;
 
     anvil.mine().await;
     let mined_in = anvil.block_number().await;
     // Blocks mined_in (1 confirmation) and mined_in + 1 (2): not final yet.
     for extra in 0..2 {
         processed(&node, mined_in + extra).await;
-        assert_eq!(state(&db, "c").await, "TRACKING", "final too early at {} confirmations", extra + 1);
+        assert_eq!(
+            state(&db, "c").await,
+            "TRACKING",
+            "final too early at {} confirmations",
+            extra + 1
+        );
         anvil.mine().await;
     }
     // Block mined_in + 2 is the third confirmation.
     processed(&node, mined_in + 2).await;
-    wait_until(Duration::from_secs(10), || async { state(&db, "c").await == "CONFIRMED" }).await;
+    wait_until(Duration::from_secs(10), || async {
+        state(&db, "c").await == "CONFIRMED"
+    })
+    .await;
     assert_eq!(completions(&db, "c").await, vec!["CONFIRMED"]);
-    let (status, body) = node.request("GET", "/v1/transactions?submitter=0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266&request_id=c", None).await;
+    let (status, body) = node
+        .request(
+            "GET",
+            "/v1/transactions?submitter=0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266&request_id=c",
+            None,
+        )
+        .await;
     assert_eq!(status, 200);
     assert_eq!(body["receipt"]["block_number"], mined_in);
     assert!(body["confirmed_at"].is_string());
@@ -77,11 +107,27 @@ async fn an_intent_is_confirmed_after_exactly_n_blocks_with_one_completion_row()
 async fn a_reverted_call_ends_failed_final_with_its_nonce_consumed() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start().await;
-    anvil.rpc("anvil_setCode", json!([REVERTER, "0x60006000fd"])).await;
-    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "finality = { confirmations = 1 }")).await;
+    anvil
+        .rpc("anvil_setCode", json!([REVERTER, "0x60006000fd"]))
+        .await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "finality = { confirmations = 1 }",
+    ))
+    .await;
     // A fixed gas limit skips estimation, so the revert happens on chain.
-    create(&node, json!({"submitter": DEV, "to": REVERTER, "gas_limit": 60000, "request_id": "r"})).await;
-    create(&node, json!({"submitter": DEV, "to": TO, "value": "1", "request_id": "ok"})).await;
+    create(
+        &node,
+        json!({"submitter": DEV, "to": REVERTER, "gas_limit": 60000, "request_id": "r"}),
+    )
+    .await;
+    create(
+        &node,
+        json!({"submitter": DEV, "to": TO, "value": "1", "request_id": "ok"}),
+    )
+    .await;
     wait_until(Duration::from_secs(30), || async {
         state(&db, "r").await == "FAILED_FINAL" && state(&db, "ok").await == "CONFIRMED"
     })
@@ -97,20 +143,43 @@ async fn finalized_mode_waits_for_the_chains_finalized_block() {
     let db = TestDb::migrated().await;
     // Two slots per epoch: anvil's finalized block trails the head by a few blocks.
     let anvil = Anvil::start_with(&["--no-mining", "--slots-in-an-epoch", "2"]).await;
-    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "finality = \"finalized\"")).await;
-    create(&node, json!({"submitter": DEV, "to": TO, "value": "2", "request_id": "f"})).await;
-    wait_until(Duration::from_secs(30), || async { state(&db, "f").await == "TRACKING" }).await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "finality = \"finalized\"",
+    ))
+    .await;
+    create(
+        &node,
+        json!({"submitter": DEV, "to": TO, "value": "2", "request_id": "f"}),
+    )
+    .await;
+    wait_until(Duration::from_secs(30), || async {
+        state(&db, "f").await == "TRACKING"
+    })
+    .await;
     anvil.mine().await;
     let mined_in = anvil.block_number().await;
     for _ in 0..20 {
         let head = anvil.block_number().await;
         processed(&node, head).await;
-        let finalized = parse_quantity(&anvil.rpc("eth_getBlockByNumber", json!(["finalized", false])).await["number"]);
+        let finalized = parse_quantity(
+            &anvil
+                .rpc("eth_getBlockByNumber", json!(["finalized", false]))
+                .await["number"],
+        );
         let now = state(&db, "f").await;
         if finalized < mined_in {
-            assert_eq!(now, "TRACKING", "confirmed before the finalized block ({finalized}) reached {mined_in}");
+            assert_eq!(
+                now, "TRACKING",
+                "confirmed before the finalized block ({finalized}) reached {mined_in}"
+            );
         } else {
-            wait_until(Duration::from_secs(10), || async { state(&db, "f").await == "CONFIRMED" }).await;
+            wait_until(Duration::from_secs(10), || async {
+                state(&db, "f").await == "CONFIRMED"
+            })
+            .await;
             assert_eq!(completions(&db, "f").await, vec!["CONFIRMED"]);
             node.stop().await;
             return;
@@ -133,9 +202,22 @@ async fn a_receipt_for_an_older_attempt_is_attributed_to_the_intent() {
     };
     let db = TestDb::migrated().await;
     let anvil = Anvil::start_with(&["--no-mining"]).await;
-    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "finality = { confirmations = 1 }")).await;
-    create(&node, json!({"submitter": DEV, "to": TO, "value": "4", "request_id": "o"})).await;
-    wait_until(Duration::from_secs(30), || async { state(&db, "o").await == "TRACKING" }).await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "finality = { confirmations = 1 }",
+    ))
+    .await;
+    create(
+        &node,
+        json!({"submitter": DEV, "to": TO, "value": "4", "request_id": "o"}),
+    )
+    .await;
+    wait_until(Duration::from_secs(30), || async {
+        state(&db, "o").await == "TRACKING"
+    })
+    .await;
     let (tx_id, first_hash): (uuid::Uuid, String) =
         sqlx::query_as("SELECT tx_id, tx_hash FROM managed_tx WHERE request_id = 'o'")
             .fetch_one(&db.pool)
@@ -176,7 +258,10 @@ async fn a_receipt_for_an_older_attempt_is_attributed_to_the_intent() {
         .expect("latest attempt");
 
     anvil.mine().await;
-    wait_until(Duration::from_secs(30), || async { state(&db, "o").await == "CONFIRMED" }).await;
+    wait_until(Duration::from_secs(30), || async {
+        state(&db, "o").await == "CONFIRMED"
+    })
+    .await;
     let (mined, latest): (String, String) =
         sqlx::query_as("SELECT mined_tx_hash, tx_hash FROM managed_tx WHERE tx_id = $1")
             .bind(tx_id)

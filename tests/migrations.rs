@@ -58,6 +58,7 @@ async fn migrations_apply_to_an_empty_database_and_are_idempotent() {
         tables,
         [
             "managed_tx",
+            "ops_audit",
             "submitter_lease",
             "submitter_nonce_cursor",
             "tx_attempt",

@@ -29,7 +29,9 @@ async fn count(db: &TestDb, sql: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces() {
     let db = TestDb::migrated().await;
-    let anvil = Anvil::start().await;
+    // Interval mining: anvil's automine can strand a burst of same-sender
+    // transactions in its queue (a pool race of anvil's, not a chain rule).
+    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
     let node = TestNode::start(&config_toml(
         &db.url,
         &anvil.rpc_url(),
@@ -53,6 +55,17 @@ async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces() {
         "one signature each"
     );
 
+    // Twelve more blocks: everything is past the default 12 confirmations.
+    anvil.mine_blocks(12).await;
+    common::wait_until(Duration::from_secs(30), || async {
+        count(
+            &db,
+            "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
+        )
+        .await
+            == 200
+    })
+    .await;
     let (status, body) = node
         .request(
             "GET",
@@ -63,8 +76,7 @@ async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces() {
     assert_eq!(status, 200);
     assert_eq!(
         (body["state"].as_str(), body["nonce"].as_i64()),
-        (Some("CONFIRMED"), Some(0)),
-        "199 blocks on top: past the default 12 confirmations"
+        (Some("CONFIRMED"), Some(0))
     );
     assert!(body["confirmed_at"].is_string(), "{body}");
     assert_eq!(body["receipt"]["status"], 1);
@@ -125,14 +137,14 @@ async fn an_idempotency_conflict_answers_409_and_consumes_no_nonce() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn strict_mode_never_has_more_than_one_in_flight_and_leaves_no_gap() {
     let db = TestDb::migrated().await;
-    // Blocks every 500ms, so each intent waits in flight a while.
+    // A block a second, so each intent waits in flight a while.
     let anvil = Anvil::start_with(&["--block-time", "1"]).await;
-    // Until finality exists (receipts issue), strict mode advances after "mined".
+    // Strict mode: the next nonce only after the previous intent is final.
     let node = TestNode::start(&config_toml(
         &db.url,
         &anvil.rpc_url(),
         "n1",
-        "max_in_flight = 1\nadvance_after = \"mined\"",
+        "max_in_flight = 1\nadvance_after = \"confirmed\"\nfinality = { confirmations = 2 }",
     ))
     .await;
     for i in 0..5 {
@@ -146,14 +158,14 @@ async fn strict_mode_never_has_more_than_one_in_flight_and_leaves_no_gap() {
         let mut max_seen = 0i64;
         loop {
             let in_flight: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM managed_tx WHERE state IN ('ALLOCATED', 'TRACKING') AND receipt IS NULL",
+                "SELECT count(*) FROM managed_tx WHERE state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
             )
             .fetch_one(&pool)
             .await
             .unwrap_or(0);
             max_seen = max_seen.max(in_flight);
             let mined: i64 =
-                sqlx::query_scalar("SELECT count(*) FROM managed_tx WHERE receipt IS NOT NULL")
+                sqlx::query_scalar("SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'")
                     .fetch_one(&pool)
                     .await
                     .unwrap_or(0);
@@ -165,7 +177,7 @@ async fn strict_mode_never_has_more_than_one_in_flight_and_leaves_no_gap() {
     });
     let max_seen = tokio::time::timeout(Duration::from_secs(60), watcher)
         .await
-        .expect("all five mined in time")
+        .expect("all five confirmed in time")
         .expect("watcher");
     assert_eq!(max_seen, 1, "strict mode had {max_seen} in flight at once");
     invariants::check(&db.pool, &anvil, DEV, 0).await;
@@ -175,7 +187,9 @@ async fn strict_mode_never_has_more_than_one_in_flight_and_leaves_no_gap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_ingress_queue_answers_429_and_loses_nothing_accepted() {
     let db = TestDb::migrated().await;
-    let anvil = Anvil::start().await;
+    // Interval mining: anvil's automine can strand a burst of same-sender
+    // transactions in its queue (a pool race of anvil's, not a chain rule).
+    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
     let node = TestNode::start(&config_toml(
         &db.url,
         &anvil.rpc_url(),

@@ -24,7 +24,9 @@ fn transfer(request_id: String) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thousand_creates_across_four_nodes_get_unique_contiguous_nonces() {
     let db = TestDb::migrated().await;
-    let anvil = Anvil::start().await;
+    // Interval mining: anvil's automine can strand a burst of same-sender
+    // transactions in its queue (a pool race of anvil's, not a chain rule).
+    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
     let mut nodes = Vec::new();
     for id in ["n1", "n2", "n3", "n4"] {
         nodes.push(

@@ -66,6 +66,14 @@ async fn protect_stops_the_submitter_and_refuses_creates_with_423() {
         reason.is_some()
     })
     .await;
+    // The actor publishes PROTECT to its handle right after the commit.
+    wait_until(Duration::from_secs(10), || async {
+        node.engine
+            .handles()
+            .iter()
+            .all(|h| h.status().protect_reason().is_some())
+    })
+    .await;
     let (status, body) = node
         .request("POST", "/v1/transactions", Some(transfer("after")))
         .await;

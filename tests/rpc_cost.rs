@@ -24,8 +24,10 @@ async fn calls_while_following(tracked: usize) -> BTreeMap<&'static str, usize> 
     let anvil = Anvil::start_with(&["--no-mining"]).await;
     let extra = "max_in_flight = 2000\nbatch_size = 500\nresubmit_interval = \"1h\"";
     // No slow sweep during the measurement: only per-block work is counted.
-    let toml = config_toml(&db.url, &anvil.rpc_url(), "n1", extra)
-        .replace("stale_receipt_timeout = \"1s\"", "stale_receipt_timeout = \"1h\"");
+    let toml = config_toml(&db.url, &anvil.rpc_url(), "n1", extra).replace(
+        "stale_receipt_timeout = \"1s\"",
+        "stale_receipt_timeout = \"1h\"",
+    );
     let counter = std::sync::Mutex::new(None);
     let node = TestNode::start_with(&toml, |chain| {
         let wrapped = FaultyChain::new(chain, SendFault::None);
@@ -53,12 +55,18 @@ async fn calls_while_following(tracked: usize) -> BTreeMap<&'static str, usize> 
     // Tracked but never mined: empty blocks follow.
     anvil.rpc("anvil_dropAllTransactions", json!([])).await;
     let start = anvil.block_number().await;
-    wait_until(Duration::from_secs(30), || async { node.engine.progress().finality_head() >= start }).await;
+    wait_until(Duration::from_secs(30), || async {
+        node.engine.progress().finality_head() >= start
+    })
+    .await;
 
     let before = counter.calls();
     for i in 1..=BLOCKS {
         anvil.mine().await;
-        wait_until(Duration::from_secs(30), || async { node.engine.progress().finality_head() >= start + i }).await;
+        wait_until(Duration::from_secs(30), || async {
+            node.engine.progress().finality_head() >= start + i
+        })
+        .await;
     }
     let after = counter.calls();
     node.stop().await;
@@ -84,6 +92,9 @@ async fn rpc_calls_per_block_do_not_grow_with_tracked_intents() {
             .iter()
             .filter(|(m, _)| !matches!(**m, "eth_blockNumber" | "eth_getBlockByNumber"))
             .collect();
-        assert!(others.is_empty(), "{tracked} tracked: per-intent calls while following empty blocks: {others:?}");
+        assert!(
+            others.is_empty(),
+            "{tracked} tracked: per-intent calls while following empty blocks: {others:?}"
+        );
     }
 }

@@ -27,7 +27,10 @@ pub struct FeeCache {
 
 impl fmt::Debug for FeeCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FeeCache").field("inner", &self.inner).field("ttl", &self.ttl).finish()
+        f.debug_struct("FeeCache")
+            .field("inner", &self.inner)
+            .field("ttl", &self.ttl)
+            .finish()
     }
 }
 
@@ -77,7 +80,10 @@ impl ChainClient for FeeCache {
     async fn block(&self, number: u64) -> Result<Option<BlockSummary>, ChainError> {
         self.inner.block(number).await
     }
-    async fn block_receipts(&self, hash: B256) -> Result<Option<Vec<TransactionReceipt>>, ChainError> {
+    async fn block_receipts(
+        &self,
+        hash: B256,
+    ) -> Result<Option<Vec<TransactionReceipt>>, ChainError> {
         self.inner.block_receipts(hash).await
     }
     async fn tagged_block_number(&self, tag: FinalityTag) -> Result<Option<u64>, ChainError> {

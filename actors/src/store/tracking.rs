@@ -239,6 +239,9 @@ pub async fn other_attempts_at_nonce(
     .await?;
     hashes
         .iter()
-        .map(|h| h.parse().map_err(|e| StoreError::Corrupt(format!("hash {h}: {e}"))))
+        .map(|h| {
+            h.parse()
+                .map_err(|e| StoreError::Corrupt(format!("hash {h}: {e}")))
+        })
         .collect()
 }

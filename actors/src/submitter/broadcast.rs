@@ -3,14 +3,32 @@
 
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
-
-use super::{cycle::{CycleError, CycleMemory, CycleOutcome}, SubmitterContext};
-use crate::{chain::{classify_rpc_error, BroadcastClass, ChainError}, domain::TxState, store::{pipeline::{self, NewAttempt, PendingAttempt}, FencedTx, LeaseGuard}};
+use super::{
+    cycle::{CycleError, CycleMemory, CycleOutcome},
+    SubmitterContext,
+};
+use crate::{
+    chain::{classify_rpc_error, BroadcastClass, ChainError},
+    domain::TxState,
+    store::{
+        pipeline::{self, NewAttempt, PendingAttempt},
+        FencedTx, LeaseGuard,
+    },
+};
 
 /// Newly persisted attempts, in the shape the broadcaster takes.
 pub(crate) fn new_attempts_as_pending(attempts: &[NewAttempt]) -> Vec<PendingAttempt> {
-    attempts.iter().map(|a| PendingAttempt { tx_id: a.tx_id, nonce: a.nonce, state: TxState::Allocated, tx_hash: a.tx_hash, raw: a.raw.clone(), age: Duration::ZERO }).collect()
+    attempts
+        .iter()
+        .map(|a| PendingAttempt {
+            tx_id: a.tx_id,
+            nonce: a.nonce,
+            state: TxState::Allocated,
+            tx_hash: a.tx_hash,
+            raw: a.raw.clone(),
+            age: Duration::ZERO,
+        })
+        .collect()
 }
 
 pub(crate) async fn broadcast(
@@ -28,7 +46,15 @@ pub(crate) async fn broadcast(
         return Err(CycleError::LeaseExpired);
     }
     let settings = ctx.settings();
-    let results = join_all(attempts.iter().map(|a| ctx.chain.send_raw(&a.raw))).await;
+    let mut attempts = attempts;
+    attempts.sort_by_key(|a| a.nonce);
+    // In nonce order, one at a time: nodes that forbid nonce gaps refuse a
+    // later nonce that arrives first, and anvil's pool can strand
+    // concurrently arriving out-of-order nonces in its queue for good.
+    let mut results = Vec::with_capacity(attempts.len());
+    for attempt in &attempts {
+        results.push(ctx.chain.send_raw(&attempt.raw).await);
+    }
     let mut accepted = Vec::new();
     let mut retries = Vec::new();
     let mut rejects = Vec::new();

@@ -110,7 +110,10 @@ pub(crate) async fn run(
             memory.allocated_due_at = Some(Instant::now());
         }
     }
-    if memory.allocated_due_at.is_some_and(|due| due <= Instant::now()) {
+    if memory
+        .allocated_due_at
+        .is_some_and(|due| due <= Instant::now())
+    {
         memory.allocated_due_at = None;
         let due = pipeline::load_due_allocated(&ctx.pool, ctx.key, batch).await?;
         if !due.is_empty() {
@@ -121,9 +124,14 @@ pub(crate) async fn run(
         return Ok(outcome);
     }
 
-    let queued =
-        pipeline::load_queued_within(&ctx.pool, ctx.key, batch, settings.max_in_flight, settings.hold_slot_until_final)
-            .await?;
+    let queued = pipeline::load_queued_within(
+        &ctx.pool,
+        ctx.key,
+        batch,
+        settings.max_in_flight,
+        settings.hold_slot_until_final,
+    )
+    .await?;
     if queued.is_empty() {
         return Ok(outcome);
     }
@@ -143,7 +151,11 @@ pub(crate) async fn run(
         match estimate {
             Ok(estimate) => {
                 let mut intent = queued.intent;
-                intent.gas_limit = Some(fees::gas_limit(&intent, Some(estimate), settings.gas_limit_margin));
+                intent.gas_limit = Some(fees::gas_limit(
+                    &intent,
+                    Some(estimate),
+                    settings.gas_limit_margin,
+                ));
                 ready.push((queued.tx_id, intent));
             }
             Err(err) if err.is_revert() => {
@@ -168,10 +180,17 @@ pub(crate) async fn run(
         pipeline::reject(&mut ftx, *tx_id, reason).await?;
     }
     let nonces = nonce_cursor::allocate(&mut ftx, ready.len()).await?;
-    let assignments: Vec<(Uuid, u64)> = ready.iter().zip(&nonces).map(|((id, _), n)| (*id, *n)).collect();
+    let assignments: Vec<(Uuid, u64)> = ready
+        .iter()
+        .zip(&nonces)
+        .map(|((id, _), n)| (*id, *n))
+        .collect();
     pipeline::assign_nonces(&mut ftx, &assignments).await?;
-    let prepared: Vec<(Uuid, u64, Intent)> =
-        ready.into_iter().zip(nonces).map(|((id, intent), nonce)| (id, nonce, intent)).collect();
+    let prepared: Vec<(Uuid, u64, Intent)> = ready
+        .into_iter()
+        .zip(nonces)
+        .map(|((id, intent), nonce)| (id, nonce, intent))
+        .collect();
     let signed = sign_all(ctx, &prepared, &quote).await;
     persist(&mut ftx, &signed).await?;
     ftx.commit().await?;
@@ -184,7 +203,14 @@ pub(crate) async fn run(
         memory.recover_unsigned = true;
         outcome.retry_in = Some(settings.retry_backoff);
     }
-    broadcast(ctx, lease, new_attempts_as_pending(&signed.attempts), &mut outcome, memory).await?;
+    broadcast(
+        ctx,
+        lease,
+        new_attempts_as_pending(&signed.attempts),
+        &mut outcome,
+        memory,
+    )
+    .await?;
     Ok(outcome)
 }
 

@@ -34,7 +34,11 @@ impl Signed {
 
 /// Prices and signs allocated intents concurrently. Intents without a gas
 /// limit (recovered after a crash) are estimated again.
-pub(crate) async fn sign_all(ctx: &SubmitterContext, prepared: &[(Uuid, u64, Intent)], quote: &FeeQuote) -> Signed {
+pub(crate) async fn sign_all(
+    ctx: &SubmitterContext,
+    prepared: &[(Uuid, u64, Intent)],
+    quote: &FeeQuote,
+) -> Signed {
     let settings = ctx.settings();
     let results = join_all(prepared.iter().map(|(tx_id, nonce, intent)| {
         let fees = fees::price(intent, quote, &settings);
@@ -64,7 +68,9 @@ pub(crate) async fn sign_all(ctx: &SubmitterContext, prepared: &[(Uuid, u64, Int
         match result {
             Ok(raw) => {
                 let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = match fee {
-                    fees::Fees::Eip1559 { max_fee, priority } => (Some(max_fee), Some(priority), None),
+                    fees::Fees::Eip1559 { max_fee, priority } => {
+                        (Some(max_fee), Some(priority), None)
+                    }
                     fees::Fees::Legacy { gas_price } => (None, None, Some(gas_price)),
                 };
                 signed.attempts.push(NewAttempt {
@@ -83,7 +89,9 @@ pub(crate) async fn sign_all(ctx: &SubmitterContext, prepared: &[(Uuid, u64, Int
                 tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, error = %err, "signer unavailable");
                 signed.transient_failure = true;
             }
-            Err(err) => signed.refused.push((tx_id, format!("signer refused: {err}"))),
+            Err(err) => signed
+                .refused
+                .push((tx_id, format!("signer refused: {err}"))),
         }
     }
     signed

@@ -167,7 +167,12 @@ pub(crate) async fn run(
 async fn rebroadcast_due(ctx: &SubmitterContext, lease: &LeaseGuard) -> Result<(), CycleError> {
     let settings = ctx.settings();
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "claim_rebroadcast").await?;
-    let due = pipeline::claim_due_rebroadcasts(&mut ftx, settings.batch_size.max(1) as usize, settings.resubmit_interval).await?;
+    let due = pipeline::claim_due_rebroadcasts(
+        &mut ftx,
+        settings.batch_size.max(1) as usize,
+        settings.resubmit_interval,
+    )
+    .await?;
     ftx.commit().await?;
     if due.is_empty() {
         return Ok(());
@@ -179,8 +184,12 @@ async fn rebroadcast_due(ctx: &SubmitterContext, lease: &LeaseGuard) -> Result<(
     for (attempt, result) in due.iter().zip(results) {
         metrics::counter!(crate::metrics::RESUBMITS, "kind" => "rebroadcast").increment(1);
         match result {
-            Ok(_) => tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, nonce = attempt.nonce, "re-broadcast"),
-            Err(err) => tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, error = %err, "re-broadcast answered"),
+            Ok(_) => {
+                tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, nonce = attempt.nonce, "re-broadcast")
+            }
+            Err(err) => {
+                tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, error = %err, "re-broadcast answered")
+            }
         }
     }
     Ok(())
@@ -188,8 +197,13 @@ async fn rebroadcast_due(ctx: &SubmitterContext, lease: &LeaseGuard) -> Result<(
 
 /// Whether the chain holds, at this intent's nonce, the bytes of another of
 /// our intents' attempts.
-async fn other_attempts_mined(ctx: &SubmitterContext, intent: &tracking::Unmined) -> Result<bool, CycleError> {
-    for hash in tracking::other_attempts_at_nonce(&ctx.pool, ctx.key, intent.nonce, intent.tx_id).await? {
+async fn other_attempts_mined(
+    ctx: &SubmitterContext,
+    intent: &tracking::Unmined,
+) -> Result<bool, CycleError> {
+    for hash in
+        tracking::other_attempts_at_nonce(&ctx.pool, ctx.key, intent.nonce, intent.tx_id).await?
+    {
         if ctx.chain.receipt(hash).await?.is_some() {
             return Ok(true);
         }

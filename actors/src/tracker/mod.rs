@@ -42,7 +42,9 @@ impl TrackerProgress {
     pub fn new(finality_workers: usize) -> Self {
         Self {
             head: Default::default(),
-            finality: (0..finality_workers.max(1)).map(|_| Default::default()).collect(),
+            finality: (0..finality_workers.max(1))
+                .map(|_| Default::default())
+                .collect(),
         }
     }
 
@@ -61,7 +63,8 @@ impl TrackerProgress {
     }
 
     pub(crate) fn set_head(&self, number: u64) {
-        self.head.store(number, std::sync::atomic::Ordering::Release);
+        self.head
+            .store(number, std::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn set_finality(&self, slot: usize, number: u64) {
