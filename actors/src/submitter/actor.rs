@@ -346,17 +346,20 @@ async fn on_work(
     myself: &ActorRef<SubmitterMsg>,
     state: &mut SubmitterState,
 ) -> Result<(), ActorProcessingErr> {
-    let Some(lease) = state.lease.clone() else {
+    let Some(mut lease) = state.lease.clone() else {
         return Ok(());
     };
-    match cycle::run(
+    let result = cycle::run(
         &state.ctx,
-        &lease,
+        &mut lease,
         state.protect_reason.is_some(),
         &mut state.memory,
     )
-    .await
-    {
+    .await;
+    // The cycle may have renewed the lease in line (same token).
+    state.lease = Some(lease);
+    state.set_role();
+    match result {
         Ok(outcome) => {
             if outcome.sweep_now {
                 rearm(

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     cycle::{CycleError, CycleMemory, CycleOutcome},
+    lease_keep::renew_if_due,
     SubmitterContext,
 };
 use crate::{
@@ -33,7 +34,7 @@ pub(crate) fn new_attempts_as_pending(attempts: &[NewAttempt]) -> Vec<PendingAtt
 
 pub(crate) async fn broadcast(
     ctx: &SubmitterContext,
-    lease: &LeaseGuard,
+    lease: &mut LeaseGuard,
     attempts: Vec<PendingAttempt>,
     outcome: &mut CycleOutcome,
     memory: &mut CycleMemory,
@@ -53,6 +54,11 @@ pub(crate) async fn broadcast(
     // concurrently arriving out-of-order nonces in its queue for good.
     let mut results = Vec::with_capacity(attempts.len());
     for attempt in &attempts {
+        // Long batches: keep the lease renewed, and never send on a lapsed one.
+        renew_if_due(ctx, lease).await?;
+        if !lease.is_locally_valid() {
+            return Err(CycleError::LeaseExpired);
+        }
         results.push(ctx.chain.send_raw(&attempt.raw).await);
     }
     let mut accepted = Vec::new();

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::{
     broadcast::{broadcast, new_attempts_as_pending},
     fees,
+    lease_keep::renew_if_due,
     signing::{sign_all, Signed},
     SubmitterContext,
 };
@@ -42,12 +43,16 @@ pub(crate) enum CycleError {
     /// The local lease deadline passed: renew before acting.
     #[error("lease deadline passed; renew first")]
     LeaseExpired,
+    /// Renewing in line found the lease gone or its token changed: stop.
+    #[error("lease lost while working")]
+    LeaseLost,
 }
 
 impl CycleError {
     /// The lease is lost: the actor must stop.
     pub(crate) fn is_fenced(&self) -> bool {
-        matches!(self, CycleError::Store(e) if e.is_fenced())
+        matches!(self, CycleError::LeaseLost)
+            || matches!(self, CycleError::Store(e) if e.is_fenced())
     }
 }
 
@@ -85,7 +90,7 @@ impl CycleMemory {
 /// Runs one cycle as leader.
 pub(crate) async fn run(
     ctx: &SubmitterContext,
-    lease: &LeaseGuard,
+    lease: &mut LeaseGuard,
     protected: bool,
     memory: &mut CycleMemory,
 ) -> Result<CycleOutcome, CycleError> {
@@ -103,6 +108,7 @@ pub(crate) async fn run(
             let quote = ctx.chain.fees().await?;
             let signed = sign_all(ctx, &unsigned, &quote).await;
             memory.recover_unsigned |= signed.transient_failure;
+            renew_if_due(ctx, lease).await?;
             let mut ftx = FencedTx::begin(&ctx.pool, lease, "persist_attempts").await?;
             persist(&mut ftx, &signed).await?;
             ftx.commit().await?;
@@ -175,6 +181,7 @@ pub(crate) async fn run(
     // One fenced transaction: nonces, signatures, attempts. Signing happens
     // inside it (local signing takes microseconds); nothing leaves the process
     // before the commit.
+    renew_if_due(ctx, lease).await?;
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "allocate_and_persist").await?;
     for (tx_id, reason) in &rejected {
         pipeline::reject(&mut ftx, *tx_id, reason).await?;

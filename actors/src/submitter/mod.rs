@@ -14,6 +14,7 @@ mod cycle;
 mod fees;
 mod follow;
 mod handle;
+mod lease_keep;
 mod settings;
 mod signing;
 mod status;
