@@ -197,6 +197,15 @@ async fn metrics_public_readyz_and_chain_down() {
         )
         .await;
     assert_eq!(status, 400);
+    // RPC counters come from the engine's own work, which runs after the
+    // create was answered: wait for the first one to be recorded.
+    common::wait_until(std::time::Duration::from_secs(10), || async {
+        raw(&node, None, "GET", "/metrics")
+            .await
+            .2
+            .contains("txmgr_rpc_calls_total")
+    })
+    .await;
     let (status, _, text) = raw(&node, None, "GET", "/metrics").await;
     assert_eq!(status, 200);
     assert!(
