@@ -98,6 +98,7 @@ async fn an_intent_is_confirmed_after_exactly_n_blocks_with_one_completion_row()
         .await;
     assert_eq!(status, 200);
     assert_eq!(body["receipt"]["block_number"], mined_in);
+    assert_eq!(body["confirmations"], 3, "{body}");
     assert!(body["confirmed_at"].is_string());
     invariants::check(&db.pool, &anvil, DEV, 0).await;
     node.stop().await;

@@ -145,6 +145,7 @@ async fn queued_intent_reads_back_with_the_api_shape() {
         keys,
         [
             "attempts",
+            "confirmations",
             "confirmed_at",
             "created_at",
             "data",

@@ -120,6 +120,7 @@ pub async fn start_engine(
             clock_skew: config.lease.clock_skew_allowance,
         },
         poll_interval: config.chain.poll_interval,
+        ws_url: config.chain.ws_url.clone(),
         sweep_interval: config.chain.stale_receipt_timeout,
         receipt_workers: config.chain.receipt_workers as usize,
         finality_workers: config.chain.finality_workers as usize,

@@ -124,7 +124,17 @@ pub(crate) async fn get_one(
             return Err(ApiError::NotFound(format!("no transaction {tx_id}")));
         }
     }
-    Ok(Json(view))
+    Ok(Json(view.with_head(chain_head(&state))))
+}
+
+/// The newest block this node's head watcher has processed, if it runs.
+fn chain_head(state: &AppState) -> Option<u64> {
+    state
+        .ops
+        .engine
+        .as_ref()
+        .map(|engine| engine.progress().head())
+        .filter(|head| *head > 0)
 }
 
 /// Query parameters of `GET /v1/transactions`, checked by hand so that each
@@ -222,14 +232,15 @@ pub(crate) async fn query(
             .ok_or_else(|| {
                 ApiError::NotFound(format!("no transaction with request_id {request_id:?}"))
             })?;
-        return Ok(Json(view).into_response());
+        return Ok(Json(view.with_head(chain_head(&state))).into_response());
     }
 
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     let (items, next) =
         tx_query::list(&state.pool, submitter, query.state, limit, query.after).await?;
+    let head = chain_head(&state);
     Ok(Json(Page {
-        items,
+        items: items.into_iter().map(|view| view.with_head(head)).collect(),
         next: next.map(|cursor| cursor.to_string()),
     })
     .into_response())

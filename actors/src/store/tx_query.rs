@@ -45,6 +45,9 @@ pub struct TxView {
     pub last_error: Option<String>,
     /// The receipt of the mined attempt, once there is one.
     pub receipt: Option<ReceiptView>,
+    /// Blocks on top of the receipt's block, itself included, by the head
+    /// this node has seen; `null` without a receipt or a known head.
+    pub confirmations: Option<u64>,
     /// When the intent was accepted.
     pub created_at: DateTime<Utc>,
     /// When the row last changed.
@@ -175,10 +178,24 @@ impl TxRow {
             attempts: self.attempts,
             last_error: self.last_error,
             receipt,
+            confirmations: None,
             created_at: self.created_at,
             updated_at: self.updated_at,
             confirmed_at: self.confirmed_at,
         })
+    }
+}
+
+impl TxView {
+    /// Fills `confirmations` from the chain head this node has processed.
+    pub fn with_head(mut self, head: Option<u64>) -> Self {
+        self.confirmations = match (&self.receipt, head) {
+            (Some(receipt), Some(head)) if head >= receipt.block_number => {
+                Some(head - receipt.block_number + 1)
+            }
+            _ => None,
+        };
+        self
     }
 }
 

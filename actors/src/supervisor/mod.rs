@@ -58,6 +58,8 @@ pub struct EngineConfig {
     pub lease: LeaseTiming,
     /// Head polling period.
     pub poll_interval: Duration,
+    /// Optional WebSocket endpoint for `newHeads`.
+    pub ws_url: Option<String>,
     /// Leaders' slow sweep period (external nonces, missed receipts).
     pub sweep_interval: Duration,
     /// Receipt matcher workers.
@@ -194,6 +196,7 @@ async fn spawn_tracker(
         finality_workers: finality.clone(),
         poll_interval: config.poll_interval,
         progress: progress.clone(),
+        ws_url: config.ws_url.clone(),
     };
     let (head, _) = Actor::spawn(None, HeadWatcher, head_args).await?;
     Ok(TrackerRefs {

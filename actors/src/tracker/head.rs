@@ -2,9 +2,18 @@
 //! keeps the canonical window, detects reorgs by parent-hash mismatch, finds
 //! the fork point, and catches up over gaps without skipping blocks.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
+use alloy::providers::{Provider, ProviderBuilder, WsConnect};
+use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::task::JoinHandle;
 
 use super::{CanonicalWindow, FinalityMsg, ReceiptMsg};
 use crate::{
@@ -41,6 +50,9 @@ pub struct HeadWatcherArgs {
     pub poll_interval: Duration,
     /// Where progress is published.
     pub progress: Arc<super::TrackerProgress>,
+    /// WebSocket endpoint: `newHeads` notifications wake the watcher at once
+    /// and polling slows to a fallback while the subscription is up.
+    pub ws_url: Option<String>,
 }
 
 /// Its state.
@@ -49,7 +61,17 @@ pub struct HeadState {
     args: HeadWatcherArgs,
     /// The next height to fetch (None until the first head is seen).
     next: Option<u64>,
+    /// The pending poll timer (re-armed, never duplicated).
+    timer: Option<JoinHandle<Result<(), ractor::MessagingErr<HeadMsg>>>>,
+    /// The WebSocket subscription task, when `ws_url` is set.
+    subscription: Option<JoinHandle<()>>,
+    /// True while the subscription delivers heads.
+    ws_up: Arc<AtomicBool>,
 }
+
+/// While `newHeads` arrive over WebSocket, polling only guards against a
+/// silently dead subscription.
+const WS_POLL_FACTOR: u32 = 10;
 
 impl Actor for HeadWatcher {
     type Msg = HeadMsg;
@@ -62,7 +84,32 @@ impl Actor for HeadWatcher {
         args: HeadWatcherArgs,
     ) -> Result<HeadState, ActorProcessingErr> {
         myself.send_message(HeadMsg::Tick)?;
-        Ok(HeadState { args, next: None })
+        let ws_up = Arc::new(AtomicBool::new(false));
+        let subscription = args
+            .ws_url
+            .clone()
+            .map(|url| tokio::spawn(subscribe_new_heads(url, myself.clone(), ws_up.clone())));
+        Ok(HeadState {
+            args,
+            next: None,
+            timer: None,
+            subscription,
+            ws_up,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<HeadMsg>,
+        state: &mut HeadState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(task) = state.subscription.take() {
+            task.abort();
+        }
+        if let Some(timer) = state.timer.take() {
+            timer.abort();
+        }
+        Ok(())
     }
 
     async fn handle(
@@ -71,18 +118,65 @@ impl Actor for HeadWatcher {
         _msg: HeadMsg,
         state: &mut HeadState,
     ) -> Result<(), ActorProcessingErr> {
+        let idle = if state.ws_up.load(Ordering::Relaxed) {
+            state.args.poll_interval * WS_POLL_FACTOR
+        } else {
+            state.args.poll_interval
+        };
         let delay = match follow(state).await {
             Ok(true) => Duration::ZERO,
-            Ok(false) => state.args.poll_interval,
+            Ok(false) => idle,
             Err(err) => {
                 tracing::warn!(target: "txmgr::head", error = %err, "following the head failed; retrying");
                 state.args.poll_interval
             }
         };
-        myself.send_after(delay, || HeadMsg::Tick);
+        if let Some(old) = state
+            .timer
+            .replace(myself.send_after(delay, || HeadMsg::Tick))
+        {
+            old.abort();
+        }
         Ok(())
     }
 }
+
+/// Keeps a `newHeads` subscription open (reconnecting after failures) and
+/// wakes the watcher on every head; the blocks themselves are still fetched
+/// once each over HTTP by [`follow`].
+async fn subscribe_new_heads(url: String, watcher: ActorRef<HeadMsg>, up: Arc<AtomicBool>) {
+    loop {
+        match ProviderBuilder::new()
+            .connect_ws(WsConnect::new(url.clone()))
+            .await
+        {
+            Ok(provider) => match provider.subscribe_blocks().await {
+                Ok(subscription) => {
+                    up.store(true, Ordering::Relaxed);
+                    tracing::info!(target: "txmgr::head", "following newHeads over WebSocket");
+                    let mut heads = subscription.into_stream();
+                    while heads.next().await.is_some() {
+                        if watcher.send_message(HeadMsg::Tick).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(target: "txmgr::head", error = %err, "newHeads subscription failed")
+                }
+            },
+            Err(err) => {
+                tracing::warn!(target: "txmgr::head", error = %err, "WebSocket connection failed")
+            }
+        }
+        up.store(false, Ordering::Relaxed);
+        tracing::warn!(target: "txmgr::head", "WebSocket heads lost; polling until reconnected");
+        tokio::time::sleep(WS_RECONNECT).await;
+    }
+}
+
+/// Wait before reconnecting a lost WebSocket.
+const WS_RECONNECT: Duration = Duration::from_secs(1);
 
 /// Processes new blocks; true when still behind the head.
 async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {
