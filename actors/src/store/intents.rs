@@ -23,16 +23,16 @@ type ExistingRow = (Uuid, Vec<u8>, String);
 /// settle on the `(chain_id, submitter, request_id)` unique index, never on an
 /// error. Sends one `NOTIFY txmgr_work` per submitter that got new rows.
 pub async fn insert_queued(pool: &PgPool, batch: &[NewIntent]) -> StoreResult<Vec<CreateOutcome>> {
-    insert_queued_notifying(pool, batch, true).await
+    insert_queued_quiet(pool, batch, &[]).await
 }
 
-/// [`insert_queued`], sending `NOTIFY txmgr_work` only when `notify`: the
-/// caller skips it when this node's own actor leads the submitter and is
-/// woken directly (NOTIFY takes a cluster-wide lock at commit).
-pub async fn insert_queued_notifying(
+/// [`insert_queued`] without `NOTIFY txmgr_work` for the `quiet` submitters:
+/// the caller wakes those itself because this node's own actor leads them
+/// (NOTIFY takes a cluster-wide lock at commit).
+pub async fn insert_queued_quiet(
     pool: &PgPool,
     batch: &[NewIntent],
-    notify: bool,
+    quiet: &[SubmitterKey],
 ) -> StoreResult<Vec<CreateOutcome>> {
     if batch.is_empty() {
         return Ok(Vec::new());
@@ -138,9 +138,7 @@ pub async fn insert_queued_notifying(
             outcomes.push(CreateOutcome::Conflict { tx_id: *tx_id });
         }
     }
-    if !notify {
-        notified.clear();
-    }
+    notified.retain(|key| !quiet.contains(key));
     for submitter in notified {
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(WORK_CHANNEL)

@@ -16,19 +16,14 @@ use std::{
 };
 
 use ractor::ActorRef;
-use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::{
     actor::SubmitterMsg,
-    status::{Role, SubmitterStatus},
+    ingress::{IngressItem, IngressWriter},
+    status::SubmitterStatus,
 };
-use crate::{
-    domain::{CreateError, CreateOutcome, NewIntent, SubmitterKey},
-    store::intents,
-};
-
-type Reply = oneshot::Sender<Result<CreateOutcome, CreateError>>;
+use crate::domain::{CreateError, CreateOutcome, NewIntent, SubmitterKey};
 
 /// Suggested client back-off when the ingress queue is full.
 pub const OVERLOADED_RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -42,7 +37,8 @@ pub struct SubmitterHandle {
 #[derive(Debug)]
 struct HandleInner {
     key: SubmitterKey,
-    ingress: mpsc::Sender<(NewIntent, Reply)>,
+    ingress: IngressWriter,
+    ingress_capacity: usize,
     ingress_depth: AtomicUsize,
     mailbox_depth: AtomicUsize,
     work_queued: AtomicBool,
@@ -53,19 +49,19 @@ struct HandleInner {
 }
 
 impl SubmitterHandle {
-    /// Creates the handle and starts its ingress writer.
+    /// Creates the handle; its creates go through the node's `ingress`
+    /// writer, at most `capacity` of them waiting at once.
     pub fn new(
         key: SubmitterKey,
-        pool: PgPool,
+        ingress: IngressWriter,
         capacity: usize,
-        batch: usize,
         create_timeout: Duration,
     ) -> Self {
-        let (sender, receiver) = mpsc::channel(capacity.max(1));
-        let handle = SubmitterHandle {
+        SubmitterHandle {
             inner: Arc::new(HandleInner {
                 key,
-                ingress: sender,
+                ingress,
+                ingress_capacity: capacity.max(1),
                 ingress_depth: AtomicUsize::new(0),
                 mailbox_depth: AtomicUsize::new(0),
                 work_queued: AtomicBool::new(false),
@@ -74,14 +70,11 @@ impl SubmitterHandle {
                 status: SubmitterStatus::default(),
                 create_timeout,
             }),
-        };
-        tokio::spawn(ingress_writer(
-            Arc::downgrade(&handle.inner),
-            receiver,
-            pool,
-            batch.max(1),
-        ));
-        handle
+        }
+    }
+
+    pub(crate) fn ingress_counter(&self) -> &AtomicUsize {
+        &self.inner.ingress_depth
     }
 
     /// The submitter.
@@ -119,18 +112,21 @@ impl SubmitterHandle {
             return Err(CreateError::Protected(reason));
         }
         let (reply, answer) = oneshot::channel();
-        match self.inner.ingress.try_send((intent, reply)) {
-            Ok(()) => {
-                self.inner.ingress_depth.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                return Err(CreateError::Overloaded {
-                    retry_after: OVERLOADED_RETRY_AFTER,
-                })
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                return Err(CreateError::Unavailable("ingress writer stopped".into()))
-            }
+        // Bound the queue before anything is queued: a full queue answers at once.
+        if self.inner.ingress_depth.fetch_add(1, Ordering::Relaxed) >= self.inner.ingress_capacity {
+            self.ingress_taken();
+            return Err(CreateError::Overloaded {
+                retry_after: OVERLOADED_RETRY_AFTER,
+            });
+        }
+        let item = IngressItem {
+            intent,
+            reply,
+            handle: self.clone(),
+        };
+        if !self.inner.ingress.submit(item) {
+            self.ingress_taken();
+            return Err(CreateError::Unavailable("ingress writer stopped".into()));
         }
         match tokio::time::timeout(self.inner.create_timeout, answer).await {
             Ok(Ok(result)) => result,
@@ -178,47 +174,6 @@ impl SubmitterHandle {
         self.inner.mailbox_depth.fetch_sub(1, Ordering::Relaxed);
         if matches!(msg, SubmitterMsg::Work) {
             self.inner.work_queued.store(false, Ordering::Release);
-        }
-    }
-}
-
-async fn ingress_writer(
-    handle: std::sync::Weak<HandleInner>,
-    mut receiver: mpsc::Receiver<(NewIntent, Reply)>,
-    pool: PgPool,
-    batch: usize,
-) {
-    let mut buffer = Vec::with_capacity(batch);
-    while receiver.recv_many(&mut buffer, batch).await > 0 {
-        let (intents, replies): (Vec<NewIntent>, Vec<Reply>) = buffer.drain(..).unzip();
-        let Some(inner) = handle.upgrade() else {
-            return;
-        };
-        // Our own leader is woken below; other nodes' leaders need the NOTIFY.
-        let local_leader = matches!(inner.status.role(), Role::Leader);
-        let result = intents::insert_queued_notifying(&pool, &intents, !local_leader).await;
-        inner
-            .ingress_depth
-            .fetch_sub(replies.len(), Ordering::Relaxed);
-        match result {
-            Ok(outcomes) => {
-                let created = outcomes
-                    .iter()
-                    .any(|o| matches!(o, CreateOutcome::Created(_)));
-                for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                    let _ = reply.send(Ok(outcome));
-                }
-                if created {
-                    SubmitterHandle { inner }.wake();
-                }
-            }
-            Err(err) => {
-                tracing::error!(target: "txmgr::ingress", submitter = %inner.key, error = %err, "persisting creates failed");
-                for reply in replies {
-                    let _ =
-                        reply.send(Err(CreateError::Unavailable("database unavailable".into())));
-                }
-            }
         }
     }
 }

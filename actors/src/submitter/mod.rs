@@ -14,6 +14,7 @@ mod cycle;
 mod fees;
 mod follow;
 mod handle;
+mod ingress;
 mod lease_keep;
 mod settings;
 mod signing;
@@ -31,6 +32,7 @@ use crate::{chain::ChainClient, domain::SubmitterKey, signer::TxSigner, tracker:
 
 pub use actor::{SubmitterActor, SubmitterArgs, SubmitterMsg};
 pub use handle::{SubmitterHandle, OVERLOADED_RETRY_AFTER};
+pub use ingress::IngressWriter;
 pub use settings::{Finality, SubmitterSettings};
 pub use status::{Role, SubmitterStatus};
 

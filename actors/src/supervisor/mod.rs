@@ -23,8 +23,8 @@ use crate::{
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::TxSigner,
     submitter::{
-        Finality, LeaseTiming, Role, SubmitterContext, SubmitterHandle, SubmitterMsg,
-        SubmitterSettings,
+        Finality, IngressWriter, LeaseTiming, Role, SubmitterContext, SubmitterHandle,
+        SubmitterMsg, SubmitterSettings,
     },
     tracker::{
         CanonicalWindow, FinalityMsg, FinalityWorker, FinalityWorkerArgs, HeadMsg, HeadWatcher,
@@ -91,7 +91,12 @@ pub struct EngineShared {
     index: Arc<ReceiptIndex>,
     /// Submitters removed from the configuration, draining until idle.
     removed: DashMap<Address, ()>,
+    /// The node-wide writer of QUEUED creates (group commit across submitters).
+    ingress: IngressWriter,
 }
+
+/// Creates persisted per ingress transaction at most.
+const INGRESS_MAX_BATCH: usize = 1000;
 
 impl EngineShared {
     /// The context of a configured submitter.
@@ -115,9 +120,8 @@ impl EngineShared {
                 .or_insert_with(|| {
                     SubmitterHandle::new(
                         ctx.key,
-                        self.pool.clone(),
+                        self.ingress.clone(),
                         settings.ingress_capacity as usize,
-                        settings.batch_size as usize,
                         self.config.create_timeout,
                     )
                 })
@@ -252,8 +256,10 @@ impl Engine {
                 (spec.address, Arc::new(ctx))
             })
             .collect();
+        let ingress = IngressWriter::start(pool.clone(), INGRESS_MAX_BATCH);
         let shared = Arc::new(EngineShared {
             config,
+            ingress,
             pool,
             contexts: std::sync::RwLock::new(contexts),
             handles: DashMap::new(),
