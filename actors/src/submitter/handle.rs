@@ -1,11 +1,12 @@
 //! The SubmitterHandle: what the HTTP edge talks to for one submitter.
 //!
-//! Creates are bounded *before* anything is queued: the handle owns a bounded
-//! ingress queue drained by one writer task that persists batches in one
-//! transaction (group commit), answers each caller after the commit, and then
-//! wakes the local actor. A full queue answers `Overloaded` at once instead of
-//! growing memory. Inserting QUEUED rows is not a critical write, so every
-//! node accepts creates the same way, leader or not.
+//! Creates are bounded *before* anything is queued: each handle admits at
+//! most `ingress_capacity` creates waiting to be persisted and answers
+//! `Overloaded` at once beyond that, instead of growing memory. Admitted
+//! creates go to the node's ingress writer (`ingress.rs`), which persists
+//! creates of all submitters in one transaction per batch, answers each caller
+//! after the commit and wakes the local actor. Inserting QUEUED rows is not a
+//! critical write, so every node accepts creates the same way, leader or not.
 
 use std::{
     sync::{
