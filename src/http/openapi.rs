@@ -206,59 +206,59 @@ mod operations {
         params(("Idempotency-Key" = Option<String>, Header, description = "same as request_id")),
         responses((status = 202, description = "accepted", body = CreatedDoc),
             (status = 200, description = "replay", body = CreatedDoc),
-            (status = 400, body = ErrorDoc), (status = 401, body = ErrorDoc), (status = 403, body = ErrorDoc),
-            (status = 409, body = ErrorDoc), (status = 422, body = ErrorDoc), (status = 423, body = ErrorDoc),
-            (status = 429, body = ErrorDoc), (status = 503, body = ErrorDoc)))]
+            (status = 400, description = "invalid_request", body = ErrorDoc), (status = 401, description = "unauthorized", body = ErrorDoc), (status = 403, description = "forbidden", body = ErrorDoc),
+            (status = 409, description = "conflict", body = ErrorDoc), (status = 422, description = "unknown_submitter", body = ErrorDoc), (status = 423, description = "submitter_protected", body = ErrorDoc),
+            (status = 429, description = "overloaded", body = ErrorDoc), (status = 503, description = "unavailable", body = ErrorDoc)))]
     fn create_transaction() {}
 
     #[utoipa::path(get, path = "/v1/transactions", tag = "transactions",
         params(("submitter" = String, Query), ("request_id" = Option<String>, Query),
             ("state" = Option<String>, Query), ("limit" = Option<u32>, Query), ("after" = Option<String>, Query)),
         responses((status = 200, description = "one (with request_id) or a page", body = TxPageDoc),
-            (status = 400, body = ErrorDoc), (status = 403, body = ErrorDoc), (status = 404, body = ErrorDoc)))]
+            (status = 400, description = "invalid_request", body = ErrorDoc), (status = 403, description = "forbidden", body = ErrorDoc), (status = 404, description = "not_found", body = ErrorDoc)))]
     fn list_transactions() {}
 
     #[utoipa::path(get, path = "/v1/transactions/{tx_id}", tag = "transactions",
         params(("tx_id" = String, Path)),
-        responses((status = 200, body = TxDoc), (status = 404, body = ErrorDoc)))]
+        responses((status = 200, description = "ok", body = TxDoc), (status = 404, description = "not_found", body = ErrorDoc)))]
     fn get_transaction() {}
 
     #[utoipa::path(get, path = "/v1/completions", tag = "transactions",
         params(("after" = Option<String>, Query), ("limit" = Option<u32>, Query),
             ("wait" = Option<String>, Query, description = "long poll, e.g. 30s")),
-        responses((status = 200, body = CompletionPageDoc), (status = 400, body = ErrorDoc)))]
+        responses((status = 200, description = "ok", body = CompletionPageDoc), (status = 400, description = "invalid_request", body = ErrorDoc)))]
     fn completions() {}
 
     #[utoipa::path(get, path = "/v1/ops/actors", tag = "ops",
-        responses((status = 200, body = ActorsView), (status = 401, body = ErrorDoc), (status = 403, body = ErrorDoc)))]
+        responses((status = 200, description = "ok", body = ActorsView), (status = 401, description = "unauthorized", body = ErrorDoc), (status = 403, description = "forbidden", body = ErrorDoc)))]
     fn ops_actors() {}
 
     #[utoipa::path(get, path = "/v1/ops/cluster", tag = "ops",
-        responses((status = 200, body = ClusterView), (status = 403, body = ErrorDoc)))]
+        responses((status = 200, description = "ok", body = ClusterView), (status = 403, description = "forbidden", body = ErrorDoc)))]
     fn ops_cluster() {}
 
     #[utoipa::path(post, path = "/v1/ops/submitters/{address}/restart", tag = "ops",
         params(("address" = String, Path)),
-        responses((status = 200, body = ActionView), (status = 422, body = ErrorDoc)))]
+        responses((status = 200, description = "ok", body = ActionView), (status = 422, description = "unknown_submitter", body = ErrorDoc)))]
     fn ops_restart() {}
 
     #[utoipa::path(post, path = "/v1/ops/submitters/{address}/unprotect", tag = "ops",
         params(("address" = String, Path)), request_body = UnprotectBody,
-        responses((status = 200, body = ActionView), (status = 409, description = "not_leader", body = ErrorDoc)))]
+        responses((status = 200, description = "ok", body = ActionView), (status = 409, description = "not_leader", body = ErrorDoc)))]
     fn ops_unprotect() {}
 
     #[utoipa::path(post, path = "/v1/ops/reload", tag = "ops",
-        responses((status = 200, body = ReloadReport), (status = 400, description = "invalid_config", body = ErrorDoc)))]
+        responses((status = 200, description = "ok", body = ReloadReport), (status = 400, description = "invalid_config", body = ErrorDoc)))]
     fn ops_reload() {}
 
     #[utoipa::path(get, path = "/v1/openapi.json", tag = "meta", responses((status = 200, description = "this document")))]
     fn openapi_doc() {}
 
-    #[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, body = HealthView)))]
+    #[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, description = "ok", body = HealthView)))]
     fn healthz() {}
 
     #[utoipa::path(get, path = "/readyz", tag = "meta",
-        responses((status = 200, body = HealthView), (status = 503, body = HealthView)))]
+        responses((status = 200, description = "ok", body = HealthView), (status = 503, description = "unavailable", body = HealthView)))]
     fn readyz() {}
 
     #[utoipa::path(get, path = "/metrics", tag = "meta",
