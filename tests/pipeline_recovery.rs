@@ -135,7 +135,7 @@ async fn intents_allocated_but_never_signed_are_signed_again_with_the_same_nonce
         .await
         .expect("fenced");
     nonce_cursor::init(&mut ftx, 0).await.expect("cursor");
-    let queued = pipeline::load_queued(&db.pool, submitter, 3)
+    let queued = pipeline::load_queued_within(&db.pool, submitter, 3, 1000, false)
         .await
         .expect("queued");
     let nonces = nonce_cursor::allocate(&mut ftx, queued.len())

@@ -31,32 +31,6 @@ fn nonce_of(n: i64) -> StoreResult<u64> {
     u64::try_from(n).map_err(corrupt)
 }
 
-/// The oldest `limit` QUEUED intents, in acceptance order.
-pub async fn load_queued(
-    pool: &PgPool,
-    key: SubmitterKey,
-    limit: usize,
-) -> StoreResult<Vec<QueuedTx>> {
-    let rows: Vec<(Uuid, serde_json::Value)> = sqlx::query_as(
-        "SELECT tx_id, intent FROM managed_tx
-          WHERE chain_id = $1 AND submitter = $2 AND state = 'QUEUED'
-          ORDER BY ingress_seq LIMIT $3",
-    )
-    .bind(key.chain_id_db())
-    .bind(key.address_hex())
-    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-    .fetch_all(pool)
-    .await?;
-    rows.into_iter()
-        .map(|(tx_id, intent)| {
-            Ok(QueuedTx {
-                tx_id,
-                intent: serde_json::from_value(intent).map_err(corrupt)?,
-            })
-        })
-        .collect()
-}
-
 /// The oldest QUEUED intents that fit the free in-flight slots, in one
 /// round trip: at most `batch`, and at most `max_in_flight` minus the intents
 /// occupying a slot (ALLOCATED, STUCK, and TRACKING — with a receipt only
@@ -93,27 +67,6 @@ pub async fn load_queued_within(
             })
         })
         .collect()
-}
-
-/// Intents occupying an in-flight slot: ALLOCATED, STUCK, and TRACKING —
-/// those with a receipt only when `count_mined` (strict mode counts until final).
-pub async fn in_flight_count(
-    pool: &PgPool,
-    key: SubmitterKey,
-    count_mined: bool,
-) -> StoreResult<u64> {
-    let count: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM managed_tx
-          WHERE chain_id = $1 AND submitter = $2
-            AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-            AND ($3 OR receipt IS NULL)",
-    )
-    .bind(key.chain_id_db())
-    .bind(key.address_hex())
-    .bind(count_mined)
-    .fetch_one(pool)
-    .await?;
-    nonce_of(count)
 }
 
 /// REJECTED: the intent never used a nonce on chain. When it held one (no
