@@ -39,11 +39,15 @@ pub enum SubmitterMsg {
 }
 
 impl SubmitterMsg {
-    /// Sent through [`SubmitterHandle::send`], so counted in the mailbox depth.
+    /// Sent through [`SubmitterHandle::send`], so counted in the mailbox
+    /// depth (timers and the supervisor's `Drain` call go straight to the actor).
     pub(crate) fn is_counted(&self) -> bool {
         !matches!(
             self,
-            SubmitterMsg::WorkTimer | SubmitterMsg::LeaseTick | SubmitterMsg::SweepTick
+            SubmitterMsg::WorkTimer
+                | SubmitterMsg::LeaseTick
+                | SubmitterMsg::SweepTick
+                | SubmitterMsg::Drain(_)
         )
     }
 }

@@ -172,7 +172,11 @@ impl SubmitterHandle {
 
     /// Called by the actor when it takes a message out of its mailbox.
     pub(crate) fn message_taken(&self, msg: &SubmitterMsg) {
-        self.inner.mailbox_depth.fetch_sub(1, Ordering::Relaxed);
+        // Saturating: a message that bypassed the handle must not wrap the count.
+        let _ = self
+            .inner
+            .mailbox_depth
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| d.checked_sub(1));
         if matches!(msg, SubmitterMsg::Work) {
             self.inner.work_queued.store(false, Ordering::Release);
         }
