@@ -528,11 +528,15 @@ async fn cursors_round_trip_through_the_api() {
         ids.push(complete(&db.pool, CHAIN, Some(&format!("r-{i}"))).await);
         complete(&db.pool, OTHER_CHAIN, None).await;
     }
-    let first = eventually(SERVED_WITHIN, POLL_INTERVAL, || async {
-        let (_, body) = get(&app, "/v1/completions?limit=2").await;
-        (items(&body).len() == 2).then_some(body)
+    // The feed serves a row only once no older transaction anywhere on the
+    // server is still running (other tests' included): wait until all three
+    // are served; from then on every read below is stable.
+    eventually(SERVED_WITHIN, POLL_INTERVAL, || async {
+        let (_, body) = get(&app, "/v1/completions?limit=100").await;
+        (items(&body).len() == 3).then_some(())
     })
     .await;
+    let (_, first) = get(&app, "/v1/completions?limit=2").await;
     let page = items(&first);
     assert_eq!(page[0]["tx_id"], ids[0].to_string());
     assert_eq!(page[1]["tx_id"], ids[1].to_string());
