@@ -27,8 +27,20 @@ pub const REORGS_BEYOND_FINALITY: &str = "txmgr_reorgs_beyond_finality_total";
 /// Counter: receipt lookups, label `method` = `block_receipts` | `by_hash`.
 pub const RECEIPT_CHECKS: &str = "txmgr_receipt_checks_total";
 
-/// Counter: re-broadcasts and fee bumps, label `kind` = `rebroadcast` | `bump`.
+/// Counter: resubmits, label `kind` = `rebroadcast` | `bump` | `cancel`.
 pub const RESUBMITS: &str = "txmgr_resubmits_total";
+
+/// Counter: intents that became STUCK, label `reason` = `stuck_after` |
+/// `max_resubmits` | `nonce_consumed_externally`.
+pub const STUCK: &str = "txmgr_stuck_total";
+
+/// Gauge: 1 while a submitter's lowest unmined nonce is STUCK (every later
+/// nonce waits behind it on chain), label `submitter` (bounded by config).
+pub const HEAD_OF_LINE_BLOCKED: &str = "txmgr_head_of_line_blocked";
+
+/// Counter: operator actions on transactions, label `action` =
+/// `cancel` | `speedup` | `rebroadcast`.
+pub const OPERATOR_ACTIONS: &str = "txmgr_operator_actions_total";
 
 /// Counter: `POST /v1/transactions` answers, label `result` = `created` |
 /// `replayed` | an error code (`invalid_request`, `overloaded`, ...).

@@ -138,6 +138,9 @@ pub struct ChainConfig {
     /// Finality checker workers (submitters are spread over them).
     #[serde(default = "default_tracker_workers")]
     pub finality_workers: u32,
+    /// Resubmit timer workers (submitters are spread over them).
+    #[serde(default = "default_tracker_workers")]
+    pub resubmit_workers: u32,
 }
 
 /// `[lease]`: submitter ownership (DESIGN §5).

@@ -177,6 +177,12 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
             "must be between 1 and 64".to_owned(),
         );
     }
+    if !(1..=64).contains(&chain.resubmit_workers) {
+        push(
+            "chain.resubmit_workers",
+            "must be between 1 and 64".to_owned(),
+        );
+    }
 
     let lease = &config.lease;
     positive(&mut push, "lease.duration", lease.duration);

@@ -11,13 +11,15 @@ use txmgr_actors::{
     chain::{ChainClient, FeeCache, FinalityTag},
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::{build_signer, SignerSpec},
-    store::intents::WORK_CHANNEL,
+    store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL},
     submitter::{Finality as EngineFinality, LeaseTiming, SubmitterSettings as EngineSettings},
     supervisor::{Engine, EngineConfig, SubmitterSpec},
 };
 
 use crate::{
-    config::{AdvanceAfter, Config, FeeMode, OnExternalNonce, SignerConfig, SubmitterSettings},
+    config::{
+        AdvanceAfter, Config, FeeMode, OnExternalNonce, SignerConfig, StuckPolicy, SubmitterSettings,
+    },
     http::Submissions,
 };
 
@@ -61,6 +63,14 @@ pub fn engine_settings(settings: &SubmitterSettings, poll_interval: Duration) ->
         },
         protect_on_external_nonce: settings.on_external_nonce == OnExternalNonce::Protect,
         resubmit_interval: settings.resubmit_interval,
+        max_resubmits: settings.max_resubmits,
+        stuck_after: settings.stuck_after,
+        cancel_when_stuck: settings.stuck_policy == StuckPolicy::Cancel,
+        bump_multiplier: settings
+            .gas_bump
+            .enabled
+            .then_some(settings.gas_bump.multiplier),
+        forced_bump_multiplier: settings.gas_bump.multiplier,
         reject_after: settings.reject_after,
         retry_backoff: poll_interval.max(Duration::from_millis(500)),
         gas_limit_margin: settings.gas_limit_margin,
@@ -124,6 +134,7 @@ pub async fn start_engine(
         sweep_interval: config.chain.stale_receipt_timeout,
         receipt_workers: config.chain.receipt_workers as usize,
         finality_workers: config.chain.finality_workers as usize,
+        resubmit_workers: config.chain.resubmit_workers as usize,
         window_blocks: window_blocks(config),
         discovery_interval: config.node.discovery_interval,
         create_timeout: config.http.request_timeout,
@@ -159,10 +170,10 @@ pub async fn listen_for_work(pool: PgPool, engine: Engine, chain_id: u64) {
                     loop {
                         match listener.recv().await {
                             Ok(notification) => {
-                                if let Some(address) =
-                                    parse_payload(notification.payload(), chain_id)
-                                {
-                                    engine.notify(address);
+                                match parse_payload(notification.payload(), chain_id) {
+                                    Some((address, false)) => engine.notify(address),
+                                    Some((address, true)) => engine.notify_resubmit(address),
+                                    None => {}
                                 }
                             }
                             Err(err) => {
@@ -179,9 +190,19 @@ pub async fn listen_for_work(pool: PgPool, engine: Engine, chain_id: u64) {
     }
 }
 
-fn parse_payload(payload: &str, chain_id: u64) -> Option<Address> {
-    let (chain, address) = payload.split_once(':')?;
-    (chain.parse::<u64>().ok()? == chain_id).then(|| address.parse().ok())?
+/// `<chain_id>:<address>` (new work) or `<chain_id>:<address>:resubmit`
+/// (an operator's request); `true` for the latter.
+fn parse_payload(payload: &str, chain_id: u64) -> Option<(Address, bool)> {
+    let (chain, rest) = payload.split_once(':')?;
+    if chain.parse::<u64>().ok()? != chain_id {
+        return None;
+    }
+    let (address, resubmit) = match rest.split_once(':') {
+        Some((address, RESUBMIT_SUFFIX)) => (address, true),
+        Some(_) => return None,
+        None => (rest, false),
+    };
+    Some((address.parse().ok()?, resubmit))
 }
 
 #[cfg(test)]
@@ -191,10 +212,16 @@ mod tests {
     #[test]
     fn work_payload_names_chain_and_address() {
         let address = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+        let parsed: Address = address.parse().expect("address");
         assert_eq!(
             parse_payload(&format!("31337:{address}"), 31337),
-            address.parse().ok()
+            Some((parsed, false))
         );
+        assert_eq!(
+            parse_payload(&format!("31337:{address}:resubmit"), 31337),
+            Some((parsed, true))
+        );
+        assert_eq!(parse_payload(&format!("31337:{address}:other"), 31337), None);
         assert_eq!(parse_payload(&format!("1:{address}"), 31337), None);
         assert_eq!(parse_payload("garbage", 31337), None);
     }

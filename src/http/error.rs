@@ -82,6 +82,10 @@ pub enum ApiError {
         /// The input at fault, e.g. `submitter`.
         field: Option<String>,
     },
+    /// The transaction's state does not allow the action (e.g. cancelling a
+    /// final or already mined transaction).
+    #[error("{0}")]
+    InvalidState(String),
     /// An ops action that only the lease holder may perform reached another node.
     #[error("node {owner} holds the lease of this submitter; send the request to that node")]
     NotLeader {
@@ -133,6 +137,7 @@ impl ApiError {
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden { .. } => "forbidden",
+            ApiError::InvalidState(_) => "invalid_state",
             ApiError::NotLeader { .. } => "not_leader",
             ApiError::InvalidConfig { .. } => "invalid_config",
             ApiError::Internal => "internal",
@@ -152,6 +157,7 @@ impl ApiError {
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::InvalidState(_) => StatusCode::CONFLICT,
             ApiError::NotLeader { .. } => StatusCode::CONFLICT,
             ApiError::InvalidConfig { .. } => StatusCode::BAD_REQUEST,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,

@@ -25,6 +25,7 @@ pub mod ops;
 mod ops_state;
 pub mod ops_views;
 mod transactions;
+pub mod tx_actions;
 
 use std::{sync::Arc, time::Duration};
 
@@ -122,6 +123,12 @@ pub fn app(state: AppState) -> Router {
             get(transactions::query).post(transactions::create),
         )
         .route("/v1/transactions/{tx_id}", get(transactions::get_one))
+        .route("/v1/transactions/{tx_id}/cancel", post(tx_actions::cancel))
+        .route("/v1/transactions/{tx_id}/speedup", post(tx_actions::speedup))
+        .route(
+            "/v1/transactions/{tx_id}/rebroadcast",
+            post(tx_actions::rebroadcast),
+        )
         .route("/v1/completions", get(completions::feed))
         .route("/v1/ops/actors", get(ops::actors))
         .route("/v1/ops/cluster", get(ops::cluster))

@@ -29,6 +29,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/transactions"),
     ("get", "/v1/transactions"),
     ("get", "/v1/transactions/{tx_id}"),
+    ("post", "/v1/transactions/{tx_id}/cancel"),
+    ("post", "/v1/transactions/{tx_id}/speedup"),
+    ("post", "/v1/transactions/{tx_id}/rebroadcast"),
     ("get", "/v1/completions"),
     ("get", "/v1/ops/actors"),
     ("get", "/v1/ops/cluster"),
@@ -53,7 +56,7 @@ pub struct ErrorDoc {
 #[derive(Serialize, ToSchema)]
 pub struct ErrorBodyDoc {
     /// Stable machine code: invalid_request, unauthorized, forbidden, not_found,
-    /// idempotency_conflict, not_leader, payload_too_large, unknown_submitter,
+    /// idempotency_conflict, invalid_state, not_leader, payload_too_large, unknown_submitter,
     /// submitter_protected, overloaded, invalid_config, internal, unavailable.
     pub code: String,
     /// For humans.
@@ -196,6 +199,27 @@ pub struct CompletionPageDoc {
     pub next_after: Option<String>,
 }
 
+/// Optional body of a transaction action.
+#[derive(Serialize, ToSchema)]
+pub struct ActionBodyDoc {
+    /// Why (kept in the audit log), up to 500 characters.
+    pub reason: Option<String>,
+}
+
+/// Answer to an accepted transaction action.
+#[derive(Serialize, ToSchema)]
+pub struct ActionAcceptedDoc {
+    /// The transaction.
+    pub tx_id: String,
+    /// `cancel` | `speedup` | `rebroadcast`.
+    pub action: String,
+    /// `done` (a QUEUED intent was cancelled, no nonce used) or `requested`
+    /// (the submitter's leader acts next, fenced).
+    pub status: String,
+    /// The state after the request.
+    pub state: String,
+}
+
 /// Signature-only operations: they exist for the generator, never run.
 #[allow(dead_code)]
 mod operations {
@@ -222,6 +246,30 @@ mod operations {
         params(("tx_id" = String, Path)),
         responses((status = 200, description = "ok", body = TxDoc), (status = 404, description = "not_found", body = ErrorDoc)))]
     fn get_transaction() {}
+
+    #[utoipa::path(post, path = "/v1/transactions/{tx_id}/cancel", tag = "transactions",
+        description = "QUEUED: cancelled at once, no nonce used. ALLOCATED (signed), TRACKING, STUCK: the leader replaces it with a 0-value self-transfer at its nonce; it ends CANCELLED if that is final, CONFIRMED if the original wins.",
+        params(("tx_id" = String, Path)), request_body(content = Option<ActionBodyDoc>),
+        responses((status = 202, description = "accepted", body = ActionAcceptedDoc),
+            (status = 400, description = "invalid_request", body = ErrorDoc), (status = 403, description = "forbidden", body = ErrorDoc),
+            (status = 404, description = "not_found", body = ErrorDoc), (status = 409, description = "invalid_state", body = ErrorDoc)))]
+    fn cancel_transaction() {}
+
+    #[utoipa::path(post, path = "/v1/transactions/{tx_id}/speedup", tag = "transactions",
+        description = "TRACKING or STUCK, not mined: the leader signs a fee bump now, within the caps.",
+        params(("tx_id" = String, Path)), request_body(content = Option<ActionBodyDoc>),
+        responses((status = 202, description = "accepted", body = ActionAcceptedDoc),
+            (status = 400, description = "invalid_request", body = ErrorDoc), (status = 403, description = "forbidden", body = ErrorDoc),
+            (status = 404, description = "not_found", body = ErrorDoc), (status = 409, description = "invalid_state", body = ErrorDoc)))]
+    fn speedup_transaction() {}
+
+    #[utoipa::path(post, path = "/v1/transactions/{tx_id}/rebroadcast", tag = "transactions",
+        description = "TRACKING or STUCK, not mined: the leader re-broadcasts the newest attempt's identical bytes now.",
+        params(("tx_id" = String, Path)), request_body(content = Option<ActionBodyDoc>),
+        responses((status = 202, description = "accepted", body = ActionAcceptedDoc),
+            (status = 400, description = "invalid_request", body = ErrorDoc), (status = 403, description = "forbidden", body = ErrorDoc),
+            (status = 404, description = "not_found", body = ErrorDoc), (status = 409, description = "invalid_state", body = ErrorDoc)))]
+    fn rebroadcast_transaction() {}
 
     #[utoipa::path(get, path = "/v1/completions", tag = "transactions",
         params(("after" = Option<String>, Query), ("limit" = Option<u32>, Query),
@@ -292,13 +340,15 @@ impl Modify for BearerAuth {
 #[openapi(
     info(title = "txmgr", description = "Durable, fenced EVM transaction submission"),
     paths(operations::create_transaction, operations::list_transactions,
-        operations::get_transaction, operations::completions, operations::ops_actors,
+        operations::get_transaction, operations::cancel_transaction,
+        operations::speedup_transaction, operations::rebroadcast_transaction, operations::completions, operations::ops_actors,
         operations::ops_cluster, operations::ops_restart, operations::ops_unprotect,
         operations::ops_reload, operations::openapi_doc, operations::healthz,
         operations::readyz, operations::metrics, operations::dashboard),
     components(schemas(ErrorDoc, ErrorBodyDoc, ConfigIssueDoc, CreateBodyDoc, CreatedDoc, TxDoc,
         TxPageDoc, ReceiptDoc, CompletionDoc, CompletionPageDoc, ActorsView, ActorView, PoolsView,
-        ClusterView, NodeView, LeaseView, UnprotectBody, ActionView, ReloadReport, HealthView)),
+        ClusterView, NodeView, LeaseView, UnprotectBody, ActionView, ReloadReport, HealthView,
+        ActionBodyDoc, ActionAcceptedDoc)),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;

@@ -109,6 +109,7 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
                 restarts: s.restarts,
                 last_error: s.last_error,
                 protect_reason: s.protect_reason,
+                head_of_line_blocked: s.head_of_line_blocked,
                 running: s.running,
                 draining: s.draining,
                 max_in_flight: s.settings.max_in_flight,
@@ -127,6 +128,10 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
             receipt_index_size: pools.receipt_index_size,
             receipt_workers: pools.receipt_workers,
             finality_workers: pools.finality_workers,
+            resubmit_workers: pools.resubmit.workers,
+            resubmit_queue_depth: pools.resubmit.pending,
+            resubmit_oldest_overdue_ms: u64::try_from(pools.resubmit.oldest_overdue.as_millis())
+                .unwrap_or(u64::MAX),
         },
     }))
 }

@@ -31,6 +31,9 @@ pub struct ActorView {
     pub last_error: Option<String>,
     /// PROTECT reason, when protected.
     pub protect_reason: Option<String>,
+    /// The lowest unmined nonce is STUCK, so every later nonce waits behind
+    /// it on chain (reported by the leader; false on other nodes).
+    pub head_of_line_blocked: bool,
     /// An actor runs for this submitter here.
     pub running: bool,
     /// Removed from the configuration; draining.
@@ -52,6 +55,13 @@ pub struct PoolsView {
     pub receipt_workers: usize,
     /// Finality workers.
     pub finality_workers: usize,
+    /// Resubmit timer workers.
+    pub resubmit_workers: usize,
+    /// Resubmit timers armed (accepted, unmined intents of the leaders here).
+    pub resubmit_queue_depth: u64,
+    /// Milliseconds the most overdue resubmit timer has waited past its due
+    /// time (0 when none is overdue; grows when the actors fall behind).
+    pub resubmit_oldest_overdue_ms: u64,
 }
 
 /// `GET /v1/ops/actors`.

@@ -6,6 +6,7 @@
 //! that write critical state take `&mut FencedTx`, so an unfenced critical
 //! write does not compile.
 
+pub mod actions;
 pub mod completions;
 mod error;
 mod fenced;
@@ -14,6 +15,7 @@ mod lease;
 pub mod node;
 pub mod nonce_cursor;
 pub mod pipeline;
+pub mod resubmit;
 pub mod tracking;
 pub mod tx_query;
 

@@ -98,33 +98,39 @@ pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResul
 }
 
 /// Gives the nonces to QUEUED intents (one allocation transaction with
-/// [`nonce_cursor::allocate`]) and marks them ALLOCATED.
-pub async fn assign_nonces(ftx: &mut FencedTx, assignments: &[(Uuid, u64)]) -> StoreResult<()> {
+/// [`nonce_cursor::allocate`]) and marks them ALLOCATED. An intent that left
+/// QUEUED meanwhile (an operator cancelled it) is skipped and its nonce goes
+/// back to the cursor in the same transaction. Returns the intents that got
+/// their nonce.
+pub async fn assign_nonces(ftx: &mut FencedTx, assignments: &[(Uuid, u64)]) -> StoreResult<Vec<Uuid>> {
     let ids: Vec<Uuid> = assignments.iter().map(|(id, _)| *id).collect();
     let nonces = assignments
         .iter()
         .map(|(_, n)| nonce_db(*n))
         .collect::<StoreResult<Vec<_>>>()?;
     let token = ftx.token();
-    let updated = sqlx::query(
+    let assigned: Vec<Uuid> = sqlx::query_scalar(
         "UPDATE managed_tx m SET state = 'ALLOCATED', nonce = a.nonce, sub_state = NULL,
                 fencing_token = $3, updated_at = now(), next_resubmit_at = now()
            FROM UNNEST($1::uuid[], $2::bigint[]) AS a(tx_id, nonce)
-          WHERE m.tx_id = a.tx_id AND m.state = 'QUEUED'",
+          WHERE m.tx_id = a.tx_id AND m.state = 'QUEUED'
+         RETURNING m.tx_id",
     )
     .bind(&ids)
     .bind(&nonces)
     .bind(token)
-    .execute(ftx.conn())
-    .await?
-    .rows_affected();
-    if updated != assignments.len() as u64 {
-        return Err(StoreError::Corrupt(format!(
-            "allocated {updated} of {} intents: some left QUEUED meanwhile",
-            assignments.len()
-        )));
+    .fetch_all(ftx.conn())
+    .await?;
+    if assigned.len() != assignments.len() {
+        let mut unused: Vec<u64> = assignments
+            .iter()
+            .filter(|(id, _)| !assigned.contains(id))
+            .map(|(_, n)| *n)
+            .collect();
+        unused.sort_unstable();
+        nonce_cursor::release(ftx, &unused).await?;
     }
-    Ok(())
+    Ok(assigned)
 }
 
 /// A signed transaction about to be persisted.
@@ -284,8 +290,10 @@ pub async fn record_accepted(
 ) -> StoreResult<()> {
     let token = ftx.token();
     sqlx::query(
-        "UPDATE managed_tx m SET state = 'TRACKING', sub_state = COALESCE(m.sub_state, 'awaiting_receipt'),
+        "UPDATE managed_tx m SET state = CASE WHEN m.state = 'STUCK' THEN 'STUCK' ELSE 'TRACKING' END,
+                sub_state = COALESCE(m.sub_state, 'awaiting_receipt'),
                 submit_attempts = submit_attempts + 1, last_submit_at = now(),
+                first_broadcast_at = COALESCE(m.first_broadcast_at, now()),
                 next_resubmit_at = now() + $3 * interval '1 millisecond', last_error = NULL,
                 fencing_token = $2, updated_at = now()
            FROM UNNEST($1::uuid[]) AS a(tx_id)

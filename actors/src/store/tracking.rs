@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{FencedTx, StoreError, StoreResult};
-use crate::domain::SubmitterKey;
+use crate::domain::{SubmitterKey, TxState};
 
 /// An intent with a nonce and no receipt, with every hash it was signed as.
 #[derive(Debug, Clone)]
@@ -142,30 +142,36 @@ pub async fn mark_stuck(
     Ok(())
 }
 
-/// CONFIRMED (receipt status 1) or FAILED_FINAL (status 0) at finality, with
-/// its completion row, in one fenced transaction. False when the intent was
-/// not in a finalisable state (already final, or its receipt was cleared).
-pub async fn finalize(ftx: &mut FencedTx, tx_id: Uuid, succeeded: bool) -> StoreResult<bool> {
+/// CONFIRMED (receipt status 1) or FAILED_FINAL (status 0) at finality —
+/// or CANCELLED when the mined attempt is our cancel — with its completion
+/// row, in one fenced transaction. `None` when the intent was not in a
+/// finalisable state (already final, or its receipt was cleared).
+pub async fn finalize(
+    ftx: &mut FencedTx,
+    tx_id: Uuid,
+    succeeded: bool,
+) -> StoreResult<Option<TxState>> {
     let token = ftx.token();
-    let updated = sqlx::query(
-        "UPDATE managed_tx SET state = $2, sub_state = NULL, confirmed_at = now(),
+    let state: Option<String> = sqlx::query_scalar(
+        "UPDATE managed_tx m SET state = CASE
+                    WHEN EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_hash = m.mined_tx_hash
+                                   AND a.kind = 'cancel') THEN 'CANCELLED'
+                    WHEN $2 THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
+                sub_state = NULL, confirmed_at = now(), requested_action = NULL,
                 next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
-          WHERE tx_id = $1 AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL",
+          WHERE tx_id = $1 AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL
+         RETURNING state",
     )
     .bind(tx_id)
-    .bind(if succeeded {
-        "CONFIRMED"
-    } else {
-        "FAILED_FINAL"
-    })
+    .bind(succeeded)
     .bind(token)
-    .execute(ftx.conn())
-    .await?
-    .rows_affected();
-    if updated == 1 {
-        super::completions::record(ftx.conn(), tx_id).await?;
-    }
-    Ok(updated == 1)
+    .fetch_optional(ftx.conn())
+    .await?;
+    let Some(state) = state else {
+        return Ok(None);
+    };
+    super::completions::record(ftx.conn(), tx_id).await?;
+    Ok(Some(state.parse::<TxState>().map_err(|e| StoreError::Corrupt(e.to_string()))?))
 }
 
 /// Clears a receipt whose block was reorged out (only if it still names that

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{
     cycle::{self, CycleError},
-    follow,
+    follow, resubmit,
     status::Role,
     sweep, SubmitterContext, SubmitterHandle,
 };
@@ -36,6 +36,9 @@ pub enum SubmitterMsg {
     Finalize(Vec<(Uuid, bool)>),
     /// Receipts whose block (the hash given) is no longer canonical.
     ReorgedOut(Vec<(Uuid, B256)>),
+    /// Resubmit timers expired for these intents; empty = look for anything
+    /// due or requested by an operator.
+    ResubmitDue(Vec<Uuid>),
 }
 
 impl SubmitterMsg {
@@ -173,6 +176,8 @@ impl Actor for SubmitterActor {
             timer.abort();
         }
         state.ctx.index.remove_submitter(state.ctx.key.address);
+        state.ctx.timers.forget_submitter(state.ctx.key.address);
+        state.handle.status().set_head_of_line_blocked(false);
         state.handle.status().set_role(Role::Idle);
         state.handle.status().set_fencing_token(0);
         state.handle.status().set_lease_valid_until(None);
@@ -212,6 +217,7 @@ impl Actor for SubmitterActor {
             SubmitterMsg::ReorgedOut(lost) => {
                 on_tracking(&myself, state, Tracking::Reorged(lost)).await
             }
+            SubmitterMsg::ResubmitDue(ids) => on_resubmit(&myself, state, ids).await,
         }
     }
 }
@@ -238,7 +244,16 @@ async fn on_tracking(
         Tracking::Finalize(decided) => follow::finalize(&state.ctx, &lease, decided).await,
         Tracking::Reorged(lost) => follow::reorged_out(&state.ctx, &lease, lost)
             .await
-            .map(|()| 0),
+            .map(|()| {
+                let settings = state.ctx.settings();
+                state.ctx.timers.schedule(
+                    state.ctx.key.address,
+                    lost.iter()
+                        .map(|(id, _)| (*id, settings.resubmit_interval))
+                        .collect(),
+                );
+                0
+            }),
     };
     match result {
         Ok(changed) if changed > 0 => {
@@ -288,6 +303,11 @@ async fn on_lease_tick(
                     }
                     if let Err(err) = follow::index_open_attempts(&ctx).await {
                         fatal(state, err)?;
+                    }
+                    // Rebuild this submitter's resubmit timers from the database.
+                    match store::resubmit::schedule(&ctx.pool, ctx.key, None).await {
+                        Ok(due) => ctx.timers.schedule(ctx.key.address, due),
+                        Err(err) => fatal(state, err.into())?,
                     }
                     rearm(
                         &mut state.sweep_timer,
@@ -414,6 +434,54 @@ async fn on_sweep(
             if found.receipts > 0 {
                 state.schedule_work(myself, Duration::ZERO);
             }
+        }
+        Err(err) => return fatal(state, err),
+    }
+    // Safety net for the timers: claim anything overdue.
+    on_resubmit(myself, state, Vec::new()).await
+}
+
+/// Resubmits what is due (claim first), then re-arms the timers of the
+/// intents looked at.
+async fn on_resubmit(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+    ids: Vec<Uuid>,
+) -> Result<(), ActorProcessingErr> {
+    let Some(mut lease) = state.lease.clone() else {
+        return Ok(());
+    };
+    let only = (!ids.is_empty()).then_some(ids.as_slice());
+    let result = resubmit::run(&state.ctx, &mut lease, only).await;
+    state.lease = Some(lease);
+    match result {
+        Ok(outcome) => {
+            state
+                .handle
+                .status()
+                .set_head_of_line_blocked(outcome.head_of_line_blocked);
+            if outcome.sweep_now {
+                rearm(
+                    &mut state.sweep_timer,
+                    myself.send_after(Duration::ZERO, || SubmitterMsg::SweepTick),
+                );
+            }
+            let mut looked_at = outcome.claimed;
+            looked_at.extend(ids);
+            if !looked_at.is_empty() {
+                let ctx = &state.ctx;
+                match store::resubmit::schedule(&ctx.pool, ctx.key, Some(&looked_at)).await {
+                    Ok(due) => ctx.timers.schedule(ctx.key.address, due),
+                    Err(err) => return fatal(state, err.into()),
+                }
+            }
+            Ok(())
+        }
+        Err(CycleError::LeaseExpired) => {
+            rearm(
+                &mut state.lease_timer,
+                myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
+            );
             Ok(())
         }
         Err(err) => fatal(state, err),

@@ -121,6 +121,13 @@ pub(crate) async fn broadcast(
         pipeline::reject(&mut ftx, *tx_id, reason).await?;
     }
     ftx.commit().await?;
+    ctx.timers.schedule(
+        ctx.key.address,
+        accepted
+            .iter()
+            .map(|(id, _, _)| (*id, settings.resubmit_interval))
+            .collect(),
+    );
     for (tx_id, reason) in &rejects {
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "broadcast refused definitively; nonce released");
     }

@@ -192,10 +192,11 @@ pub(crate) async fn run(
         .zip(&nonces)
         .map(|((id, _), n)| (*id, *n))
         .collect();
-    pipeline::assign_nonces(&mut ftx, &assignments).await?;
+    let assigned = pipeline::assign_nonces(&mut ftx, &assignments).await?;
     let prepared: Vec<(Uuid, u64, Intent)> = ready
         .into_iter()
         .zip(nonces)
+        .filter(|((id, _), _)| assigned.contains(id))
         .map(|((id, intent), nonce)| (id, nonce, intent))
         .collect();
     let signed = sign_all(ctx, &prepared, &quote).await;

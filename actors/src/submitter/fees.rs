@@ -66,6 +66,85 @@ pub(crate) fn price(intent: &Intent, quote: &FeeQuote, settings: &SubmitterSetti
     }
 }
 
+/// Smallest raise a node accepts for a replacement at the same nonce (geth's
+/// 10% rule; most nodes copy it).
+pub(crate) const MIN_BUMP: f64 = 1.10;
+
+/// The market price now, uncapped: `max_fee = 2 × base_fee + priority`.
+pub(crate) fn market(quote: &FeeQuote, legacy: bool) -> Fees {
+    if legacy {
+        return Fees::Legacy {
+            gas_price: quote.gas_price,
+        };
+    }
+    Fees::Eip1559 {
+        max_fee: quote
+            .base_fee
+            .saturating_mul(2)
+            .saturating_add(quote.priority_fee),
+        priority: quote.priority_fee,
+    }
+}
+
+/// `value × factor`, rounded up, in integer arithmetic (factor to 1/1000).
+fn raise(value: u128, factor: f64) -> u128 {
+    let milli = (factor * 1000.0).ceil() as u128;
+    value.saturating_mul(milli).div_ceil(1000)
+}
+
+/// Fees of a replacement attempt (DESIGN.md section 10): every fee field at
+/// least `max(multiplier, 1.10)` × the previous attempt's, at least the
+/// market price, never above the caps. `None` when the caps leave no room for
+/// the minimum raise: the node would refuse the replacement, so the caller
+/// re-broadcasts instead.
+pub(crate) fn bump(
+    previous: Fees,
+    market: Fees,
+    multiplier: f64,
+    settings: &SubmitterSettings,
+) -> Option<Fees> {
+    let factor = multiplier.max(MIN_BUMP);
+    let cap = |value: u128, cap: Option<u128>| cap.map_or(value, |c| value.min(c));
+    // A reload may have switched pricing: compare in the current shape.
+    let (prev_max, prev_priority) = match previous {
+        Fees::Eip1559 { max_fee, priority } => (max_fee, priority),
+        Fees::Legacy { gas_price } => (gas_price, gas_price),
+    };
+    if settings.legacy_fees {
+        let floor = raise(prev_max, factor);
+        let market = match market {
+            Fees::Legacy { gas_price } => gas_price,
+            Fees::Eip1559 { max_fee, .. } => max_fee,
+        };
+        let gas_price = cap(floor.max(market), settings.gas_price_cap);
+        return (gas_price >= floor).then_some(Fees::Legacy { gas_price });
+    }
+    let (market_max, market_priority) = match market {
+        Fees::Eip1559 { max_fee, priority } => (max_fee, priority),
+        Fees::Legacy { gas_price } => (gas_price, gas_price),
+    };
+    let floor_max = raise(prev_max, factor);
+    let floor_priority = raise(prev_priority, factor);
+    let max_fee = cap(floor_max.max(market_max), settings.max_fee_per_gas_cap);
+    let priority = cap(
+        floor_priority.max(market_priority),
+        settings.max_priority_fee_per_gas_cap,
+    )
+    .min(max_fee);
+    (max_fee >= floor_max && priority >= floor_priority).then_some(Fees::Eip1559 { max_fee, priority })
+}
+
+/// The fees an attempt was signed with.
+pub(crate) fn of_attempt(fees: &crate::store::resubmit::AttemptFees) -> Fees {
+    match (fees.gas_price, fees.max_fee_per_gas) {
+        (Some(gas_price), _) => Fees::Legacy { gas_price },
+        (None, max_fee) => Fees::Eip1559 {
+            max_fee: max_fee.unwrap_or(0),
+            priority: fees.max_priority_fee_per_gas.unwrap_or(0),
+        },
+    }
+}
+
 /// The unsigned transaction for an intent at a nonce.
 pub(crate) fn build(
     intent: &Intent,
@@ -150,6 +229,79 @@ mod tests {
         assert_eq!(
             price(&intent(), &QUOTE, &legacy),
             Fees::Legacy { gas_price: 12 }
+        );
+    }
+
+    #[test]
+    fn a_bump_raises_both_fields_by_at_least_ten_percent_and_follows_the_market() {
+        let settings = SubmitterSettings::default();
+        let previous = Fees::Eip1559 {
+            max_fee: 100,
+            priority: 10,
+        };
+        let cheap_market = Fees::Eip1559 {
+            max_fee: 50,
+            priority: 1,
+        };
+        // A multiplier below 1.10 is raised to 1.10; rounding goes up.
+        assert_eq!(
+            bump(previous, cheap_market, 1.05, &settings),
+            Some(Fees::Eip1559 {
+                max_fee: 110,
+                priority: 11
+            })
+        );
+        let spiked = Fees::Eip1559 {
+            max_fee: 400,
+            priority: 30,
+        };
+        assert_eq!(
+            bump(previous, spiked, 1.125, &settings),
+            Some(Fees::Eip1559 {
+                max_fee: 400,
+                priority: 30
+            })
+        );
+    }
+
+    #[test]
+    fn a_bump_never_exceeds_the_cap_and_gives_up_when_the_cap_leaves_no_room() {
+        let previous = Fees::Eip1559 {
+            max_fee: 100,
+            priority: 10,
+        };
+        let spiked = Fees::Eip1559 {
+            max_fee: 400,
+            priority: 30,
+        };
+        let capped = SubmitterSettings {
+            max_fee_per_gas_cap: Some(150),
+            ..SubmitterSettings::default()
+        };
+        assert_eq!(
+            bump(previous, spiked, 1.125, &capped),
+            Some(Fees::Eip1559 {
+                max_fee: 150,
+                priority: 30
+            })
+        );
+        let tight = SubmitterSettings {
+            max_fee_per_gas_cap: Some(105),
+            ..SubmitterSettings::default()
+        };
+        assert_eq!(bump(previous, spiked, 1.125, &tight), None);
+        let legacy = SubmitterSettings {
+            legacy_fees: true,
+            gas_price_cap: Some(1_000),
+            ..SubmitterSettings::default()
+        };
+        assert_eq!(
+            bump(Fees::Legacy { gas_price: 100 }, Fees::Legacy { gas_price: 20 }, 1.2, &legacy),
+            Some(Fees::Legacy { gas_price: 120 })
+        );
+        assert_eq!(
+            bump(Fees::Legacy { gas_price: 950 }, Fees::Legacy { gas_price: 20 }, 1.2, &legacy),
+            None
         );
     }
 

@@ -56,16 +56,18 @@ pub(crate) async fn finalize(
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "finalize").await?;
     let mut done = Vec::new();
     for (tx_id, succeeded) in decided {
-        if tracking::finalize(&mut ftx, *tx_id, *succeeded).await? {
-            done.push((*tx_id, *succeeded));
+        if let Some(state) = tracking::finalize(&mut ftx, *tx_id, *succeeded).await? {
+            done.push((*tx_id, state));
         }
     }
     ftx.commit().await?;
-    for (tx_id, succeeded) in &done {
+    for (tx_id, state) in &done {
         ctx.index.remove_intent(*tx_id);
         tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id,
-            state = if *succeeded { "CONFIRMED" } else { "FAILED_FINAL" }, "final");
+            state = state.as_str(), "final");
     }
+    ctx.timers
+        .forget(ctx.key.address, done.iter().map(|(id, _)| *id).collect());
     Ok(done.len())
 }
 

@@ -16,6 +16,7 @@ mod follow;
 mod handle;
 mod ingress;
 mod lease_keep;
+mod resubmit;
 mod settings;
 mod signing;
 mod status;
@@ -28,7 +29,12 @@ use std::{
 
 use sqlx::PgPool;
 
-use crate::{chain::ChainClient, domain::SubmitterKey, signer::TxSigner, tracker::ReceiptIndex};
+use crate::{
+    chain::ChainClient,
+    domain::SubmitterKey,
+    signer::TxSigner,
+    tracker::{ReceiptIndex, ResubmitTimers},
+};
 
 pub use actor::{SubmitterActor, SubmitterArgs, SubmitterMsg};
 pub use handle::{SubmitterHandle, OVERLOADED_RETRY_AFTER};
@@ -69,6 +75,8 @@ pub struct SubmitterContext {
     pub sweep_interval: Duration,
     /// Attempt hashes the block matcher looks for.
     pub index: Arc<ReceiptIndex>,
+    /// The resubmit timers of this node.
+    pub timers: Arc<ResubmitTimers>,
 }
 
 impl SubmitterContext {

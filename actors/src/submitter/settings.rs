@@ -31,6 +31,19 @@ pub struct SubmitterSettings {
     pub protect_on_external_nonce: bool,
     /// Re-broadcast interval for accepted intents without a receipt.
     pub resubmit_interval: Duration,
+    /// Resubmits without a receipt before an intent is STUCK.
+    pub max_resubmits: u32,
+    /// Time since the first accepted broadcast, without a receipt, before an
+    /// intent is STUCK.
+    pub stuck_after: Duration,
+    /// A STUCK intent at the head of the nonce line is cancelled (a 0-value
+    /// self-transfer at its nonce) instead of only reported.
+    pub cancel_when_stuck: bool,
+    /// Fee bumping on resubmit: `Some(multiplier)` when enabled (the factor
+    /// actually applied is at least 1.10).
+    pub bump_multiplier: Option<f64>,
+    /// Factor of an operator's speed-up or a cancel when bumping is off.
+    pub forced_bump_multiplier: f64,
     /// An intent never accepted (e.g. insufficient funds) is rejected after this.
     pub reject_after: Duration,
     /// Wait before retrying a broadcast whose outcome was a transient refusal.
@@ -57,6 +70,11 @@ impl Default for SubmitterSettings {
             finality: Finality::Confirmations(12),
             protect_on_external_nonce: false,
             resubmit_interval: Duration::from_secs(60),
+            max_resubmits: 20,
+            stuck_after: Duration::from_secs(30 * 60),
+            cancel_when_stuck: false,
+            bump_multiplier: None,
+            forced_bump_multiplier: 1.125,
             reject_after: Duration::from_secs(600),
             retry_backoff: Duration::from_secs(2),
             gas_limit_margin: 1.2,

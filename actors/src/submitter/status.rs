@@ -3,7 +3,7 @@
 //! behind the actor's work.
 
 use std::sync::{
-    atomic::{AtomicI64, AtomicU32, AtomicU8, Ordering},
+    atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU8, Ordering},
     RwLock,
 };
 
@@ -53,6 +53,7 @@ pub struct SubmitterStatus {
     role: AtomicU8,
     fencing_token: AtomicI64,
     restarts: AtomicU32,
+    head_of_line_blocked: AtomicBool,
     protect_reason: RwLock<Option<String>>,
     last_error: RwLock<Option<String>>,
     lease_valid_until: RwLock<Option<std::time::Instant>>,
@@ -79,6 +80,17 @@ impl SubmitterStatus {
     /// Records the token of the lease held (0 = none).
     pub fn set_fencing_token(&self, token: i64) {
         self.fencing_token.store(token, Ordering::Relaxed);
+    }
+
+    /// Whether the lowest unmined nonce is STUCK, blocking every later nonce
+    /// on chain (known to the leader; false elsewhere).
+    pub fn head_of_line_blocked(&self) -> bool {
+        self.head_of_line_blocked.load(Ordering::Relaxed)
+    }
+
+    /// Records whether the head of the nonce line is STUCK.
+    pub fn set_head_of_line_blocked(&self, blocked: bool) {
+        self.head_of_line_blocked.store(blocked, Ordering::Relaxed);
     }
 
     /// How often the supervisor restarted the actor.

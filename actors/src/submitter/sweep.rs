@@ -9,7 +9,7 @@ use super::{cycle::CycleError, SubmitterContext};
 use crate::{
     metrics::EXTERNAL_NONCE,
     store::{
-        nonce_cursor, pipeline,
+        nonce_cursor,
         tracking::{self, MinedReceipt},
         FencedTx, LeaseGuard,
     },
@@ -79,7 +79,6 @@ pub(crate) async fn run(
         ftx.commit().await?;
     }
 
-    rebroadcast_due(ctx, lease).await?;
     let unmined = tracking::load_unmined_below(&ctx.pool, ctx.key, nonces.latest).await?;
     if unmined.is_empty() {
         return Ok(SweepResult {
@@ -159,40 +158,6 @@ pub(crate) async fn run(
         protect_reason,
         receipts: mined.len() + consumed_by_others.len(),
     })
-}
-
-/// Re-broadcasts the identical bytes of accepted intents that have waited
-/// `resubmit_interval` without a receipt (dropped from a pool, lost by a
-/// node). Claim first, then send: a racing node finds nothing to claim.
-async fn rebroadcast_due(ctx: &SubmitterContext, lease: &LeaseGuard) -> Result<(), CycleError> {
-    let settings = ctx.settings();
-    let mut ftx = FencedTx::begin(&ctx.pool, lease, "claim_rebroadcast").await?;
-    let due = pipeline::claim_due_rebroadcasts(
-        &mut ftx,
-        settings.batch_size.max(1) as usize,
-        settings.resubmit_interval,
-    )
-    .await?;
-    ftx.commit().await?;
-    if due.is_empty() {
-        return Ok(());
-    }
-    if !lease.is_locally_valid() {
-        return Err(CycleError::LeaseExpired);
-    }
-    let results = futures::future::join_all(due.iter().map(|a| ctx.chain.send_raw(&a.raw))).await;
-    for (attempt, result) in due.iter().zip(results) {
-        metrics::counter!(crate::metrics::RESUBMITS, "kind" => "rebroadcast").increment(1);
-        match result {
-            Ok(_) => {
-                tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, nonce = attempt.nonce, "re-broadcast")
-            }
-            Err(err) => {
-                tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, error = %err, "re-broadcast answered")
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Whether the chain holds, at this intent's nonce, the bytes of another of

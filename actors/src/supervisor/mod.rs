@@ -28,8 +28,8 @@ use crate::{
     },
     tracker::{
         CanonicalWindow, FinalityMsg, FinalityWorker, FinalityWorkerArgs, HeadMsg, HeadWatcher,
-        HeadWatcherArgs, ReceiptIndex, ReceiptMsg, ReceiptWorker, ReceiptWorkerArgs,
-        SubmitterRouter, TrackerProgress,
+        HeadWatcherArgs, ReceiptIndex, ReceiptMsg, ReceiptWorker, ReceiptWorkerArgs, ResubmitMsg,
+        ResubmitTimers, SubmitterRouter, TrackerProgress,
     },
 };
 
@@ -66,6 +66,8 @@ pub struct EngineConfig {
     pub receipt_workers: usize,
     /// Finality workers.
     pub finality_workers: usize,
+    /// Resubmit timer workers.
+    pub resubmit_workers: usize,
     /// Blocks of canonical history kept for reorg detection and finality.
     pub window_blocks: usize,
     /// Period of the scan for unfinished work.
@@ -89,6 +91,8 @@ pub struct EngineShared {
     chain: Arc<dyn ChainClient>,
     /// The receipt matcher's index, shared by every context.
     index: Arc<ReceiptIndex>,
+    /// The resubmit timers, shared by every context.
+    timers: Arc<ResubmitTimers>,
     /// Submitters removed from the configuration, draining until idle.
     removed: DashMap<Address, ()>,
     /// The node-wide writer of QUEUED creates (group commit across submitters).
@@ -145,6 +149,7 @@ struct TrackerRefs {
     head: ActorRef<HeadMsg>,
     receipts: Vec<ActorRef<ReceiptMsg>>,
     finality: Vec<ActorRef<FinalityMsg>>,
+    resubmit: Vec<ActorRef<ResubmitMsg>>,
 }
 
 impl TrackerRefs {
@@ -154,6 +159,9 @@ impl TrackerRefs {
             worker.stop(None);
         }
         for worker in &self.finality {
+            worker.stop(None);
+        }
+        for worker in &self.resubmit {
             worker.stop(None);
         }
     }
@@ -203,11 +211,16 @@ async fn spawn_tracker(
         ws_url: config.ws_url.clone(),
     };
     let (head, _) = Actor::spawn(None, HeadWatcher, head_args).await?;
+    let resubmit = shared
+        .timers
+        .spawn(config.resubmit_workers, router.clone())
+        .await?;
     Ok(TrackerRefs {
         progress,
         head,
         receipts,
         finality,
+        resubmit,
     })
 }
 
@@ -239,6 +252,7 @@ impl Engine {
         submitters: Vec<SubmitterSpec>,
     ) -> Result<Engine, ractor::SpawnErr> {
         let index = Arc::new(ReceiptIndex::default());
+        let timers = Arc::new(ResubmitTimers::default());
         let contexts = submitters
             .into_iter()
             .map(|spec| {
@@ -252,6 +266,7 @@ impl Engine {
                     lease: config.lease,
                     sweep_interval: config.sweep_interval,
                     index: index.clone(),
+                    timers: timers.clone(),
                 };
                 (spec.address, Arc::new(ctx))
             })
@@ -265,6 +280,7 @@ impl Engine {
             handles: DashMap::new(),
             chain: chain.clone(),
             index: index.clone(),
+            timers,
             removed: DashMap::new(),
         });
         let (supervisor, _) = Actor::spawn(None, Supervisor, shared.clone()).await?;
@@ -295,6 +311,22 @@ impl Engine {
         }
         match self.shared.handle(address) {
             Some(handle) if handle.actor().is_some() => handle.wake(),
+            _ => {
+                let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+            }
+        }
+    }
+
+    /// An operator asked for an action on one of the submitter's
+    /// transactions: the leader (if it runs here) claims it now.
+    pub fn notify_resubmit(&self, address: Address) {
+        if self.shared.context(&address).is_none() {
+            return;
+        }
+        match self.shared.handle(address) {
+            Some(handle) if handle.actor().is_some() => {
+                handle.send(SubmitterMsg::ResubmitDue(Vec::new()));
+            }
             _ => {
                 let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
             }

@@ -70,6 +70,8 @@ pub struct SubmitterSnapshot {
     pub last_error: Option<String>,
     /// Why the submitter is in PROTECT.
     pub protect_reason: Option<String>,
+    /// The lowest unmined nonce is STUCK (known where the leader runs).
+    pub head_of_line_blocked: bool,
     /// An actor runs for it on this node.
     pub running: bool,
     /// Removed from the configuration: refuses creates, stops when idle.
@@ -91,6 +93,8 @@ pub struct PoolsSnapshot {
     pub receipt_workers: usize,
     /// Finality workers.
     pub finality_workers: usize,
+    /// The resubmit timers' queue.
+    pub resubmit: crate::tracker::ResubmitPoolStats,
 }
 
 /// Everything `GET /v1/ops/actors` shows about this node's engine.
@@ -131,6 +135,7 @@ impl EngineShared {
             lease: self.config.lease,
             sweep_interval: self.config.sweep_interval,
             index: self.index.clone(),
+            timers: self.timers.clone(),
         })
     }
 
@@ -182,6 +187,7 @@ impl Engine {
                     restarts: status.restarts(),
                     last_error: status.last_error(),
                     protect_reason: status.protect_reason(),
+                    head_of_line_blocked: status.head_of_line_blocked(),
                     running: handle.actor().is_some(),
                     draining: self.shared.removed.contains_key(&address),
                     settings: ctx.settings(),
@@ -203,6 +209,7 @@ impl Engine {
                 receipt_index_size: self.shared.index.len(),
                 receipt_workers: self.tracker.receipts.len(),
                 finality_workers: self.tracker.finality.len(),
+                resubmit: self.shared.timers.stats(),
             },
         }
     }

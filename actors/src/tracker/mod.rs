@@ -4,6 +4,7 @@
 //! HeadWatcher ──block──► ReceiptWorker pool ──Receipts──► SubmitterActor (fenced write)
 //!     │  (window of canonical hashes, reorg detection)
 //!     └──head / reorg──► FinalityWorker pool ──Finalize / ReorgedOut──► SubmitterActor
+//! ResubmitWorker pool (a timer per accepted, unmined intent) ──ResubmitDue──► SubmitterActor
 //! ```
 //!
 //! Cost per new block: one `eth_getBlockByNumber`, plus one
@@ -15,6 +16,7 @@ mod finality;
 mod head;
 mod index;
 mod receipts;
+mod resubmit;
 mod window;
 
 use std::fmt;
@@ -27,6 +29,7 @@ pub use finality::{FinalityMsg, FinalityWorker, FinalityWorkerArgs};
 pub use head::{HeadMsg, HeadWatcher, HeadWatcherArgs};
 pub use index::{ReceiptIndex, Tracked};
 pub use receipts::{ReceiptMsg, ReceiptWorker, ReceiptWorkerArgs};
+pub use resubmit::{ResubmitMsg, ResubmitPoolStats, ResubmitTimers, ResubmitWorker};
 pub use window::CanonicalWindow;
 
 /// How far the tracking actors have got: for the ops view and for tests that

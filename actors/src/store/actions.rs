@@ -1,0 +1,153 @@
+//! Operator actions on one transaction (cancel, speed up, re-broadcast), as
+//! any node records them (DESIGN.md sections 10 and 11).
+//!
+//! A QUEUED intent holds no nonce, so cancelling it is a plain state change
+//! (a row lock orders it against a racing allocation, which then skips it).
+//! Anything later needs the leader: the request is stored on the intent and
+//! the leader claims it, fenced, like a due resubmit.
+
+use uuid::Uuid;
+
+use super::{intents::WORK_CHANNEL, resubmit::OperatorAction, StoreError, StoreResult};
+use crate::domain::TxState;
+
+/// What became of an operator's request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionOutcome {
+    /// A QUEUED intent was cancelled at once (no nonce used).
+    Cancelled,
+    /// The leader will act on it (it has been notified).
+    Requested {
+        /// The state the intent was in.
+        state: TxState,
+    },
+    /// The state does not allow it (terminal, already mined, not broadcast yet).
+    NotAllowed {
+        /// The state the intent is in.
+        state: TxState,
+        /// Why, for the 409 message.
+        reason: String,
+    },
+    /// No such transaction on this chain.
+    NotFound,
+}
+
+/// Who asked and why (written to `ops_audit`).
+#[derive(Debug, Clone)]
+pub struct Requester<'a> {
+    /// Token name (never the token).
+    pub name: &'a str,
+    /// Free-text reason, if given.
+    pub reason: Option<&'a str>,
+    /// The node that took the request.
+    pub node_id: &'a str,
+}
+
+/// Records an operator action on `tx_id` and notifies the leader.
+pub async fn request(
+    pool: &sqlx::PgPool,
+    chain_id: u64,
+    tx_id: Uuid,
+    action: OperatorAction,
+    who: &Requester<'_>,
+) -> StoreResult<ActionOutcome> {
+    let chain = i64::try_from(chain_id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let mut tx = pool.begin().await?;
+    let row: Option<(String, String, bool, bool)> = sqlx::query_as(
+        "SELECT submitter, state, receipt IS NOT NULL,
+                EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)
+           FROM managed_tx m WHERE tx_id = $1 AND chain_id = $2 FOR UPDATE",
+    )
+    .bind(tx_id)
+    .bind(chain)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((submitter, state, mined, signed)) = row else {
+        return Ok(ActionOutcome::NotFound);
+    };
+    let state = state
+        .parse::<TxState>()
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let refuse = |reason: &str| {
+        Ok(ActionOutcome::NotAllowed {
+            state,
+            reason: reason.to_string(),
+        })
+    };
+    if state.is_terminal() {
+        return refuse("the transaction is final");
+    }
+    if mined {
+        return refuse("the transaction is mined; it can no longer be replaced");
+    }
+    let outcome = match (action, state) {
+        (OperatorAction::Cancel, TxState::Queued) => {
+            sqlx::query(
+                "UPDATE managed_tx SET state = 'CANCELLED', sub_state = 'cancelled_by_operator',
+                        last_error = $2, updated_at = now()
+                  WHERE tx_id = $1 AND state = 'QUEUED'",
+            )
+            .bind(tx_id)
+            .bind(who.reason.map(|r| format!("cancelled by {}: {r}", who.name)))
+            .execute(&mut *tx)
+            .await?;
+            super::completions::record(&mut *tx, tx_id).await?;
+            ActionOutcome::Cancelled
+        }
+        (_, TxState::Queued) => return refuse("the transaction has no nonce yet"),
+        (OperatorAction::Cancel, TxState::Allocated) if signed => {
+            mark_requested(&mut tx, tx_id, action, who).await?;
+            ActionOutcome::Requested { state }
+        }
+        (_, TxState::Allocated) => {
+            return refuse("no node has accepted the transaction yet; it is being broadcast")
+        }
+        _ => {
+            mark_requested(&mut tx, tx_id, action, who).await?;
+            ActionOutcome::Requested { state }
+        }
+    };
+    sqlx::query(
+        "INSERT INTO ops_audit (actor, action, submitter, reason, node_id, tx_id)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(who.name)
+    .bind(format!("tx_{}", action.as_str()))
+    .bind(&submitter)
+    .bind(who.reason)
+    .bind(who.node_id)
+    .bind(tx_id)
+    .execute(&mut *tx)
+    .await?;
+    if matches!(outcome, ActionOutcome::Requested { .. }) {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(WORK_CHANNEL)
+            .bind(format!("{chain_id}:{submitter}:{RESUBMIT_SUFFIX}"))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// Suffix of a work notification that asks the leader to look at operator
+/// requests (`<chain_id>:<address>:resubmit`).
+pub const RESUBMIT_SUFFIX: &str = "resubmit";
+
+async fn mark_requested(
+    tx: &mut sqlx::PgConnection,
+    tx_id: Uuid,
+    action: OperatorAction,
+    who: &Requester<'_>,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE managed_tx SET requested_action = $2, requested_by = $3, updated_at = now()
+          WHERE tx_id = $1",
+    )
+    .bind(tx_id)
+    .bind(action.as_str())
+    .bind(who.name.chars().take(128).collect::<String>())
+    .execute(tx)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,313 @@
+//! Resubmission: claiming due intents (fenced, claim before send), STUCK,
+//! fee-bumped attempts, and the resubmit timers' schedule (DESIGN.md
+//! section 10).
+
+use std::time::Duration;
+
+use alloy::primitives::{Bytes, B256};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{millis, FencedTx, StoreError, StoreResult};
+use crate::domain::{AttemptKind, Intent, SubmitterKey, TxState};
+
+/// What an operator asked for on one transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorAction {
+    /// Replace it with a 0-value self-transfer at its nonce.
+    Cancel,
+    /// Bump its fees now, within the caps (even with bumping off).
+    Speedup,
+    /// Re-broadcast its newest attempt now.
+    Rebroadcast,
+}
+
+impl OperatorAction {
+    /// The name stored in `managed_tx.requested_action` and used in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperatorAction::Cancel => "cancel",
+            OperatorAction::Speedup => "speedup",
+            OperatorAction::Rebroadcast => "rebroadcast",
+        }
+    }
+
+    fn parse(name: &str) -> StoreResult<Self> {
+        match name {
+            "cancel" => Ok(OperatorAction::Cancel),
+            "speedup" => Ok(OperatorAction::Speedup),
+            "rebroadcast" => Ok(OperatorAction::Rebroadcast),
+            other => Err(StoreError::Corrupt(format!("requested_action {other}"))),
+        }
+    }
+}
+
+/// The fees and shape of an attempt.
+#[derive(Debug, Clone)]
+pub struct AttemptFees {
+    /// EIP-1559 max fee, or `None` for legacy.
+    pub max_fee_per_gas: Option<u128>,
+    /// EIP-1559 priority fee, or `None` for legacy.
+    pub max_priority_fee_per_gas: Option<u128>,
+    /// Legacy gas price, or `None` for EIP-1559.
+    pub gas_price: Option<u128>,
+    /// Gas limit signed.
+    pub gas_limit: u64,
+}
+
+/// An intent whose resubmission this leader has just claimed.
+#[derive(Debug, Clone)]
+pub struct ClaimedResubmit {
+    /// The intent.
+    pub tx_id: Uuid,
+    /// Its nonce.
+    pub nonce: u64,
+    /// Its state when claimed (ALLOCATED only for an operator's cancel).
+    pub state: TxState,
+    /// What to send.
+    pub intent: Intent,
+    /// Resubmits claimed so far, this one included.
+    pub resubmits: u32,
+    /// Time since a node first accepted an attempt (`None`: never accepted).
+    pub since_first_broadcast: Option<Duration>,
+    /// The operator's request, if that is why it is due.
+    pub requested: Option<OperatorAction>,
+    /// Who asked (token name), with the request.
+    pub requested_by: Option<String>,
+    /// The newest attempt's hash.
+    pub latest_hash: B256,
+    /// The newest attempt's bytes.
+    pub latest_raw: Bytes,
+    /// The newest attempt's kind (a cancel in progress stays a cancel).
+    pub latest_kind: AttemptKind,
+    /// The newest attempt's fees.
+    pub latest_fees: AttemptFees,
+}
+
+type ClaimRow = (
+    Uuid,
+    i64,
+    String,
+    serde_json::Value,
+    i32,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    String,
+    Vec<u8>,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+);
+
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+fn amount(value: Option<String>) -> StoreResult<Option<u128>> {
+    value.map(|v| v.parse().map_err(corrupt)).transpose()
+}
+
+fn kind_of(name: &str) -> StoreResult<AttemptKind> {
+    match name {
+        "original" => Ok(AttemptKind::Original),
+        "rebroadcast" => Ok(AttemptKind::Rebroadcast),
+        "bump" => Ok(AttemptKind::Bump),
+        "cancel" => Ok(AttemptKind::Cancel),
+        other => Err(corrupt(format!("attempt kind {other}"))),
+    }
+}
+
+/// Claims the submitter's intents that are due for a resubmit — accepted,
+/// unmined, `next_resubmit_at` passed — and those an operator asked about,
+/// restricted to `only` when given. The claim moves `next_resubmit_at` on by
+/// `interval`, counts the resubmit and takes the operator's request, all in
+/// the caller's fenced transaction: a competing claimer (the sweep, a timer,
+/// a stale leader) finds nothing to send.
+pub async fn claim_due(
+    ftx: &mut FencedTx,
+    only: Option<&[Uuid]>,
+    limit: usize,
+    interval: Duration,
+) -> StoreResult<Vec<ClaimedResubmit>> {
+    let key = ftx.submitter();
+    let token = ftx.token();
+    let rows: Vec<ClaimRow> = sqlx::query_as(
+        "WITH due AS (
+             SELECT m.tx_id, m.requested_action, m.requested_by FROM managed_tx m
+              WHERE m.chain_id = $1 AND m.submitter = $2 AND m.receipt IS NULL
+                AND ($6::uuid[] IS NULL OR m.tx_id = ANY($6))
+                AND ((m.state IN ('TRACKING', 'STUCK') AND m.next_resubmit_at <= now())
+                     OR (m.requested_action IS NOT NULL AND m.state IN ('TRACKING', 'STUCK')
+                         OR (m.requested_action = 'cancel' AND m.state = 'ALLOCATED')))
+                AND EXISTS (SELECT 1 FROM tx_attempt t WHERE t.tx_id = m.tx_id AND t.nonce = m.nonce)
+              ORDER BY m.nonce LIMIT $3 FOR UPDATE SKIP LOCKED),
+         claimed AS (
+             UPDATE managed_tx m SET next_resubmit_at = now() + $4 * interval '1 millisecond',
+                    resubmits = m.resubmits + 1, requested_action = NULL, requested_by = NULL,
+                    fencing_token = $5, updated_at = now()
+               FROM due WHERE m.tx_id = due.tx_id
+             RETURNING m.tx_id, m.nonce, m.state, m.intent, m.resubmits, m.first_broadcast_at,
+                       due.requested_action, due.requested_by)
+         SELECT c.tx_id, c.nonce, c.state, c.intent, c.resubmits,
+                (EXTRACT(EPOCH FROM (now() - c.first_broadcast_at)) * 1000)::bigint,
+                c.requested_action, c.requested_by, a.tx_hash, a.raw_tx, a.kind,
+                a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text,
+                a.gas_limit
+           FROM claimed c
+           JOIN LATERAL (SELECT * FROM tx_attempt t WHERE t.tx_id = c.tx_id AND t.nonce = c.nonce
+                          ORDER BY attempt_no DESC LIMIT 1) a ON true
+          ORDER BY c.nonce",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .bind(millis(interval))
+    .bind(token)
+    .bind(only.map(<[Uuid]>::to_vec))
+    .fetch_all(ftx.conn())
+    .await?;
+    rows.into_iter().map(claimed_from_row).collect()
+}
+
+fn claimed_from_row(row: ClaimRow) -> StoreResult<ClaimedResubmit> {
+    let (tx_id, nonce, state, intent, resubmits, since_ms, requested, requested_by) =
+        (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7);
+    let (hash, raw, kind, max_fee, prio, gas_price, gas_limit) =
+        (row.8, row.9, row.10, row.11, row.12, row.13, row.14);
+    Ok(ClaimedResubmit {
+        tx_id,
+        nonce: u64::try_from(nonce).map_err(corrupt)?,
+        state: state.parse().map_err(corrupt)?,
+        intent: serde_json::from_value(intent).map_err(corrupt)?,
+        resubmits: u32::try_from(resubmits).map_err(corrupt)?,
+        since_first_broadcast: since_ms
+            .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+        requested: requested.as_deref().map(OperatorAction::parse).transpose()?,
+        requested_by,
+        latest_hash: hash.parse().map_err(corrupt)?,
+        latest_raw: raw.into(),
+        latest_kind: kind_of(&kind)?,
+        latest_fees: AttemptFees {
+            max_fee_per_gas: amount(max_fee)?,
+            max_priority_fee_per_gas: amount(prio)?,
+            gas_price: amount(gas_price)?,
+            gas_limit: u64::try_from(gas_limit).map_err(corrupt)?,
+        },
+    })
+}
+
+/// Resubmitted bytes accepted (or already known): counts the broadcast and
+/// keeps the state (a STUCK intent stays STUCK until it is mined).
+pub async fn record_resubmitted(
+    ftx: &mut FencedTx,
+    accepted: &[(Uuid, B256, String)],
+) -> StoreResult<()> {
+    let token = ftx.token();
+    sqlx::query(
+        "UPDATE managed_tx m SET state = CASE WHEN m.state = 'ALLOCATED' THEN 'TRACKING' ELSE m.state END,
+                submit_attempts = submit_attempts + 1, last_submit_at = now(),
+                first_broadcast_at = COALESCE(m.first_broadcast_at, now()),
+                fencing_token = $2, updated_at = now()
+           FROM UNNEST($1::uuid[]) AS a(tx_id)
+          WHERE m.tx_id = a.tx_id AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+    )
+    .bind(accepted.iter().map(|a| a.0).collect::<Vec<_>>())
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    record_results(ftx, accepted.iter().map(|(_, h, r)| (*h, r.clone()))).await
+}
+
+/// Records a node's answer on each attempt (no state change).
+pub async fn record_results(
+    ftx: &mut FencedTx,
+    results: impl Iterator<Item = (B256, String)>,
+) -> StoreResult<()> {
+    let (hashes, labels): (Vec<String>, Vec<String>) =
+        results.map(|(h, r)| (format!("{h:#x}"), r)).unzip();
+    if hashes.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE tx_attempt t SET broadcast_result = a.result
+           FROM UNNEST($1::text[], $2::text[]) AS a(tx_hash, result) WHERE t.tx_hash = a.tx_hash",
+    )
+    .bind(hashes)
+    .bind(labels)
+    .execute(ftx.conn())
+    .await?;
+    Ok(())
+}
+
+/// Sets the intent's `sub_state` (and `last_error` when given) while it is
+/// still open.
+pub async fn set_sub_state(
+    ftx: &mut FencedTx,
+    tx_id: Uuid,
+    sub_state: &str,
+    last_error: Option<&str>,
+) -> StoreResult<()> {
+    let token = ftx.token();
+    sqlx::query(
+        "UPDATE managed_tx SET sub_state = $2, last_error = COALESCE($3, last_error),
+                fencing_token = $4, updated_at = now()
+          WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND receipt IS NULL",
+    )
+    .bind(tx_id)
+    .bind(sub_state)
+    .bind(last_error)
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    Ok(())
+}
+
+/// When each of the submitter's accepted, unmined intents is next due
+/// (restricted to `only` when given): what the resubmit timers hold.
+pub async fn schedule(
+    pool: &PgPool,
+    key: SubmitterKey,
+    only: Option<&[Uuid]>,
+) -> StoreResult<Vec<(Uuid, Duration)>> {
+    let rows: Vec<(Uuid, i64)> = sqlx::query_as(
+        "SELECT tx_id, GREATEST(0, (EXTRACT(EPOCH FROM (next_resubmit_at - now())) * 1000)::bigint)
+           FROM managed_tx
+          WHERE chain_id = $1 AND submitter = $2 AND state IN ('TRACKING', 'STUCK')
+            AND receipt IS NULL AND next_resubmit_at IS NOT NULL
+            AND ($3::uuid[] IS NULL OR tx_id = ANY($3))",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .bind(only.map(<[Uuid]>::to_vec))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, ms)| (id, Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+        .collect())
+}
+
+/// The lowest-nonce open, unmined intent of the submitter and its state: the
+/// head of the nonce line, which blocks every later nonce on chain.
+pub async fn head_of_line(pool: &PgPool, key: SubmitterKey) -> StoreResult<Option<(u64, TxState)>> {
+    let row: Option<(i64, String)> = sqlx::query_as(
+        "SELECT nonce, state FROM managed_tx
+          WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+            AND receipt IS NULL
+          ORDER BY nonce LIMIT 1",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .fetch_optional(pool)
+    .await?;
+    row.map(|(nonce, state)| {
+        Ok((
+            u64::try_from(nonce).map_err(corrupt)?,
+            state.parse().map_err(corrupt)?,
+        ))
+    })
+    .transpose()
+}

@@ -1,0 +1,369 @@
+//! The leader's resubmission (DESIGN.md section 10): claim first (fenced),
+//! then STUCK decisions, then re-broadcast the newest attempt's identical
+//! bytes, or sign a replacement at the same nonce — a fee bump, or a cancel
+//! (0-value self-transfer) — persisted before it is broadcast.
+//!
+//! Triggers: the resubmit timers, an operator's request, and the leader's
+//! slow sweep (anything overdue). All go through the same claim, so no two
+//! of them — nor two nodes — act twice on one due time.
+
+use alloy::primitives::{Bytes, B256, U256};
+use uuid::Uuid;
+
+use super::{
+    cycle::CycleError,
+    fees::{self, Fees},
+    lease_keep::renew_if_due,
+    SubmitterContext, SubmitterSettings,
+};
+use crate::{
+    chain::{classify_rpc_error, BroadcastClass, ChainError, FeeQuote},
+    domain::{AttemptKind, Intent, TxState},
+    metrics::{HEAD_OF_LINE_BLOCKED, RESUBMITS, STUCK},
+    store::{
+        pipeline::NewAttempt,
+        resubmit::{self, ClaimedResubmit, OperatorAction},
+        tracking, FencedTx, LeaseGuard,
+    },
+};
+
+/// Gas of a plain value transfer: what a cancel (self-transfer) needs.
+const TRANSFER_GAS: u64 = 21_000;
+
+/// How many ever larger replacements one resubmit tries when the node
+/// answers "replacement transaction underpriced".
+const UNDERPRICED_RETRIES: usize = 2;
+
+/// What a resubmit pass did.
+#[derive(Debug, Default)]
+pub(crate) struct ResubmitOutcome {
+    /// Intents claimed (their timers need re-arming).
+    pub claimed: Vec<Uuid>,
+    /// A node said a nonce is consumed: check the chain now.
+    pub sweep_now: bool,
+    /// The lowest unmined nonce is STUCK.
+    pub head_of_line_blocked: bool,
+}
+
+/// What to send for one claimed intent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Plan {
+    /// The newest attempt's identical bytes.
+    Rebroadcast,
+    /// A new attempt at the same nonce with raised fees.
+    Replace {
+        /// `Bump` (same intent) or `Cancel` (0-value self-transfer).
+        kind: AttemptKind,
+        /// Fee factor (at least 1.10 is applied).
+        multiplier: f64,
+    },
+}
+
+/// Chooses the action for a claimed intent. `head_nonce` is the lowest
+/// unmined nonce of the submitter: only the head of the line is cancelled by
+/// the `cancel` stuck policy (later nonces wait behind it anyway).
+pub(crate) fn plan(
+    claimed: &ClaimedResubmit,
+    settings: &SubmitterSettings,
+    head_nonce: Option<u64>,
+) -> Plan {
+    let cancelling = claimed.latest_kind == AttemptKind::Cancel;
+    let follow_up = if cancelling {
+        AttemptKind::Cancel
+    } else {
+        AttemptKind::Bump
+    };
+    match claimed.requested {
+        Some(OperatorAction::Cancel) if !cancelling => Plan::Replace {
+            kind: AttemptKind::Cancel,
+            multiplier: settings.forced_bump_multiplier,
+        },
+        Some(OperatorAction::Speedup) => Plan::Replace {
+            kind: follow_up,
+            multiplier: settings
+                .bump_multiplier
+                .unwrap_or(settings.forced_bump_multiplier),
+        },
+        Some(OperatorAction::Rebroadcast) => Plan::Rebroadcast,
+        _ if claimed.state == TxState::Stuck
+            && settings.cancel_when_stuck
+            && !cancelling
+            && head_nonce == Some(claimed.nonce) =>
+        {
+            Plan::Replace {
+                kind: AttemptKind::Cancel,
+                multiplier: settings.forced_bump_multiplier,
+            }
+        }
+        _ => match settings.bump_multiplier {
+            Some(multiplier) => Plan::Replace {
+                kind: follow_up,
+                multiplier,
+            },
+            None => Plan::Rebroadcast,
+        },
+    }
+}
+
+/// Why a TRACKING intent is STUCK now, if it is.
+pub(crate) fn stuck_reason(
+    claimed: &ClaimedResubmit,
+    settings: &SubmitterSettings,
+) -> Option<(&'static str, String)> {
+    if claimed.state != TxState::Tracking {
+        return None;
+    }
+    if let Some(age) = claimed.since_first_broadcast {
+        if age >= settings.stuck_after {
+            return Some((
+                "stuck_after",
+                format!(
+                    "no receipt {}s after the first broadcast (stuck_after {}s)",
+                    age.as_secs(),
+                    settings.stuck_after.as_secs()
+                ),
+            ));
+        }
+    }
+    // `resubmits` counts this claim: STUCK once max_resubmits were made.
+    if claimed.resubmits > settings.max_resubmits {
+        return Some((
+            "max_resubmits",
+            format!(
+                "no receipt after {} resubmits (max_resubmits {})",
+                claimed.resubmits - 1,
+                settings.max_resubmits
+            ),
+        ));
+    }
+    None
+}
+
+/// One pass: claim due intents (restricted to `only`), mark STUCK ones, and
+/// act on each.
+pub(crate) async fn run(
+    ctx: &SubmitterContext,
+    lease: &mut LeaseGuard,
+    only: Option<&[Uuid]>,
+) -> Result<ResubmitOutcome, CycleError> {
+    let settings = ctx.settings();
+    let limit = settings.batch_size.max(1) as usize;
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "claim_resubmit").await?;
+    let mut claimed =
+        resubmit::claim_due(&mut ftx, only, limit, settings.resubmit_interval).await?;
+    let mut newly_stuck = Vec::new();
+    for item in &mut claimed {
+        if let Some((label, reason)) = stuck_reason(item, &settings) {
+            let sub_state = format!("stuck_{label}");
+            tracking::mark_stuck(&mut ftx, item.tx_id, &sub_state, &reason).await?;
+            item.state = TxState::Stuck;
+            newly_stuck.push((item.tx_id, item.nonce, label, reason));
+        }
+    }
+    ftx.commit().await?;
+    for (tx_id, nonce, label, reason) in &newly_stuck {
+        metrics::counter!(STUCK, "reason" => *label).increment(1);
+        tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, nonce, reason, "STUCK");
+    }
+    let mut outcome = ResubmitOutcome {
+        claimed: claimed.iter().map(|c| c.tx_id).collect(),
+        ..ResubmitOutcome::default()
+    };
+    let head = resubmit::head_of_line(&ctx.pool, ctx.key).await?;
+    outcome.head_of_line_blocked = report_head_of_line(ctx, head);
+    if claimed.is_empty() {
+        return Ok(outcome);
+    }
+    let head_nonce = head.map(|(nonce, _)| nonce);
+    let mut quote: Option<FeeQuote> = None;
+    for item in &claimed {
+        if let Some(action) = item.requested {
+            tracing::info!(target: "txmgr::audit", submitter = %ctx.key, tx_id = %item.tx_id,
+                nonce = item.nonce, action = action.as_str(),
+                by = item.requested_by.as_deref().unwrap_or("unknown"), "operator action taken");
+        }
+        let plan = plan(item, &settings, head_nonce);
+        resubmit_one(ctx, lease, item, plan, &settings, &mut quote, &mut outcome).await?;
+    }
+    Ok(outcome)
+}
+
+/// Publishes whether the head of the nonce line is STUCK (metric); returns it
+/// for the actor's status.
+pub(crate) fn report_head_of_line(ctx: &SubmitterContext, head: Option<(u64, TxState)>) -> bool {
+    let blocked = matches!(head, Some((_, TxState::Stuck)));
+    metrics::gauge!(HEAD_OF_LINE_BLOCKED, "submitter" => ctx.key.address_hex())
+        .set(if blocked { 1.0 } else { 0.0 });
+    blocked
+}
+
+async fn resubmit_one(
+    ctx: &SubmitterContext,
+    lease: &mut LeaseGuard,
+    item: &ClaimedResubmit,
+    plan: Plan,
+    settings: &SubmitterSettings,
+    quote: &mut Option<FeeQuote>,
+    outcome: &mut ResubmitOutcome,
+) -> Result<(), CycleError> {
+    let Plan::Replace {
+        kind,
+        mut multiplier,
+    } = plan
+    else {
+        let class = send(ctx, lease, item.tx_id, item.latest_hash, &item.latest_raw).await?;
+        metrics::counter!(RESUBMITS, "kind" => "rebroadcast").increment(1);
+        return record(ctx, lease, item.tx_id, item.latest_hash, class, outcome).await;
+    };
+    let mut previous = fees::of_attempt(&item.latest_fees);
+    for _ in 0..=UNDERPRICED_RETRIES {
+        let market = match quote {
+            Some(q) => *q,
+            None => *quote.insert(ctx.chain.fees().await?),
+        };
+        let market = fees::market(&market, settings.legacy_fees);
+        let Some(new_fees) = fees::bump(previous, market, multiplier, settings) else {
+            // The caps leave no room for a replacement the node would take.
+            let sub_state = if kind == AttemptKind::Cancel {
+                "cancel_at_fee_cap"
+            } else {
+                "fee_cap_reached"
+            };
+            let mut ftx = FencedTx::begin(&ctx.pool, lease, "resubmit_sub_state").await?;
+            resubmit::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
+            ftx.commit().await?;
+            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id,
+                nonce = item.nonce, sub_state, "fee cap reached: re-broadcasting the newest attempt");
+            let class = send(ctx, lease, item.tx_id, item.latest_hash, &item.latest_raw).await?;
+            metrics::counter!(RESUBMITS, "kind" => "rebroadcast").increment(1);
+            return record(ctx, lease, item.tx_id, item.latest_hash, class, outcome).await;
+        };
+        let attempt = match sign_replacement(ctx, item, kind, new_fees).await? {
+            Some(attempt) => attempt,
+            None => return Ok(()),
+        };
+        renew_if_due(ctx, lease).await?;
+        let mut ftx = FencedTx::begin(&ctx.pool, lease, "persist_replacement").await?;
+        crate::store::pipeline::insert_attempts(&mut ftx, std::slice::from_ref(&attempt)).await?;
+        let sub_state = if kind == AttemptKind::Cancel {
+            "cancelling"
+        } else {
+            "fee_bumped"
+        };
+        resubmit::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
+        ftx.commit().await?;
+        super::follow::track(ctx, item.tx_id, attempt.tx_hash);
+        let label = if kind == AttemptKind::Cancel {
+            "cancel"
+        } else {
+            "bump"
+        };
+        metrics::counter!(RESUBMITS, "kind" => label).increment(1);
+        tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id,
+            nonce = item.nonce, kind = label, tx_hash = %attempt.tx_hash, fees = ?new_fees, "replacement signed");
+        let class = send(ctx, lease, item.tx_id, attempt.tx_hash, &attempt.raw).await?;
+        record(ctx, lease, item.tx_id, attempt.tx_hash, class, outcome).await?;
+        if class != BroadcastClass::ReplacementUnderpriced {
+            return Ok(());
+        }
+        // The pool holds a pricier transaction at this nonce: go higher.
+        previous = new_fees;
+        multiplier = multiplier.max(fees::MIN_BUMP) * multiplier.max(fees::MIN_BUMP);
+    }
+    Ok(())
+}
+
+/// Signs a replacement at the intent's nonce; `None` when the signer refused
+/// (logged; the next resubmit tries again).
+async fn sign_replacement(
+    ctx: &SubmitterContext,
+    item: &ClaimedResubmit,
+    kind: AttemptKind,
+    new_fees: Fees,
+) -> Result<Option<NewAttempt>, CycleError> {
+    let (intent, gas_limit) = if kind == AttemptKind::Cancel {
+        (
+            Intent {
+                to: Some(ctx.key.address),
+                value: U256::ZERO,
+                data: Bytes::new(),
+                gas_limit: Some(TRANSFER_GAS),
+                max_fee_per_gas: None,
+                max_priority_fee_per_gas: None,
+            },
+            TRANSFER_GAS,
+        )
+    } else {
+        (item.intent.clone(), item.latest_fees.gas_limit)
+    };
+    let unsigned = fees::build(&intent, ctx.key.chain_id, item.nonce, gas_limit, new_fees);
+    let raw = match ctx.signer.sign(unsigned).await {
+        Ok(raw) => raw,
+        Err(err) => {
+            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id, error = %err, "signing a replacement failed");
+            return Ok(None);
+        }
+    };
+    let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = match new_fees {
+        Fees::Eip1559 { max_fee, priority } => (Some(max_fee), Some(priority), None),
+        Fees::Legacy { gas_price } => (None, None, Some(gas_price)),
+    };
+    Ok(Some(NewAttempt {
+        tx_id: item.tx_id,
+        nonce: item.nonce,
+        tx_hash: raw.hash,
+        raw: raw.raw,
+        max_fee_per_gas,
+        max_priority_fee_per_gas,
+        gas_price,
+        gas_limit,
+        kind,
+    }))
+}
+
+/// Broadcasts once on a lease this node still holds; returns the class.
+async fn send(
+    ctx: &SubmitterContext,
+    lease: &mut LeaseGuard,
+    tx_id: Uuid,
+    hash: B256,
+    raw: &Bytes,
+) -> Result<BroadcastClass, CycleError> {
+    renew_if_due(ctx, lease).await?;
+    if !lease.is_locally_valid() {
+        return Err(CycleError::LeaseExpired);
+    }
+    let class = match ctx.chain.send_raw(raw).await {
+        Ok(_) => BroadcastClass::Accepted,
+        Err(ChainError::Rpc { code, message }) => classify_rpc_error(Some(code), &message),
+        Err(ChainError::Transport(_)) => BroadcastClass::Transient,
+    };
+    metrics::counter!(crate::metrics::BROADCASTS, "result" => class.label()).increment(1);
+    tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, %hash, result = class.label(), "resubmitted");
+    Ok(class)
+}
+
+/// Records a resubmit's answer (fenced).
+async fn record(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+    tx_id: Uuid,
+    hash: B256,
+    class: BroadcastClass,
+    outcome: &mut ResubmitOutcome,
+) -> Result<(), CycleError> {
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_resubmit").await?;
+    ftx.relax_durability().await?;
+    if class.counts_as_accepted() {
+        resubmit::record_resubmitted(&mut ftx, &[(tx_id, hash, class.label().to_string())])
+            .await?;
+    } else {
+        if class == BroadcastClass::NonceTooLow {
+            outcome.sweep_now = true;
+        }
+        resubmit::record_results(&mut ftx, std::iter::once((hash, class.label().to_string())))
+            .await?;
+    }
+    ftx.commit().await?;
+    Ok(())
+}

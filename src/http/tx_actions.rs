@@ -1,0 +1,176 @@
+//! `POST /v1/transactions/{tx_id}/cancel` · `/speedup` · `/rebroadcast`
+//! (DESIGN.md sections 10 and 11).
+//!
+//! Any node takes the request: a QUEUED intent is cancelled at once (no
+//! nonce used); anything later is recorded on the intent and the leader
+//! claims it, fenced, and acts. Each request is audited (log and `ops_audit`)
+//! with who asked and why.
+
+use alloy::primitives::Address;
+use axum::{
+    body::Bytes,
+    extract::{Path, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    Extension, Json,
+};
+use serde::{Deserialize, Serialize};
+use txmgr_actors::{
+    domain::TxState,
+    store::{
+        actions::{self, ActionOutcome, Requester},
+        resubmit::OperatorAction,
+    },
+};
+use uuid::Uuid;
+
+use super::{
+    auth::{check_submitter, Caller},
+    error::{ApiError, ApiResult},
+    AppState,
+};
+
+/// Longest `reason` accepted.
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// Optional body of an action.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionBody {
+    /// Why (kept in the audit log), up to 500 characters.
+    pub reason: Option<String>,
+}
+
+/// Answer to an accepted action (202).
+#[derive(Debug, Serialize)]
+pub struct ActionAccepted {
+    /// The transaction.
+    pub tx_id: Uuid,
+    /// `cancel` | `speedup` | `rebroadcast`.
+    pub action: String,
+    /// `done` (a QUEUED intent was cancelled) or `requested` (the leader acts next).
+    pub status: String,
+    /// The state after the request (CANCELLED when done).
+    pub state: String,
+}
+
+/// `POST /v1/transactions/{tx_id}/cancel`.
+pub(crate) async fn cancel(
+    state: State<AppState>,
+    caller: Option<Extension<Caller>>,
+    path: Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    act(state, caller, path, body, OperatorAction::Cancel).await
+}
+
+/// `POST /v1/transactions/{tx_id}/speedup`.
+pub(crate) async fn speedup(
+    state: State<AppState>,
+    caller: Option<Extension<Caller>>,
+    path: Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    act(state, caller, path, body, OperatorAction::Speedup).await
+}
+
+/// `POST /v1/transactions/{tx_id}/rebroadcast`.
+pub(crate) async fn rebroadcast(
+    state: State<AppState>,
+    caller: Option<Extension<Caller>>,
+    path: Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    act(state, caller, path, body, OperatorAction::Rebroadcast).await
+}
+
+fn parse_body(body: &Bytes) -> ApiResult<ActionBody> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ActionBody::default());
+    }
+    let parsed: ActionBody = serde_json::from_slice(body).map_err(|err| {
+        let field = err
+            .to_string()
+            .contains("unknown field")
+            .then(|| "body".to_owned());
+        ApiError::InvalidRequest {
+            message: format!("the body must be {{\"reason\": \"...\"}} or empty: {err}"),
+            field,
+        }
+    })?;
+    if let Some(reason) = &parsed.reason {
+        if reason.chars().count() > MAX_REASON_CHARS {
+            return Err(ApiError::invalid(
+                "reason",
+                format!("reason is longer than {MAX_REASON_CHARS} characters"),
+            ));
+        }
+    }
+    Ok(parsed)
+}
+
+async fn act(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    Path(tx_id): Path<String>,
+    body: Bytes,
+    action: OperatorAction,
+) -> ApiResult<Response> {
+    let tx_id =
+        Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
+    let body = parse_body(&body)?;
+    let submitter: Option<String> =
+        sqlx::query_scalar("SELECT submitter FROM managed_tx WHERE tx_id = $1 AND chain_id = $2")
+            .bind(tx_id)
+            .bind(i64::try_from(state.chain_id).unwrap_or(i64::MAX))
+            .fetch_optional(&state.pool)
+            .await
+            .map_err(txmgr_actors::StoreError::from)?;
+    let not_found = || ApiError::NotFound(format!("no transaction {tx_id}"));
+    let address: Address = submitter
+        .ok_or_else(not_found)?
+        .parse()
+        .map_err(|_| ApiError::Internal)?;
+    check_submitter(caller.as_deref(), &address)?;
+    let name = caller
+        .as_ref()
+        .map_or_else(|| "anonymous".to_owned(), |c| c.name.to_string());
+    let node_id = state
+        .ops
+        .engine
+        .as_ref()
+        .map_or_else(|| "unknown".to_owned(), |e| e.node_id().to_owned());
+    let who = Requester {
+        name: &name,
+        reason: body.reason.as_deref(),
+        node_id: &node_id,
+    };
+    let outcome = actions::request(&state.pool, state.chain_id, tx_id, action, &who).await?;
+    tracing::info!(target: "txmgr::audit", who = %name, action = action.as_str(), %tx_id,
+        submitter = %format!("{address:#x}"), reason = body.reason.as_deref(), node_id = %node_id,
+        outcome = ?outcome, "operator action on a transaction");
+    let (status, state_after) = match outcome {
+        ActionOutcome::Cancelled => ("done", TxState::Cancelled),
+        ActionOutcome::Requested { state } => ("requested", state),
+        ActionOutcome::NotAllowed { state, reason } => {
+            return Err(ApiError::InvalidState(format!(
+                "cannot {} transaction {tx_id} in state {}: {reason}",
+                action.as_str(),
+                state.as_str()
+            )))
+        }
+        ActionOutcome::NotFound => return Err(not_found()),
+    };
+    metrics::counter!(txmgr_actors::metrics::OPERATOR_ACTIONS, "action" => action.as_str())
+        .increment(1);
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(ActionAccepted {
+            tx_id,
+            action: action.as_str().to_owned(),
+            status: status.to_owned(),
+            state: state_after.as_str().to_owned(),
+        }),
+    )
+        .into_response())
+}
