@@ -28,6 +28,8 @@ pub(crate) async fn wait_mined(pool: &PgPool, count: i64, timeout: Duration) {
 /// each intent mined at most once and its receipt hash is one of its own
 /// attempts at its own nonce on chain; the chain's nonce equals ours.
 pub(crate) async fn check(pool: &PgPool, anvil: &Anvil, submitter: &str, start_nonce: u64) {
+    let submitter = submitter.to_lowercase();
+    let submitter = submitter.as_str();
     let rows: Vec<(uuid::Uuid, Option<i64>, String, Option<String>)> = sqlx::query_as(
         "SELECT tx_id, nonce, state, mined_tx_hash FROM managed_tx WHERE submitter = $1 ORDER BY nonce",
     )

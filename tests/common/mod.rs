@@ -15,6 +15,7 @@ pub(crate) mod faulty_chain;
 pub(crate) mod invariants;
 pub(crate) mod node;
 pub(crate) mod poll;
+pub(crate) mod txs;
 
 pub(crate) use anvil::{Anvil, CHAIN_ID, DEV_ADDRESS_0, DEV_PRIVATE_KEY_0};
 pub(crate) use db::TestDb;
