@@ -47,7 +47,11 @@ async fn a_dropped_transaction_is_rebroadcast_after_the_interval_and_mined() {
     anvil.mine().await;
     wait_state(&db.pool, tx_id, "CONFIRMED", WAIT).await;
     let all = attempts(&db.pool, tx_id).await;
-    assert_eq!(all.len(), 1, "identical bytes were re-broadcast, nothing re-signed");
+    assert_eq!(
+        all.len(),
+        1,
+        "identical bytes were re-broadcast, nothing re-signed"
+    );
     assert_eq!(intent(&db.pool, tx_id).await.mined_tx_hash, Some(hash));
     node.stop().await;
     invariants::check(&db.pool, &anvil, DEV_ADDRESS_0, 0).await;
@@ -89,17 +93,27 @@ async fn a_fee_spike_is_bumped_through_in_ten_percent_steps_within_the_cap() {
     wait_state(&db.pool, tx_id, "CONFIRMED", WAIT).await;
 
     let all = attempts(&db.pool, tx_id).await;
-    assert!(all.len() >= 4, "several steps to climb from {} to {spike}: {all:?}", original.max_fee);
+    assert!(
+        all.len() >= 4,
+        "several steps to climb from {} to {spike}: {all:?}",
+        original.max_fee
+    );
     for pair in all.windows(2) {
         assert!(pair[1].kind == "bump", "{pair:?}");
         assert_eq!(pair[1].nonce, pair[0].nonce);
         // ≥ 10% on both fields (integer arithmetic, rounded up).
         assert!(pair[1].max_fee * 10 >= pair[0].max_fee * 11, "{pair:?}");
-        assert!(pair[1].priority_fee * 10 >= pair[0].priority_fee * 11, "{pair:?}");
+        assert!(
+            pair[1].priority_fee * 10 >= pair[0].priority_fee * 11,
+            "{pair:?}"
+        );
     }
     assert!(all.iter().all(|a| a.max_fee <= cap), "never above the cap");
     let mined = intent(&db.pool, tx_id).await.mined_tx_hash.expect("mined");
-    assert_eq!(Some(&mined), all.iter().map(|a| &a.tx_hash).find(|h| **h == mined));
+    assert_eq!(
+        Some(&mined),
+        all.iter().map(|a| &a.tx_hash).find(|h| **h == mined)
+    );
     assert_eq!(completion_states(&db.pool, tx_id).await, ["CONFIRMED"]);
     node.stop().await;
     invariants::check(&db.pool, &anvil, DEV_ADDRESS_0, 0).await;
@@ -123,11 +137,18 @@ async fn without_bumping_a_spike_is_rebroadcast_only_then_stuck_and_it_may_still
     let stuck = intent(&db.pool, tx_id).await;
     assert_eq!(stuck.sub_state.as_deref(), Some("stuck_max_resubmits"));
     assert!(
-        stuck.last_error.as_deref().is_some_and(|e| e.contains("max_resubmits 2")),
+        stuck
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("max_resubmits 2")),
         "{stuck:?}"
     );
     assert_eq!(completion_states(&db.pool, tx_id).await, ["STUCK"]);
-    assert_eq!(attempts(&db.pool, tx_id).await.len(), 1, "re-broadcast only");
+    assert_eq!(
+        attempts(&db.pool, tx_id).await.len(),
+        1,
+        "re-broadcast only"
+    );
     let (status, view) = node
         .request("GET", &format!("/v1/transactions/{tx_id}"), None)
         .await;
@@ -137,7 +158,10 @@ async fn without_bumping_a_spike_is_rebroadcast_only_then_stuck_and_it_may_still
     set_next_base_fee(&anvil, GWEI / 2).await;
     anvil.mine().await;
     wait_state(&db.pool, tx_id, "CONFIRMED", WAIT).await;
-    assert_eq!(completion_states(&db.pool, tx_id).await, ["STUCK", "CONFIRMED"]);
+    assert_eq!(
+        completion_states(&db.pool, tx_id).await,
+        ["STUCK", "CONFIRMED"]
+    );
     node.stop().await;
     invariants::check(&db.pool, &anvil, DEV_ADDRESS_0, 0).await;
 }
@@ -153,12 +177,17 @@ async fn an_older_cheaper_attempt_mined_confirms_the_intent_with_its_hash() {
     );
     let node = TestNode::start(&toml).await;
     let tx_id = create_transfer(&node, "older", 1).await;
-    wait_until(WAIT, || async { attempts(&db.pool, tx_id).await.len() >= 2 }).await;
+    wait_until(WAIT, || async {
+        attempts(&db.pool, tx_id).await.len() >= 2
+    })
+    .await;
     // Stop bumping (graceful: lease released), then let the oldest bytes win.
     node.stop().await;
     let all = attempts(&db.pool, tx_id).await;
     let (oldest, newest) = (all[0].clone(), all[all.len() - 1].clone());
-    anvil.rpc("anvil_dropTransaction", json!([newest.tx_hash])).await;
+    anvil
+        .rpc("anvil_dropTransaction", json!([newest.tx_hash]))
+        .await;
     anvil
         .rpc("eth_sendRawTransaction", json!([raw_hex(&oldest.raw)]))
         .await;

@@ -18,7 +18,8 @@ use txmgr_actors::{
 
 use crate::{
     config::{
-        AdvanceAfter, Config, FeeMode, OnExternalNonce, SignerConfig, StuckPolicy, SubmitterSettings,
+        AdvanceAfter, Config, FeeMode, OnExternalNonce, SignerConfig, StuckPolicy,
+        SubmitterSettings,
     },
     http::Submissions,
 };
@@ -221,7 +222,10 @@ mod tests {
             parse_payload(&format!("31337:{address}:resubmit"), 31337),
             Some((parsed, true))
         );
-        assert_eq!(parse_payload(&format!("31337:{address}:other"), 31337), None);
+        assert_eq!(
+            parse_payload(&format!("31337:{address}:other"), 31337),
+            None
+        );
         assert_eq!(parse_payload(&format!("1:{address}"), 31337), None);
         assert_eq!(parse_payload("garbage", 31337), None);
     }

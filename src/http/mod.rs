@@ -124,7 +124,10 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/transactions/{tx_id}", get(transactions::get_one))
         .route("/v1/transactions/{tx_id}/cancel", post(tx_actions::cancel))
-        .route("/v1/transactions/{tx_id}/speedup", post(tx_actions::speedup))
+        .route(
+            "/v1/transactions/{tx_id}/speedup",
+            post(tx_actions::speedup),
+        )
         .route(
             "/v1/transactions/{tx_id}/rebroadcast",
             post(tx_actions::rebroadcast),

@@ -105,7 +105,9 @@ pub(crate) fn wait_state<'a>(
     state: &'a str,
     timeout: Duration,
 ) -> impl std::future::Future<Output = ()> + 'a {
-    wait_until(timeout, move || async move { intent(pool, tx_id).await.state == state })
+    wait_until(timeout, move || async move {
+        intent(pool, tx_id).await.state == state
+    })
 }
 
 /// The completion rows of an intent, in feed order.
@@ -149,7 +151,10 @@ pub(crate) async fn known_to_node(anvil: &super::Anvil, hash: &str) -> bool {
 /// `anvil_setNextBlockBaseFeePerGas`.
 pub(crate) async fn set_next_base_fee(anvil: &super::Anvil, wei: u128) {
     anvil
-        .rpc("anvil_setNextBlockBaseFeePerGas", json!([format!("{wei:#x}")]))
+        .rpc(
+            "anvil_setNextBlockBaseFeePerGas",
+            json!([format!("{wei:#x}")]),
+        )
         .await;
 }
 
@@ -159,7 +164,12 @@ pub(crate) fn raw_hex(raw: &[u8]) -> String {
 }
 
 /// Calls an operator action; returns status and body.
-pub(crate) async fn action(node: &TestNode, tx_id: Uuid, action: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn action(
+    node: &TestNode,
+    tx_id: Uuid,
+    action: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     node.request("POST", &format!("/v1/transactions/{tx_id}/{action}"), body)
         .await
 }

@@ -80,9 +80,10 @@ pub async fn request(
     if mined {
         return refuse("the transaction is mined; it can no longer be replaced");
     }
-    let outcome = match (action, state) {
-        (OperatorAction::Cancel, TxState::Queued) => {
-            sqlx::query(
+    let outcome =
+        match (action, state) {
+            (OperatorAction::Cancel, TxState::Queued) => {
+                sqlx::query(
                 "UPDATE managed_tx SET state = 'CANCELLED', sub_state = 'cancelled_by_operator',
                         last_error = $2, updated_at = now()
                   WHERE tx_id = $1 AND state = 'QUEUED'",
@@ -91,22 +92,22 @@ pub async fn request(
             .bind(who.reason.map(|r| format!("cancelled by {}: {r}", who.name)))
             .execute(&mut *tx)
             .await?;
-            super::completions::record(&mut *tx, tx_id).await?;
-            ActionOutcome::Cancelled
-        }
-        (_, TxState::Queued) => return refuse("the transaction has no nonce yet"),
-        (OperatorAction::Cancel, TxState::Allocated) if signed => {
-            mark_requested(&mut tx, tx_id, action, who).await?;
-            ActionOutcome::Requested { state }
-        }
-        (_, TxState::Allocated) => {
-            return refuse("no node has accepted the transaction yet; it is being broadcast")
-        }
-        _ => {
-            mark_requested(&mut tx, tx_id, action, who).await?;
-            ActionOutcome::Requested { state }
-        }
-    };
+                super::completions::record(&mut tx, tx_id).await?;
+                ActionOutcome::Cancelled
+            }
+            (_, TxState::Queued) => return refuse("the transaction has no nonce yet"),
+            (OperatorAction::Cancel, TxState::Allocated) if signed => {
+                mark_requested(&mut tx, tx_id, action, who).await?;
+                ActionOutcome::Requested { state }
+            }
+            (_, TxState::Allocated) => {
+                return refuse("no node has accepted the transaction yet; it is being broadcast")
+            }
+            _ => {
+                mark_requested(&mut tx, tx_id, action, who).await?;
+                ActionOutcome::Requested { state }
+            }
+        };
     sqlx::query(
         "INSERT INTO ops_audit (actor, action, submitter, reason, node_id, tx_id)
          VALUES ($1, $2, $3, $4, $5, $6)",

@@ -102,7 +102,10 @@ pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResul
 /// QUEUED meanwhile (an operator cancelled it) is skipped and its nonce goes
 /// back to the cursor in the same transaction. Returns the intents that got
 /// their nonce.
-pub async fn assign_nonces(ftx: &mut FencedTx, assignments: &[(Uuid, u64)]) -> StoreResult<Vec<Uuid>> {
+pub async fn assign_nonces(
+    ftx: &mut FencedTx,
+    assignments: &[(Uuid, u64)],
+) -> StoreResult<Vec<Uuid>> {
     let ids: Vec<Uuid> = assignments.iter().map(|(id, _)| *id).collect();
     let nonces = assignments
         .iter()

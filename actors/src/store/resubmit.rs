@@ -185,7 +185,10 @@ fn claimed_from_row(row: ClaimRow) -> StoreResult<ClaimedResubmit> {
         resubmits: u32::try_from(resubmits).map_err(corrupt)?,
         since_first_broadcast: since_ms
             .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
-        requested: requested.as_deref().map(OperatorAction::parse).transpose()?,
+        requested: requested
+            .as_deref()
+            .map(OperatorAction::parse)
+            .transpose()?,
         requested_by,
         latest_hash: hash.parse().map_err(corrupt)?,
         latest_raw: raw.into(),

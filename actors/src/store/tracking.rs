@@ -171,7 +171,11 @@ pub async fn finalize(
         return Ok(None);
     };
     super::completions::record(ftx.conn(), tx_id).await?;
-    Ok(Some(state.parse::<TxState>().map_err(|e| StoreError::Corrupt(e.to_string()))?))
+    Ok(Some(
+        state
+            .parse::<TxState>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+    ))
 }
 
 /// Clears a receipt whose block was reorged out (only if it still names that

@@ -131,7 +131,8 @@ pub(crate) fn bump(
         settings.max_priority_fee_per_gas_cap,
     )
     .min(max_fee);
-    (max_fee >= floor_max && priority >= floor_priority).then_some(Fees::Eip1559 { max_fee, priority })
+    (max_fee >= floor_max && priority >= floor_priority)
+        .then_some(Fees::Eip1559 { max_fee, priority })
 }
 
 /// The fees an attempt was signed with.
@@ -296,11 +297,21 @@ mod tests {
             ..SubmitterSettings::default()
         };
         assert_eq!(
-            bump(Fees::Legacy { gas_price: 100 }, Fees::Legacy { gas_price: 20 }, 1.2, &legacy),
+            bump(
+                Fees::Legacy { gas_price: 100 },
+                Fees::Legacy { gas_price: 20 },
+                1.2,
+                &legacy
+            ),
             Some(Fees::Legacy { gas_price: 120 })
         );
         assert_eq!(
-            bump(Fees::Legacy { gas_price: 950 }, Fees::Legacy { gas_price: 20 }, 1.2, &legacy),
+            bump(
+                Fees::Legacy { gas_price: 950 },
+                Fees::Legacy { gas_price: 20 },
+                1.2,
+                &legacy
+            ),
             None
         );
     }

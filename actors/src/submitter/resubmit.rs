@@ -192,8 +192,11 @@ pub(crate) async fn run(
 /// for the actor's status.
 pub(crate) fn report_head_of_line(ctx: &SubmitterContext, head: Option<(u64, TxState)>) -> bool {
     let blocked = matches!(head, Some((_, TxState::Stuck)));
-    metrics::gauge!(HEAD_OF_LINE_BLOCKED, "submitter" => ctx.key.address_hex())
-        .set(if blocked { 1.0 } else { 0.0 });
+    metrics::gauge!(HEAD_OF_LINE_BLOCKED, "submitter" => ctx.key.address_hex()).set(if blocked {
+        1.0
+    } else {
+        0.0
+    });
     blocked
 }
 
@@ -355,8 +358,7 @@ async fn record(
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_resubmit").await?;
     ftx.relax_durability().await?;
     if class.counts_as_accepted() {
-        resubmit::record_resubmitted(&mut ftx, &[(tx_id, hash, class.label().to_string())])
-            .await?;
+        resubmit::record_resubmitted(&mut ftx, &[(tx_id, hash, class.label().to_string())]).await?;
     } else {
         if class == BroadcastClass::NonceTooLow {
             outcome.sweep_now = true;

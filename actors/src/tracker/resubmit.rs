@@ -116,7 +116,10 @@ impl ResubmitTimers {
             .min();
         ResubmitPoolStats {
             workers: gauges.len(),
-            pending: gauges.iter().map(|g| g.pending.load(Ordering::Acquire)).sum(),
+            pending: gauges
+                .iter()
+                .map(|g| g.pending.load(Ordering::Acquire))
+                .sum(),
             oldest_overdue: earliest
                 .map(|ms| Duration::from_millis(now.saturating_sub(ms)))
                 .unwrap_or_default(),
@@ -156,6 +159,9 @@ fn unix_ms(at: std::time::SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// The actor timer armed for the earliest deadline.
+type Timer = JoinHandle<Result<(), ractor::MessagingErr<ResubmitMsg>>>;
+
 /// One worker of the pool.
 #[derive(Debug, Default)]
 pub struct ResubmitWorker;
@@ -174,7 +180,7 @@ pub struct ResubmitWorkerState {
     gauge: Arc<WorkerGauge>,
     due: BTreeSet<(Instant, Uuid)>,
     entries: HashMap<Uuid, (Instant, Address)>,
-    armed: Option<(Instant, JoinHandle<Result<(), ractor::MessagingErr<ResubmitMsg>>>)>,
+    armed: Option<(Instant, Timer)>,
 }
 
 impl ResubmitWorkerState {
@@ -229,7 +235,8 @@ impl ResubmitWorkerState {
                 if let Some((_, old)) = self.armed.take() {
                     old.abort();
                 }
-                let timer = myself.send_after(at.saturating_duration_since(now), || ResubmitMsg::Fire);
+                let timer =
+                    myself.send_after(at.saturating_duration_since(now), || ResubmitMsg::Fire);
                 self.armed = Some((at, timer));
             }
             (None, _) => {
