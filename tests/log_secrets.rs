@@ -116,6 +116,25 @@ async fn json_debug_logs_never_contain_the_key_or_the_database_password() {
             .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
         assert!(parsed.is_object(), "log line is not an object: {line}");
     }
+    // Events inside a SubmitterActor carry its span: submitter, node id and
+    // the fencing token of the lease it holds.
+    let in_actor_span = lines.iter().any(|line| {
+        let parsed: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        parsed["spans"].as_array().is_some_and(|spans| {
+            spans.iter().any(|span| {
+                span["name"] == "submitter"
+                    && span["node_id"] == "log-test-node"
+                    && span["submitter"].as_str().is_some_and(|s| {
+                        s.starts_with("0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266")
+                    })
+                    && span["fencing_token"].as_u64().is_some_and(|t| t >= 1)
+            })
+        })
+    });
+    assert!(
+        in_actor_span,
+        "no event carried the submitter span with a fencing token"
+    );
     let key = common::DEV_PRIVATE_KEY_0.trim_start_matches("0x");
     for (name, text) in [("stderr", &stderr), ("stdout", &stdout)] {
         assert!(

@@ -195,10 +195,12 @@ impl Default for NodeConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
-    /// Human-readable lines.
+    /// Human-readable lines, one per event.
     #[default]
     Text,
-    /// One JSON object per line.
+    /// Human-readable, multi-line (fields and span context on their own lines).
+    Pretty,
+    /// One JSON object per line (with the current span and the span list).
     Json,
 }
 

@@ -1,4 +1,6 @@
-//! Log output: text or JSON, filtered by `log.level` or `RUST_LOG`.
+//! Log output: text, pretty or JSON, filtered by `log.level` or `RUST_LOG`.
+//! The engine's spans carry `submitter`, `node_id`, `fencing_token` (every
+//! SubmitterActor message) and `tx_id`, `nonce` (per-transaction work).
 
 use tracing_subscriber::{fmt, EnvFilter};
 
@@ -18,6 +20,7 @@ pub fn init_tracing(log: &LogConfig) {
     // A second initialisation (tests) is harmless: keep the first.
     let _ = match log.format {
         LogFormat::Json => builder.json().try_init(),
+        LogFormat::Pretty => builder.pretty().try_init(),
         LogFormat::Text => builder.try_init(),
     };
 }

@@ -173,3 +173,33 @@ pub(crate) async fn action(
     node.request("POST", &format!("/v1/transactions/{tx_id}/{action}"), body)
         .await
 }
+
+/// Creates a transfer over real HTTP (a daemon process); returns its id.
+pub(crate) async fn create_transfer_at(
+    client: &reqwest::Client,
+    base: &str,
+    request_id: &str,
+) -> Uuid {
+    // The daemon may still be starting: retry until it answers 202.
+    let answer: Value =
+        super::eventually(Duration::from_secs(30), Duration::from_millis(100), || {
+            let request = client.post(format!("{base}/v1/transactions")).json(&json!({
+                "submitter": super::DEV_ADDRESS_0,
+                "request_id": request_id,
+                "to": TO,
+                "value": "1",
+            }));
+            async move {
+                let response = request.send().await.ok()?;
+                if response.status().as_u16() != 202 {
+                    return None;
+                }
+                response.json().await.ok()
+            }
+        })
+        .await;
+    answer["tx_id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .expect("tx_id")
+}

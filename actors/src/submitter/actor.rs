@@ -5,6 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use alloy::primitives::B256;
 use uuid::Uuid;
@@ -193,32 +194,47 @@ impl Actor for SubmitterActor {
         if msg.is_counted() {
             state.handle.message_taken(&msg);
         }
-        match msg {
-            SubmitterMsg::LeaseTick => on_lease_tick(&myself, state).await,
-            SubmitterMsg::Work | SubmitterMsg::WorkTimer => on_work(&myself, state).await,
-            SubmitterMsg::SweepTick => on_sweep(&myself, state).await,
-            SubmitterMsg::Drain(reply) => {
-                state.handle.status().set_role(Role::Stopping);
-                if let Some(lease) = state.lease.take() {
-                    if let Err(err) = store::release(&state.ctx.pool, &lease).await {
-                        tracing::warn!(target: "txmgr::submitter", submitter = %state.ctx.key, error = %err, "lease release failed; it will expire");
-                    }
+        let span = tracing::info_span!(
+            "submitter",
+            submitter = %state.ctx.key,
+            node_id = %state.ctx.node_id,
+            fencing_token = state.lease.as_ref().map_or(0, |l| l.token),
+        );
+        dispatch(myself, msg, state).instrument(span).await
+    }
+}
+
+/// One message, inside the actor's span.
+async fn dispatch(
+    myself: ActorRef<SubmitterMsg>,
+    msg: SubmitterMsg,
+    state: &mut SubmitterState,
+) -> Result<(), ActorProcessingErr> {
+    match msg {
+        SubmitterMsg::LeaseTick => on_lease_tick(&myself, state).await,
+        SubmitterMsg::Work | SubmitterMsg::WorkTimer => on_work(&myself, state).await,
+        SubmitterMsg::SweepTick => on_sweep(&myself, state).await,
+        SubmitterMsg::Drain(reply) => {
+            state.handle.status().set_role(Role::Stopping);
+            if let Some(lease) = state.lease.take() {
+                if let Err(err) = store::release(&state.ctx.pool, &lease).await {
+                    tracing::warn!(target: "txmgr::submitter", submitter = %state.ctx.key, error = %err, "lease release failed; it will expire");
                 }
-                let _ = reply.send(());
-                myself.stop(Some("drained".into()));
-                Ok(())
             }
-            SubmitterMsg::Receipts(found) => {
-                on_tracking(&myself, state, Tracking::Receipts(found)).await
-            }
-            SubmitterMsg::Finalize(decided) => {
-                on_tracking(&myself, state, Tracking::Finalize(decided)).await
-            }
-            SubmitterMsg::ReorgedOut(lost) => {
-                on_tracking(&myself, state, Tracking::Reorged(lost)).await
-            }
-            SubmitterMsg::ResubmitDue(ids) => on_resubmit(&myself, state, ids).await,
+            let _ = reply.send(());
+            myself.stop(Some("drained".into()));
+            Ok(())
         }
+        SubmitterMsg::Receipts(found) => {
+            on_tracking(&myself, state, Tracking::Receipts(found)).await
+        }
+        SubmitterMsg::Finalize(decided) => {
+            on_tracking(&myself, state, Tracking::Finalize(decided)).await
+        }
+        SubmitterMsg::ReorgedOut(lost) => {
+            on_tracking(&myself, state, Tracking::Reorged(lost)).await
+        }
+        SubmitterMsg::ResubmitDue(ids) => on_resubmit(&myself, state, ids).await,
     }
 }
 

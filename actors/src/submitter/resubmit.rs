@@ -8,6 +8,7 @@
 //! of them — nor two nodes — act twice on one due time.
 
 use alloy::primitives::{Bytes, B256, U256};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{
@@ -183,7 +184,10 @@ pub(crate) async fn run(
                 by = item.requested_by.as_deref().unwrap_or("unknown"), "operator action taken");
         }
         let plan = plan(item, &settings, head_nonce);
-        resubmit_one(ctx, lease, item, plan, &settings, &mut quote, &mut outcome).await?;
+        let span = tracing::info_span!("resubmit", tx_id = %item.tx_id, nonce = item.nonce);
+        resubmit_one(ctx, lease, item, plan, &settings, &mut quote, &mut outcome)
+            .instrument(span)
+            .await?;
     }
     Ok(outcome)
 }
