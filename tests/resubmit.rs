@@ -153,6 +153,18 @@ async fn without_bumping_a_spike_is_rebroadcast_only_then_stuck_and_it_may_still
         .request("GET", &format!("/v1/transactions/{tx_id}"), None)
         .await;
     assert_eq!((status, view["state"].as_str()), (200, Some("STUCK")));
+    // The ops view: the STUCK intent heads the nonce line, and its resubmit
+    // timer is armed.
+    wait_until(WAIT, || async {
+        let (_, actors) = node.request("GET", "/v1/ops/actors", None).await;
+        let row = &actors["submitters"][0];
+        let pools = &actors["pools"];
+        row["head_of_line_blocked"] == true
+            && pools["resubmit_queue_depth"].as_u64() >= Some(1)
+            && pools["receipt_queue_depth"].is_u64()
+            && pools["finality_oldest_ms"].is_u64()
+    })
+    .await;
 
     // Still tracked: when the market comes back down it is mined and confirms.
     set_next_base_fee(&anvil, GWEI / 2).await;

@@ -45,6 +45,10 @@ fn caller_name(caller: &Option<Extension<Caller>>) -> String {
         .map_or_else(|| "anonymous".to_owned(), |c| c.name.to_string())
 }
 
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Counts per submitter from one grouped query.
 #[derive(Default)]
 struct WorkCounts {
@@ -128,10 +132,13 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
             receipt_index_size: pools.receipt_index_size,
             receipt_workers: pools.receipt_workers,
             finality_workers: pools.finality_workers,
+            receipt_queue_depth: pools.receipt_queue.depth,
+            receipt_oldest_ms: millis(pools.receipt_queue.oldest_age),
+            finality_queue_depth: pools.finality_queue.depth,
+            finality_oldest_ms: millis(pools.finality_queue.oldest_age),
             resubmit_workers: pools.resubmit.workers,
             resubmit_queue_depth: pools.resubmit.pending,
-            resubmit_oldest_overdue_ms: u64::try_from(pools.resubmit.oldest_overdue.as_millis())
-                .unwrap_or(u64::MAX),
+            resubmit_oldest_overdue_ms: millis(pools.resubmit.oldest_overdue),
         },
     }))
 }

@@ -55,6 +55,14 @@ pub struct PoolsView {
     pub receipt_workers: usize,
     /// Finality workers.
     pub finality_workers: usize,
+    /// Blocks waiting for the receipt matchers.
+    pub receipt_queue_depth: usize,
+    /// Milliseconds the oldest of them has waited.
+    pub receipt_oldest_ms: u64,
+    /// Heads / reorgs waiting for the finality workers.
+    pub finality_queue_depth: usize,
+    /// Milliseconds the oldest of them has waited.
+    pub finality_oldest_ms: u64,
     /// Resubmit timer workers.
     pub resubmit_workers: usize,
     /// Resubmit timers armed (accepted, unmined intents of the leaders here).

@@ -175,14 +175,19 @@ async fn spawn_tracker(
     let config = &shared.config;
     let router: Arc<dyn SubmitterRouter> = shared.clone();
     let window = Arc::new(CanonicalWindow::new(config.window_blocks));
-    let progress = Arc::new(TrackerProgress::new(config.finality_workers));
+    let progress = Arc::new(TrackerProgress::new(
+        config.receipt_workers,
+        config.finality_workers,
+    ));
     let mut receipts = Vec::new();
-    for _ in 0..config.receipt_workers.max(1) {
+    for slot in 0..config.receipt_workers.max(1) {
         let args = ReceiptWorkerArgs {
             chain: chain.clone(),
             index: index.clone(),
             router: router.clone(),
             retry_after: config.poll_interval,
+            slot,
+            progress: progress.clone(),
         };
         receipts.push(Actor::spawn(None, ReceiptWorker, args).await?.0);
     }

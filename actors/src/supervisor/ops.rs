@@ -95,6 +95,10 @@ pub struct PoolsSnapshot {
     pub finality_workers: usize,
     /// The resubmit timers' queue.
     pub resubmit: crate::tracker::ResubmitPoolStats,
+    /// Blocks waiting for the receipt matchers.
+    pub receipt_queue: crate::tracker::PoolQueue,
+    /// Heads waiting for the finality workers.
+    pub finality_queue: crate::tracker::PoolQueue,
 }
 
 /// Everything `GET /v1/ops/actors` shows about this node's engine.
@@ -210,6 +214,8 @@ impl Engine {
                 receipt_workers: self.tracker.receipts.len(),
                 finality_workers: self.tracker.finality.len(),
                 resubmit: self.shared.timers.stats(),
+                receipt_queue: progress.receipt_queue(),
+                finality_queue: progress.finality_queue(),
             },
         }
     }

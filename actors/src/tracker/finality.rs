@@ -87,6 +87,9 @@ impl Actor for FinalityWorker {
         msg: FinalityMsg,
         state: &mut FinalityWorkerArgs,
     ) -> Result<(), ActorProcessingErr> {
+        if let Some(gauge) = state.progress.finality_gauge(state.slot) {
+            gauge.taken();
+        }
         let result = match msg {
             FinalityMsg::Head { number } => {
                 let result = on_head(state, number).await;

@@ -219,8 +219,12 @@ async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {
     // Every tick, new block or not: a receipt recorded after its block's
     // head was processed must not wait for the next block to become final.
     if let Some((number, _)) = args.window.tip() {
-        for worker in &args.finality_workers {
-            let _ = worker.send_message(FinalityMsg::Head { number });
+        for (slot, worker) in args.finality_workers.iter().enumerate() {
+            if worker.send_message(FinalityMsg::Head { number }).is_ok() {
+                if let Some(gauge) = args.progress.finality_gauge(slot) {
+                    gauge.enqueued();
+                }
+            }
         }
     }
     Ok(next <= head)
@@ -233,8 +237,12 @@ async fn reorg(args: &HeadWatcherArgs) -> Result<u64, ChainError> {
     args.window.truncate_above(fork);
     metrics::counter!(REORGS).increment(1);
     tracing::warn!(target: "txmgr::head", fork, "reorg detected; blocks above the fork are orphaned");
-    for worker in &args.finality_workers {
-        let _ = worker.send_message(FinalityMsg::Reorg { fork });
+    for (slot, worker) in args.finality_workers.iter().enumerate() {
+        if worker.send_message(FinalityMsg::Reorg { fork }).is_ok() {
+            if let Some(gauge) = args.progress.finality_gauge(slot) {
+                gauge.enqueued();
+            }
+        }
     }
     Ok(fork)
 }
@@ -242,9 +250,15 @@ async fn reorg(args: &HeadWatcherArgs) -> Result<u64, ChainError> {
 fn accept(args: &HeadWatcherArgs, block: BlockSummary) {
     args.window.push(block.number, block.hash);
     if !args.receipt_workers.is_empty() && !block.tx_hashes.is_empty() {
-        let worker =
-            &args.receipt_workers[(block.number % args.receipt_workers.len() as u64) as usize];
-        let _ = worker.send_message(ReceiptMsg::Block(block));
+        let slot = (block.number % args.receipt_workers.len() as u64) as usize;
+        if args.receipt_workers[slot]
+            .send_message(ReceiptMsg::Block(block))
+            .is_ok()
+        {
+            if let Some(gauge) = args.progress.receipt_gauge(slot) {
+                gauge.enqueued();
+            }
+        }
     }
 }
 

@@ -32,23 +32,102 @@ pub use receipts::{ReceiptMsg, ReceiptWorker, ReceiptWorkerArgs};
 pub use resubmit::{ResubmitMsg, ResubmitPoolStats, ResubmitTimers, ResubmitWorker};
 pub use window::CanonicalWindow;
 
+/// Messages waiting in one worker's mailbox, with the time each was sent
+/// (mailboxes are FIFO, so the front is the oldest).
+#[derive(Debug, Default)]
+pub struct QueueGauge {
+    sent: std::sync::Mutex<std::collections::VecDeque<std::time::Instant>>,
+}
+
+impl QueueGauge {
+    /// A message was sent to the worker.
+    pub(crate) fn enqueued(&self) {
+        if let Ok(mut sent) = self.sent.lock() {
+            sent.push_back(std::time::Instant::now());
+        }
+    }
+
+    /// The worker took a message.
+    pub(crate) fn taken(&self) {
+        if let Ok(mut sent) = self.sent.lock() {
+            sent.pop_front();
+        }
+    }
+
+    /// Messages waiting, and how long the oldest has waited.
+    pub fn snapshot(&self) -> (usize, std::time::Duration) {
+        self.sent.lock().map_or((0, Default::default()), |sent| {
+            (
+                sent.len(),
+                sent.front().map(|t| t.elapsed()).unwrap_or_default(),
+            )
+        })
+    }
+}
+
+/// Queue figures of a pool: messages waiting over all workers and the
+/// longest wait of any of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolQueue {
+    /// Messages waiting.
+    pub depth: usize,
+    /// How long the oldest waiting message has waited.
+    pub oldest_age: std::time::Duration,
+}
+
+fn pool_queue(gauges: &[QueueGauge]) -> PoolQueue {
+    gauges
+        .iter()
+        .map(QueueGauge::snapshot)
+        .fold(PoolQueue::default(), |acc, (depth, age)| PoolQueue {
+            depth: acc.depth + depth,
+            oldest_age: acc.oldest_age.max(age),
+        })
+}
+
 /// How far the tracking actors have got: for the ops view and for tests that
 /// must know a head was fully processed before they look.
 #[derive(Debug)]
 pub struct TrackerProgress {
     head: std::sync::atomic::AtomicU64,
     finality: Vec<std::sync::atomic::AtomicU64>,
+    receipt_queues: Vec<QueueGauge>,
+    finality_queues: Vec<QueueGauge>,
 }
 
 impl TrackerProgress {
-    /// Progress for `finality_workers` workers.
-    pub fn new(finality_workers: usize) -> Self {
+    /// Progress for `receipt_workers` and `finality_workers` workers.
+    pub fn new(receipt_workers: usize, finality_workers: usize) -> Self {
         Self {
             head: Default::default(),
             finality: (0..finality_workers.max(1))
                 .map(|_| Default::default())
                 .collect(),
+            receipt_queues: (0..receipt_workers.max(1))
+                .map(|_| Default::default())
+                .collect(),
+            finality_queues: (0..finality_workers.max(1))
+                .map(|_| Default::default())
+                .collect(),
         }
+    }
+
+    /// The receipt matcher pool's queue.
+    pub fn receipt_queue(&self) -> PoolQueue {
+        pool_queue(&self.receipt_queues)
+    }
+
+    /// The finality pool's queue.
+    pub fn finality_queue(&self) -> PoolQueue {
+        pool_queue(&self.finality_queues)
+    }
+
+    pub(crate) fn receipt_gauge(&self, slot: usize) -> Option<&QueueGauge> {
+        self.receipt_queues.get(slot)
+    }
+
+    pub(crate) fn finality_gauge(&self, slot: usize) -> Option<&QueueGauge> {
+        self.finality_queues.get(slot)
     }
 
     /// The newest block the head watcher has processed.

@@ -43,6 +43,10 @@ pub struct ReceiptWorkerArgs {
     pub router: Arc<dyn SubmitterRouter>,
     /// Wait before retrying a failed block.
     pub retry_after: Duration,
+    /// This worker's index in the pool (its queue gauge).
+    pub slot: usize,
+    /// Where the queue figures are published.
+    pub progress: Arc<super::TrackerProgress>,
 }
 
 impl Actor for ReceiptWorker {
@@ -65,7 +69,12 @@ impl Actor for ReceiptWorker {
         state: &mut ReceiptWorkerArgs,
     ) -> Result<(), ActorProcessingErr> {
         let (block, tries) = match msg {
-            ReceiptMsg::Block(block) => (block, 1),
+            ReceiptMsg::Block(block) => {
+                if let Some(gauge) = state.progress.receipt_gauge(state.slot) {
+                    gauge.taken();
+                }
+                (block, 1)
+            }
             ReceiptMsg::Retry(block, tries) => (block, tries),
         };
         if let Err(err) = match_block(state, &block).await {
