@@ -168,3 +168,151 @@ async fn two_nodes_across_a_take_over_bump_once_per_due_time() {
     assert_eq!(owners.len(), 2, "attempts from both leaders: {owners:?}");
     invariants::check(&db.pool, &anvil, DEV_ADDRESS_0, 0).await;
 }
+
+/// Waits until some backend waits on a row lock.
+async fn someone_waits_on_a_lock(db: &TestDb) {
+    wait_until(WAIT, || async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .expect("pg_stat_activity");
+        waiting > 0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queued_cancel_racing_the_allocation_never_leaves_a_nonce_gap() {
+    use txmgr_actors::{
+        domain::{CreateOutcome, Intent, NewIntent},
+        store::{
+            actions::{self, ActionOutcome, Requester},
+            intents, nonce_cursor, pipeline,
+            resubmit::OperatorAction,
+        },
+    };
+    let db = TestDb::migrated().await;
+    let submitter = SubmitterKey::new(31337, DEV_ADDRESS_0.parse().expect("address"));
+    let queue = |names: &[&str]| {
+        let intents: Vec<NewIntent> = names
+            .iter()
+            .map(|name| {
+                NewIntent::new(
+                    submitter,
+                    Some((*name).to_owned()),
+                    Intent {
+                        to: Some(common::txs::TO.parse().expect("address")),
+                        value: alloy::primitives::U256::from(1),
+                        data: Default::default(),
+                        gas_limit: Some(21_000),
+                        max_fee_per_gas: None,
+                        max_priority_fee_per_gas: None,
+                    },
+                )
+            })
+            .collect();
+        let pool = db.pool.clone();
+        async move {
+            intents::insert_queued(&pool, &intents)
+                .await
+                .expect("queued")
+                .into_iter()
+                .map(|o| match o {
+                    CreateOutcome::Created(s) => s.tx_id,
+                    other => panic!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let who = Requester {
+        name: "ops",
+        reason: None,
+        node_id: "t",
+    };
+    let lease = store::acquire_or_renew(&db.pool, &request("t"))
+        .await
+        .expect("lease")
+        .lease()
+        .cloned()
+        .expect("t leads");
+    let mut ftx = FencedTx::begin(&db.pool, &lease, "init")
+        .await
+        .expect("fenced");
+    nonce_cursor::init(&mut ftx, 0).await.expect("cursor");
+    ftx.commit().await.expect("commit");
+
+    // The cancel commits while the allocator is still pricing: skipped.
+    let first = queue(&["a", "b", "c"]).await;
+    let cancelled = actions::request(&db.pool, 31337, first[1], OperatorAction::Cancel, &who)
+        .await
+        .expect("cancel");
+    assert_eq!(cancelled, ActionOutcome::Cancelled);
+    let mut ftx = FencedTx::begin(&db.pool, &lease, "allocate")
+        .await
+        .expect("fenced");
+    let locked = pipeline::lock_queued(&mut ftx, &first).await.expect("lock");
+    assert_eq!(locked, [first[0], first[2]]);
+    let nonces = nonce_cursor::allocate(&mut ftx, locked.len())
+        .await
+        .expect("nonces");
+    let pairs: Vec<_> = locked.iter().copied().zip(nonces).collect();
+    pipeline::assign_nonces(&mut ftx, &pairs)
+        .await
+        .expect("assign");
+    ftx.commit().await.expect("commit");
+
+    // The cancel arrives after the allocator locked the rows: it waits, then
+    // finds the intent ALLOCATED (no longer cancellable without a nonce).
+    let second = queue(&["d", "e"]).await;
+    let mut ftx = FencedTx::begin(&db.pool, &lease, "allocate")
+        .await
+        .expect("fenced");
+    let locked = pipeline::lock_queued(&mut ftx, &second)
+        .await
+        .expect("lock");
+    let late = {
+        let pool = db.pool.clone();
+        let id = second[0];
+        tokio::spawn(async move {
+            let who = Requester {
+                name: "ops",
+                reason: None,
+                node_id: "t",
+            };
+            actions::request(&pool, 31337, id, OperatorAction::Cancel, &who).await
+        })
+    };
+    someone_waits_on_a_lock(&db).await;
+    let nonces = nonce_cursor::allocate(&mut ftx, locked.len())
+        .await
+        .expect("nonces");
+    let pairs: Vec<_> = locked.iter().copied().zip(nonces).collect();
+    pipeline::assign_nonces(&mut ftx, &pairs)
+        .await
+        .expect("assign");
+    ftx.commit().await.expect("commit");
+    let outcome = late.await.expect("task").expect("request");
+    assert!(
+        matches!(outcome, ActionOutcome::NotAllowed { .. }),
+        "{outcome:?}"
+    );
+
+    let nonces: Vec<i64> =
+        sqlx::query_scalar("SELECT nonce FROM managed_tx WHERE nonce IS NOT NULL ORDER BY nonce")
+            .fetch_all(&db.pool)
+            .await
+            .expect("nonces");
+    assert_eq!(
+        nonces,
+        [0, 1, 2, 3],
+        "contiguous: no nonce lost to a cancel"
+    );
+    let released: Vec<i64> =
+        sqlx::query_scalar("SELECT unnest(released) FROM submitter_nonce_cursor")
+            .fetch_all(&db.pool)
+            .await
+            .expect("released");
+    assert!(released.is_empty(), "{released:?}");
+}

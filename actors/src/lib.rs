@@ -12,9 +12,11 @@
 //!
 //! - [`domain`]: identifiers and the transaction state machine's vocabulary.
 //! - [`store`]: PostgreSQL access — migrations, lease + fencing, nonce cursor.
+//! - [`cluster`]: membership and lease balancing.
 //! - [`metrics`]: names of the metrics the engine records.
 
 pub mod chain;
+pub mod cluster;
 pub mod domain;
 pub mod metrics;
 pub mod signer;

@@ -5,8 +5,11 @@
 //! per-transaction.
 
 /// Counter: lease acquisition attempts, label `result` =
-/// `acquired` | `renewed` | `taken_over` | `not_owner` | `released`.
+/// `acquired` | `renewed` | `taken_over` | `not_owner` | `released` | `handed_over`.
 pub const LEASE_ACQUISITIONS: &str = "txmgr_lease_acquisitions_total";
+
+/// Counter: leases handed to their preferred node (lease balancing).
+pub const LEASE_HANDOVERS: &str = "txmgr_lease_handovers_total";
 
 /// Counter: fenced transactions, labels `operation` and `result` = `ok` | `fenced` | `error`.
 pub const FENCED_WRITES: &str = "txmgr_fenced_writes_total";

@@ -180,6 +180,26 @@ pub struct NodeConfig {
     /// Interval between rounds looking for unowned submitters and peers.
     #[serde(with = "humantime_serde")]
     pub discovery_interval: Duration,
+    /// Spread submitter leases over the live nodes (rendezvous hashing with
+    /// bounded loads); off = the first node to ask keeps a lease.
+    pub rebalance: bool,
+    /// A node receives leases from others only after it has been up this long.
+    #[serde(with = "humantime_serde")]
+    pub rebalance_settle: Duration,
+    /// A leader keeps a lease at least this long before handing it over.
+    #[serde(with = "humantime_serde")]
+    pub rebalance_min_hold: Duration,
+    /// How much later than the preferred node another node takes over an
+    /// expired lease.
+    #[serde(with = "humantime_serde")]
+    pub handover_grace: Duration,
+}
+
+impl NodeConfig {
+    /// A node is alive while its heartbeat is younger than this.
+    pub fn liveness(&self) -> Duration {
+        self.heartbeat_interval.saturating_mul(3)
+    }
 }
 
 impl Default for NodeConfig {
@@ -187,6 +207,10 @@ impl Default for NodeConfig {
         Self {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             discovery_interval: DEFAULT_DISCOVERY_INTERVAL,
+            rebalance: true,
+            rebalance_settle: Duration::from_secs(10),
+            rebalance_min_hold: Duration::from_secs(30),
+            handover_grace: Duration::from_secs(2),
         }
     }
 }

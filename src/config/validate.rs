@@ -219,6 +219,16 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
         "node.discovery_interval",
         config.node.discovery_interval,
     );
+    positive(
+        &mut push,
+        "node.rebalance_settle",
+        config.node.rebalance_settle,
+    );
+    positive(
+        &mut push,
+        "node.rebalance_min_hold",
+        config.node.rebalance_min_hold,
+    );
 
     if config.log.level.trim().is_empty() {
         push("log.level", "must not be empty (e.g. \"info\")".into());

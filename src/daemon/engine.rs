@@ -9,9 +9,10 @@ use async_trait::async_trait;
 use sqlx::{postgres::PgListener, PgPool};
 use txmgr_actors::{
     chain::{ChainClient, FeeCache, FinalityTag},
+    cluster::BalanceConfig,
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::{build_signer, SignerSpec},
-    store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL},
+    store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LEASE_SUFFIX},
     submitter::{Finality as EngineFinality, LeaseTiming, SubmitterSettings as EngineSettings},
     supervisor::{Engine, EngineConfig, SubmitterSpec},
 };
@@ -136,6 +137,14 @@ pub async fn start_engine(
         receipt_workers: config.chain.receipt_workers as usize,
         finality_workers: config.chain.finality_workers as usize,
         resubmit_workers: config.chain.resubmit_workers as usize,
+        balance: BalanceConfig {
+            enabled: config.node.rebalance,
+            liveness: config.node.liveness(),
+            settle: config.node.rebalance_settle,
+            min_hold: config.node.rebalance_min_hold,
+            handover_grace: config.node.handover_grace,
+            refresh: config.node.heartbeat_interval,
+        },
         window_blocks: window_blocks(config),
         discovery_interval: config.node.discovery_interval,
         create_timeout: config.http.request_timeout,
@@ -172,8 +181,11 @@ pub async fn listen_for_work(pool: PgPool, engine: Engine, chain_id: u64) {
                         match listener.recv().await {
                             Ok(notification) => {
                                 match parse_payload(notification.payload(), chain_id) {
-                                    Some((address, false)) => engine.notify(address),
-                                    Some((address, true)) => engine.notify_resubmit(address),
+                                    Some((address, Hint::Work)) => engine.notify(address),
+                                    Some((address, Hint::Resubmit)) => {
+                                        engine.notify_resubmit(address)
+                                    }
+                                    Some((address, Hint::Lease)) => engine.notify_lease(address),
                                     None => {}
                                 }
                             }
@@ -191,19 +203,29 @@ pub async fn listen_for_work(pool: PgPool, engine: Engine, chain_id: u64) {
     }
 }
 
-/// `<chain_id>:<address>` (new work) or `<chain_id>:<address>:resubmit`
-/// (an operator's request); `true` for the latter.
-fn parse_payload(payload: &str, chain_id: u64) -> Option<(Address, bool)> {
+/// What a work notification asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hint {
+    /// New work was queued (`<chain_id>:<address>`).
+    Work,
+    /// An operator's request waits (`…:resubmit`).
+    Resubmit,
+    /// A lease was handed over (`…:lease`).
+    Lease,
+}
+
+fn parse_payload(payload: &str, chain_id: u64) -> Option<(Address, Hint)> {
     let (chain, rest) = payload.split_once(':')?;
     if chain.parse::<u64>().ok()? != chain_id {
         return None;
     }
-    let (address, resubmit) = match rest.split_once(':') {
-        Some((address, RESUBMIT_SUFFIX)) => (address, true),
+    let (address, hint) = match rest.split_once(':') {
+        Some((address, RESUBMIT_SUFFIX)) => (address, Hint::Resubmit),
+        Some((address, LEASE_SUFFIX)) => (address, Hint::Lease),
         Some(_) => return None,
-        None => (rest, false),
+        None => (rest, Hint::Work),
     };
-    Some((address.parse().ok()?, resubmit))
+    Some((address.parse().ok()?, hint))
 }
 
 #[cfg(test)]
@@ -216,11 +238,15 @@ mod tests {
         let parsed: Address = address.parse().expect("address");
         assert_eq!(
             parse_payload(&format!("31337:{address}"), 31337),
-            Some((parsed, false))
+            Some((parsed, Hint::Work))
         );
         assert_eq!(
             parse_payload(&format!("31337:{address}:resubmit"), 31337),
-            Some((parsed, true))
+            Some((parsed, Hint::Resubmit))
+        );
+        assert_eq!(
+            parse_payload(&format!("31337:{address}:lease"), 31337),
+            Some((parsed, Hint::Lease))
         );
         assert_eq!(
             parse_payload(&format!("31337:{address}:other"), 31337),

@@ -170,6 +170,13 @@ pub(crate) async fn cluster(State(state): State<AppState>) -> ApiResult<Json<Clu
         .into_iter()
         .map(
             |(submitter, owner, fencing_token, expires_in_ms)| LeaseView {
+                preferred_node: submitter.parse().ok().and_then(|address| {
+                    state
+                        .ops
+                        .engine
+                        .as_ref()
+                        .and_then(|e| e.membership().preferred(&address))
+                }),
                 submitter,
                 owner,
                 fencing_token,

@@ -115,6 +115,10 @@ pub struct LeaseView {
     pub expires_in_ms: i64,
     /// Expired (or released).
     pub expired: bool,
+    /// The node this submitter's lease should be on (lease balancing, as
+    /// the answering node sees the cluster); null when balancing is off or
+    /// no node has settled yet.
+    pub preferred_node: Option<String>,
 }
 
 /// `GET /v1/ops/cluster`.

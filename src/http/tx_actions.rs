@@ -1,7 +1,8 @@
 //! `POST /v1/transactions/{tx_id}/cancel` · `/speedup` · `/rebroadcast`
 //! (DESIGN.md sections 10 and 11).
 //!
-//! Any node takes the request: a QUEUED intent is cancelled at once (no
+//! A client token whose allow-list lacks the transaction's submitter gets
+//! 404, as for `GET /v1/transactions/{tx_id}`. Any node takes the request: a QUEUED intent is cancelled at once (no
 //! nonce used); anything later is recorded on the intent and the leader
 //! claims it, fenced, and acts. Each request is audited (log and `ops_audit`)
 //! with who asked and why.
@@ -131,7 +132,11 @@ async fn act(
         .ok_or_else(not_found)?
         .parse()
         .map_err(|_| ApiError::Internal)?;
-    check_submitter(caller.as_deref(), &address)?;
+    // Another submitter's transaction is reported as absent (as by GET):
+    // its id alone must not reveal that it exists or whose it is.
+    if check_submitter(caller.as_deref(), &address).is_err() {
+        return Err(not_found());
+    }
     let name = caller
         .as_ref()
         .map_or_else(|| "anonymous".to_owned(), |c| c.name.to_string());

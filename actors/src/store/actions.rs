@@ -2,7 +2,10 @@
 //! any node records them (DESIGN.md sections 10 and 11).
 //!
 //! A QUEUED intent holds no nonce, so cancelling it is a plain state change
-//! (a row lock orders it against a racing allocation, which then skips it).
+//! (not fenced — it touches no nonce — but ordered by the row lock against a
+//! racing allocation, which locks QUEUED rows before drawing nonces and skips
+//! a cancelled one; see `pipeline::lock_queued`). The same holds for a STUCK
+//! intent whose nonce another key consumed: it never executed.
 //! Anything later needs the leader: the request is stored on the intent and
 //! the leader claims it, fenced, like a due resubmit.
 
@@ -53,8 +56,9 @@ pub async fn request(
 ) -> StoreResult<ActionOutcome> {
     let chain = i64::try_from(chain_id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let mut tx = pool.begin().await?;
-    let row: Option<(String, String, bool, bool)> = sqlx::query_as(
+    let row: Option<(String, String, bool, bool, bool)> = sqlx::query_as(
         "SELECT submitter, state, receipt IS NOT NULL,
+                sub_state IS NOT DISTINCT FROM 'nonce_consumed_externally',
                 EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)
            FROM managed_tx m WHERE tx_id = $1 AND chain_id = $2 FOR UPDATE",
     )
@@ -62,7 +66,7 @@ pub async fn request(
     .bind(chain)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((submitter, state, mined, signed)) = row else {
+    let Some((submitter, state, mined, lost_nonce, signed)) = row else {
         return Ok(ActionOutcome::NotFound);
     };
     let state = state
@@ -80,13 +84,22 @@ pub async fn request(
     if mined {
         return refuse("the transaction is mined; it can no longer be replaced");
     }
+    if lost_nonce && action != OperatorAction::Cancel {
+        return refuse(
+            "its nonce was consumed by a transaction that is not ours; it can only be cancelled",
+        );
+    }
     let outcome =
         match (action, state) {
-            (OperatorAction::Cancel, TxState::Queued) => {
+            // Holds nothing on chain (no nonce, or a nonce someone else used):
+            // cancelled at once.
+            (OperatorAction::Cancel, _) if state == TxState::Queued || lost_nonce => {
                 sqlx::query(
                 "UPDATE managed_tx SET state = 'CANCELLED', sub_state = 'cancelled_by_operator',
-                        last_error = $2, updated_at = now()
-                  WHERE tx_id = $1 AND state = 'QUEUED'",
+                        last_error = COALESCE($2, last_error), next_resubmit_at = NULL,
+                        updated_at = now()
+                  WHERE tx_id = $1 AND (state = 'QUEUED'
+                        OR (state = 'STUCK' AND sub_state = 'nonce_consumed_externally'))",
             )
             .bind(tx_id)
             .bind(who.reason.map(|r| format!("cancelled by {}: {r}", who.name)))

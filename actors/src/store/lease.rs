@@ -118,12 +118,53 @@ pub struct LeaseInfo {
 ///   `clock_skew` ago → take over, token + 1;
 /// - otherwise → [`LeaseOutcome::NotLeader`].
 pub async fn acquire_or_renew(pool: &PgPool, req: &LeaseRequest) -> StoreResult<LeaseOutcome> {
-    let outcome = acquire_or_renew_inner(pool, req).await?;
+    acquire_or_renew_deferring(pool, req, Duration::ZERO).await
+}
+
+/// [`acquire_or_renew`] for a node that is not the submitter's preferred
+/// node: it takes over another node's expired lease only `defer` later than
+/// the preferred node would, so the preferred node gets it first (lease
+/// balancing). Its own lease it renews or re-takes as usual.
+pub async fn acquire_or_renew_deferring(
+    pool: &PgPool,
+    req: &LeaseRequest,
+    defer: Duration,
+) -> StoreResult<LeaseOutcome> {
+    let outcome = acquire_or_renew_inner(pool, req, defer).await?;
     metrics::counter!(LEASE_ACQUISITIONS, "result" => outcome.label()).increment(1);
     Ok(outcome)
 }
 
-async fn acquire_or_renew_inner(pool: &PgPool, req: &LeaseRequest) -> StoreResult<LeaseOutcome> {
+/// Hands a held lease to `to_node` (lease balancing): the row names the new
+/// owner with an expired lease, so that node re-takes it at once (token + 1)
+/// while every other node waits the usual clock-skew allowance. Waits for
+/// in-flight fenced transactions (row lock); afterwards every fenced write
+/// with the old lease fails. False when the lease was no longer held.
+pub async fn hand_over(pool: &PgPool, lease: &LeaseGuard, to_node: &str) -> StoreResult<bool> {
+    let result = sqlx::query(
+        "UPDATE submitter_lease SET owner_node = $5, expires_at = now(), updated_at = now()
+          WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND fencing_token = $4
+            AND expires_at > now()",
+    )
+    .bind(lease.submitter.chain_id_db())
+    .bind(lease.submitter.address_hex())
+    .bind(&*lease.node_id)
+    .bind(lease.token)
+    .bind(to_node)
+    .execute(pool)
+    .await?;
+    let handed = result.rows_affected() == 1;
+    if handed {
+        metrics::counter!(LEASE_ACQUISITIONS, "result" => "handed_over").increment(1);
+    }
+    Ok(handed)
+}
+
+async fn acquire_or_renew_inner(
+    pool: &PgPool,
+    req: &LeaseRequest,
+    defer: Duration,
+) -> StoreResult<LeaseOutcome> {
     let chain_id = req.submitter.chain_id_db();
     let submitter = req.submitter.address_hex();
     let node: &str = &req.node_id;
@@ -154,7 +195,7 @@ async fn acquire_or_renew_inner(pool: &PgPool, req: &LeaseRequest) -> StoreResul
         .bind(&submitter)
         .bind(node)
         .bind(millis(req.duration))
-        .bind(millis(req.clock_skew))
+        .bind(millis(req.clock_skew.saturating_add(defer)))
         .fetch_optional(pool)
         .await?;
         if let Some((token, previous_owner, renewed)) = updated {
@@ -254,4 +295,23 @@ pub async fn release(pool: &PgPool, lease: &LeaseGuard) -> StoreResult<bool> {
         metrics::counter!(LEASE_ACQUISITIONS, "result" => "released").increment(1);
     }
     Ok(released)
+}
+
+/// Suffix of a work notification that tells the named node it was handed a
+/// lease (`<chain_id>:<address>:lease`).
+pub const LEASE_SUFFIX: &str = "lease";
+
+/// Wakes the node a lease was handed to (every node listens; only the
+/// preferred one acts on it at once, the others defer).
+pub async fn notify_handover(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(super::intents::WORK_CHANNEL)
+        .bind(format!(
+            "{}:{}:{LEASE_SUFFIX}",
+            submitter.chain_id,
+            submitter.address_hex()
+        ))
+        .execute(pool)
+        .await?;
+    Ok(())
 }

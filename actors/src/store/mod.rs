@@ -24,7 +24,8 @@ use sqlx::PgPool;
 pub use error::{StoreError, StoreResult};
 pub use fenced::FencedTx;
 pub use lease::{
-    acquire_or_renew, current_lease, release, LeaseGuard, LeaseInfo, LeaseOutcome, LeaseRequest,
+    acquire_or_renew, acquire_or_renew_deferring, current_lease, hand_over, notify_handover,
+    release, LeaseGuard, LeaseInfo, LeaseOutcome, LeaseRequest, LEASE_SUFFIX,
 };
 pub use nonce_cursor::NonceCursor;
 

@@ -77,7 +77,7 @@ pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResul
     let token = ftx.token();
     let released: Option<(Option<i64>,)> = sqlx::query_as(
         "UPDATE managed_tx m SET state = 'REJECTED', sub_state = NULL, nonce = NULL, last_error = $2,
-                fencing_token = $3, updated_at = now()
+                requested_action = NULL, requested_by = NULL, fencing_token = $3, updated_at = now()
            FROM (SELECT tx_id, nonce FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
           WHERE m.tx_id = old.tx_id AND m.state IN ('QUEUED', 'ALLOCATED') AND m.submit_attempts = 0
           RETURNING old.nonce",
@@ -95,6 +95,21 @@ pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResul
     }
     super::completions::record(ftx.conn(), tx_id).await?;
     Ok(true)
+}
+
+/// Locks the intents among `ids` that are still QUEUED, in the caller's
+/// fenced transaction, before nonces are drawn for them: an operator's
+/// cancel that got there first has committed (and they are skipped), one
+/// that comes later waits and then finds them ALLOCATED. So every nonce
+/// drawn is assigned, and a cancel never leaves a gap.
+pub async fn lock_queued(ftx: &mut FencedTx, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
+    Ok(sqlx::query_scalar(
+        "SELECT tx_id FROM managed_tx WHERE tx_id = ANY($1) AND state = 'QUEUED'
+          ORDER BY ingress_seq FOR UPDATE",
+    )
+    .bind(ids)
+    .fetch_all(ftx.conn())
+    .await?)
 }
 
 /// Gives the nonces to QUEUED intents (one allocation transaction with

@@ -74,33 +74,42 @@ pub struct ClaimedResubmit {
     pub requested: Option<OperatorAction>,
     /// Who asked (token name), with the request.
     pub requested_by: Option<String>,
-    /// The newest attempt's hash.
+    /// The newest attempt's hash (replacements are priced from it).
     pub latest_hash: B256,
     /// The newest attempt's bytes.
     pub latest_raw: Bytes,
+    /// What a re-broadcast sends: the newest attempt a node accepted, else
+    /// the newest.
+    pub resend_hash: B256,
+    /// Its bytes.
+    pub resend_raw: Bytes,
     /// The newest attempt's kind (a cancel in progress stays a cancel).
     pub latest_kind: AttemptKind,
     /// The newest attempt's fees.
     pub latest_fees: AttemptFees,
 }
 
-type ClaimRow = (
-    Uuid,
-    i64,
-    String,
-    serde_json::Value,
-    i32,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-    String,
-    Vec<u8>,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    i64,
-);
+/// One claimed row as the claim query returns it.
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    tx_id: Uuid,
+    nonce: i64,
+    state: String,
+    intent: serde_json::Value,
+    resubmits: i32,
+    since_ms: Option<i64>,
+    requested_action: Option<String>,
+    requested_by: Option<String>,
+    tx_hash: String,
+    raw_tx: Vec<u8>,
+    kind: String,
+    max_fee: Option<String>,
+    priority_fee: Option<String>,
+    gas_price: Option<String>,
+    gas_limit: i64,
+    resend_hash: String,
+    resend_raw: Vec<u8>,
+}
 
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
@@ -139,26 +148,42 @@ pub async fn claim_due(
              SELECT m.tx_id, m.requested_action, m.requested_by FROM managed_tx m
               WHERE m.chain_id = $1 AND m.submitter = $2 AND m.receipt IS NULL
                 AND ($6::uuid[] IS NULL OR m.tx_id = ANY($6))
+                -- A nonce another key consumed: nothing to resubmit, ever.
+                AND m.sub_state IS DISTINCT FROM 'nonce_consumed_externally'
                 AND ((m.state IN ('TRACKING', 'STUCK') AND m.next_resubmit_at <= now())
-                     OR (m.requested_action IS NOT NULL AND m.state IN ('TRACKING', 'STUCK')
-                         OR (m.requested_action = 'cancel' AND m.state = 'ALLOCATED')))
+                     OR (m.requested_action IS NOT NULL AND m.state IN ('TRACKING', 'STUCK'))
+                     OR (m.requested_action = 'cancel' AND m.state = 'ALLOCATED'))
                 AND EXISTS (SELECT 1 FROM tx_attempt t WHERE t.tx_id = m.tx_id AND t.nonce = m.nonce)
               ORDER BY m.nonce LIMIT $3 FOR UPDATE SKIP LOCKED),
          claimed AS (
-             UPDATE managed_tx m SET next_resubmit_at = now() + $4 * interval '1 millisecond',
-                    resubmits = m.resubmits + 1, requested_action = NULL, requested_by = NULL,
+             -- Only a due resubmit counts towards max_resubmits (an operator's
+             -- request does not); an ALLOCATED intent stays due for the
+             -- pipeline's own broadcast retry.
+             UPDATE managed_tx m
+                SET next_resubmit_at = CASE WHEN m.state = 'ALLOCATED' THEN m.next_resubmit_at
+                                            ELSE now() + $4 * interval '1 millisecond' END,
+                    resubmits = m.resubmits
+                        + CASE WHEN m.next_resubmit_at <= now() AND m.state <> 'ALLOCATED' THEN 1 ELSE 0 END,
+                    requested_action = NULL, requested_by = NULL,
                     fencing_token = $5, updated_at = now()
                FROM due WHERE m.tx_id = due.tx_id
              RETURNING m.tx_id, m.nonce, m.state, m.intent, m.resubmits, m.first_broadcast_at,
                        due.requested_action, due.requested_by)
          SELECT c.tx_id, c.nonce, c.state, c.intent, c.resubmits,
-                (EXTRACT(EPOCH FROM (now() - c.first_broadcast_at)) * 1000)::bigint,
+                (EXTRACT(EPOCH FROM (now() - c.first_broadcast_at)) * 1000)::bigint AS since_ms,
                 c.requested_action, c.requested_by, a.tx_hash, a.raw_tx, a.kind,
-                a.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, a.gas_price::text,
-                a.gas_limit
+                a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS priority_fee,
+                a.gas_price::text AS gas_price, a.gas_limit,
+                r.tx_hash AS resend_hash, r.raw_tx AS resend_raw
            FROM claimed c
            JOIN LATERAL (SELECT * FROM tx_attempt t WHERE t.tx_id = c.tx_id AND t.nonce = c.nonce
                           ORDER BY attempt_no DESC LIMIT 1) a ON true
+           -- What a re-broadcast sends: the newest attempt a node accepted
+           -- (a refused replacement must not displace it), else the newest.
+           JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = c.tx_id
+                            AND t.nonce = c.nonce
+                          ORDER BY (t.broadcast_result IN ('accepted', 'already_known')) IS TRUE DESC,
+                                   attempt_no DESC LIMIT 1) r ON true
           ORDER BY c.nonce",
     )
     .bind(key.chain_id_db())
@@ -173,31 +198,31 @@ pub async fn claim_due(
 }
 
 fn claimed_from_row(row: ClaimRow) -> StoreResult<ClaimedResubmit> {
-    let (tx_id, nonce, state, intent, resubmits, since_ms, requested, requested_by) =
-        (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7);
-    let (hash, raw, kind, max_fee, prio, gas_price, gas_limit) =
-        (row.8, row.9, row.10, row.11, row.12, row.13, row.14);
     Ok(ClaimedResubmit {
-        tx_id,
-        nonce: u64::try_from(nonce).map_err(corrupt)?,
-        state: state.parse().map_err(corrupt)?,
-        intent: serde_json::from_value(intent).map_err(corrupt)?,
-        resubmits: u32::try_from(resubmits).map_err(corrupt)?,
-        since_first_broadcast: since_ms
+        tx_id: row.tx_id,
+        nonce: u64::try_from(row.nonce).map_err(corrupt)?,
+        state: row.state.parse().map_err(corrupt)?,
+        intent: serde_json::from_value(row.intent).map_err(corrupt)?,
+        resubmits: u32::try_from(row.resubmits).map_err(corrupt)?,
+        since_first_broadcast: row
+            .since_ms
             .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
-        requested: requested
+        requested: row
+            .requested_action
             .as_deref()
             .map(OperatorAction::parse)
             .transpose()?,
-        requested_by,
-        latest_hash: hash.parse().map_err(corrupt)?,
-        latest_raw: raw.into(),
-        latest_kind: kind_of(&kind)?,
+        requested_by: row.requested_by,
+        latest_hash: row.tx_hash.parse().map_err(corrupt)?,
+        latest_raw: row.raw_tx.into(),
+        resend_hash: row.resend_hash.parse().map_err(corrupt)?,
+        resend_raw: row.resend_raw.into(),
+        latest_kind: kind_of(&row.kind)?,
         latest_fees: AttemptFees {
-            max_fee_per_gas: amount(max_fee)?,
-            max_priority_fee_per_gas: amount(prio)?,
-            gas_price: amount(gas_price)?,
-            gas_limit: u64::try_from(gas_limit).map_err(corrupt)?,
+            max_fee_per_gas: amount(row.max_fee)?,
+            max_priority_fee_per_gas: amount(row.priority_fee)?,
+            gas_price: amount(row.gas_price)?,
+            gas_limit: u64::try_from(row.gas_limit).map_err(corrupt)?,
         },
     })
 }
@@ -299,7 +324,7 @@ pub async fn head_of_line(pool: &PgPool, key: SubmitterKey) -> StoreResult<Optio
     let row: Option<(i64, String)> = sqlx::query_as(
         "SELECT nonce, state FROM managed_tx
           WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-            AND receipt IS NULL
+            AND receipt IS NULL AND sub_state IS DISTINCT FROM 'nonce_consumed_externally'
           ORDER BY nonce LIMIT 1",
     )
     .bind(key.chain_id_db())
@@ -313,4 +338,26 @@ pub async fn head_of_line(pool: &PgPool, key: SubmitterKey) -> StoreResult<Optio
         ))
     })
     .transpose()
+}
+
+/// Puts back an operator's request the leader claimed but could not carry
+/// out (RPC or signer failure, lease lapse), so the next pass acts on it.
+/// Not a fenced write: like the request itself, it only asks the leader.
+pub async fn restore_request(
+    pool: &PgPool,
+    tx_id: Uuid,
+    action: OperatorAction,
+    by: Option<&str>,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE managed_tx SET requested_action = COALESCE(requested_action, $2),
+                requested_by = COALESCE(requested_by, $3), updated_at = now()
+          WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND receipt IS NULL",
+    )
+    .bind(tx_id)
+    .bind(action.as_str())
+    .bind(by)
+    .execute(pool)
+    .await?;
+    Ok(())
 }

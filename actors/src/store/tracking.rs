@@ -33,6 +33,7 @@ pub async fn load_unmined_below(
            FROM managed_tx m
           WHERE m.chain_id = $1 AND m.submitter = $2
             AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
+            AND m.sub_state IS DISTINCT FROM 'nonce_consumed_externally'
             AND m.nonce < $3
           ORDER BY m.nonce",
     )
@@ -98,31 +99,40 @@ pub async fn record_receipt(
 }
 
 /// The intent's nonce was consumed by a transaction that is not ours and it
-/// never executed: back to QUEUED for a new nonce (the `adopt` policy).
+/// never executed: back to QUEUED for a new nonce (the `adopt` policy) — or
+/// CANCELLED, with its completion row, when an operator's cancel was waiting
+/// (it holds no nonce now, so the cancel is done). Clears any other request.
 pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResult<()> {
     let token = ftx.token();
-    sqlx::query(
-        "UPDATE managed_tx SET state = 'QUEUED', nonce = NULL, sub_state = 'nonce_consumed_externally',
+    let state: Option<String> = sqlx::query_scalar(
+        "UPDATE managed_tx
+            SET state = CASE WHEN requested_action = 'cancel' THEN 'CANCELLED' ELSE 'QUEUED' END,
+                nonce = NULL, sub_state = 'nonce_consumed_externally',
                 last_error = $2, tx_hash = NULL, submit_attempts = 0, last_submit_at = NULL,
-                next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
-          WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND receipt IS NULL",
+                first_broadcast_at = NULL, resubmits = 0, requested_action = NULL,
+                requested_by = NULL, next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
+          WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND receipt IS NULL
+         RETURNING state",
     )
     .bind(tx_id)
     .bind(reason)
     .bind(token)
-    .execute(ftx.conn())
+    .fetch_optional(ftx.conn())
     .await?;
+    if state.as_deref() == Some("CANCELLED") {
+        super::completions::record(ftx.conn(), tx_id).await?;
+    }
     Ok(())
 }
 
 /// STUCK with a reason, and its completion row, in one transaction. Still
-/// tracked: it may confirm later.
+/// tracked: it may confirm later. False when it was not TRACKING/ALLOCATED.
 pub async fn mark_stuck(
     ftx: &mut FencedTx,
     tx_id: Uuid,
     sub_state: &str,
     reason: &str,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     let token = ftx.token();
     let updated = sqlx::query(
         "UPDATE managed_tx SET state = 'STUCK', sub_state = $2, last_error = $3,
@@ -139,7 +149,7 @@ pub async fn mark_stuck(
     if updated == 1 {
         super::completions::record(ftx.conn(), tx_id).await?;
     }
-    Ok(())
+    Ok(updated == 1)
 }
 
 /// CONFIRMED (receipt status 1) or FAILED_FINAL (status 0) at finality —

@@ -80,6 +80,10 @@ pub struct SubmitterState {
     lease_timer: Option<Timer>,
     work_timer: Option<Timer>,
     sweep_timer: Option<Timer>,
+    /// When this node last became leader (hand-over hysteresis).
+    leader_since: Option<std::time::Instant>,
+    /// The lease holder last seen (lease balancing).
+    last_owner: Option<String>,
 }
 
 /// Margin after a foreign lease becomes takeable before a standby retries.
@@ -158,6 +162,8 @@ impl Actor for SubmitterActor {
             lease_timer: None,
             work_timer: None,
             sweep_timer: None,
+            leader_since: None,
+            last_owner: None,
         })
     }
 
@@ -296,7 +302,13 @@ async fn on_lease_tick(
 ) -> Result<(), ActorProcessingErr> {
     let ctx = state.ctx.clone();
     let was_leader = state.lease.is_some();
-    match store::acquire_or_renew(&ctx.pool, &state.request()).await {
+    let defer = if was_leader {
+        Duration::ZERO
+    } else {
+        ctx.membership
+            .defer_for(&ctx.key.address, &ctx.node_id, state.last_owner.as_deref())
+    };
+    match store::acquire_or_renew_deferring(&ctx.pool, &state.request(), defer).await {
         Ok(outcome) => match outcome.lease().cloned() {
             Some(lease) => {
                 let fresh = !was_leader || !matches!(outcome, LeaseOutcome::Renewed(_));
@@ -306,11 +318,16 @@ async fn on_lease_tick(
                     return Err(format!("lease of {} lapsed and was re-acquired", ctx.key).into());
                 }
                 state.lease = Some(lease.clone());
+                state.last_owner = Some(ctx.node_id.to_string());
+                if !fresh && hand_over_if_preferred_elsewhere(myself, state, &lease).await {
+                    return Ok(());
+                }
                 rearm(
                     &mut state.lease_timer,
                     myself.send_after(ctx.lease.renew_interval, || SubmitterMsg::LeaseTick),
                 );
                 if fresh {
+                    state.leader_since = Some(std::time::Instant::now());
                     tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, fencing_token = lease.token, outcome = outcome.label(), "leader");
                     state.memory = cycle::CycleMemory::fresh();
                     match sweep::on_acquired(&ctx, &lease).await {
@@ -320,11 +337,13 @@ async fn on_lease_tick(
                     if let Err(err) = follow::index_open_attempts(&ctx).await {
                         fatal(state, err)?;
                     }
-                    // Rebuild this submitter's resubmit timers from the database.
+                    // Rebuild this submitter's resubmit timers from the database,
+                    // and act at once on anything overdue or requested meanwhile.
                     match store::resubmit::schedule(&ctx.pool, ctx.key, None).await {
                         Ok(due) => ctx.timers.schedule(ctx.key.address, due),
                         Err(err) => fatal(state, err.into())?,
                     }
+                    state.handle.send(SubmitterMsg::ResubmitDue(Vec::new()));
                     rearm(
                         &mut state.sweep_timer,
                         myself.send_after(ctx.sweep_interval, || SubmitterMsg::SweepTick),
@@ -337,6 +356,9 @@ async fn on_lease_tick(
             None => {
                 if was_leader {
                     return Err(format!("lease of {} lost to another node", ctx.key).into());
+                }
+                if let LeaseOutcome::NotLeader(info) = &outcome {
+                    state.last_owner = Some(info.owner_node.clone());
                 }
                 // Standby: keep the PROTECT flag visible so this node answers 423 too.
                 if let Ok(Some(cursor)) = store::nonce_cursor::load(&ctx.pool, ctx.key).await {
@@ -380,6 +402,55 @@ async fn on_lease_tick(
             Ok(())
         }
     }
+}
+
+/// Lease balancing: after a renewal, a leader that has held the lease for
+/// `min_hold` and is not the submitter's preferred node hands the lease to
+/// the preferred node (between messages, so no fenced transaction is in
+/// flight) and becomes standby. Returns true when it did.
+async fn hand_over_if_preferred_elsewhere(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+    lease: &LeaseGuard,
+) -> bool {
+    let ctx = state.ctx.clone();
+    let held = state.leader_since.map(|t| t.elapsed()).unwrap_or_default();
+    let Some(to) = ctx
+        .membership
+        .hand_over_to(&ctx.key.address, &ctx.node_id, held)
+    else {
+        return false;
+    };
+    match store::hand_over(&ctx.pool, lease, &to).await {
+        Ok(true) => {}
+        Ok(false) => return false,
+        Err(err) => {
+            tracing::warn!(target: "txmgr::cluster", submitter = %ctx.key, error = %err, "hand-over failed; keeping the lease");
+            return false;
+        }
+    }
+    metrics::counter!(crate::metrics::LEASE_HANDOVERS).increment(1);
+    tracing::info!(target: "txmgr::cluster", submitter = %ctx.key, to = %to, fencing_token = lease.token, "lease handed over to the preferred node");
+    if let Err(err) = store::notify_handover(&ctx.pool, ctx.key).await {
+        tracing::debug!(target: "txmgr::cluster", error = %err, "hand-over notification failed; the new owner finds it on its next lease tick");
+    }
+    state.lease = None;
+    state.leader_since = None;
+    state.last_owner = Some(to);
+    ctx.index.remove_submitter(ctx.key.address);
+    ctx.timers.forget_submitter(ctx.key.address);
+    state.handle.status().set_head_of_line_blocked(false);
+    for slot in [&mut state.work_timer, &mut state.sweep_timer] {
+        if let Some(timer) = slot.take() {
+            timer.abort();
+        }
+    }
+    state.set_role();
+    rearm(
+        &mut state.lease_timer,
+        myself.send_after(ctx.lease.duration, || SubmitterMsg::LeaseTick),
+    );
+    true
 }
 
 async fn on_work(
@@ -470,6 +541,7 @@ async fn on_resubmit(
     let only = (!ids.is_empty()).then_some(ids.as_slice());
     let result = resubmit::run(&state.ctx, &mut lease, only).await;
     state.lease = Some(lease);
+    state.set_role();
     match result {
         Ok(outcome) => {
             state

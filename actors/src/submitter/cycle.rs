@@ -186,6 +186,9 @@ pub(crate) async fn run(
     for (tx_id, reason) in &rejected {
         pipeline::reject(&mut ftx, *tx_id, reason).await?;
     }
+    let ids: Vec<Uuid> = ready.iter().map(|(id, _)| *id).collect();
+    let still_queued = pipeline::lock_queued(&mut ftx, &ids).await?;
+    ready.retain(|(id, _)| still_queued.contains(id));
     let nonces = nonce_cursor::allocate(&mut ftx, ready.len()).await?;
     let assignments: Vec<(Uuid, u64)> = ready
         .iter()

@@ -88,7 +88,9 @@ pub(crate) fn market(quote: &FeeQuote, legacy: bool) -> Fees {
 
 /// `value × factor`, rounded up, in integer arithmetic (factor to 1/1000).
 fn raise(value: u128, factor: f64) -> u128 {
-    let milli = (factor * 1000.0).ceil() as u128;
+    // Rounded to the nearest thousandth (1.1 × 1000 is 1100.000…01 in floating
+    // point), never below the 10% nodes demand.
+    let milli = ((factor * 1000.0).round() as u128).max(1100);
     value.saturating_mul(milli).div_ceil(1000)
 }
 

@@ -31,6 +31,7 @@ use sqlx::PgPool;
 
 use crate::{
     chain::ChainClient,
+    cluster::Membership,
     domain::SubmitterKey,
     signer::TxSigner,
     tracker::{ReceiptIndex, ResubmitTimers},
@@ -77,6 +78,8 @@ pub struct SubmitterContext {
     pub index: Arc<ReceiptIndex>,
     /// The resubmit timers of this node.
     pub timers: Arc<ResubmitTimers>,
+    /// Live nodes and preferred lease holders.
+    pub membership: Arc<Membership>,
 }
 
 impl SubmitterContext {

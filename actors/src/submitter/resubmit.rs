@@ -177,19 +177,48 @@ pub(crate) async fn run(
     }
     let head_nonce = head.map(|(nonce, _)| nonce);
     let mut quote: Option<FeeQuote> = None;
-    for item in &claimed {
-        if let Some(action) = item.requested {
-            tracing::info!(target: "txmgr::audit", submitter = %ctx.key, tx_id = %item.tx_id,
-                nonce = item.nonce, action = action.as_str(),
-                by = item.requested_by.as_deref().unwrap_or("unknown"), "operator action taken");
-        }
+    for (i, item) in claimed.iter().enumerate() {
         let plan = plan(item, &settings, head_nonce);
         let span = tracing::info_span!("resubmit", tx_id = %item.tx_id, nonce = item.nonce);
-        resubmit_one(ctx, lease, item, plan, &settings, &mut quote, &mut outcome)
+        let result = resubmit_one(ctx, lease, item, plan, &settings, &mut quote, &mut outcome)
             .instrument(span)
-            .await?;
+            .await;
+        match result {
+            Ok(true) => {
+                if let Some(action) = item.requested {
+                    tracing::info!(target: "txmgr::audit", submitter = %ctx.key, tx_id = %item.tx_id,
+                        nonce = item.nonce, action = action.as_str(),
+                        by = item.requested_by.as_deref().unwrap_or("unknown"), "operator action carried out");
+                }
+            }
+            Ok(false) => restore_requests(ctx, std::slice::from_ref(item)).await,
+            Err(err) => {
+                // Claimed but not done: operators' requests go back for the
+                // next pass (due resubmits come round again by themselves).
+                restore_requests(ctx, &claimed[i..]).await;
+                return Err(err);
+            }
+        }
     }
     Ok(outcome)
+}
+
+async fn restore_requests(ctx: &SubmitterContext, items: &[ClaimedResubmit]) {
+    for item in items {
+        if let Some(action) = item.requested {
+            if let Err(err) = resubmit::restore_request(
+                &ctx.pool,
+                item.tx_id,
+                action,
+                item.requested_by.as_deref(),
+            )
+            .await
+            {
+                tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id,
+                    action = action.as_str(), error = %err, "an operator's request could not be put back");
+            }
+        }
+    }
 }
 
 /// Publishes whether the head of the nonce line is STUCK (metric); returns it
@@ -212,15 +241,14 @@ async fn resubmit_one(
     settings: &SubmitterSettings,
     quote: &mut Option<FeeQuote>,
     outcome: &mut ResubmitOutcome,
-) -> Result<(), CycleError> {
+) -> Result<bool, CycleError> {
     let Plan::Replace {
         kind,
         mut multiplier,
     } = plan
     else {
-        let class = send(ctx, lease, item.tx_id, item.latest_hash, &item.latest_raw).await?;
-        metrics::counter!(RESUBMITS, "kind" => "rebroadcast").increment(1);
-        return record(ctx, lease, item.tx_id, item.latest_hash, class, outcome).await;
+        rebroadcast(ctx, lease, item, outcome).await?;
+        return Ok(true);
     };
     let mut previous = fees::of_attempt(&item.latest_fees);
     for _ in 0..=UNDERPRICED_RETRIES {
@@ -240,14 +268,15 @@ async fn resubmit_one(
             resubmit::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
             ftx.commit().await?;
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id,
-                nonce = item.nonce, sub_state, "fee cap reached: re-broadcasting the newest attempt");
-            let class = send(ctx, lease, item.tx_id, item.latest_hash, &item.latest_raw).await?;
-            metrics::counter!(RESUBMITS, "kind" => "rebroadcast").increment(1);
-            return record(ctx, lease, item.tx_id, item.latest_hash, class, outcome).await;
+                nonce = item.nonce, sub_state, "fee cap reached: re-broadcasting instead");
+            rebroadcast(ctx, lease, item, outcome).await?;
+            // An operator's cancel or speed-up that the caps forbid is done
+            // as far as it can be: it is not retried.
+            return Ok(true);
         };
         let attempt = match sign_replacement(ctx, item, kind, new_fees).await? {
             Some(attempt) => attempt,
-            None => return Ok(()),
+            None => return Ok(false),
         };
         renew_if_due(ctx, lease).await?;
         let mut ftx = FencedTx::begin(&ctx.pool, lease, "persist_replacement").await?;
@@ -271,13 +300,25 @@ async fn resubmit_one(
         let class = send(ctx, lease, item.tx_id, attempt.tx_hash, &attempt.raw).await?;
         record(ctx, lease, item.tx_id, attempt.tx_hash, class, outcome).await?;
         if class != BroadcastClass::ReplacementUnderpriced {
-            return Ok(());
+            return Ok(true);
         }
         // The pool holds a pricier transaction at this nonce: go higher.
         previous = new_fees;
         multiplier = multiplier.max(fees::MIN_BUMP) * multiplier.max(fees::MIN_BUMP);
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Re-sends the newest attempt a node accepted (else the newest).
+async fn rebroadcast(
+    ctx: &SubmitterContext,
+    lease: &mut LeaseGuard,
+    item: &ClaimedResubmit,
+    outcome: &mut ResubmitOutcome,
+) -> Result<(), CycleError> {
+    let class = send(ctx, lease, item.tx_id, item.resend_hash, &item.resend_raw).await?;
+    metrics::counter!(RESUBMITS, "kind" => "rebroadcast").increment(1);
+    record(ctx, lease, item.tx_id, item.resend_hash, class, outcome).await
 }
 
 /// Signs a replacement at the intent's nonce; `None` when the signer refused

@@ -141,10 +141,12 @@ pub(crate) async fn run(
             intent.nonce
         );
         if settings.protect_on_external_nonce {
-            tracking::mark_stuck(&mut ftx, intent.tx_id, "nonce_consumed_externally", &reason)
-                .await?;
-            metrics::counter!(crate::metrics::STUCK, "reason" => "nonce_consumed_externally")
-                .increment(1);
+            if tracking::mark_stuck(&mut ftx, intent.tx_id, "nonce_consumed_externally", &reason)
+                .await?
+            {
+                metrics::counter!(crate::metrics::STUCK, "reason" => "nonce_consumed_externally")
+                    .increment(1);
+            }
             if protect_reason.is_none() {
                 nonce_cursor::set_protect(&mut ftx, &reason).await?;
                 protect_reason = Some(reason.clone());

@@ -20,6 +20,7 @@ use sqlx::PgPool;
 
 use crate::{
     chain::ChainClient,
+    cluster::{BalanceConfig, Membership},
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::TxSigner,
     submitter::{
@@ -68,6 +69,8 @@ pub struct EngineConfig {
     pub finality_workers: usize,
     /// Resubmit timer workers.
     pub resubmit_workers: usize,
+    /// Lease balancing over live nodes.
+    pub balance: BalanceConfig,
     /// Blocks of canonical history kept for reorg detection and finality.
     pub window_blocks: usize,
     /// Period of the scan for unfinished work.
@@ -93,6 +96,8 @@ pub struct EngineShared {
     index: Arc<ReceiptIndex>,
     /// The resubmit timers, shared by every context.
     timers: Arc<ResubmitTimers>,
+    /// Cluster view, shared by every context.
+    membership: Arc<Membership>,
     /// Submitters removed from the configuration, draining until idle.
     removed: DashMap<Address, ()>,
     /// The node-wide writer of QUEUED creates (group commit across submitters).
@@ -103,6 +108,19 @@ pub struct EngineShared {
 const INGRESS_MAX_BATCH: usize = 1000;
 
 impl EngineShared {
+    /// Every configured submitter (draining ones excluded).
+    fn configured_submitters(&self) -> Vec<Address> {
+        self.contexts
+            .read()
+            .map(|c| {
+                c.keys()
+                    .filter(|a| !self.removed.contains_key(*a))
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The context of a configured submitter.
     fn context(&self, address: &Address) -> Option<Arc<SubmitterContext>> {
         self.contexts
@@ -140,6 +158,8 @@ pub struct Engine {
     shared: Arc<EngineShared>,
     supervisor: ActorRef<SupervisorMsg>,
     tracker: Arc<TrackerRefs>,
+    /// The membership refresh task.
+    members: Arc<tokio::task::JoinHandle<()>>,
 }
 
 /// The chain-following actors of this node.
@@ -258,6 +278,7 @@ impl Engine {
     ) -> Result<Engine, ractor::SpawnErr> {
         let index = Arc::new(ReceiptIndex::default());
         let timers = Arc::new(ResubmitTimers::default());
+        let membership = Arc::new(Membership::new(config.balance));
         let contexts = submitters
             .into_iter()
             .map(|spec| {
@@ -272,6 +293,7 @@ impl Engine {
                     sweep_interval: config.sweep_interval,
                     index: index.clone(),
                     timers: timers.clone(),
+                    membership: membership.clone(),
                 };
                 (spec.address, Arc::new(ctx))
             })
@@ -286,14 +308,24 @@ impl Engine {
             chain: chain.clone(),
             index: index.clone(),
             timers,
+            membership: membership.clone(),
             removed: DashMap::new(),
         });
         let (supervisor, _) = Actor::spawn(None, Supervisor, shared.clone()).await?;
         let tracker = spawn_tracker(&shared, chain, index).await?;
+        let members = {
+            let shared = shared.clone();
+            tokio::spawn(crate::cluster::refresh_loop(
+                shared.pool.clone(),
+                shared.membership.clone(),
+                move || shared.configured_submitters(),
+            ))
+        };
         Ok(Engine {
             shared,
             supervisor,
             tracker: Arc::new(tracker),
+            members: Arc::new(members),
         })
     }
 
@@ -320,6 +352,27 @@ impl Engine {
                 let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
             }
         }
+    }
+
+    /// Another node handed this node the submitter's lease: try to take it now.
+    pub fn notify_lease(&self, address: Address) {
+        if self.shared.context(&address).is_none() {
+            return;
+        }
+        match self.shared.handle(address).and_then(|h| h.actor()) {
+            Some(actor) => {
+                let _ = actor.send_message(SubmitterMsg::LeaseTick);
+            }
+            None => {
+                let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+            }
+        }
+    }
+
+    /// The preferred node of every configured submitter and the live nodes,
+    /// as this node sees them (lease balancing).
+    pub fn membership(&self) -> &Membership {
+        &self.shared.membership
     }
 
     /// An operator asked for an action on one of the submitter's
@@ -356,6 +409,7 @@ impl Engine {
     /// what a crash looks like to the rest of the cluster (tests, and the
     /// last resort of a shutdown that timed out).
     pub fn kill(&self) {
+        self.members.abort();
         self.supervisor.kill();
         self.tracker.stop();
         for handle in self.shared.handles.iter() {
@@ -377,5 +431,6 @@ impl Engine {
         }
         self.supervisor.stop(None);
         self.tracker.stop();
+        self.members.abort();
     }
 }

@@ -140,6 +140,7 @@ impl EngineShared {
             sweep_interval: self.config.sweep_interval,
             index: self.index.clone(),
             timers: self.timers.clone(),
+            membership: self.membership.clone(),
         })
     }
 

@@ -87,9 +87,7 @@ impl Actor for FinalityWorker {
         msg: FinalityMsg,
         state: &mut FinalityWorkerArgs,
     ) -> Result<(), ActorProcessingErr> {
-        if let Some(gauge) = state.progress.finality_gauge(state.slot) {
-            gauge.taken();
-        }
+        state.progress.finality_gauge(state.slot).taken();
         let result = match msg {
             FinalityMsg::Head { number } => {
                 let result = on_head(state, number).await;

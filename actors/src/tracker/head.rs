@@ -220,11 +220,9 @@ async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {
     // head was processed must not wait for the next block to become final.
     if let Some((number, _)) = args.window.tip() {
         for (slot, worker) in args.finality_workers.iter().enumerate() {
-            if worker.send_message(FinalityMsg::Head { number }).is_ok() {
-                if let Some(gauge) = args.progress.finality_gauge(slot) {
-                    gauge.enqueued();
-                }
-            }
+            args.progress
+                .finality_gauge(slot)
+                .send(|| worker.send_message(FinalityMsg::Head { number }).is_ok());
         }
     }
     Ok(next <= head)
@@ -238,11 +236,9 @@ async fn reorg(args: &HeadWatcherArgs) -> Result<u64, ChainError> {
     metrics::counter!(REORGS).increment(1);
     tracing::warn!(target: "txmgr::head", fork, "reorg detected; blocks above the fork are orphaned");
     for (slot, worker) in args.finality_workers.iter().enumerate() {
-        if worker.send_message(FinalityMsg::Reorg { fork }).is_ok() {
-            if let Some(gauge) = args.progress.finality_gauge(slot) {
-                gauge.enqueued();
-            }
-        }
+        args.progress
+            .finality_gauge(slot)
+            .send(|| worker.send_message(FinalityMsg::Reorg { fork }).is_ok());
     }
     Ok(fork)
 }
@@ -251,14 +247,10 @@ fn accept(args: &HeadWatcherArgs, block: BlockSummary) {
     args.window.push(block.number, block.hash);
     if !args.receipt_workers.is_empty() && !block.tx_hashes.is_empty() {
         let slot = (block.number % args.receipt_workers.len() as u64) as usize;
-        if args.receipt_workers[slot]
-            .send_message(ReceiptMsg::Block(block))
-            .is_ok()
-        {
-            if let Some(gauge) = args.progress.receipt_gauge(slot) {
-                gauge.enqueued();
-            }
-        }
+        let worker = &args.receipt_workers[slot];
+        args.progress
+            .receipt_gauge(slot)
+            .send(|| worker.send_message(ReceiptMsg::Block(block)).is_ok());
     }
 }
 

@@ -40,10 +40,16 @@ pub struct QueueGauge {
 }
 
 impl QueueGauge {
-    /// A message was sent to the worker.
-    pub(crate) fn enqueued(&self) {
+    /// Counts a message in before `send` delivers it (so the worker can
+    /// never take it before it is counted), and out again if `send` fails.
+    pub(crate) fn send(&self, send: impl FnOnce() -> bool) {
         if let Ok(mut sent) = self.sent.lock() {
             sent.push_back(std::time::Instant::now());
+        }
+        if !send() {
+            if let Ok(mut sent) = self.sent.lock() {
+                sent.pop_back();
+            }
         }
     }
 
@@ -93,6 +99,8 @@ pub struct TrackerProgress {
     finality: Vec<std::sync::atomic::AtomicU64>,
     receipt_queues: Vec<QueueGauge>,
     finality_queues: Vec<QueueGauge>,
+    /// Counts nothing anyone reads: the target of an out-of-range slot.
+    detached: QueueGauge,
 }
 
 impl TrackerProgress {
@@ -109,6 +117,7 @@ impl TrackerProgress {
             finality_queues: (0..finality_workers.max(1))
                 .map(|_| Default::default())
                 .collect(),
+            detached: QueueGauge::default(),
         }
     }
 
@@ -122,12 +131,14 @@ impl TrackerProgress {
         pool_queue(&self.finality_queues)
     }
 
-    pub(crate) fn receipt_gauge(&self, slot: usize) -> Option<&QueueGauge> {
-        self.receipt_queues.get(slot)
+    /// The queue gauge of receipt worker `slot` (a detached one if out of range).
+    pub(crate) fn receipt_gauge(&self, slot: usize) -> &QueueGauge {
+        self.receipt_queues.get(slot).unwrap_or(&self.detached)
     }
 
-    pub(crate) fn finality_gauge(&self, slot: usize) -> Option<&QueueGauge> {
-        self.finality_queues.get(slot)
+    /// The queue gauge of finality worker `slot` (a detached one if out of range).
+    pub(crate) fn finality_gauge(&self, slot: usize) -> &QueueGauge {
+        self.finality_queues.get(slot).unwrap_or(&self.detached)
     }
 
     /// The newest block the head watcher has processed.

@@ -70,9 +70,7 @@ impl Actor for ReceiptWorker {
     ) -> Result<(), ActorProcessingErr> {
         let (block, tries) = match msg {
             ReceiptMsg::Block(block) => {
-                if let Some(gauge) = state.progress.receipt_gauge(state.slot) {
-                    gauge.taken();
-                }
+                state.progress.receipt_gauge(state.slot).taken();
                 (block, 1)
             }
             ReceiptMsg::Retry(block, tries) => (block, tries),

@@ -1,0 +1,180 @@
+//! The live node set and the preferred node of every submitter, refreshed
+//! from the database and shared by this node's actors.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, RwLock},
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::Address;
+use sqlx::PgPool;
+
+use super::assign;
+use crate::store::StoreResult;
+
+/// Lease balancing settings (`[node]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BalanceConfig {
+    /// Balance leases over live nodes at all.
+    pub enabled: bool,
+    /// A node is alive while its heartbeat is younger than this.
+    pub liveness: Duration,
+    /// A node receives leases only after it has been up this long.
+    pub settle: Duration,
+    /// A leader keeps a lease at least this long before handing it over.
+    pub min_hold: Duration,
+    /// How much later than the preferred node another node takes an
+    /// expired lease.
+    pub handover_grace: Duration,
+    /// How often the view is refreshed.
+    pub refresh: Duration,
+}
+
+impl Default for BalanceConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            liveness: Duration::from_secs(15),
+            settle: Duration::from_secs(10),
+            min_hold: Duration::from_secs(30),
+            handover_grace: Duration::from_secs(2),
+            refresh: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct View {
+    live: HashSet<String>,
+    preferred: HashMap<Address, String>,
+}
+
+/// What this node knows about the cluster.
+#[derive(Debug, Default)]
+pub struct Membership {
+    config: BalanceConfig,
+    view: RwLock<View>,
+}
+
+impl Membership {
+    /// An empty view (until the first refresh nothing is preferred).
+    pub fn new(config: BalanceConfig) -> Self {
+        Self {
+            config,
+            view: RwLock::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> BalanceConfig {
+        self.config
+    }
+
+    /// The submitter's preferred node, if balancing is on and known.
+    pub fn preferred(&self, submitter: &Address) -> Option<String> {
+        if !self.config.enabled {
+            return None;
+        }
+        self.view
+            .read()
+            .ok()
+            .and_then(|v| v.preferred.get(submitter).cloned())
+    }
+
+    /// Live node ids, sorted.
+    pub fn live_nodes(&self) -> Vec<String> {
+        let mut nodes: Vec<String> = self
+            .view
+            .read()
+            .map(|v| v.live.iter().cloned().collect())
+            .unwrap_or_default();
+        nodes.sort();
+        nodes
+    }
+
+    fn is_live(&self, node: &str) -> bool {
+        self.view.read().is_ok_and(|v| v.live.contains(node))
+    }
+
+    /// Extra wait before `me` takes over the submitter's expired lease: the
+    /// hand-over grace when another live node is preferred (and is not the
+    /// holder whose lease lapsed — then it is evidently not renewing), else
+    /// none.
+    pub fn defer_for(&self, submitter: &Address, me: &str, last_owner: Option<&str>) -> Duration {
+        match self.preferred(submitter) {
+            Some(p) if p != me && Some(p.as_str()) != last_owner && self.is_live(&p) => {
+                self.config.handover_grace
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The node `me` should hand the submitter's lease to, once it has held
+    /// it for `held`: the preferred node when that is another live, settled
+    /// node and `held` ≥ `min_hold`.
+    pub fn hand_over_to(&self, submitter: &Address, me: &str, held: Duration) -> Option<String> {
+        if held < self.config.min_hold {
+            return None;
+        }
+        self.preferred(submitter)
+            .filter(|p| p != me && self.is_live(p))
+    }
+
+    /// Replaces the view: `live` nodes, of which `settled` may receive leases.
+    pub fn update(&self, live: Vec<String>, settled: &[String], submitters: &[Address]) {
+        let preferred = assign(submitters, settled);
+        if let Ok(mut view) = self.view.write() {
+            *view = View {
+                live: live.into_iter().collect(),
+                preferred,
+            };
+        }
+    }
+}
+
+/// Reads the live and settled nodes (database time).
+async fn read_nodes(
+    pool: &PgPool,
+    config: &BalanceConfig,
+) -> StoreResult<(Vec<String>, Vec<String>)> {
+    let rows: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT node_id, started_at <= now() - $2 * interval '1 millisecond'
+           FROM txmgr_node WHERE heartbeat_at > now() - $1 * interval '1 millisecond'",
+    )
+    .bind(i64::try_from(config.liveness.as_millis()).unwrap_or(i64::MAX))
+    .bind(i64::try_from(config.settle.as_millis()).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await?;
+    let settled = rows
+        .iter()
+        .filter(|(_, settled)| *settled)
+        .map(|(id, _)| id.clone())
+        .collect();
+    Ok((rows.into_iter().map(|(id, _)| id).collect(), settled))
+}
+
+/// Refreshes `membership` every `config.refresh` for the submitters
+/// `submitters()` returns (the configured set, which a reload may change).
+pub async fn refresh_loop(
+    pool: PgPool,
+    membership: Arc<Membership>,
+    submitters: impl Fn() -> Vec<Address> + Send + 'static,
+) {
+    let config = membership.config();
+    let mut tick = tokio::time::interval(config.refresh);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_warning: Option<Instant> = None;
+    loop {
+        tick.tick().await;
+        match read_nodes(&pool, &config).await {
+            Ok((live, settled)) => membership.update(live, &settled, &submitters()),
+            Err(err) => {
+                if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) {
+                    tracing::warn!(target: "txmgr::cluster", error = %err, "reading cluster membership failed");
+                    last_warning = Some(Instant::now());
+                }
+            }
+        }
+    }
+}

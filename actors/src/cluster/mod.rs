@@ -1,0 +1,14 @@
+//! Cluster membership and lease balancing (DESIGN.md sections 2 and 5).
+//!
+//! Every node reads the live nodes (`txmgr_node` heartbeats, database time)
+//! and computes, for every configured submitter, its preferred node
+//! ([`assign`]). A leader that is not preferred hands its lease to the
+//! preferred node once both have settled (hysteresis); a standby that is not
+//! preferred waits a little longer than the preferred node before taking an
+//! expired lease. A dead node's leases are taken over as before.
+
+mod assign;
+mod membership;
+
+pub use assign::assign;
+pub use membership::{refresh_loop, BalanceConfig, Membership};
