@@ -10,11 +10,14 @@
 
 pub(crate) mod anvil;
 pub(crate) mod clock;
+pub(crate) mod cluster;
+pub(crate) mod daemon;
 pub(crate) mod db;
 pub(crate) mod faulty_chain;
 pub(crate) mod invariants;
 pub(crate) mod node;
 pub(crate) mod poll;
+pub(crate) mod rpc_proxy;
 pub(crate) mod txs;
 
 pub(crate) use anvil::{Anvil, CHAIN_ID, DEV_ADDRESS_0, DEV_PRIVATE_KEY_0};

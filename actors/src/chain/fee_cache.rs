@@ -17,8 +17,12 @@ use tokio::sync::Mutex;
 use super::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag};
 use crate::domain::Intent;
 
-/// A [`ChainClient`] whose `fees()` answer is shared for `ttl`; every other
-/// call goes straight through.
+/// How many `ttl`s a quote may be reused when a refresh fails.
+const STALE_FACTOR: u32 = 10;
+
+/// A [`ChainClient`] whose `fees()` answer is shared for `ttl` (and reused
+/// up to 10 × `ttl` while refreshing fails); every other call goes straight
+/// through.
 pub struct FeeCache {
     inner: Arc<dyn ChainClient>,
     ttl: Duration,
@@ -64,9 +68,21 @@ impl ChainClient for FeeCache {
                 return Ok(quote);
             }
         }
-        let quote = self.inner.fees().await?;
-        *slot = Some((Instant::now(), quote));
-        Ok(quote)
+        match self.inner.fees().await {
+            Ok(quote) => {
+                *slot = Some((Instant::now(), quote));
+                Ok(quote)
+            }
+            // A failed refresh falls back to a recent quote (a flaky RPC
+            // must not stop every cycle); an old one is not trusted.
+            Err(err) => match *slot {
+                Some((at, quote)) if at.elapsed() < self.ttl.saturating_mul(STALE_FACTOR) => {
+                    tracing::debug!(target: "txmgr::chain", error = %err, "fee refresh failed; using the last quote");
+                    Ok(quote)
+                }
+                _ => Err(err),
+            },
+        }
     }
     async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError> {
         self.inner.send_raw(raw).await

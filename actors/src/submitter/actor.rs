@@ -84,6 +84,9 @@ pub struct SubmitterState {
     leader_since: Option<std::time::Instant>,
     /// The lease holder last seen (lease balancing).
     last_owner: Option<String>,
+    /// The steps after acquiring the lease (nonce reconciliation, receipt
+    /// index, resubmit timers) have completed for the current lease.
+    taken_up: bool,
 }
 
 /// Margin after a foreign lease becomes takeable before a standby retries.
@@ -164,6 +167,7 @@ impl Actor for SubmitterActor {
             sweep_timer: None,
             leader_since: None,
             last_owner: None,
+            taken_up: false,
         })
     }
 
@@ -330,20 +334,12 @@ async fn on_lease_tick(
                     state.leader_since = Some(std::time::Instant::now());
                     tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, fencing_token = lease.token, outcome = outcome.label(), "leader");
                     state.memory = cycle::CycleMemory::fresh();
-                    match sweep::on_acquired(&ctx, &lease).await {
-                        Ok(found) => state.protect_reason = found.protect_reason,
-                        Err(err) => fatal(state, err)?,
-                    }
-                    if let Err(err) = follow::index_open_attempts(&ctx).await {
+                    state.taken_up = false;
+                    // A transient failure here (RPC, database) is retried by
+                    // the next work, sweep or resubmit message.
+                    if let Err(err) = take_up(state).await {
                         fatal(state, err)?;
                     }
-                    // Rebuild this submitter's resubmit timers from the database,
-                    // and act at once on anything overdue or requested meanwhile.
-                    match store::resubmit::schedule(&ctx.pool, ctx.key, None).await {
-                        Ok(due) => ctx.timers.schedule(ctx.key.address, due),
-                        Err(err) => fatal(state, err.into())?,
-                    }
-                    state.handle.send(SubmitterMsg::ResubmitDue(Vec::new()));
                     rearm(
                         &mut state.sweep_timer,
                         myself.send_after(ctx.sweep_interval, || SubmitterMsg::SweepTick),
@@ -436,6 +432,7 @@ async fn hand_over_if_preferred_elsewhere(
     }
     state.lease = None;
     state.leader_since = None;
+    state.taken_up = false;
     state.last_owner = Some(to);
     ctx.index.remove_submitter(ctx.key.address);
     ctx.timers.forget_submitter(ctx.key.address);
@@ -453,10 +450,56 @@ async fn hand_over_if_preferred_elsewhere(
     true
 }
 
+/// What a new leader does before any work: reconcile the nonce cursor with
+/// the chain (creating it for a new submitter), index every open attempt for
+/// the block matcher, rebuild the resubmit timers, and ask for an immediate
+/// resubmit pass (anything overdue, or requested by an operator meanwhile).
+async fn take_up(state: &mut SubmitterState) -> Result<(), CycleError> {
+    let Some(lease) = state.lease.clone() else {
+        return Ok(());
+    };
+    let ctx = state.ctx.clone();
+    let found = sweep::on_acquired(&ctx, &lease).await?;
+    state.protect_reason = found.protect_reason;
+    follow::index_open_attempts(&ctx).await?;
+    let due = store::resubmit::schedule(&ctx.pool, ctx.key, None).await?;
+    ctx.timers.schedule(ctx.key.address, due);
+    state.handle.send(SubmitterMsg::ResubmitDue(Vec::new()));
+    state.taken_up = true;
+    state.set_role();
+    Ok(())
+}
+
+/// Leader and taken up (retrying [`take_up`] if it failed before). `false`:
+/// nothing to do now (standby, or still not taken up: retried later).
+async fn ready_to_lead(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+) -> Result<bool, ActorProcessingErr> {
+    if state.lease.is_none() {
+        return Ok(false);
+    }
+    if state.taken_up {
+        return Ok(true);
+    }
+    match take_up(state).await {
+        Ok(()) => Ok(true),
+        Err(err) => {
+            let backoff = state.ctx.settings().retry_backoff;
+            fatal(state, err)?;
+            state.schedule_work(myself, backoff);
+            Ok(false)
+        }
+    }
+}
+
 async fn on_work(
     myself: &ActorRef<SubmitterMsg>,
     state: &mut SubmitterState,
 ) -> Result<(), ActorProcessingErr> {
+    if !ready_to_lead(myself, state).await? {
+        return Ok(());
+    }
     let Some(mut lease) = state.lease.clone() else {
         return Ok(());
     };
@@ -478,9 +521,20 @@ async fn on_work(
                     myself.send_after(Duration::ZERO, || SubmitterMsg::SweepTick),
                 );
             }
+            // A cycle that ran early (woken by new work or a receipt) must
+            // not forget a pending broadcast retry: the timer it replaced
+            // was the only reminder of it.
+            let allocated_due = state
+                .memory
+                .allocated_due_at
+                .map(|due| due.saturating_duration_since(std::time::Instant::now()));
+            let retry = match (outcome.retry_in, allocated_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             if outcome.more {
                 state.schedule_work(myself, Duration::ZERO);
-            } else if let Some(delay) = outcome.retry_in {
+            } else if let Some(delay) = retry {
                 state.schedule_work(myself, delay);
             }
             Ok(())
@@ -506,6 +560,15 @@ async fn on_sweep(
     myself: &ActorRef<SubmitterMsg>,
     state: &mut SubmitterState,
 ) -> Result<(), ActorProcessingErr> {
+    if !ready_to_lead(myself, state).await? {
+        if state.lease.is_some() {
+            rearm(
+                &mut state.sweep_timer,
+                myself.send_after(state.ctx.sweep_interval, || SubmitterMsg::SweepTick),
+            );
+        }
+        return Ok(());
+    }
     let Some(lease) = state.lease.clone() else {
         return Ok(());
     };
@@ -535,6 +598,9 @@ async fn on_resubmit(
     state: &mut SubmitterState,
     ids: Vec<Uuid>,
 ) -> Result<(), ActorProcessingErr> {
+    if !ready_to_lead(myself, state).await? {
+        return Ok(());
+    }
     let Some(mut lease) = state.lease.clone() else {
         return Ok(());
     };

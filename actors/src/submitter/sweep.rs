@@ -88,12 +88,21 @@ pub(crate) async fn run(
     }
     let mut mined = Vec::new();
     let mut consumed_by_others = Vec::new();
-    for intent in unmined {
+    'intents: for intent in unmined {
         let mut found = None;
         for hash in &intent.attempt_hashes {
-            if let Some(receipt) = ctx.chain.receipt(*hash).await? {
-                found = Some(receipt);
-                break;
+            match ctx.chain.receipt(*hash).await {
+                Ok(Some(receipt)) => {
+                    found = Some(receipt);
+                    break;
+                }
+                Ok(None) => {}
+                // One failed lookup skips this intent until the next sweep;
+                // the others are still checked.
+                Err(err) => {
+                    tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %intent.tx_id, error = %err, "receipt lookup failed; next sweep");
+                    continue 'intents;
+                }
             }
         }
         match found {
@@ -119,7 +128,9 @@ pub(crate) async fn run(
                 // (e.g. a released nonce whose first bytes were mined after
                 // all): then it was not external use, and that intent gets
                 // the receipt from the matcher or this sweep.
-                let ours = other_attempts_mined(ctx, &intent).await?;
+                let Ok(ours) = other_attempts_mined(ctx, &intent).await else {
+                    continue;
+                };
                 consumed_by_others.push((intent, ours));
             }
         }

@@ -198,13 +198,27 @@ async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {
     }
     let stop = head.min(next.saturating_add(MAX_BLOCKS_PER_TICK - 1));
     let mut processed = None;
+    // A failed call keeps the blocks accepted so far: a flaky RPC slows the
+    // watcher down but never makes it start a catch-up over again.
+    let mut failure = None;
     while next <= stop {
-        let Some(block) = args.chain.block(next).await? else {
-            break;
+        let block = match args.chain.block(next).await {
+            Ok(Some(block)) => block,
+            Ok(None) => break,
+            Err(err) => {
+                failure = Some(err);
+                break;
+            }
         };
         if let Some((tip, tip_hash)) = args.window.tip() {
             if tip + 1 == block.number && tip_hash != block.parent_hash {
-                next = reorg(args).await? + 1;
+                match reorg(args).await {
+                    Ok(fork) => next = fork + 1,
+                    Err(err) => {
+                        failure = Some(err);
+                        break;
+                    }
+                }
                 continue;
             }
         }
@@ -215,6 +229,9 @@ async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {
     state.next = Some(next);
     if let Some(number) = processed {
         args.progress.set_head(number);
+    }
+    if let Some(err) = failure {
+        return Err(err);
     }
     // Every tick, new block or not: a receipt recorded after its block's
     // head was processed must not wait for the next block to become final.

@@ -1,0 +1,422 @@
+//! A cluster of real daemon processes on one database and one anvil, a load
+//! generator that sends creates to random nodes (retrying elsewhere until
+//! acknowledged), and the end-of-scenario checks of DESIGN.md section 15 —
+//! read from the chain and the database, independently of the daemons.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, RwLock},
+    time::Duration,
+};
+
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::{
+    daemon::{free_port, key_var, Daemon, DEV_KEYS},
+    invariants, Anvil, TestDb,
+};
+
+/// Where the transfers go (no account of ours).
+pub(crate) const SINK: &str = "0x000000000000000000000000000000000000dead";
+
+/// Lease timing of the test cluster: fail-over takes at most
+/// `duration + renew_interval` = 4 s.
+pub(crate) const LEASE: &str =
+    "duration = \"3s\"\nrenew_interval = \"1s\"\nclock_skew_allowance = \"500ms\"";
+
+/// What the cluster runs.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterSpec {
+    /// Node ids to start.
+    pub(crate) nodes: Vec<&'static str>,
+    /// Dev accounts used as submitters (indices into `DEV_KEYS`).
+    pub(crate) submitters: Vec<usize>,
+    /// Of those, the ones in strict mode.
+    pub(crate) strict: Vec<usize>,
+    /// Extra `[node]` keys (balancing timings).
+    pub(crate) node_extra: &'static str,
+    /// Finality (confirmations); deeper than any reorg a scenario makes.
+    pub(crate) confirmations: u64,
+}
+
+/// A running cluster.
+pub(crate) struct Cluster {
+    pub(crate) db: TestDb,
+    pub(crate) anvil: Anvil,
+    pub(crate) daemons: Vec<Daemon>,
+    pub(crate) client: reqwest::Client,
+    /// Lower-case addresses of the submitters.
+    pub(crate) submitters: Vec<String>,
+    spec: ClusterSpec,
+    rpc_url: String,
+    /// Base URLs the load generator picks from.
+    pub(crate) bases: Arc<RwLock<Vec<String>>>,
+}
+
+impl Cluster {
+    /// Starts anvil (mining every 200 ms), a database and the nodes; waits
+    /// until every node is ready. `rpc_url` overrides the chain endpoint the
+    /// daemons use (a fault proxy in front of anvil).
+    pub(crate) async fn start(spec: ClusterSpec, anvil: Anvil, rpc_url: Option<String>) -> Cluster {
+        let db = TestDb::migrated().await;
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()
+            .expect("client");
+        let rpc_url = rpc_url.unwrap_or_else(|| anvil.rpc_url());
+        let mut cluster = Cluster {
+            db,
+            anvil,
+            daemons: Vec::new(),
+            client,
+            submitters: spec
+                .submitters
+                .iter()
+                .map(|i| DEV_KEYS[*i].1.to_owned())
+                .collect(),
+            spec: spec.clone(),
+            rpc_url,
+            bases: Arc::default(),
+        };
+        for node in spec.nodes {
+            cluster.add_node(node).await;
+        }
+        cluster
+    }
+
+    /// The configuration of one node.
+    fn config(&self, node_id: &str, port: u16) -> String {
+        let mut submitters = String::new();
+        for i in &self.spec.submitters {
+            submitters.push_str(&format!(
+                "[submitters.\"{}\"]\nsigner = {{ kind = \"env\", env = \"{}\" }}\n",
+                DEV_KEYS[*i].1,
+                key_var(*i)
+            ));
+            if self.spec.strict.contains(i) {
+                submitters.push_str("max_in_flight = 1\nadvance_after = \"confirmed\"\n");
+            }
+        }
+        let separator = if self.db.url.contains('?') { '&' } else { '?' };
+        format!(
+            r#"node_id = "{node_id}"
+[database]
+url = "{db}{separator}application_name=txmgr-{node_id}"
+max_connections = 6
+migrate_on_start = false
+[http]
+listen = "127.0.0.1:{port}"
+[chain]
+rpc_url = "{rpc}"
+chain_id = 31337
+poll_interval = "200ms"
+rpc_timeout = "2s"
+stale_receipt_timeout = "1s"
+[lease]
+{LEASE}
+[node]
+heartbeat_interval = "500ms"
+discovery_interval = "500ms"
+{node_extra}
+[defaults]
+finality = {{ confirmations = {confirmations} }}
+resubmit_interval = "2s"
+max_resubmits = 1000
+stuck_after = "10m"
+[log]
+level = "info"
+{submitters}"#,
+            db = self.db.url,
+            rpc = self.rpc_url,
+            node_extra = self.spec.node_extra,
+            confirmations = self.spec.confirmations,
+        )
+    }
+
+    /// Starts one more node and waits until it is ready; returns its index.
+    pub(crate) async fn add_node(&mut self, node_id: &str) -> usize {
+        let port = free_port();
+        let daemon = Daemon::start(node_id, port, &self.config(node_id, port)).await;
+        daemon.ready(&self.client).await;
+        if let Ok(mut bases) = self.bases.write() {
+            bases.push(daemon.base());
+        }
+        self.daemons.push(daemon);
+        self.daemons.len() - 1
+    }
+
+    /// The daemon with this node id.
+    pub(crate) fn node(&mut self, node_id: &str) -> &mut Daemon {
+        self.daemons
+            .iter_mut()
+            .find(|d| d.node_id == node_id)
+            .expect("node")
+    }
+
+    /// The daemon with this node id (shared).
+    pub(crate) fn node_ref(&self, node_id: &str) -> &Daemon {
+        self.daemons
+            .iter()
+            .find(|d| d.node_id == node_id)
+            .expect("node")
+    }
+
+    /// The node holding a live lease of `submitter`, if any.
+    pub(crate) async fn leader_of(&self, submitter: &str) -> Option<String> {
+        sqlx::query_scalar(
+            "SELECT owner_node FROM submitter_lease WHERE submitter = $1 AND expires_at > now()",
+        )
+        .bind(submitter)
+        .fetch_optional(&self.db.pool)
+        .await
+        .expect("lease")
+    }
+
+    /// Live leases per node.
+    pub(crate) async fn leases_per_node(&self) -> HashMap<String, usize> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT owner_node, count(*) FROM submitter_lease WHERE expires_at > now()
+              GROUP BY owner_node",
+        )
+        .fetch_all(&self.db.pool)
+        .await
+        .expect("leases");
+        rows.into_iter()
+            .map(|(node, n)| (node, usize::try_from(n).unwrap_or(0)))
+            .collect()
+    }
+
+    /// Starts sending `total` creates, `per_second`, to random nodes.
+    pub(crate) fn load(&self, total: usize, per_second: u32, seed: u64) -> Load {
+        Load::start(
+            self.client.clone(),
+            self.bases.clone(),
+            self.submitters.clone(),
+            total,
+            per_second,
+            seed,
+        )
+    }
+
+    /// Waits until every acknowledged intent is final (or STUCK with a
+    /// reason), then checks the promises: nothing acknowledged is lost,
+    /// every intent confirmed exactly once on chain, nonces contiguous per
+    /// submitter (gap-free strict submitters included), chain and database
+    /// agree.
+    pub(crate) async fn verify(&self, acked: &[Acked]) {
+        let ids: Vec<Uuid> = acked.iter().map(|a| a.tx_id).collect();
+        let pool = &self.db.pool;
+        let open = || async {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM managed_tx WHERE tx_id = ANY($1)
+                   AND (state IN ('QUEUED', 'ALLOCATED', 'TRACKING')
+                        OR (state = 'STUCK' AND last_error IS NULL))",
+            )
+            .bind(&ids)
+            .fetch_one(pool)
+            .await
+            .expect("open intents")
+        };
+        let waited = tokio::time::timeout(Duration::from_secs(120), async {
+            while open().await > 0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            self.dump_logs();
+            panic!(
+                "{} intents still open after 120 s: {}",
+                open().await,
+                self.states(&ids).await
+            );
+        }
+        let present: Vec<(Uuid, Option<String>, String)> =
+            sqlx::query_as("SELECT tx_id, request_id, state FROM managed_tx WHERE tx_id = ANY($1)")
+                .bind(&ids)
+                .fetch_all(pool)
+                .await
+                .expect("acknowledged intents");
+        assert_eq!(
+            present.len(),
+            acked.len(),
+            "an acknowledged create was lost"
+        );
+        let by_id: HashMap<Uuid, (Option<String>, String)> = present
+            .into_iter()
+            .map(|(id, request, state)| (id, (request, state)))
+            .collect();
+        for a in acked {
+            let (request, state) = &by_id[&a.tx_id];
+            assert_eq!(request.as_deref(), Some(a.request_id.as_str()));
+            assert_eq!(state, "CONFIRMED", "{} ({})", a.tx_id, a.request_id);
+        }
+        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM managed_tx")
+            .fetch_one(pool)
+            .await
+            .expect("count");
+        assert_eq!(total as usize, acked.len(), "rows nobody acknowledged");
+        for submitter in &self.submitters {
+            invariants::check(pool, &self.anvil, submitter, 0).await;
+        }
+    }
+
+    async fn states(&self, ids: &[Uuid]) -> String {
+        let rows: Vec<(
+            String,
+            String,
+            Option<String>,
+            i64,
+            Option<i64>,
+            Option<String>,
+        )> = sqlx::query_as(
+            "SELECT submitter, state, sub_state, count(*), min(nonce), min(last_error)
+               FROM managed_tx WHERE tx_id = ANY($1)
+              GROUP BY submitter, state, sub_state ORDER BY submitter, state",
+        )
+        .bind(ids)
+        .fetch_all(&self.db.pool)
+        .await
+        .unwrap_or_default();
+        let allocated: Vec<(i64, bool, Option<String>, Option<i64>)> = sqlx::query_as(
+            "SELECT m.nonce, EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id),
+                    m.last_error,
+                    (EXTRACT(EPOCH FROM (now() - m.next_resubmit_at)) * 1000)::bigint
+               FROM managed_tx m WHERE m.tx_id = ANY($1) AND m.state = 'ALLOCATED' ORDER BY m.nonce",
+        )
+        .bind(ids)
+        .fetch_all(&self.db.pool)
+        .await
+        .unwrap_or_default();
+        format!("{rows:?}\nALLOCATED (nonce, signed, last_error, ms past due): {allocated:?}")
+    }
+
+    /// Prints every node's log (on failure).
+    pub(crate) fn dump_logs(&self) {
+        for daemon in &self.daemons {
+            let log = daemon.log();
+            let tail: Vec<&str> = log.lines().rev().take(80).collect();
+            eprintln!("---- {} (last 80 lines) ----", daemon.node_id);
+            for line in tail.into_iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+/// An acknowledged create.
+#[derive(Debug, Clone)]
+pub(crate) struct Acked {
+    pub(crate) request_id: String,
+    pub(crate) tx_id: Uuid,
+}
+
+/// Creates sent in the background at a steady rate.
+pub(crate) struct Load {
+    acked: Arc<Mutex<Vec<Acked>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Load {
+    fn start(
+        client: reqwest::Client,
+        bases: Arc<RwLock<Vec<String>>>,
+        submitters: Vec<String>,
+        total: usize,
+        per_second: u32,
+        seed: u64,
+    ) -> Load {
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let sink = acked.clone();
+        let task = tokio::spawn(async move {
+            let rng = Arc::new(Mutex::new(StdRng::seed_from_u64(seed)));
+            let mut sends = Vec::with_capacity(total);
+            let mut pace = tokio::time::interval(Duration::from_secs(1) / per_second.max(1));
+            for i in 0..total {
+                pace.tick().await;
+                let body = json!({
+                    "submitter": submitters[i % submitters.len()],
+                    "request_id": format!("r{i}"),
+                    "to": SINK,
+                    "value": "1",
+                });
+                sends.push(tokio::spawn(send_until_acked(
+                    client.clone(),
+                    bases.clone(),
+                    rng.clone(),
+                    body,
+                    sink.clone(),
+                )));
+            }
+            for send in sends {
+                let _ = send.await;
+            }
+        });
+        Load { acked, task }
+    }
+
+    /// Creates acknowledged so far.
+    pub(crate) fn acked(&self) -> usize {
+        self.acked.lock().map(|a| a.len()).unwrap_or(0)
+    }
+
+    /// Waits for every create to be acknowledged; returns them.
+    pub(crate) async fn finish(self) -> Vec<Acked> {
+        tokio::time::timeout(Duration::from_secs(120), self.task)
+            .await
+            .expect("every create acknowledged within 120 s")
+            .expect("load task");
+        let acked = self.acked.lock().map(|a| a.clone()).unwrap_or_default();
+        acked
+    }
+}
+
+/// Sends one create to random nodes until one acknowledges it (the same
+/// request id each time: a retry is idempotent).
+async fn send_until_acked(
+    client: reqwest::Client,
+    bases: Arc<RwLock<Vec<String>>>,
+    rng: Arc<Mutex<StdRng>>,
+    body: Value,
+    acked: Arc<Mutex<Vec<Acked>>>,
+) {
+    let request_id = body["request_id"].as_str().unwrap_or_default().to_owned();
+    loop {
+        let base = {
+            let bases = bases.read().map(|b| b.clone()).unwrap_or_default();
+            let pick = rng
+                .lock()
+                .map(|mut r| r.random_range(0..bases.len().max(1)))
+                .unwrap_or(0);
+            bases.get(pick).cloned()
+        };
+        let Some(base) = base else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let answer = client
+            .post(format!("{base}/v1/transactions"))
+            .json(&body)
+            .send()
+            .await;
+        if let Ok(response) = answer {
+            if matches!(response.status().as_u16(), 200 | 202) {
+                if let Ok(created) = response.json::<Value>().await {
+                    if let Some(tx_id) = created["tx_id"].as_str().and_then(|s| s.parse().ok()) {
+                        if let Ok(mut acked) = acked.lock() {
+                            acked.push(Acked {
+                                request_id: request_id.clone(),
+                                tx_id,
+                            });
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        // Refused, timed out or the node is down: try again elsewhere.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

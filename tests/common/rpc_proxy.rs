@@ -1,0 +1,540 @@
+//! A fault-injecting HTTP JSON-RPC proxy between txmgr nodes and anvil.
+//!
+//! The proxy speaks a minimal HTTP/1.1 itself (keep-alive, `Content-Length`
+//! or chunked request bodies) on raw tokio sockets, so its faults are real at
+//! the transport level: a "reset" closes the TCP connection with `SO_LINGER`
+//! 0 (an RST) after reading the request and before writing a single response
+//! byte, and the client's HTTP call fails with a connection error rather than
+//! an HTTP status. Everything else is forwarded byte for byte (JSON-RPC
+//! batches included) to the upstream, whose status and body come back
+//! unchanged.
+//!
+//! Fault decisions come from a seeded [`StdRng`]; every request draws the
+//! same number of random values whatever the rates, so a given request order
+//! yields the same fault sequence.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+/// The JSON-RPC method [`Faults::send_drop_rate`] applies to.
+const SEND_RAW_METHOD: &str = "eth_sendRawTransaction";
+
+/// Bound on one upstream call, so a wedged upstream cannot wedge the proxy.
+const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Largest accepted request head (request line plus headers).
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// Largest accepted request body.
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Which faults to inject; all rates are probabilities in `0.0..=1.0`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Faults {
+    /// Probability that a request is delayed by a random 0..=max_delay
+    /// before anything else happens to it.
+    pub(crate) delay_rate: f64,
+    /// Upper bound of an injected delay.
+    pub(crate) max_delay: Duration,
+    /// Probability of answering HTTP 502 or 503 (random) without forwarding.
+    pub(crate) error_rate: f64,
+    /// Probability of resetting the connection without forwarding (the
+    /// client sees a transport error).
+    pub(crate) reset_rate: f64,
+    /// Probability, for ANY method, of forwarding to the upstream and then
+    /// resetting the connection so the client never hears the answer.
+    pub(crate) drop_after_forward_rate: f64,
+    /// Same as above but only for `eth_sendRawTransaction` (the broadcast
+    /// reached the chain, the node never heard).
+    pub(crate) send_drop_rate: f64,
+}
+
+/// What the proxy did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ProxyCounts {
+    /// HTTP requests read completely from clients.
+    pub(crate) requests: u64,
+    /// Requests sent to the upstream (including those dropped afterwards).
+    pub(crate) forwarded: u64,
+    /// Requests held back by an injected delay.
+    pub(crate) delayed: u64,
+    /// Injected HTTP 502/503 answers.
+    pub(crate) errors: u64,
+    /// Connections reset before forwarding.
+    pub(crate) resets: u64,
+    /// Connections reset after forwarding, by `drop_after_forward_rate`.
+    pub(crate) dropped_after_forward: u64,
+    /// Connections reset after forwarding `eth_sendRawTransaction`, by
+    /// `send_drop_rate`.
+    pub(crate) dropped_sends: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    forwarded: AtomicU64,
+    delayed: AtomicU64,
+    errors: AtomicU64,
+    resets: AtomicU64,
+    dropped_after_forward: AtomicU64,
+    dropped_sends: AtomicU64,
+}
+
+impl Counters {
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn snapshot(&self) -> ProxyCounts {
+        ProxyCounts {
+            requests: self.requests.load(Ordering::SeqCst),
+            forwarded: self.forwarded.load(Ordering::SeqCst),
+            delayed: self.delayed.load(Ordering::SeqCst),
+            errors: self.errors.load(Ordering::SeqCst),
+            resets: self.resets.load(Ordering::SeqCst),
+            dropped_after_forward: self.dropped_after_forward.load(Ordering::SeqCst),
+            dropped_sends: self.dropped_sends.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// State shared by the accept loop and every connection task.
+struct Shared {
+    upstream: String,
+    client: reqwest::Client,
+    /// Current faults and the RNG, under one lock so one request's draws are
+    /// contiguous in the random sequence.
+    dice: Mutex<(Faults, StdRng)>,
+    counters: Counters,
+}
+
+/// The fate of one request, drawn up front.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    delay: Option<Duration>,
+    reset: bool,
+    /// `Some(status)` answers that status without forwarding.
+    error: Option<u16>,
+    drop_after_forward: bool,
+    send_drop: bool,
+}
+
+impl Shared {
+    fn plan(&self) -> Plan {
+        let mut dice = self.dice.lock().unwrap_or_else(|e| e.into_inner());
+        let (faults, rng) = &mut *dice;
+        // Fixed number of draws per request, whatever the rates.
+        let delay_roll: f64 = rng.random();
+        let max_nanos = u64::try_from(faults.max_delay.as_nanos()).unwrap_or(u64::MAX);
+        let delay_nanos = rng.random_range(0..=max_nanos);
+        let reset_roll: f64 = rng.random();
+        let error_roll: f64 = rng.random();
+        let error_503: bool = rng.random();
+        let drop_roll: f64 = rng.random();
+        let send_drop_roll: f64 = rng.random();
+        Plan {
+            delay: (delay_roll < faults.delay_rate).then(|| Duration::from_nanos(delay_nanos)),
+            reset: reset_roll < faults.reset_rate,
+            error: (error_roll < faults.error_rate).then_some(if error_503 { 503 } else { 502 }),
+            drop_after_forward: drop_roll < faults.drop_after_forward_rate,
+            send_drop: send_drop_roll < faults.send_drop_rate,
+        }
+    }
+}
+
+/// A running proxy on a loopback port; the server (and every open
+/// connection) stops when dropped.
+pub(crate) struct RpcProxy {
+    port: u16,
+    shared: Arc<Shared>,
+    server: JoinHandle<()>,
+}
+
+impl RpcProxy {
+    /// Starts a proxy on `127.0.0.1:0` forwarding to `upstream_url`, with no
+    /// faults and fault dice seeded by `seed`.
+    pub(crate) async fn start(upstream_url: &str, seed: u64) -> RpcProxy {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding the RPC proxy on loopback");
+        let port = listener.local_addr().expect("proxy local address").port();
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(UPSTREAM_TIMEOUT)
+            .build()
+            .expect("building the proxy's upstream client");
+        let shared = Arc::new(Shared {
+            upstream: upstream_url.to_owned(),
+            client,
+            dice: Mutex::new((Faults::default(), StdRng::seed_from_u64(seed))),
+            counters: Counters::default(),
+        });
+        let server = tokio::spawn(serve(listener, shared.clone()));
+        RpcProxy {
+            port,
+            shared,
+            server,
+        }
+    }
+
+    /// The proxy's HTTP endpoint, to hand to a node instead of the upstream.
+    pub(crate) fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Replaces the faults; takes effect for requests read from now on.
+    pub(crate) fn set(&self, faults: Faults) {
+        let mut dice = self.shared.dice.lock().unwrap_or_else(|e| e.into_inner());
+        dice.0 = faults;
+    }
+
+    /// What the proxy did so far.
+    pub(crate) fn counts(&self) -> ProxyCounts {
+        self.shared.counters.snapshot()
+    }
+}
+
+impl Drop for RpcProxy {
+    fn drop(&mut self) {
+        // Dropping the accept task drops its JoinSet, aborting connections.
+        self.server.abort();
+    }
+}
+
+/// Accept loop; owns every connection task.
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    connections.spawn(connection(stream, shared.clone()));
+                }
+                // E.g. EMFILE under load: back off instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+            // Reap finished connections so the set does not grow forever.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// One parsed HTTP request.
+struct Request {
+    method: String,
+    content_type: Option<String>,
+    body: Vec<u8>,
+    close: bool,
+}
+
+/// Serves one keep-alive connection until the client closes it, a fault
+/// resets it, or it breaks.
+async fn connection(stream: TcpStream, shared: Arc<Shared>) {
+    let mut conn = BufReader::new(stream);
+    loop {
+        let request = match read_request(&mut conn).await {
+            Ok(Some(request)) => request,
+            // Clean close between requests, or garbage: end the connection.
+            Ok(None) | Err(_) => return,
+        };
+        Counters::bump(&shared.counters.requests);
+        let plan = shared.plan();
+
+        if let Some(delay) = plan.delay {
+            Counters::bump(&shared.counters.delayed);
+            tokio::time::sleep(delay).await;
+        }
+        if plan.reset {
+            Counters::bump(&shared.counters.resets);
+            return reset(conn);
+        }
+        if let Some(status) = plan.error {
+            Counters::bump(&shared.counters.errors);
+            let body = format!("injected fault: HTTP {status}");
+            let ok = write_response(
+                &mut conn,
+                status,
+                Some("text/plain"),
+                body.as_bytes(),
+                request.close,
+            )
+            .await;
+            if !ok || request.close {
+                return;
+            }
+            continue;
+        }
+
+        let is_send = calls_method(&request.body, SEND_RAW_METHOD);
+        Counters::bump(&shared.counters.forwarded);
+        let answer = forward(&shared, &request).await;
+        if is_send && plan.send_drop {
+            Counters::bump(&shared.counters.dropped_sends);
+            return reset(conn);
+        }
+        if plan.drop_after_forward {
+            Counters::bump(&shared.counters.dropped_after_forward);
+            return reset(conn);
+        }
+        let ok = match answer {
+            Ok((status, content_type, body)) => {
+                write_response(
+                    &mut conn,
+                    status,
+                    content_type.as_deref(),
+                    &body,
+                    request.close,
+                )
+                .await
+            }
+            // The upstream itself failed: answer like a real gateway.
+            Err(e) => {
+                let body = format!("upstream error: {e}");
+                write_response(
+                    &mut conn,
+                    502,
+                    Some("text/plain"),
+                    body.as_bytes(),
+                    request.close,
+                )
+                .await
+            }
+        };
+        if !ok || request.close {
+            return;
+        }
+    }
+}
+
+/// Aborts the connection with an RST, so the client's pending call fails
+/// at the transport level.
+fn reset(conn: BufReader<TcpStream>) {
+    let stream = conn.into_inner();
+    // Without zero linger the close is a FIN, which still fails the client's
+    // in-flight request ("connection closed before message completed").
+    let _ = stream.set_zero_linger();
+    drop(stream);
+}
+
+/// Sends the request body unchanged to the upstream; returns its status,
+/// content type and body.
+async fn forward(
+    shared: &Shared,
+    request: &Request,
+) -> Result<(u16, Option<String>, Vec<u8>), reqwest::Error> {
+    let method =
+        reqwest::Method::from_bytes(request.method.as_bytes()).unwrap_or(reqwest::Method::POST);
+    let response = shared
+        .client
+        .request(method, &shared.upstream)
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            request
+                .content_type
+                .clone()
+                .unwrap_or_else(|| "application/json".to_owned()),
+        )
+        .body(request.body.clone())
+        .send()
+        .await?;
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = response.bytes().await?.to_vec();
+    Ok((status, content_type, body))
+}
+
+/// Whether the JSON-RPC body (single call or batch) calls `method`.
+fn calls_method(body: &[u8], method: &str) -> bool {
+    let is = |call: &serde_json::Value| call.get("method").and_then(|m| m.as_str()) == Some(method);
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Array(calls)) => calls.iter().any(is),
+        Ok(call) => is(&call),
+        Err(_) => false,
+    }
+}
+
+/// Reads one request; `Ok(None)` when the client closed the connection
+/// cleanly before starting another.
+async fn read_request(conn: &mut BufReader<TcpStream>) -> std::io::Result<Option<Request>> {
+    let mut head_bytes = 0usize;
+    let Some(request_line) = read_line(conn, &mut head_bytes).await? else {
+        return Ok(None);
+    };
+    let mut parts = request_line.split_whitespace();
+    let (Some(method), Some(_target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(invalid(format!("bad request line {request_line:?}")));
+    };
+    let method = method.to_owned();
+    let mut close = version.eq_ignore_ascii_case("HTTP/1.0");
+    let mut content_length: Option<usize> = None;
+    let mut chunked = false;
+    let mut content_type = None;
+    loop {
+        let line = read_line(conn, &mut head_bytes)
+            .await?
+            .ok_or_else(|| invalid("connection closed inside the request head".to_owned()))?;
+        if line.is_empty() {
+            break;
+        }
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(invalid(format!("bad header line {line:?}")));
+        };
+        let value = value.trim();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "content-length" => {
+                let length = value
+                    .parse()
+                    .map_err(|_| invalid(format!("bad content-length {value:?}")))?;
+                content_length = Some(length);
+            }
+            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
+            "content-type" => content_type = Some(value.to_owned()),
+            "connection" => {
+                let value = value.to_ascii_lowercase();
+                if value.contains("close") {
+                    close = true;
+                } else if value.contains("keep-alive") {
+                    close = false;
+                }
+            }
+            "expect" if value.eq_ignore_ascii_case("100-continue") => {
+                conn.get_mut()
+                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    .await?;
+            }
+            _ => {}
+        }
+    }
+    let body = if chunked {
+        read_chunked(conn, &mut head_bytes).await?
+    } else {
+        let length = content_length.unwrap_or(0);
+        if length > MAX_BODY_BYTES {
+            return Err(invalid(format!("body of {length} bytes is too large")));
+        }
+        let mut body = vec![0; length];
+        conn.read_exact(&mut body).await?;
+        body
+    };
+    Ok(Some(Request {
+        method,
+        content_type,
+        body,
+        close,
+    }))
+}
+
+/// Reads a chunked body (and discards its trailers).
+async fn read_chunked(
+    conn: &mut BufReader<TcpStream>,
+    head_bytes: &mut usize,
+) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let line = read_line(conn, head_bytes)
+            .await?
+            .ok_or_else(|| invalid("connection closed inside a chunked body".to_owned()))?;
+        let size_hex = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_hex, 16)
+            .map_err(|_| invalid(format!("bad chunk size {line:?}")))?;
+        if size == 0 {
+            // Trailers, up to the empty line.
+            while let Some(trailer) = read_line(conn, head_bytes).await? {
+                if trailer.is_empty() {
+                    return Ok(body);
+                }
+            }
+            return Err(invalid(
+                "connection closed inside chunk trailers".to_owned(),
+            ));
+        }
+        if body.len() + size > MAX_BODY_BYTES {
+            return Err(invalid("chunked body too large".to_owned()));
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        conn.read_exact(&mut body[start..]).await?;
+        let mut crlf = [0u8; 2];
+        conn.read_exact(&mut crlf).await?;
+        if &crlf != b"\r\n" {
+            return Err(invalid("chunk not followed by CRLF".to_owned()));
+        }
+    }
+}
+
+/// Reads one CRLF- (or LF-) terminated line without its terminator;
+/// `Ok(None)` at EOF before any byte.
+async fn read_line(
+    conn: &mut BufReader<TcpStream>,
+    head_bytes: &mut usize,
+) -> std::io::Result<Option<String>> {
+    let mut line = Vec::new();
+    let read = (&mut *conn)
+        .take((MAX_HEAD_BYTES.saturating_sub(*head_bytes) + 1) as u64)
+        .read_until(b'\n', &mut line)
+        .await?;
+    if read == 0 {
+        return Ok(None);
+    }
+    *head_bytes += read;
+    if *head_bytes > MAX_HEAD_BYTES {
+        return Err(invalid("request head too large".to_owned()));
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "connection closed mid-line",
+        ));
+    }
+    line.pop();
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    String::from_utf8(line)
+        .map(Some)
+        .map_err(|_| invalid("non-UTF-8 request head".to_owned()))
+}
+
+fn invalid(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
+}
+
+/// Writes a complete response; `false` if the connection broke.
+async fn write_response(
+    conn: &mut BufReader<TcpStream>,
+    status: u16,
+    content_type: Option<&str>,
+    body: &[u8],
+    close: bool,
+) -> bool {
+    let reason = reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Unknown");
+    let mut response = format!("HTTP/1.1 {status} {reason}\r\n");
+    if let Some(content_type) = content_type {
+        response.push_str(&format!("content-type: {content_type}\r\n"));
+    }
+    response.push_str(&format!("content-length: {}\r\n", body.len()));
+    if close {
+        response.push_str("connection: close\r\n");
+    }
+    response.push_str("\r\n");
+    let mut bytes = response.into_bytes();
+    bytes.extend_from_slice(body);
+    let stream = conn.get_mut();
+    stream.write_all(&bytes).await.is_ok() && stream.flush().await.is_ok()
+}
