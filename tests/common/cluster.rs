@@ -264,14 +264,7 @@ level = "info"
     }
 
     async fn states(&self, ids: &[Uuid]) -> String {
-        let rows: Vec<(
-            String,
-            String,
-            Option<String>,
-            i64,
-            Option<i64>,
-            Option<String>,
-        )> = sqlx::query_as(
+        let rows: Vec<StateRow> = sqlx::query_as(
             "SELECT submitter, state, sub_state, count(*), min(nonce), min(last_error)
                FROM managed_tx WHERE tx_id = ANY($1)
               GROUP BY submitter, state, sub_state ORDER BY submitter, state",
@@ -305,6 +298,16 @@ level = "info"
         }
     }
 }
+
+/// submitter, state, sub_state, count, lowest nonce, an error (diagnostics).
+type StateRow = (
+    String,
+    String,
+    Option<String>,
+    i64,
+    Option<i64>,
+    Option<String>,
+);
 
 /// An acknowledged create.
 #[derive(Debug, Clone)]
