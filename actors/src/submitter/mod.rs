@@ -80,6 +80,9 @@ pub struct SubmitterContext {
     pub timers: Arc<ResubmitTimers>,
     /// Live nodes and preferred lease holders.
     pub membership: Arc<Membership>,
+    /// Intents the last sweep saw with their nonce consumed and no receipt
+    /// of theirs: acted on only if the next sweep sees the same.
+    pub consumed_suspects: std::sync::Mutex<std::collections::HashSet<uuid::Uuid>>,
 }
 
 impl SubmitterContext {

@@ -135,6 +135,7 @@ pub(crate) async fn run(
             }
         }
     }
+    let consumed_by_others = confirmed_consumed(ctx, consumed_by_others).await?;
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_receipts").await?;
     for (tx_id, receipt) in &mined {
         tracking::record_receipt(&mut ftx, *tx_id, receipt).await?;
@@ -173,6 +174,37 @@ pub(crate) async fn run(
         protect_reason,
         receipts: mined.len() + consumed_by_others.len(),
     })
+}
+
+/// Keeps only the intents whose nonce is really consumed by something other
+/// than their own attempts: the chain's nonce is read again *after* the
+/// receipt lookups (a reorg in between takes our transaction out of the chain
+/// and the nonce back), and the observation must repeat on two consecutive
+/// sweeps. Acting on a false "consumed" would requeue an intent and leave a
+/// nonce gap.
+async fn confirmed_consumed(
+    ctx: &SubmitterContext,
+    candidates: Vec<(tracking::Unmined, bool)>,
+) -> Result<Vec<(tracking::Unmined, bool)>, CycleError> {
+    if candidates.is_empty() {
+        if let Ok(mut suspects) = ctx.consumed_suspects.lock() {
+            suspects.clear();
+        }
+        return Ok(candidates);
+    }
+    let latest = ctx.chain.nonces(ctx.key.address).await?.latest;
+    let still: Vec<(tracking::Unmined, bool)> = candidates
+        .into_iter()
+        .filter(|(intent, _)| intent.nonce < latest)
+        .collect();
+    let Ok(mut suspects) = ctx.consumed_suspects.lock() else {
+        return Ok(Vec::new());
+    };
+    let (confirmed, first_seen): (Vec<_>, Vec<_>) = still
+        .into_iter()
+        .partition(|(intent, _)| suspects.contains(&intent.tx_id));
+    *suspects = first_seen.iter().map(|(intent, _)| intent.tx_id).collect();
+    Ok(confirmed)
 }
 
 /// Whether the chain holds, at this intent's nonce, the bytes of another of

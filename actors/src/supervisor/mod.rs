@@ -294,6 +294,7 @@ impl Engine {
                     index: index.clone(),
                     timers: timers.clone(),
                     membership: membership.clone(),
+                    consumed_suspects: Default::default(),
                 };
                 (spec.address, Arc::new(ctx))
             })

@@ -141,6 +141,7 @@ impl EngineShared {
             index: self.index.clone(),
             timers: self.timers.clone(),
             membership: self.membership.clone(),
+            consumed_suspects: Default::default(),
         })
     }
 
