@@ -347,7 +347,8 @@ pub async fn record_retry(
     record_attempt_results(ftx, retries.iter().map(|(_, h, e)| (*h, e.clone()))).await
 }
 
-async fn record_attempt_results(
+/// Records each node's answer on its attempt (no state change).
+pub async fn record_attempt_results(
     ftx: &mut FencedTx,
     results: impl Iterator<Item = (B256, String)>,
 ) -> StoreResult<()> {
@@ -362,53 +363,4 @@ async fn record_attempt_results(
     .execute(ftx.conn())
     .await?;
     Ok(())
-}
-
-/// Claims accepted-but-unmined intents whose re-broadcast is due: moves their
-/// `next_resubmit_at` forward in the fenced transaction, so a competing
-/// claimer (another node racing the same timer) finds nothing to send.
-/// Returns their newest attempts.
-pub async fn claim_due_rebroadcasts(
-    ftx: &mut FencedTx,
-    limit: usize,
-    resubmit_interval: Duration,
-) -> StoreResult<Vec<PendingAttempt>> {
-    let key = ftx.submitter();
-    let token = ftx.token();
-    let rows: Vec<(Uuid, i64, String, String, Vec<u8>, i64)> = sqlx::query_as(
-        "WITH due AS (
-             SELECT tx_id FROM managed_tx
-              WHERE chain_id = $1 AND submitter = $2 AND state IN ('TRACKING', 'STUCK')
-                AND receipt IS NULL AND next_resubmit_at <= now()
-              ORDER BY nonce LIMIT $3 FOR UPDATE SKIP LOCKED),
-         claimed AS (
-             UPDATE managed_tx m SET next_resubmit_at = now() + $4 * interval '1 millisecond',
-                    last_submit_at = now(), fencing_token = $5, updated_at = now()
-               FROM due WHERE m.tx_id = due.tx_id
-             RETURNING m.tx_id, m.nonce, m.state, m.created_at)
-         SELECT c.tx_id, c.nonce, c.state, a.tx_hash, a.raw_tx,
-                (EXTRACT(EPOCH FROM (now() - c.created_at)) * 1000)::bigint
-           FROM claimed c
-           JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = c.tx_id
-                          AND t.nonce = c.nonce ORDER BY attempt_no DESC LIMIT 1) a ON true",
-    )
-    .bind(key.chain_id_db())
-    .bind(key.address_hex())
-    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-    .bind(millis(resubmit_interval))
-    .bind(token)
-    .fetch_all(ftx.conn())
-    .await?;
-    rows.into_iter()
-        .map(|(tx_id, nonce, state, hash, raw, age_ms)| {
-            Ok(PendingAttempt {
-                tx_id,
-                nonce: nonce_of(nonce)?,
-                state: state.parse().map_err(corrupt)?,
-                tx_hash: hash.parse().map_err(corrupt)?,
-                raw: raw.into(),
-                age: Duration::from_millis(u64::try_from(age_ms).unwrap_or(0)),
-            })
-        })
-        .collect()
 }

@@ -246,28 +246,8 @@ pub async fn record_resubmitted(
     .bind(token)
     .execute(ftx.conn())
     .await?;
-    record_results(ftx, accepted.iter().map(|(_, h, r)| (*h, r.clone()))).await
-}
-
-/// Records a node's answer on each attempt (no state change).
-pub async fn record_results(
-    ftx: &mut FencedTx,
-    results: impl Iterator<Item = (B256, String)>,
-) -> StoreResult<()> {
-    let (hashes, labels): (Vec<String>, Vec<String>) =
-        results.map(|(h, r)| (format!("{h:#x}"), r)).unzip();
-    if hashes.is_empty() {
-        return Ok(());
-    }
-    sqlx::query(
-        "UPDATE tx_attempt t SET broadcast_result = a.result
-           FROM UNNEST($1::text[], $2::text[]) AS a(tx_hash, result) WHERE t.tx_hash = a.tx_hash",
-    )
-    .bind(hashes)
-    .bind(labels)
-    .execute(ftx.conn())
-    .await?;
-    Ok(())
+    super::pipeline::record_attempt_results(ftx, accepted.iter().map(|(_, h, r)| (*h, r.clone())))
+        .await
 }
 
 /// Sets the intent's `sub_state` (and `last_error` when given) while it is

@@ -25,6 +25,17 @@ pub(crate) enum Fees {
     },
 }
 
+impl Fees {
+    /// `(max_fee_per_gas, max_priority_fee_per_gas, gas_price)` as stored on
+    /// an attempt: the EIP-1559 pair or the legacy price, never both.
+    pub(crate) fn columns(self) -> (Option<u128>, Option<u128>, Option<u128>) {
+        match self {
+            Fees::Eip1559 { max_fee, priority } => (Some(max_fee), Some(priority), None),
+            Fees::Legacy { gas_price } => (None, None, Some(gas_price)),
+        }
+    }
+}
+
 /// Gas limit: the intent's, or the estimate × margin.
 pub(crate) fn gas_limit(intent: &Intent, estimate: Option<u64>, margin: f64) -> u64 {
     intent.gas_limit.unwrap_or_else(|| {

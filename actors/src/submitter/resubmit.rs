@@ -352,10 +352,7 @@ async fn sign_replacement(
             return Ok(None);
         }
     };
-    let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = match new_fees {
-        Fees::Eip1559 { max_fee, priority } => (Some(max_fee), Some(priority), None),
-        Fees::Legacy { gas_price } => (None, None, Some(gas_price)),
-    };
+    let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = new_fees.columns();
     Ok(Some(NewAttempt {
         tx_id: item.tx_id,
         nonce: item.nonce,
@@ -408,8 +405,11 @@ async fn record(
         if class == BroadcastClass::NonceTooLow {
             outcome.sweep_now = true;
         }
-        resubmit::record_results(&mut ftx, std::iter::once((hash, class.label().to_string())))
-            .await?;
+        crate::store::pipeline::record_attempt_results(
+            &mut ftx,
+            std::iter::once((hash, class.label().to_string())),
+        )
+        .await?;
     }
     ftx.commit().await?;
     Ok(())

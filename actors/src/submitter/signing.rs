@@ -67,12 +67,7 @@ pub(crate) async fn sign_all(
         };
         match result {
             Ok(raw) => {
-                let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = match fee {
-                    fees::Fees::Eip1559 { max_fee, priority } => {
-                        (Some(max_fee), Some(priority), None)
-                    }
-                    fees::Fees::Legacy { gas_price } => (None, None, Some(gas_price)),
-                };
+                let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = fee.columns();
                 signed.attempts.push(NewAttempt {
                     tx_id,
                     nonce,
