@@ -23,8 +23,8 @@ fn three_nodes() -> ClusterSpec {
         nodes: vec!["n1", "n2", "n3"],
         submitters: vec![0, 1, 2],
         strict: vec![2],
-        // Balancing stays out of the way of the fault under test.
-        node_extra: "rebalance = false",
+        // Balancing on (the default), fast: leases move while faults hit.
+        node_extra: "rebalance = true\nrebalance_settle = \"2s\"\nrebalance_min_hold = \"3s\"\nhandover_grace = \"1s\"",
         confirmations: 2,
     }
 }
