@@ -17,6 +17,10 @@ use crate::{
 /// Margin after a foreign lease becomes takeable before a standby retries.
 const STANDBY_SLACK: Duration = Duration::from_millis(50);
 
+/// The lease timer (or a hand-over hint): a leader renews — and may hand the
+/// lease to its preferred node; a standby tries to acquire, deferring to the
+/// preferred node when it is not that node. A lapsed or lost lease stops the
+/// actor (the supervisor starts a fresh one).
 pub(super) async fn on_lease_tick(
     myself: &ActorRef<SubmitterMsg>,
     state: &mut SubmitterState,
