@@ -28,7 +28,7 @@ use crate::{
     },
 };
 
-/// Gas of a plain value transfer: what a cancel (self-transfer) needs.
+/// Gas of a plain value transfer: the least a cancel (self-transfer) gets.
 const TRANSFER_GAS: u64 = 21_000;
 
 /// How many ever larger replacements one resubmit tries when the node
@@ -330,17 +330,23 @@ async fn sign_replacement(
     new_fees: Fees,
 ) -> Result<Option<NewAttempt>, CycleError> {
     let (intent, gas_limit) = if kind == AttemptKind::Cancel {
-        (
-            Intent {
-                to: Some(ctx.key.address),
-                value: U256::ZERO,
-                data: Bytes::new(),
-                gas_limit: Some(TRANSFER_GAS),
-                max_fee_per_gas: None,
-                max_priority_fee_per_gas: None,
-            },
-            TRANSFER_GAS,
-        )
+        let mut cancel = Intent {
+            to: Some(ctx.key.address),
+            value: U256::ZERO,
+            data: Bytes::new(),
+            gas_limit: None,
+            max_fee_per_gas: None,
+            max_priority_fee_per_gas: None,
+        };
+        // 21000 on L1; chains that charge more for a plain transfer (L1
+        // data fees on some rollups) answer more. Unanswered: 21000.
+        let gas = ctx
+            .chain
+            .estimate_gas(ctx.key.address, &cancel)
+            .await
+            .map_or(TRANSFER_GAS, |estimate| estimate.max(TRANSFER_GAS));
+        cancel.gas_limit = Some(gas);
+        (cancel, gas)
     } else {
         (item.intent.clone(), item.latest_fees.gas_limit)
     };
