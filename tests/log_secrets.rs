@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::daemon::free_port;
+
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
 use common::{invariants, wait_until, Anvil, TestDb};
@@ -11,13 +13,6 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 
 const PASSWORD: &str = "s3cr3t-pw";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_debug_logs_never_contain_the_key_or_the_database_password() {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::daemon::free_port;
+
 use std::{process::Stdio, time::Duration};
 
 use common::{
@@ -14,13 +16,6 @@ use common::{
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 fn config(db: &TestDb, anvil: &Anvil, port: u16, tuning: &str) -> String {
     config_toml(

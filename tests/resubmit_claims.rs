@@ -169,6 +169,19 @@ async fn two_nodes_across_a_take_over_bump_once_per_due_time() {
     invariants::check(&db.pool, &anvil, DEV_ADDRESS_0, 0).await;
 }
 
+/// Draws nonces for the rows `lock_queued` locked, assigns them, commits.
+async fn allocate_locked(mut ftx: FencedTx, locked: &[uuid::Uuid]) {
+    use txmgr_actors::store::{nonce_cursor, pipeline};
+    let nonces = nonce_cursor::allocate(&mut ftx, locked.len())
+        .await
+        .expect("nonces");
+    let pairs: Vec<_> = locked.iter().copied().zip(nonces).collect();
+    pipeline::assign_nonces(&mut ftx, &pairs)
+        .await
+        .expect("assign");
+    ftx.commit().await.expect("commit");
+}
+
 /// Waits until some backend waits on a row lock.
 async fn someone_waits_on_a_lock(db: &TestDb) {
     wait_until(WAIT, || async {
@@ -254,14 +267,7 @@ async fn a_queued_cancel_racing_the_allocation_never_leaves_a_nonce_gap() {
         .expect("fenced");
     let locked = pipeline::lock_queued(&mut ftx, &first).await.expect("lock");
     assert_eq!(locked, [first[0], first[2]]);
-    let nonces = nonce_cursor::allocate(&mut ftx, locked.len())
-        .await
-        .expect("nonces");
-    let pairs: Vec<_> = locked.iter().copied().zip(nonces).collect();
-    pipeline::assign_nonces(&mut ftx, &pairs)
-        .await
-        .expect("assign");
-    ftx.commit().await.expect("commit");
+    allocate_locked(ftx, &locked).await;
 
     // The cancel arrives after the allocator locked the rows: it waits, then
     // finds the intent ALLOCATED (no longer cancellable without a nonce).
@@ -285,14 +291,7 @@ async fn a_queued_cancel_racing_the_allocation_never_leaves_a_nonce_gap() {
         })
     };
     someone_waits_on_a_lock(&db).await;
-    let nonces = nonce_cursor::allocate(&mut ftx, locked.len())
-        .await
-        .expect("nonces");
-    let pairs: Vec<_> = locked.iter().copied().zip(nonces).collect();
-    pipeline::assign_nonces(&mut ftx, &pairs)
-        .await
-        .expect("assign");
-    ftx.commit().await.expect("commit");
+    allocate_locked(ftx, &locked).await;
     let outcome = late.await.expect("task").expect("request");
     assert!(
         matches!(outcome, ActionOutcome::NotAllowed { .. }),
