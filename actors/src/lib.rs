@@ -14,6 +14,7 @@
 //! - [`store`]: PostgreSQL access — migrations, lease + fencing, nonce cursor.
 //! - [`cluster`]: membership and lease balancing.
 //! - [`metrics`]: names of the metrics the engine records.
+//! - [`tls`]: the one TLS client policy (rustls, aws-lc-rs, public roots + private CA).
 
 pub mod chain;
 pub mod cluster;
@@ -23,6 +24,7 @@ pub mod signer;
 pub mod store;
 pub mod submitter;
 pub mod supervisor;
+pub mod tls;
 pub mod tracker;
 
 pub use domain::{AttemptKind, SubmitterKey, TxState};

@@ -66,3 +66,20 @@ pub const RPC_CALLS: &str = "txmgr_rpc_calls_total";
 
 /// Gauge: submitter actors on this node by `role`.
 pub const SUBMITTER_ROLES: &str = "txmgr_submitter_actors";
+
+/// Counter: calls per RPC endpoint, labels `endpoint` (configured name) and
+/// `result` = `ok` | `error` (a JSON-RPC error answer) | `unavailable`
+/// (timeout, connection or HTTP failure).
+pub const RPC_ENDPOINT_CALLS: &str = "txmgr_rpc_endpoint_calls_total";
+
+/// Histogram: seconds per call to an RPC endpoint, label `endpoint`.
+pub const RPC_ENDPOINT_LATENCY: &str = "txmgr_rpc_endpoint_latency_seconds";
+
+/// Gauge: 1 while an RPC endpoint serves reads and sends, label `endpoint`.
+pub const RPC_ENDPOINT_HEALTHY: &str = "txmgr_rpc_endpoint_healthy";
+
+/// Gauge: blocks an RPC endpoint's head is behind the best, label `endpoint`.
+pub const RPC_ENDPOINT_HEAD_LAG: &str = "txmgr_rpc_endpoint_head_lag_blocks";
+
+/// Counter: times reads moved to another RPC endpoint.
+pub const RPC_READ_SWITCHES: &str = "txmgr_rpc_read_switches_total";

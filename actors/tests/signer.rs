@@ -239,6 +239,7 @@ async fn remote_signer_anvil_signs_and_anvil_accepts() {
     let anvil = Anvil::start().await;
     let spec = SignerSpec::Remote {
         url: anvil.url.clone(),
+        ca_file: None,
     };
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
@@ -253,6 +254,7 @@ async fn remote_signer_without_our_account_is_rejected_at_build() {
     let stranger = Address::repeat_byte(0x42);
     let spec = SignerSpec::Remote {
         url: anvil.url.clone(),
+        ca_file: None,
     };
     let err = build_signer(&spec, stranger, CHAIN_ID, TIMEOUT)
         .await
@@ -287,6 +289,7 @@ async fn remote_signer_returning_another_transaction_is_refused() {
     let server = lying_signer(Some(json!([DEV_ADDRESS])), json!(swapped)).await;
     let spec = SignerSpec::Remote {
         url: server.url.clone(),
+        ca_file: None,
     };
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
@@ -302,6 +305,7 @@ async fn remote_signer_returning_another_transaction_is_refused() {
     let server = lying_signer(None, json!({ "raw": swapped, "tx": {} })).await;
     let spec = SignerSpec::Remote {
         url: server.url.clone(),
+        ca_file: None,
     };
     // No eth_accounts: accepted at build, caught at signing.
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
@@ -322,6 +326,7 @@ async fn remote_signer_signing_with_another_key_is_wrong_address() {
     let server = lying_signer(None, json!({ "raw": forged })).await;
     let spec = SignerSpec::Remote {
         url: server.url.clone(),
+        ca_file: None,
     };
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
@@ -342,6 +347,7 @@ async fn remote_signer_down_or_silent_is_unavailable() {
         .port();
     let spec = SignerSpec::Remote {
         url: format!("http://user:s3cret@127.0.0.1:{port}"),
+        ca_file: None,
     };
     let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
@@ -352,6 +358,7 @@ async fn remote_signer_down_or_silent_is_unavailable() {
     let silent = Responder::silent().await;
     let spec = SignerSpec::Remote {
         url: silent.url.clone(),
+        ca_file: None,
     };
     let short = Duration::from_millis(300);
     let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, short)
@@ -370,6 +377,7 @@ async fn remote_signer_error_answer_is_refused() {
     .await;
     let spec = SignerSpec::Remote {
         url: server.url.clone(),
+        ca_file: None,
     };
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await

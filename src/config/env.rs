@@ -123,6 +123,10 @@ fn is_string_key(key: &str) -> bool {
         "database.url",
         "chain.rpc_url",
         "chain.ws_url",
+        "chain.ca_file",
+        "http.tls.cert_file",
+        "http.tls.key_file",
+        "http.tls.client_ca_file",
         "log.level",
     ];
     const LAST: &[&str] = &[

@@ -38,7 +38,7 @@ pub use overrides::{GasBumpOverride, ResolvedSubmitter, SubmitterConfig};
 pub use sections::*;
 pub use signer::SignerConfig;
 pub use submitter::*;
-pub use url::redact_password;
+pub use url::{redact_password, shown_url};
 pub use validate::{check_address, check_node_id};
 pub use values::{Finality, Wei, DEFAULT_CONFIRMATIONS};
 
@@ -141,14 +141,22 @@ impl Config {
     }
 
     /// The effective configuration (file, environment and defaults) as
-    /// TOML, with the database password replaced by `***`; for
+    /// TOML, with the database password replaced by `***` and RPC and
+    /// signer URLs shown as `scheme://host[:port]`; for
     /// `txmgr config check`.
     pub fn redacted_toml(&self) -> String {
         let mut shown = self.clone();
         shown.database.url = self.database.redacted_url();
+        // RPC and signer URLs often carry API keys in their path or query.
+        shown.chain.rpc_url = shown.chain.rpc_url.as_deref().map(shown_url);
+        shown.chain.ws_url = shown.chain.ws_url.as_deref().map(shown_url);
+        for endpoint in &mut shown.chain.rpc_urls {
+            endpoint.url = shown_url(&endpoint.url);
+            endpoint.ws_url = endpoint.ws_url.as_deref().map(shown_url);
+        }
         for entry in shown.submitters.values_mut() {
             if let SignerConfig::Remote { url, .. } = &mut entry.signer {
-                *url = redact_password(url);
+                *url = shown_url(url);
             }
         }
         toml::to_string_pretty(&shown)

@@ -4,12 +4,13 @@
 use std::{
     fmt,
     net::{Ipv4Addr, SocketAddr, SocketAddrV4},
+    path::PathBuf,
     time::Duration,
 };
 
 use serde::{Deserialize, Serialize};
 
-use super::url::redact_password;
+use super::url::{redact_password, shown_url};
 
 /// Default size of the PostgreSQL pool.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 32;
@@ -30,6 +31,14 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `chain.stale_receipt_timeout`.
 pub const DEFAULT_STALE_RECEIPT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default `chain.unhealthy_after_failures`.
+pub const DEFAULT_UNHEALTHY_AFTER_FAILURES: u32 = 3;
+/// Default `chain.max_head_lag`.
+pub const DEFAULT_MAX_HEAD_LAG: u64 = 5;
+/// Default `chain.probe_max_backoff`.
+pub const DEFAULT_PROBE_MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Name of the endpoint given by the one-endpoint shorthand `chain.rpc_url`.
+pub const DEFAULT_ENDPOINT_NAME: &str = "default";
 /// Default `chain.receipt_workers` and `chain.finality_workers`.
 pub const DEFAULT_TRACKER_WORKERS: u32 = 2;
 /// Default lease duration.
@@ -96,6 +105,23 @@ pub struct HttpConfig {
     pub request_timeout: Duration,
     /// Whether `/metrics` is served without a token.
     pub metrics_public: bool,
+    /// HTTPS for the API; plain HTTP without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<HttpTlsConfig>,
+}
+
+/// `[http.tls]`: serve the API over HTTPS, optionally with client certificates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpTlsConfig {
+    /// PEM certificate chain of the server (leaf first).
+    pub cert_file: PathBuf,
+    /// PEM private key of the server (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+    /// PEM CA certificate(s): when set, every client must present a
+    /// certificate issued by them (mutual TLS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ca_file: Option<PathBuf>,
 }
 
 impl Default for HttpConfig {
@@ -106,19 +132,64 @@ impl Default for HttpConfig {
             data_limit_bytes: DEFAULT_DATA_LIMIT_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             metrics_public: true,
+            tls: None,
         }
     }
 }
 
-/// `[chain]`: the one chain this deployment serves.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One JSON-RPC endpoint of `chain.rpc_urls`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ChainConfig {
-    /// HTTP(S) JSON-RPC endpoint.
-    pub rpc_url: String,
-    /// Optional WebSocket endpoint for new-head subscriptions.
+pub struct RpcEndpointConfig {
+    /// How the endpoint is shown everywhere (logs, errors, metrics, ops
+    /// views): its URL may carry an API key and is never shown.
+    pub name: String,
+    /// `http://` or `https://` JSON-RPC URL.
+    pub url: String,
+    /// Optional `ws://` or `wss://` URL for new-head subscriptions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ws_url: Option<String>,
+}
+
+impl fmt::Debug for RpcEndpointConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RpcEndpointConfig")
+            .field("name", &self.name)
+            .field("url", &shown_url(&self.url))
+            .field("ws_url", &self.ws_url.as_deref().map(shown_url))
+            .finish()
+    }
+}
+
+/// `[chain]`: the one chain this deployment serves.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainConfig {
+    /// One-endpoint shorthand: the HTTP(S) JSON-RPC endpoint (named
+    /// `default`). Exactly one of `rpc_url` and `rpc_urls` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_url: Option<String>,
+    /// WebSocket endpoint for new-head subscriptions, with `rpc_url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws_url: Option<String>,
+    /// Several endpoints: reads go to a healthy one, sends to every healthy one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpc_urls: Vec<RpcEndpointConfig>,
+    /// PEM file of a private CA trusted (besides the public roots) for
+    /// `https://` and `wss://` endpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// Consecutive transport failures that take an endpoint out of service.
+    #[serde(default = "default_unhealthy_after_failures")]
+    pub unhealthy_after_failures: u32,
+    /// Blocks an endpoint's head may lag the best before it is taken out of
+    /// service.
+    #[serde(default = "default_max_head_lag")]
+    pub max_head_lag: u64,
+    /// Longest wait between probes of an endpoint out of service (probes
+    /// start at `poll_interval` and double).
+    #[serde(default = "default_probe_max_backoff", with = "humantime_serde")]
+    pub probe_max_backoff: Duration,
     /// Expected chain id, verified against the node at start.
     pub chain_id: u64,
     /// Interval between chain polls.
@@ -141,6 +212,33 @@ pub struct ChainConfig {
     /// Resubmit timer workers (submitters are spread over them).
     #[serde(default = "default_tracker_workers")]
     pub resubmit_workers: u32,
+}
+
+impl ChainConfig {
+    /// The configured endpoints: `rpc_urls`, or the `rpc_url` shorthand as
+    /// one endpoint named `default`.
+    pub fn endpoints(&self) -> Vec<RpcEndpointConfig> {
+        match &self.rpc_url {
+            Some(url) if self.rpc_urls.is_empty() => vec![RpcEndpointConfig {
+                name: DEFAULT_ENDPOINT_NAME.to_owned(),
+                url: url.clone(),
+                ws_url: self.ws_url.clone(),
+            }],
+            _ => self.rpc_urls.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for ChainConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChainConfig")
+            .field("endpoints", &self.endpoints())
+            .field("ca_file", &self.ca_file)
+            .field("chain_id", &self.chain_id)
+            .field("poll_interval", &self.poll_interval)
+            .field("rpc_timeout", &self.rpc_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `[lease]`: submitter ownership (DESIGN §5).
@@ -269,6 +367,18 @@ fn default_rpc_timeout() -> Duration {
 
 fn default_stale_receipt_timeout() -> Duration {
     DEFAULT_STALE_RECEIPT_TIMEOUT
+}
+
+fn default_unhealthy_after_failures() -> u32 {
+    DEFAULT_UNHEALTHY_AFTER_FAILURES
+}
+
+fn default_max_head_lag() -> u64 {
+    DEFAULT_MAX_HEAD_LAG
+}
+
+fn default_probe_max_backoff() -> Duration {
+    DEFAULT_PROBE_MAX_BACKOFF
 }
 
 fn default_tracker_workers() -> u32 {

@@ -33,6 +33,10 @@ pub enum SignerConfig {
         /// the submitter's address.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         address: Option<String>,
+        /// PEM file of a private CA trusted (besides the public roots) for an
+        /// `https://` signer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<PathBuf>,
     },
 }
 
@@ -64,9 +68,18 @@ impl SignerConfig {
             Self::Remote {
                 url,
                 address: signer_address,
+                ca_file,
             } => {
                 if let Err(reason) = url::check_url(url, &["http", "https"]) {
                     issues.push(ConfigIssue::new(format!("{prefix}.url"), reason));
+                }
+                if let Some(path) = ca_file {
+                    if !path.is_file() {
+                        issues.push(ConfigIssue::new(
+                            format!("{prefix}.ca_file"),
+                            format!("{} is not a readable file", path.display()),
+                        ));
+                    }
                 }
                 if let Some(given) = signer_address {
                     let key = format!("{prefix}.address");
@@ -119,10 +132,15 @@ impl fmt::Debug for SignerConfig {
                 .field("path", path)
                 .field("password_env", password_env)
                 .finish(),
-            Self::Remote { url: u, address } => f
+            Self::Remote {
+                url: u,
+                address,
+                ca_file,
+            } => f
                 .debug_struct("Remote")
-                .field("url", &url::redact_password(u))
+                .field("url", &url::shown_url(u))
                 .field("address", address)
+                .field("ca_file", ca_file)
                 .finish(),
         }
     }
@@ -133,7 +151,7 @@ impl fmt::Display for SignerConfig {
         match self {
             Self::Env { env } => write!(f, "env:{env}"),
             Self::Keystore { path, .. } => write!(f, "keystore:{}", path.display()),
-            Self::Remote { url: u, .. } => write!(f, "remote:{}", url::redact_password(u)),
+            Self::Remote { url: u, .. } => write!(f, "remote:{}", url::shown_url(u)),
         }
     }
 }
@@ -147,6 +165,7 @@ mod tests {
         let s = SignerConfig::Remote {
             url: "https://u:topsecret@signer:9000".into(),
             address: None,
+            ca_file: None,
         };
         assert!(!format!("{s:?}").contains("topsecret"));
         assert!(!s.to_string().contains("topsecret"));

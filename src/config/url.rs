@@ -26,6 +26,17 @@ pub fn redact_password(url: &str) -> String {
     )
 }
 
+/// `scheme://host[:port]` of a URL: all of an RPC or signer URL that may be
+/// shown (its path, query and user info may carry API keys).
+pub fn shown_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "<invalid URL>".to_owned();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    format!("{scheme}://{host}")
+}
+
 /// Checks that `url` uses one of `schemes` and names a host; returns the
 /// reason when it does not. The reason never repeats the URL, which may hold
 /// a password.
@@ -73,6 +84,16 @@ mod tests {
             "postgres://postgres@127.0.0.1/txmgr"
         );
         assert_eq!(redact_password("http://h/a@b:c"), "http://h/a@b:c");
+    }
+
+    #[test]
+    fn shows_scheme_and_host_only() {
+        assert_eq!(
+            shown_url("https://u:p@eth.example:8443/v2/SECRET?key=K"),
+            "https://eth.example:8443"
+        );
+        assert_eq!(shown_url("wss://eth.example/ws/SECRET"), "wss://eth.example");
+        assert_eq!(shown_url("SECRET"), "<invalid URL>");
     }
 
     #[test]

@@ -90,7 +90,10 @@ pub(crate) fn signer_spec(signer: &SignerConfig) -> SignerSpec {
             path: path.clone(),
             password_env: password_env.clone(),
         },
-        SignerConfig::Remote { url, .. } => SignerSpec::Remote { url: url.clone() },
+        SignerConfig::Remote { url, ca_file, .. } => SignerSpec::Remote {
+            url: url.clone(),
+            ca_file: ca_file.clone(),
+        },
     }
 }
 
@@ -132,7 +135,6 @@ pub async fn start_engine(
             clock_skew: config.lease.clock_skew_allowance,
         },
         poll_interval: config.chain.poll_interval,
-        ws_url: config.chain.ws_url.clone(),
         sweep_interval: config.chain.stale_receipt_timeout,
         receipt_workers: config.chain.receipt_workers as usize,
         finality_workers: config.chain.finality_workers as usize,

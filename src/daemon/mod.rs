@@ -3,7 +3,9 @@
 //! Shutdown flows top-down from one signal: HTTP stops accepting, the engine
 //! drains and releases its leases, then the node deregisters.
 
+mod chain;
 mod engine;
+pub mod https;
 mod observe;
 mod reload;
 mod telemetry;
@@ -12,10 +14,7 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use sqlx::{postgres::PgPoolOptions, PgPool};
-use txmgr_actors::{
-    chain::{ChainClient, EvmRpc},
-    store,
-};
+use txmgr_actors::{chain::ChainClient, store};
 
 use txmgr_actors::supervisor::Engine;
 
@@ -24,6 +23,7 @@ use crate::{
     http::{auth::Auth, AppState, CompletionNotifier, Limits, OpsState, Reload},
 };
 
+pub use chain::{connect_chain, endpoint_settings};
 pub use engine::{engine_settings, listen_for_work, start_engine, EngineSubmissions};
 pub use observe::{gauge_loop, metrics_recorder, CountingChain};
 pub use reload::Reloader;
@@ -53,8 +53,11 @@ pub use telemetry::init_tracing;
 /// Version string recorded in the node row and shown by the ops views.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Connects to PostgreSQL with the configured pool limits.
+/// Connects to PostgreSQL with the configured pool limits. TLS follows the
+/// URL's `sslmode` (`disable`, `prefer` — the default —, `require`,
+/// `verify-ca`, `verify-full`) and `sslrootcert` parameters.
 pub async fn connect(config: &Config) -> anyhow::Result<PgPool> {
+    txmgr_actors::tls::install_default_provider();
     PgPoolOptions::new()
         .max_connections(config.database.max_connections)
         .acquire_timeout(config.database.connect_timeout)
@@ -71,23 +74,6 @@ pub async fn migrate_only(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Verifies that the RPC endpoint serves the configured chain.
-pub async fn verify_chain(config: &Config) -> anyhow::Result<()> {
-    use alloy::providers::{Provider, ProviderBuilder};
-    let url = config.chain.rpc_url.parse().context("chain.rpc_url")?;
-    let provider = ProviderBuilder::new().connect_http(url);
-    let chain_id = tokio::time::timeout(config.chain.rpc_timeout, provider.get_chain_id())
-        .await
-        .context("chain.rpc_url: eth_chainId timed out")?
-        .context("chain.rpc_url: eth_chainId failed")?;
-    anyhow::ensure!(
-        chain_id == config.chain.chain_id,
-        "chain.chain_id: configured {} but the RPC endpoint serves chain {chain_id}",
-        config.chain.chain_id
-    );
-    Ok(())
-}
-
 /// `txmgr run`: serves until SIGINT/SIGTERM.
 pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow::Result<()> {
     let recorder = metrics_recorder();
@@ -95,10 +81,14 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     if migrate && config.database.migrate_on_start {
         store::migrate(&pool).await.context("applying migrations")?;
     }
-    verify_chain(&config).await?;
-    let chain: Arc<dyn ChainClient> = CountingChain::wrap(Arc::new(
-        EvmRpc::new(&config.chain.rpc_url, config.chain.rpc_timeout).context("chain.rpc_url")?,
-    ));
+    let chain: Arc<dyn ChainClient> = CountingChain::wrap(Arc::new(connect_chain(&config).await?));
+    // Built before anything starts, so a bad certificate stops the node at once.
+    let https = config
+        .http
+        .tls
+        .as_ref()
+        .map(https::server_config)
+        .transpose()?;
     let engine = start_engine(&config, pool.clone(), chain.clone()).await?;
     let listener = tokio::net::TcpListener::bind(config.http.listen)
         .await
@@ -106,7 +96,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     let http_addr = listener.local_addr().context("http.listen")?.to_string();
     let node_id = config.node_id.clone();
     store::node::register(&pool, &node_id, &http_addr, VERSION).await?;
-    tracing::info!(node_id, http = %http_addr, chain_id = config.chain.chain_id, "txmgr node started");
+    tracing::info!(node_id, http = %http_addr, https = https.is_some(), chain_id = config.chain.chain_id, "txmgr node started");
 
     let heartbeat = tokio::spawn(heartbeat_loop(
         pool.clone(),
@@ -137,10 +127,21 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         completions: CompletionNotifier::listen(pool.clone(), config.chain.chain_id),
         ops: ops_state(&config, &engine, chain, Some(reloader)),
     };
-    axum::serve(listener, crate::http::app(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("http server")?;
+    let app = crate::http::app(state);
+    match https {
+        Some(tls) => {
+            let listener = https::TlsListener::new(listener, tls).context("http.tls")?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await
+        }
+    }
+    .context("http server")?;
 
     tracing::info!(node_id, "shutting down: draining submitters");
     work_listener.abort();

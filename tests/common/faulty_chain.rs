@@ -142,4 +142,12 @@ impl ChainClient for FaultyChain {
         self.count("eth_getBlockByNumber(tag)");
         self.inner.tagged_block_number(tag).await
     }
+    fn endpoint_status(&self) -> Vec<txmgr_actors::chain::EndpointStatus> {
+        self.inner.endpoint_status()
+    }
+    fn ws_targets(
+        &self,
+    ) -> Option<tokio::sync::watch::Receiver<Option<txmgr_actors::chain::WsTarget>>> {
+        self.inner.ws_targets()
+    }
 }

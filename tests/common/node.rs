@@ -16,7 +16,7 @@ use txmgr::{
     http::{app, AppState, CompletionNotifier, Limits},
 };
 use txmgr_actors::{
-    chain::{ChainClient, EvmRpc},
+    chain::ChainClient,
     supervisor::Engine,
 };
 
@@ -102,7 +102,9 @@ impl TestNode {
             .await
             .expect("node pool");
         let chain: Arc<dyn ChainClient> = Arc::new(
-            EvmRpc::new(&config.chain.rpc_url, config.chain.rpc_timeout).expect("rpc url"),
+            txmgr::daemon::connect_chain(&config)
+                .await
+                .expect("chain endpoints"),
         );
         let chain = txmgr::daemon::CountingChain::wrap(wrap(chain));
         let engine = start_engine(&config, pool.clone(), chain.clone())

@@ -105,4 +105,12 @@ impl ChainClient for FeeCache {
     async fn tagged_block_number(&self, tag: FinalityTag) -> Result<Option<u64>, ChainError> {
         self.inner.tagged_block_number(tag).await
     }
+    fn endpoint_status(&self) -> Vec<crate::chain::EndpointStatus> {
+        self.inner.endpoint_status()
+    }
+    fn ws_targets(
+        &self,
+    ) -> Option<tokio::sync::watch::Receiver<Option<crate::chain::WsTarget>>> {
+        self.inner.ws_targets()
+    }
 }

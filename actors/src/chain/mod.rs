@@ -2,16 +2,27 @@
 //!
 //! - [`classify_rpc_error`]: turns a node's answer to `eth_sendRawTransaction`
 //!   into a [`BroadcastClass`] that the submitter acts on (DESIGN §8).
+//! - [`RpcEndpoints`]: one or several JSON-RPC endpoints with health, read
+//!   fail-over and send fan-out, behind the [`ChainClient`] trait.
+//! - [`EvmRpc`]: one HTTP(S) endpoint, known by name (never by URL).
 
 mod classify;
 
 pub use classify::{classify_rpc_error, BroadcastClass, InvalidReason};
 
+mod endpoint_client;
+mod endpoints;
+mod fanout;
 mod fee_cache;
+mod health;
 mod rpc;
 
+pub use endpoints::{
+    ConnectError, EndpointSettings, EndpointSpec, EndpointStatus, RpcEndpoints, WsTarget,
+};
 pub use fee_cache::FeeCache;
+pub use health::HealthPolicy;
 pub use rpc::{
-    intent_request, BlockSummary, ChainClient, ChainError, ChainNonces, EvmRpc, FeeQuote,
-    FinalityTag,
+    intent_request, shown_url, BlockSummary, ChainClient, ChainError, ChainNonces, EvmRpc,
+    FeeQuote, FinalityTag,
 };

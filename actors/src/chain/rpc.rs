@@ -2,17 +2,26 @@
 //! implementation. Kept behind a trait so state-machine logic never calls the
 //! network directly and tests can inject faults.
 
-use std::{fmt, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use alloy::{
     eips::BlockNumberOrTag,
     network::TransactionBuilder,
     primitives::{Address, Bytes, B256},
-    providers::{Provider, ProviderBuilder, RootProvider},
-    rpc::types::{TransactionReceipt, TransactionRequest},
-    transports::{RpcError, TransportErrorKind},
+    providers::{Provider, RootProvider},
+    rpc::{
+        client::RpcClient,
+        types::{TransactionReceipt, TransactionRequest},
+    },
+    transports::{
+        http::{reqwest, Http},
+        RpcError, TransportErrorKind,
+    },
 };
 use async_trait::async_trait;
+use tokio::sync::watch;
+
+use super::endpoints::{EndpointStatus, WsTarget};
 
 use crate::domain::Intent;
 
@@ -116,38 +125,82 @@ pub trait ChainClient: Send + Sync + fmt::Debug {
     ) -> Result<Option<Vec<TransactionReceipt>>, ChainError>;
     /// Number of the `safe` / `finalized` block; `None` if the node has none.
     async fn tagged_block_number(&self, tag: FinalityTag) -> Result<Option<u64>, ChainError>;
+    /// The configured endpoints behind this client and their health, for ops
+    /// views and readiness; empty for clients that are not (test doubles).
+    /// Decorators must forward it.
+    fn endpoint_status(&self) -> Vec<EndpointStatus> {
+        Vec::new()
+    }
+    /// Where `newHeads` can be subscribed to: the WebSocket URL of the
+    /// endpoint chosen for reads, following its changes; `None` for clients
+    /// without endpoints. Decorators must forward it.
+    fn ws_targets(&self) -> Option<watch::Receiver<Option<WsTarget>>> {
+        None
+    }
 }
 
-/// [`ChainClient`] over HTTP JSON-RPC with alloy, every call bounded by a timeout.
+/// [`ChainClient`] over HTTP(S) JSON-RPC with alloy, every call bounded by a
+/// timeout. Known by its `name` everywhere: the URL (which often carries an
+/// API key in its path or query) appears in no error, log line or Debug output.
 #[derive(Clone)]
 pub struct EvmRpc {
     provider: RootProvider,
     timeout: Duration,
-    url: String,
+    name: Arc<str>,
+    /// Renderings of the URL (and its secret-bearing parts) that error texts
+    /// from the transport may repeat; each is replaced by the name.
+    secrets: Arc<[String]>,
 }
 
 impl fmt::Debug for EvmRpc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EvmRpc").field("url", &self.url).finish()
+        f.debug_struct("EvmRpc").field("name", &self.name).finish()
     }
 }
 
 impl EvmRpc {
-    /// Connects (lazily) to an HTTP JSON-RPC endpoint.
-    pub fn new(url: &str, timeout: Duration) -> Result<Self, ChainError> {
-        let parsed = url
-            .parse()
-            .map_err(|e| ChainError::Transport(format!("bad rpc url {url}: {e}")))?;
-        let provider = ProviderBuilder::new()
-            .disable_recommended_fillers()
-            .connect_http(parsed)
-            .root()
-            .clone();
+    /// Prepares a client for the endpoint `name` at `url` (`http://` or
+    /// `https://`, verified with `tls`); connects lazily. Errors name the
+    /// endpoint, never its URL.
+    pub fn new(
+        name: &str,
+        url: &str,
+        timeout: Duration,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> Result<Self, ChainError> {
+        let parsed: reqwest::Url = url.parse().map_err(|e| {
+            ChainError::Transport(format!("endpoint {name}: not a valid URL: {e}"))
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(ChainError::Transport(format!(
+                "endpoint {name}: scheme must be http or https, not {}",
+                parsed.scheme()
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(rustls::ClientConfig::clone(tls))
+            .connect_timeout(timeout)
+            .timeout(timeout)
+            .build()
+            .map_err(|e| {
+                ChainError::Transport(format!(
+                    "endpoint {name}: HTTP client: {}",
+                    e.without_url()
+                ))
+            })?;
+        let is_local = alloy::transports::utils::guess_local_url(url);
+        let client = RpcClient::new(Http::with_client(http, parsed.clone()), is_local);
         Ok(Self {
-            provider,
+            provider: RootProvider::new(client),
             timeout,
-            url: url.to_owned(),
+            name: Arc::from(name),
+            secrets: secret_renderings(url, &parsed).into(),
         })
+    }
+
+    /// The endpoint's configured name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     async fn bounded<T>(
@@ -155,22 +208,90 @@ impl EvmRpc {
         call: impl std::future::Future<Output = Result<T, RpcError<TransportErrorKind>>>,
     ) -> Result<T, ChainError> {
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result.map_err(map_error),
+            Ok(result) => result.map_err(|e| self.map_error(e)),
             Err(_) => Err(ChainError::Transport(format!(
-                "timed out after {:?}",
-                self.timeout
+                "endpoint {}: timed out after {:?}",
+                self.name, self.timeout
             ))),
         }
     }
+
+    fn map_error(&self, err: RpcError<TransportErrorKind>) -> ChainError {
+        match err {
+            RpcError::ErrorResp(payload) => ChainError::Rpc {
+                code: payload.code,
+                message: self.scrub(payload.message.to_string()),
+            },
+            other => ChainError::Transport(format!(
+                "endpoint {}: {}",
+                self.name,
+                self.scrub(transport_text(&other))
+            )),
+        }
+    }
+
+    /// Replaces every rendering of the URL in `text` by the endpoint name.
+    fn scrub(&self, mut text: String) -> String {
+        for secret in self.secrets.iter() {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), &format!("<{}>", self.name));
+            }
+        }
+        text
+    }
 }
 
-fn map_error(err: RpcError<TransportErrorKind>) -> ChainError {
-    match err {
-        RpcError::ErrorResp(payload) => ChainError::Rpc {
-            code: payload.code,
-            message: payload.message.to_string(),
+/// The text of a transport failure with its causes (connection refused,
+/// certificate not trusted…), using reqwest's URL-free rendering.
+fn transport_text(err: &RpcError<TransportErrorKind>) -> String {
+    if let RpcError::Transport(TransportErrorKind::Custom(inner)) = err {
+        if let Some(http) = inner.downcast_ref::<reqwest::Error>() {
+            let mut text = String::from("HTTP request failed");
+            let mut source = std::error::Error::source(http);
+            while let Some(cause) = source {
+                text.push_str(": ");
+                text.push_str(&cause.to_string());
+                source = cause.source();
+            }
+            if let Some(status) = http.status() {
+                text.push_str(&format!(" (HTTP {status})"));
+            }
+            return text;
+        }
+    }
+    err.to_string()
+}
+
+/// The strings under which a URL's secrets can show up in error texts: the
+/// URL as written and as normalised, and its path, query and password on
+/// their own (longest first, so a whole URL is replaced before its parts).
+fn secret_renderings(written: &str, parsed: &reqwest::Url) -> Vec<String> {
+    let mut out = vec![written.to_owned(), parsed.as_str().to_owned()];
+    if let Some(query) = parsed.query() {
+        out.push(query.to_owned());
+    }
+    if parsed.path().len() > 1 {
+        out.push(parsed.path().to_owned());
+    }
+    if let Some(password) = parsed.password() {
+        out.push(password.to_owned());
+    }
+    out.retain(|s| s.len() >= 4);
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+/// `scheme://host[:port]` of a URL, the most of it that may be shown; a
+/// string that does not parse is not shown at all.
+pub fn shown_url(url: &str) -> String {
+    match url.parse::<reqwest::Url>() {
+        Ok(parsed) => match (parsed.host_str(), parsed.port()) {
+            (Some(host), Some(port)) => format!("{}://{host}:{port}", parsed.scheme()),
+            (Some(host), None) => format!("{}://{host}", parsed.scheme()),
+            (None, _) => format!("{}://", parsed.scheme()),
         },
-        other => ChainError::Transport(other.to_string()),
+        Err(_) => "<invalid URL>".to_owned(),
     }
 }
 

@@ -56,18 +56,11 @@ impl Endpoint {
     }
 }
 
-/// `url` with its password replaced by `***`, for messages and Debug.
-/// Unparsable input is not shown at all, as it may be a secret.
+/// `scheme://host[:port]` of `url`, for messages and Debug: user info, path
+/// and query may carry credentials or API keys. Unparsable input is not
+/// shown at all, as it may be a secret.
 pub(super) fn redact_url(url: &str) -> String {
-    match Url::parse(url) {
-        Ok(mut parsed) => {
-            if parsed.password().is_some() {
-                let _ = parsed.set_password(Some("***"));
-            }
-            parsed.to_string()
-        }
-        Err(_) => "<invalid URL>".to_owned(),
-    }
+    crate::chain::shown_url(url)
 }
 
 /// Standard base64 with padding, for the basic-auth header (too small a
@@ -116,11 +109,8 @@ mod tests {
 
     #[test]
     fn redacts_password_and_hides_unparsable_urls() {
-        assert_eq!(
-            redact_url("http://u:secret@host:1/x"),
-            "http://u:***@host:1/x"
-        );
-        assert_eq!(redact_url("http://host:1/"), "http://host:1/");
+        assert_eq!(redact_url("http://u:secret@host:1/x"), "http://host:1");
+        assert_eq!(redact_url("https://host/v2/KEY?k=KEY"), "https://host");
         assert_eq!(redact_url("not a url secret"), "<invalid URL>");
     }
 
@@ -128,7 +118,7 @@ mod tests {
     fn credentials_move_into_a_sensitive_header() {
         let e = Endpoint::parse("https://user:pass@signer.example/rpc").unwrap();
         assert_eq!(e.url.as_str(), "https://signer.example/rpc");
-        assert_eq!(e.shown, "https://user:***@signer.example/rpc");
+        assert_eq!(e.shown, "https://signer.example");
         let auth = &e.headers[AUTHORIZATION];
         assert!(auth.is_sensitive());
         assert_eq!(auth, "Basic dXNlcjpwYXNz");

@@ -143,9 +143,12 @@ pub enum SignerSpec {
     },
     /// A remote signer answering JSON-RPC `eth_signTransaction` over HTTP.
     Remote {
-        /// Endpoint; may embed basic-auth credentials, which are redacted
-        /// wherever the URL is shown.
+        /// Endpoint; may embed basic-auth credentials or an API key, so it
+        /// is shown as `scheme://host[:port]` only.
         url: String,
+        /// PEM file of a private CA trusted (besides the public roots) for
+        /// an `https://` signer.
+        ca_file: Option<PathBuf>,
     },
 }
 
@@ -169,9 +172,10 @@ impl fmt::Debug for SignerSpec {
                 .field("path", path)
                 .field("password_env", password_env)
                 .finish(),
-            Self::Remote { url } => f
+            Self::Remote { url, ca_file } => f
                 .debug_struct("Remote")
                 .field("url", &endpoint::redact_url(url))
+                .field("ca_file", ca_file)
                 .finish(),
         }
     }
@@ -200,8 +204,10 @@ pub async fn build_signer(
         SignerSpec::Keystore { path, password_env } => {
             Arc::new(LocalTxSigner::from_keystore(path.clone(), password_env, chain_id).await?)
         }
-        SignerSpec::Remote { url } => {
-            let remote = RemoteTxSigner::new(url, expected, chain_id, timeout)?;
+        SignerSpec::Remote { url, ca_file } => {
+            let tls = crate::tls::client_config(ca_file.as_deref())
+                .map_err(|e| SignerError::Config(format!("remote signer ca_file: {e}")))?;
+            let remote = RemoteTxSigner::new(url, expected, chain_id, timeout, &tls)?;
             remote.check_account().await?;
             Arc::new(remote)
         }
@@ -291,6 +297,7 @@ mod tests {
     fn spec_debug_redacts_remote_password() {
         let spec = SignerSpec::Remote {
             url: "https://user:hunter2@signer.example:9000/rpc".into(),
+            ca_file: None,
         };
         let shown = format!("{spec:?}");
         assert!(!shown.contains("hunter2"), "{shown}");

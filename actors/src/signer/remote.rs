@@ -69,6 +69,7 @@ impl RemoteTxSigner {
         address: Address,
         chain_id: u64,
         timeout: Duration,
+        tls: &std::sync::Arc<rustls::ClientConfig>,
     ) -> Result<Self, SignerError> {
         let Endpoint {
             url: parsed,
@@ -76,11 +77,14 @@ impl RemoteTxSigner {
             headers,
         } = Endpoint::parse(url)?;
         let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(rustls::ClientConfig::clone(tls))
             .timeout(timeout)
             .connect_timeout(timeout)
             .default_headers(headers)
             .build()
-            .map_err(|e| SignerError::Config(format!("{endpoint}: HTTP client: {e}")))?;
+            .map_err(|e| {
+                SignerError::Config(format!("{endpoint}: HTTP client: {}", e.without_url()))
+            })?;
         Ok(Self {
             client: RpcClient::new_http_with_client(http, parsed),
             endpoint,
@@ -257,6 +261,7 @@ mod tests {
             Address::ZERO,
             1,
             Duration::from_secs(1),
+            &crate::tls::client_config(None).unwrap(),
         )
         .unwrap();
         let shown = format!("{s:?}");
@@ -269,8 +274,9 @@ mod tests {
     #[test]
     fn invalid_url_or_scheme_is_config_error_without_echo() {
         for url in ["::nope secret", "ftp://host/secret"] {
-            let err =
-                RemoteTxSigner::new(url, Address::ZERO, 1, Duration::from_secs(1)).unwrap_err();
+            let tls = crate::tls::client_config(None).unwrap();
+            let err = RemoteTxSigner::new(url, Address::ZERO, 1, Duration::from_secs(1), &tls)
+                .unwrap_err();
             assert!(matches!(err, SignerError::Config(_)), "{err:?}");
             assert!(!err.to_string().contains("secret"), "{err}");
         }

@@ -59,8 +59,6 @@ pub struct EngineConfig {
     pub lease: LeaseTiming,
     /// Head polling period.
     pub poll_interval: Duration,
-    /// Optional WebSocket endpoint for `newHeads`.
-    pub ws_url: Option<String>,
     /// Leaders' slow sweep period (external nonces, missed receipts).
     pub sweep_interval: Duration,
     /// Receipt matcher workers.
@@ -226,6 +224,7 @@ async fn spawn_tracker(
         };
         finality.push(Actor::spawn(None, FinalityWorker, args).await?.0);
     }
+    let ws = chain.ws_targets();
     let head_args = HeadWatcherArgs {
         chain,
         window,
@@ -233,7 +232,7 @@ async fn spawn_tracker(
         finality_workers: finality.clone(),
         poll_interval: config.poll_interval,
         progress: progress.clone(),
-        ws_url: config.ws_url.clone(),
+        ws,
     };
     let (head, _) = Actor::spawn(None, HeadWatcher, head_args).await?;
     let resubmit = shared

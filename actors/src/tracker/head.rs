@@ -10,14 +10,12 @@ use std::{
     time::Duration,
 };
 
-use alloy::providers::{Provider, ProviderBuilder, WsConnect};
-use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::task::JoinHandle;
+use tokio::{sync::watch, task::JoinHandle};
 
 use super::{CanonicalWindow, FinalityMsg, ReceiptMsg};
 use crate::{
-    chain::{BlockSummary, ChainClient, ChainError},
+    chain::{BlockSummary, ChainClient, ChainError, WsTarget},
     metrics::REORGS,
 };
 
@@ -50,9 +48,10 @@ pub struct HeadWatcherArgs {
     pub poll_interval: Duration,
     /// Where progress is published.
     pub progress: Arc<super::TrackerProgress>,
-    /// WebSocket endpoint: `newHeads` notifications wake the watcher at once
-    /// and polling slows to a fallback while the subscription is up.
-    pub ws_url: Option<String>,
+    /// The WebSocket endpoint of the endpoint chosen for reads (followed as
+    /// reads move): `newHeads` notifications wake the watcher at once and
+    /// polling slows to a fallback while the subscription is up.
+    pub ws: Option<watch::Receiver<Option<WsTarget>>>,
 }
 
 /// Its state.
@@ -63,7 +62,7 @@ pub struct HeadState {
     next: Option<u64>,
     /// The pending poll timer (re-armed, never duplicated).
     timer: Option<JoinHandle<Result<(), ractor::MessagingErr<HeadMsg>>>>,
-    /// The WebSocket subscription task, when `ws_url` is set.
+    /// The WebSocket subscription task, when endpoints have `ws_url`s.
     subscription: Option<JoinHandle<()>>,
     /// True while the subscription delivers heads.
     ws_up: Arc<AtomicBool>,
@@ -85,10 +84,13 @@ impl Actor for HeadWatcher {
     ) -> Result<HeadState, ActorProcessingErr> {
         myself.send_message(HeadMsg::Tick)?;
         let ws_up = Arc::new(AtomicBool::new(false));
-        let subscription = args
-            .ws_url
-            .clone()
-            .map(|url| tokio::spawn(subscribe_new_heads(url, myself.clone(), ws_up.clone())));
+        let subscription = args.ws.clone().map(|targets| {
+            tokio::spawn(super::new_heads::follow_new_heads(
+                targets,
+                myself.clone(),
+                ws_up.clone(),
+            ))
+        });
         Ok(HeadState {
             args,
             next: None,
@@ -140,43 +142,6 @@ impl Actor for HeadWatcher {
         Ok(())
     }
 }
-
-/// Keeps a `newHeads` subscription open (reconnecting after failures) and
-/// wakes the watcher on every head; the blocks themselves are still fetched
-/// once each over HTTP by [`follow`].
-async fn subscribe_new_heads(url: String, watcher: ActorRef<HeadMsg>, up: Arc<AtomicBool>) {
-    loop {
-        match ProviderBuilder::new()
-            .connect_ws(WsConnect::new(url.clone()))
-            .await
-        {
-            Ok(provider) => match provider.subscribe_blocks().await {
-                Ok(subscription) => {
-                    up.store(true, Ordering::Relaxed);
-                    tracing::info!(target: "txmgr::head", "following newHeads over WebSocket");
-                    let mut heads = subscription.into_stream();
-                    while heads.next().await.is_some() {
-                        if watcher.send_message(HeadMsg::Tick).is_err() {
-                            return;
-                        }
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(target: "txmgr::head", error = %err, "newHeads subscription failed")
-                }
-            },
-            Err(err) => {
-                tracing::warn!(target: "txmgr::head", error = %err, "WebSocket connection failed")
-            }
-        }
-        up.store(false, Ordering::Relaxed);
-        tracing::warn!(target: "txmgr::head", "WebSocket heads lost; polling until reconnected");
-        tokio::time::sleep(WS_RECONNECT).await;
-    }
-}
-
-/// Wait before reconnecting a lost WebSocket.
-const WS_RECONNECT: Duration = Duration::from_secs(1);
 
 /// Processes new blocks; true when still behind the head.
 async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {

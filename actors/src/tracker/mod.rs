@@ -15,6 +15,7 @@
 mod finality;
 mod head;
 mod index;
+mod new_heads;
 mod receipts;
 mod resubmit;
 mod window;

@@ -198,4 +198,12 @@ impl ChainClient for CountingChain {
         self.stats.record(9, t);
         r
     }
+    fn endpoint_status(&self) -> Vec<txmgr_actors::chain::EndpointStatus> {
+        self.inner.endpoint_status()
+    }
+    fn ws_targets(
+        &self,
+    ) -> Option<tokio::sync::watch::Receiver<Option<txmgr_actors::chain::WsTarget>>> {
+        self.inner.ws_targets()
+    }
 }

@@ -17,7 +17,7 @@ use txmgr::{
     http::{app, AppState, CompletionNotifier, Limits},
 };
 use txmgr_actors::{
-    chain::{ChainClient, EvmRpc},
+    chain::ChainClient,
     supervisor::Engine,
 };
 
@@ -203,8 +203,7 @@ impl Node {
             .connect(&config.database.url)
             .await
             .context("engine pool")?;
-        let rpc = EvmRpc::new(&config.chain.rpc_url, config.chain.rpc_timeout)
-            .map_err(|e| anyhow::anyhow!("chain client: {e}"))?;
+        let rpc = txmgr::daemon::connect_chain(&config).await?;
         let chain_stats = Arc::new(ChainStats::default());
         let chain: Arc<dyn ChainClient> = Arc::new(CountingChain {
             inner: Arc::new(rpc),

@@ -1,0 +1,547 @@
+//! Several JSON-RPC endpoints of one chain behind one [`ChainClient`].
+//!
+//! ```text
+//!   reads ──► the endpoint chosen for reads (sticky while healthy; else the
+//!             healthy one with the highest head) ──► on a transport failure,
+//!             the next healthy one, in the same call
+//!   sends ──► every healthy endpoint at once ──► answers combined (fanout)
+//!   monitor ─► eth_blockNumber on each endpoint every probe interval
+//!              (unhealthy ones with backoff) ──► lag, health, choice
+//! ```
+//!
+//! The choice for reads is sticky so that the head watcher follows one
+//! backend's view of the chain: switching between equally good backends on
+//! every call would show it their small disagreements as reorgs.
+
+use std::{
+    sync::{Arc, Mutex, MutexGuard, Weak},
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::B256;
+use futures::{stream::FuturesUnordered, StreamExt};
+use tokio::sync::watch;
+
+use super::{
+    fanout,
+    health::{Health, HealthPolicy, Unhealthy},
+    rpc::shown_url,
+    ChainClient, ChainError, EvmRpc,
+};
+use crate::metrics::{
+    RPC_ENDPOINT_CALLS, RPC_ENDPOINT_HEAD_LAG, RPC_ENDPOINT_HEALTHY, RPC_ENDPOINT_LATENCY,
+    RPC_READ_SWITCHES,
+};
+
+/// Why an endpoint set could not start.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ConnectError {
+    /// An endpoint serves another chain than the configured one.
+    #[error("endpoint {endpoint}: serves chain {served}, but chain.chain_id is {expected}")]
+    WrongChain {
+        /// Endpoint name.
+        endpoint: String,
+        /// The chain id it reported.
+        served: u64,
+        /// The configured chain id.
+        expected: u64,
+    },
+    /// An endpoint answered `eth_chainId` with an error (e.g. a rejected API key).
+    #[error("endpoint {endpoint}: eth_chainId refused: {message}")]
+    Refused {
+        /// Endpoint name.
+        endpoint: String,
+        /// The node's message.
+        message: String,
+    },
+    /// No endpoint could be reached; one reason per endpoint.
+    #[error("no RPC endpoint reachable: {0}")]
+    Unreachable(String),
+    /// The configuration cannot make a client (bad URL, no endpoint).
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Asks one endpoint for its chain id and compares.
+async fn check_chain(rpc: &EvmRpc, expected: u64) -> Result<(), ConnectError> {
+    match rpc.chain_id().await {
+        Ok(served) if served == expected => Ok(()),
+        Ok(served) => Err(ConnectError::WrongChain {
+            endpoint: rpc.name().to_owned(),
+            served,
+            expected,
+        }),
+        Err(ChainError::Rpc { message, .. }) => Err(ConnectError::Refused {
+            endpoint: rpc.name().to_owned(),
+            message,
+        }),
+        Err(ChainError::Transport(reason)) => Err(ConnectError::Unreachable(reason)),
+    }
+}
+
+/// One configured endpoint.
+#[derive(Clone)]
+pub struct EndpointSpec {
+    /// Its name: the only way it is shown (logs, errors, metrics, ops views).
+    pub name: String,
+    /// `http(s)://` JSON-RPC URL (may carry an API key).
+    pub url: String,
+    /// Optional `ws(s)://` URL for `newHeads` subscriptions.
+    pub ws_url: Option<String>,
+}
+
+impl std::fmt::Debug for EndpointSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointSpec")
+            .field("name", &self.name)
+            .field("url", &shown_url(&self.url))
+            .finish()
+    }
+}
+
+/// Where `newHeads` can be subscribed to: the endpoint chosen for reads.
+#[derive(Clone)]
+pub struct WsTarget {
+    /// Endpoint name, for logs.
+    pub name: Arc<str>,
+    /// The `ws(s)://` URL (never logged).
+    pub url: String,
+    /// TLS settings for `wss://`.
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for WsTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WsTarget").field("name", &self.name).finish()
+    }
+}
+
+/// One endpoint's state, as the ops view and readiness show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EndpointStatus {
+    /// Configured name.
+    pub name: String,
+    /// `scheme://host[:port]` only (paths and queries carry API keys).
+    pub url: String,
+    /// Serves reads and sends.
+    pub healthy: bool,
+    /// The endpoint reads go to now.
+    pub reads: bool,
+    /// `unverified` | `failing` | `lagging` when unhealthy.
+    pub reason: Option<String>,
+    /// Head at the last probe.
+    pub head: Option<u64>,
+    /// Blocks behind the best head at the last probe.
+    pub lag: u64,
+    /// Consecutive transport failures.
+    pub consecutive_failures: u32,
+    /// The last transport failure (URL-free).
+    pub last_error: Option<String>,
+    /// Seconds since the current verdict holds.
+    pub since_secs: u64,
+}
+
+/// Health and timing settings of an endpoint set.
+#[derive(Debug, Clone, Copy)]
+pub struct EndpointSettings {
+    /// Health rules and probe timing.
+    pub policy: HealthPolicy,
+    /// Bound on one probe.
+    pub probe_timeout: Duration,
+}
+
+struct Endpoint {
+    rpc: EvmRpc,
+    ws_url: Option<String>,
+    shown: String,
+    health: Mutex<Health>,
+}
+
+impl Endpoint {
+    fn health(&self) -> MutexGuard<'_, Health> {
+        // A panic while holding this lock leaves plain data behind; reading
+        // it is still sound.
+        self.health.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct Inner {
+    endpoints: Vec<Endpoint>,
+    tls: Arc<rustls::ClientConfig>,
+    expected_chain_id: u64,
+    settings: EndpointSettings,
+    /// Index of the endpoint reads go to.
+    reading: Mutex<usize>,
+    ws: watch::Sender<Option<WsTarget>>,
+}
+
+/// Several endpoints of one chain; see the module docs. Cheap to clone.
+#[derive(Clone)]
+pub struct RpcEndpoints {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RpcEndpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.inner.endpoints.iter().map(|e| e.rpc.name()).collect();
+        f.debug_struct("RpcEndpoints")
+            .field("endpoints", &names)
+            .finish()
+    }
+}
+
+impl RpcEndpoints {
+    /// Checks every endpoint's chain id and starts the health monitor.
+    ///
+    /// An endpoint serving another chain is an error. One that cannot be
+    /// reached (down, or its certificate does not verify) is an error only
+    /// when no endpoint can be reached; otherwise it starts unhealthy, is
+    /// logged with the reason, and serves once a probe confirms its chain id.
+    pub async fn connect(
+        specs: Vec<EndpointSpec>,
+        expected_chain_id: u64,
+        timeout: Duration,
+        tls: Arc<rustls::ClientConfig>,
+        settings: EndpointSettings,
+    ) -> Result<RpcEndpoints, ConnectError> {
+        if specs.is_empty() {
+            return Err(ConnectError::Setup("no RPC endpoint configured".to_owned()));
+        }
+        let mut endpoints = Vec::with_capacity(specs.len());
+        for spec in &specs {
+            let rpc = EvmRpc::new(&spec.name, &spec.url, timeout, &tls)
+                .map_err(|e| ConnectError::Setup(e.to_string()))?;
+            endpoints.push(rpc);
+        }
+        let checks = endpoints.iter().map(|rpc| check_chain(rpc, expected_chain_id));
+        let results = futures::future::join_all(checks).await;
+        let mut unreachable = Vec::new();
+        for result in &results {
+            match result {
+                Err(ConnectError::Unreachable(reason)) => unreachable.push(reason.clone()),
+                Err(fatal) => return Err(fatal.clone()),
+                Ok(()) => {}
+            }
+        }
+        if unreachable.len() == results.len() {
+            return Err(ConnectError::Unreachable(unreachable.join("; ")));
+        }
+        let now = Instant::now();
+        let endpoints: Vec<Endpoint> = endpoints
+            .into_iter()
+            .zip(specs)
+            .zip(results)
+            .map(|((rpc, spec), result)| {
+                let mut health = Health::new(settings.policy, result.is_ok(), now);
+                if let Err(err) = result {
+                    tracing::warn!(target: "txmgr::rpc", endpoint = rpc.name(), error = %err, "RPC endpoint not reachable at start; it serves once a probe confirms its chain id");
+                    health.failed(&err.to_string(), now);
+                }
+                Endpoint {
+                    shown: shown_url(&spec.url),
+                    ws_url: spec.ws_url,
+                    rpc,
+                    health: Mutex::new(health),
+                }
+            })
+            .collect();
+        let first = endpoints
+            .iter()
+            .position(|e| e.health().is_healthy())
+            .unwrap_or(0);
+        let (ws, _) = watch::channel(None);
+        let set = RpcEndpoints {
+            inner: Arc::new(Inner {
+                endpoints,
+                tls,
+                expected_chain_id,
+                settings,
+                reading: Mutex::new(first),
+                ws,
+            }),
+        };
+        set.publish_ws(first);
+        set.publish_gauges();
+        tokio::spawn(monitor(Arc::downgrade(&set.inner)));
+        Ok(set)
+    }
+
+    /// The state of every endpoint, in configuration order.
+    pub fn status(&self) -> Vec<EndpointStatus> {
+        let reading = self.reading();
+        let now = Instant::now();
+        self.inner
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(index, endpoint)| {
+                let health = endpoint.health();
+                EndpointStatus {
+                    name: endpoint.rpc.name().to_owned(),
+                    url: endpoint.shown.clone(),
+                    healthy: health.is_healthy(),
+                    reads: index == reading,
+                    reason: health.verdict().map(|v| reason_label(&v).to_owned()),
+                    head: health.head(),
+                    lag: health.lag(),
+                    consecutive_failures: health.consecutive_failures(),
+                    last_error: health.last_error().map(str::to_owned),
+                    since_secs: now.saturating_duration_since(health.since()).as_secs(),
+                }
+            })
+            .collect()
+    }
+
+    /// Follows the WebSocket target of the endpoint chosen for reads.
+    pub fn ws_targets(&self) -> watch::Receiver<Option<WsTarget>> {
+        self.inner.ws.subscribe()
+    }
+
+    fn reading(&self) -> usize {
+        *self.inner.reading.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Healthy endpoints, the one chosen for reads first; every endpoint
+    /// (chosen first) when none is healthy, since trying beats failing.
+    fn read_order(&self) -> Vec<usize> {
+        let reading = self.reading();
+        let healthy: Vec<usize> = (0..self.inner.endpoints.len())
+            .filter(|&i| self.inner.endpoints[i].health().is_healthy())
+            .collect();
+        let mut order = if healthy.is_empty() {
+            (0..self.inner.endpoints.len()).collect()
+        } else {
+            healthy
+        };
+        if let Some(pos) = order.iter().position(|&i| i == reading) {
+            order.remove(pos);
+            order.insert(0, reading);
+        }
+        order
+    }
+
+    /// Runs a read on the chosen endpoint, failing over to the next one on a
+    /// transport failure.
+    pub(crate) async fn read<T, F, Fut>(&self, call: F) -> Result<T, ChainError>
+    where
+        F: Fn(EvmRpc) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ChainError>>,
+    {
+        let mut last = None;
+        for index in self.read_order() {
+            let endpoint = &self.inner.endpoints[index];
+            let started = Instant::now();
+            let result = call(endpoint.rpc.clone()).await;
+            self.observe(index, result.as_ref().err(), started.elapsed());
+            match result {
+                Err(err @ ChainError::Transport(_)) => last = Some(err),
+                other => return other,
+            }
+        }
+        Err(last.unwrap_or_else(|| ChainError::Transport("no RPC endpoint".to_owned())))
+    }
+
+    /// Sends the bytes to every healthy endpoint and combines the answers.
+    /// Returns at the first acceptance; the other sends run to completion in
+    /// the background, so a backend that dropped the transaction still gets it.
+    pub(crate) async fn send(&self, raw: &alloy::primitives::Bytes) -> Result<B256, ChainError> {
+        let targets = self.read_order();
+        let mut sends: FuturesUnordered<_> = targets
+            .into_iter()
+            .map(|index| {
+                let set = self.clone();
+                let raw = raw.clone();
+                tokio::spawn(async move {
+                    let endpoint = &set.inner.endpoints[index];
+                    let started = Instant::now();
+                    let result = endpoint.rpc.send_raw(&raw).await;
+                    set.observe(index, result.as_ref().err(), started.elapsed());
+                    result
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        while let Some(joined) = sends.next().await {
+            let answer = joined.unwrap_or_else(|e| {
+                Err(ChainError::Transport(format!("send task failed: {e}")))
+            });
+            if fanout::class_of(&answer).counts_as_accepted() {
+                return answer;
+            }
+            answers.push(answer);
+        }
+        fanout::combine(answers)
+    }
+
+    /// Books one call's outcome: transport failures count against the
+    /// endpoint, answers (even JSON-RPC errors) for it.
+    fn observe(&self, index: usize, error: Option<&ChainError>, took: Duration) {
+        let endpoint = &self.inner.endpoints[index];
+        let name = endpoint.rpc.name().to_owned();
+        let now = Instant::now();
+        let (label, changed) = match error {
+            Some(ChainError::Transport(text)) => ("unavailable", endpoint.health().failed(text, now)),
+            Some(ChainError::Rpc { .. }) => ("error", endpoint.health().answered(now)),
+            None => ("ok", endpoint.health().answered(now)),
+        };
+        metrics::counter!(RPC_ENDPOINT_CALLS, "endpoint" => name.clone(), "result" => label)
+            .increment(1);
+        metrics::histogram!(RPC_ENDPOINT_LATENCY, "endpoint" => name).record(took.as_secs_f64());
+        if changed {
+            self.health_changed(index);
+        }
+    }
+
+    fn health_changed(&self, index: usize) {
+        let endpoint = &self.inner.endpoints[index];
+        let health = endpoint.health().clone();
+        match health.verdict() {
+            None => tracing::info!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), "RPC endpoint healthy"),
+            Some(reason) => tracing::warn!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), reason = reason_label(&reason), lag = health.lag(), last_error = health.last_error().unwrap_or(""), "RPC endpoint unhealthy"),
+        }
+        self.publish_gauges();
+        self.choose();
+    }
+
+    /// Keeps the endpoint chosen for reads while it is healthy; otherwise
+    /// moves to the healthy one with the highest head (configuration order
+    /// breaks ties).
+    fn choose(&self) {
+        let mut reading = self.inner.reading.lock().unwrap_or_else(|e| e.into_inner());
+        let endpoints = &self.inner.endpoints;
+        if endpoints[*reading].health().is_healthy() {
+            return;
+        }
+        let best = (0..endpoints.len())
+            .filter(|&i| endpoints[i].health().is_healthy())
+            .max_by_key(|&i| (endpoints[i].health().head(), std::cmp::Reverse(i)));
+        let Some(best) = best else { return };
+        let from = endpoints[*reading].rpc.name().to_owned();
+        *reading = best;
+        drop(reading);
+        metrics::counter!(RPC_READ_SWITCHES).increment(1);
+        tracing::warn!(target: "txmgr::rpc", from, to = endpoints[best].rpc.name(), "reads switched to another RPC endpoint");
+        self.publish_ws(best);
+    }
+
+    fn publish_ws(&self, index: usize) {
+        let endpoint = &self.inner.endpoints[index];
+        let target = endpoint.ws_url.as_ref().map(|url| WsTarget {
+            name: Arc::from(endpoint.rpc.name()),
+            url: url.clone(),
+            tls: self.inner.tls.clone(),
+        });
+        self.inner.ws.send_replace(target);
+    }
+
+    fn publish_gauges(&self) {
+        for endpoint in &self.inner.endpoints {
+            let health = endpoint.health();
+            let name = endpoint.rpc.name().to_owned();
+            metrics::gauge!(RPC_ENDPOINT_HEALTHY, "endpoint" => name.clone())
+                .set(if health.is_healthy() { 1.0 } else { 0.0 });
+            metrics::gauge!(RPC_ENDPOINT_HEAD_LAG, "endpoint" => name).set(health.lag() as f64);
+        }
+    }
+
+    /// One monitor round: probes the endpoints that are due, then updates
+    /// lags against the best head.
+    async fn probe_round(&self) {
+        let now = Instant::now();
+        let due: Vec<usize> = (0..self.inner.endpoints.len())
+            .filter(|&i| self.inner.endpoints[i].health().probe_due(now))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let probes = due.iter().map(|&index| self.probe(index));
+        let heads: Vec<(usize, Option<u64>)> =
+            due.iter().copied().zip(futures::future::join_all(probes).await).collect();
+        let best = self
+            .inner
+            .endpoints
+            .iter()
+            .filter_map(|e| e.health().head())
+            .max()
+            .unwrap_or(0);
+        let now = Instant::now();
+        for (index, head) in heads {
+            if let Some(head) = head {
+                if self.inner.endpoints[index].health().head_seen(head, best, now) {
+                    self.health_changed(index);
+                }
+            }
+        }
+        self.publish_gauges();
+    }
+
+    /// Probes one endpoint: its chain id until verified, then its head.
+    async fn probe(&self, index: usize) -> Option<u64> {
+        let endpoint = &self.inner.endpoints[index];
+        let timeout = self.inner.settings.probe_timeout;
+        if !endpoint.health().is_verified() {
+            let started = Instant::now();
+            let check = tokio::time::timeout(
+                timeout,
+                check_chain(&endpoint.rpc, self.inner.expected_chain_id),
+            )
+            .await
+            .unwrap_or_else(|_| Err(ConnectError::Unreachable(timed_out(endpoint, timeout))));
+            match check {
+                Ok(()) => {
+                    if endpoint.health().verified(Instant::now()) {
+                        self.health_changed(index);
+                    }
+                }
+                Err(ConnectError::Unreachable(reason)) => {
+                    let err = ChainError::Transport(reason);
+                    self.observe(index, Some(&err), started.elapsed());
+                    return None;
+                }
+                Err(err) => {
+                    tracing::error!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), error = %err, "RPC endpoint refused or serves another chain; it stays out of service");
+                    self.observe(index, None, started.elapsed());
+                    return None;
+                }
+            }
+        }
+        let started = Instant::now();
+        let head = tokio::time::timeout(timeout, endpoint.rpc.block_number())
+            .await
+            .unwrap_or_else(|_| Err(ChainError::Transport(timed_out(endpoint, timeout))));
+        self.observe(index, head.as_ref().err(), started.elapsed());
+        head.ok()
+    }
+}
+
+fn timed_out(endpoint: &Endpoint, timeout: Duration) -> String {
+    format!(
+        "endpoint {}: probe timed out after {timeout:?}",
+        endpoint.rpc.name()
+    )
+}
+
+fn reason_label(reason: &Unhealthy) -> &'static str {
+    match reason {
+        Unhealthy::Unverified => "unverified",
+        Unhealthy::Failing => "failing",
+        Unhealthy::Lagging(_) => "lagging",
+    }
+}
+
+/// Probes every endpoint on its schedule until the set is dropped.
+async fn monitor(inner: Weak<Inner>) {
+    let period = match inner.upgrade() {
+        Some(inner) => inner.settings.policy.probe_interval,
+        None => return,
+    };
+    // Rounds run often enough for backoff deadlines to be met closely; each
+    // endpoint's own schedule decides whether it is probed.
+    let mut tick = tokio::time::interval(period.min(Duration::from_millis(250)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        RpcEndpoints { inner }.probe_round().await;
+    }
+}
