@@ -158,6 +158,7 @@ async fn a_faulty_rpc_path_with_dropped_answers_duplicates_nothing() {
         reset_rate: 0.05,
         drop_after_forward_rate: 0.03,
         send_drop_rate: 0.3,
+        ..Faults::default()
     });
     let load = cluster.load(90, 30, 4);
     let acked = load.finish().await;

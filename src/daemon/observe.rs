@@ -17,13 +17,21 @@ use sqlx::PgPool;
 use txmgr_actors::{
     chain::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag},
     domain::Intent,
-    metrics::{MAILBOX_DEPTH, OLDEST_PENDING_AGE, RPC_CALLS, SUBMITTER_ROLES, TRANSACTIONS},
+    metrics::{
+        MAILBOX_DEPTH, OLDEST_PENDING_AGE, RPC_CALLS, RPC_ENDPOINT_LATENCY, SUBMITTER_ROLES,
+        TRANSACTIONS,
+    },
     supervisor::Engine,
 };
 
 /// Buckets (seconds) of histograms named `*_seconds`: sub-second to an hour.
 const LATENCY_BUCKETS: &[f64] = &[
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0,
+];
+
+/// Buckets (seconds) of RPC call latency: a millisecond to the timeout.
+const RPC_LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 /// The non-terminal states the transactions gauge counts.
@@ -38,6 +46,11 @@ pub fn metrics_recorder() -> Option<PrometheusHandle> {
     RECORDER
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full(RPC_ENDPOINT_LATENCY.into()),
+                    RPC_LATENCY_BUCKETS,
+                )
+                .ok()?
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
                 .ok()?;
             match builder.install_recorder() {

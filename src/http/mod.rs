@@ -22,6 +22,7 @@ mod intent_body;
 mod json;
 pub mod openapi;
 pub mod ops;
+pub mod ops_endpoints;
 mod ops_state;
 pub mod ops_views;
 mod transactions;
@@ -135,6 +136,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/completions", get(completions::feed))
         .route("/v1/ops/actors", get(ops::actors))
         .route("/v1/ops/cluster", get(ops::cluster))
+        .route("/v1/ops/endpoints", get(ops_endpoints::endpoints))
         .route("/v1/ops/submitters/{address}/restart", post(ops::restart))
         .route(
             "/v1/ops/submitters/{address}/unprotect",

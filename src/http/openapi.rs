@@ -17,6 +17,7 @@ use utoipa::{
 
 use super::{
     health::HealthView,
+    ops_endpoints::{EndpointView, EndpointsView},
     ops_state::ReloadReport,
     ops_views::{
         ActionView, ActorView, ActorsView, ClusterView, LeaseView, NodeView, PoolsView,
@@ -35,6 +36,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/completions"),
     ("get", "/v1/ops/actors"),
     ("get", "/v1/ops/cluster"),
+    ("get", "/v1/ops/endpoints"),
     ("post", "/v1/ops/submitters/{address}/restart"),
     ("post", "/v1/ops/submitters/{address}/unprotect"),
     ("post", "/v1/ops/reload"),
@@ -285,6 +287,10 @@ mod operations {
         responses((status = 200, description = "ok", body = ClusterView), (status = 403, description = "forbidden", body = ErrorDoc)))]
     fn ops_cluster() {}
 
+    #[utoipa::path(get, path = "/v1/ops/endpoints", tag = "ops",
+        responses((status = 200, description = "ok", body = EndpointsView), (status = 401, description = "unauthorized", body = ErrorDoc), (status = 403, description = "forbidden", body = ErrorDoc)))]
+    fn ops_endpoints() {}
+
     #[utoipa::path(post, path = "/v1/ops/submitters/{address}/restart", tag = "ops",
         params(("address" = String, Path)),
         responses((status = 200, description = "ok", body = ActionView), (status = 422, description = "unknown_submitter", body = ErrorDoc)))]
@@ -342,12 +348,12 @@ impl Modify for BearerAuth {
     paths(operations::create_transaction, operations::list_transactions,
         operations::get_transaction, operations::cancel_transaction,
         operations::speedup_transaction, operations::rebroadcast_transaction, operations::completions, operations::ops_actors,
-        operations::ops_cluster, operations::ops_restart, operations::ops_unprotect,
+        operations::ops_cluster, operations::ops_endpoints, operations::ops_restart, operations::ops_unprotect,
         operations::ops_reload, operations::openapi_doc, operations::healthz,
         operations::readyz, operations::metrics, operations::dashboard),
     components(schemas(ErrorDoc, ErrorBodyDoc, ConfigIssueDoc, CreateBodyDoc, CreatedDoc, TxDoc,
         TxPageDoc, ReceiptDoc, CompletionDoc, CompletionPageDoc, ActorsView, ActorView, PoolsView,
-        ClusterView, NodeView, LeaseView, UnprotectBody, ActionView, ReloadReport, HealthView,
+        ClusterView, NodeView, LeaseView, EndpointsView, EndpointView, UnprotectBody, ActionView, ReloadReport, HealthView,
         ActionBodyDoc, ActionAcceptedDoc)),
     modifiers(&BearerAuth)
 )]

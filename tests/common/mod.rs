@@ -16,8 +16,10 @@ pub(crate) mod db;
 pub(crate) mod faulty_chain;
 pub(crate) mod invariants;
 pub(crate) mod node;
+pub(crate) mod pg_cluster;
 pub(crate) mod poll;
 pub(crate) mod rpc_proxy;
+pub(crate) mod tls;
 pub(crate) mod txs;
 
 pub(crate) use anvil::{Anvil, CHAIN_ID, DEV_ADDRESS_0, DEV_PRIVATE_KEY_0};

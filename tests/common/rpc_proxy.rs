@@ -54,6 +54,12 @@ pub(crate) struct Faults {
     /// Same as above but only for `eth_sendRawTransaction` (the broadcast
     /// reached the chain, the node never heard).
     pub(crate) send_drop_rate: f64,
+    /// Answer every `eth_sendRawTransaction` with its hash without
+    /// forwarding it: a backend that accepts transactions and loses them.
+    pub(crate) swallow_sends: bool,
+    /// Answer every `eth_blockNumber` with this height: a backend stuck
+    /// behind the chain.
+    pub(crate) frozen_head: Option<u64>,
 }
 
 /// What the proxy did so far.
@@ -127,6 +133,10 @@ struct Plan {
 }
 
 impl Shared {
+    fn faults(&self) -> Faults {
+        self.dice.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+
     fn plan(&self) -> Plan {
         let mut dice = self.dice.lock().unwrap_or_else(|e| e.into_inner());
         let (faults, rng) = &mut *dice;
@@ -274,6 +284,21 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         }
 
         let is_send = calls_method(&request.body, SEND_RAW_METHOD);
+        let faults = shared.faults();
+        if let Some(answer) = scripted_answer(&request.body, &faults) {
+            let ok = write_response(
+                &mut conn,
+                200,
+                Some("application/json"),
+                answer.as_bytes(),
+                request.close,
+            )
+            .await;
+            if !ok || request.close {
+                return;
+            }
+            continue;
+        }
         Counters::bump(&shared.counters.forwarded);
         let answer = forward(&shared, &request).await;
         if is_send && plan.send_drop {
@@ -353,6 +378,23 @@ async fn forward(
         .map(str::to_owned);
     let body = response.bytes().await?.to_vec();
     Ok((status, content_type, body))
+}
+
+/// The answer a lying backend gives instead of forwarding: a swallowed send
+/// (its hash, as if accepted) or a frozen head. Single calls only.
+fn scripted_answer(body: &[u8], faults: &Faults) -> Option<String> {
+    let call: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let id = call.get("id").cloned().unwrap_or(serde_json::Value::Null);
+    let result = match call.get("method").and_then(|m| m.as_str())? {
+        SEND_RAW_METHOD if faults.swallow_sends => {
+            let raw = call.get("params")?.get(0)?.as_str()?;
+            let bytes = hex::decode(raw.trim_start_matches("0x")).ok()?;
+            format!("{}", alloy::primitives::keccak256(bytes))
+        }
+        "eth_blockNumber" => format!("0x{:x}", faults.frozen_head?),
+        _ => return None,
+    };
+    Some(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string())
 }
 
 /// Whether the JSON-RPC body (single call or batch) calls `method`.

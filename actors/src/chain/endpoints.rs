@@ -4,7 +4,8 @@
 //!   reads ──► the endpoint chosen for reads (sticky while healthy; else the
 //!             healthy one with the highest head) ──► on a transport failure,
 //!             the next healthy one, in the same call
-//!   sends ──► every healthy endpoint at once ──► answers combined (fanout)
+//!   sends ──► every reachable endpoint at once (healthy, or only lagging)
+//!             ──► answers combined (fanout)
 //!   monitor ─► eth_blockNumber on each endpoint every probe interval
 //!              (unhealthy ones with backoff) ──► lag, health, choice
 //! ```
@@ -341,11 +342,25 @@ impl RpcEndpoints {
         Err(last.unwrap_or_else(|| ChainError::Transport("no RPC endpoint".to_owned())))
     }
 
-    /// Sends the bytes to every healthy endpoint and combines the answers.
+    /// Endpoints that take sends: every reachable one (a lagging backend's
+    /// pool still reaches the network), or all when none is.
+    fn send_targets(&self) -> Vec<usize> {
+        let reachable: Vec<usize> = (0..self.inner.endpoints.len())
+            .filter(|&i| self.inner.endpoints[i].health().is_reachable())
+            .collect();
+        if reachable.is_empty() {
+            (0..self.inner.endpoints.len()).collect()
+        } else {
+            reachable
+        }
+    }
+
+    /// Sends the bytes to every reachable endpoint and combines the answers.
     /// Returns at the first acceptance; the other sends run to completion in
-    /// the background, so a backend that dropped the transaction still gets it.
+    /// the background, so the bytes reach every backend even when one
+    /// accepts and loses them.
     pub(crate) async fn send(&self, raw: &alloy::primitives::Bytes) -> Result<B256, ChainError> {
-        let targets = self.read_order();
+        let targets = self.send_targets();
         let mut sends: FuturesUnordered<_> = targets
             .into_iter()
             .map(|index| {

@@ -85,6 +85,12 @@ impl Health {
         self.verdict().is_none()
     }
 
+    /// Verified and not failing: it may take sends even while its head
+    /// lags (its pool still reaches the network).
+    pub(crate) fn is_reachable(&self) -> bool {
+        self.verified && self.consecutive_failures < self.policy.failures_to_unhealthy
+    }
+
     /// Whether its chain id is confirmed.
     pub(crate) fn is_verified(&self) -> bool {
         self.verified
