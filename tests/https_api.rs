@@ -216,6 +216,10 @@ async fn a_key_that_does_not_match_the_certificate_stops_the_node() {
         .expect("txmgr run with a mismatched key must exit, not serve")
         .expect("run txmgr");
     let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!(
+        "txmgr run with a mismatched key ({}):\n{stderr}",
+        output.status
+    );
     assert!(
         !output.status.success(),
         "txmgr run succeeded with a mismatched key; stderr:\n{stderr}"

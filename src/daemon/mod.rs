@@ -77,18 +77,19 @@ pub async fn migrate_only(config: &Config) -> anyhow::Result<()> {
 /// `txmgr run`: serves until SIGINT/SIGTERM.
 pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow::Result<()> {
     let recorder = metrics_recorder();
-    let pool = connect(&config).await?;
-    if migrate && config.database.migrate_on_start {
-        store::migrate(&pool).await.context("applying migrations")?;
-    }
-    let chain: Arc<dyn ChainClient> = CountingChain::wrap(Arc::new(connect_chain(&config).await?));
-    // Built before anything starts, so a bad certificate stops the node at once.
+    // Built before anything is contacted, so a bad certificate or key stops
+    // the node at once, whatever the state of the database and the chain.
     let https = config
         .http
         .tls
         .as_ref()
         .map(https::server_config)
         .transpose()?;
+    let pool = connect(&config).await?;
+    if migrate && config.database.migrate_on_start {
+        store::migrate(&pool).await.context("applying migrations")?;
+    }
+    let chain: Arc<dyn ChainClient> = CountingChain::wrap(Arc::new(connect_chain(&config).await?));
     let engine = start_engine(&config, pool.clone(), chain.clone()).await?;
     let listener = tokio::net::TcpListener::bind(config.http.listen)
         .await

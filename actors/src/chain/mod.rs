@@ -16,12 +16,14 @@ mod fanout;
 mod fee_cache;
 mod health;
 mod rpc;
+mod transport;
 
 pub use endpoints::{
     ConnectError, EndpointSettings, EndpointSpec, EndpointStatus, RpcEndpoints, WsTarget,
 };
 pub use fee_cache::FeeCache;
 pub use health::HealthPolicy;
+pub use transport::NamedHttp;
 pub use rpc::{
     intent_request, shown_url, BlockSummary, ChainClient, ChainError, ChainNonces, EvmRpc,
     FeeQuote, FinalityTag,

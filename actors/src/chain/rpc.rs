@@ -13,15 +13,15 @@ use alloy::{
         client::RpcClient,
         types::{TransactionReceipt, TransactionRequest},
     },
-    transports::{
-        http::{reqwest, Http},
-        RpcError, TransportErrorKind,
-    },
+    transports::{http::reqwest, RpcError, TransportErrorKind},
 };
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use super::endpoints::{EndpointStatus, WsTarget};
+use super::{
+    endpoints::{EndpointStatus, WsTarget},
+    transport::NamedHttp,
+};
 
 use crate::domain::Intent;
 
@@ -189,7 +189,7 @@ impl EvmRpc {
                 ))
             })?;
         let is_local = alloy::transports::utils::guess_local_url(url);
-        let client = RpcClient::new(Http::with_client(http, parsed.clone()), is_local);
+        let client = RpcClient::new(NamedHttp::new(http, parsed.clone(), name), is_local);
         Ok(Self {
             provider: RootProvider::new(client),
             timeout,

@@ -86,7 +86,10 @@ impl RemoteTxSigner {
                 SignerError::Config(format!("{endpoint}: HTTP client: {}", e.without_url()))
             })?;
         Ok(Self {
-            client: RpcClient::new_http_with_client(http, parsed),
+            client: RpcClient::new(
+                crate::chain::NamedHttp::new(http, parsed, "remote-signer"),
+                false,
+            ),
             endpoint,
             address,
             chain_id,
