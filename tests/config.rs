@@ -78,7 +78,10 @@ fn shipped_config_parses_and_validates() {
         config.database.url,
         "postgres://postgres@127.0.0.1:5432/txmgr"
     );
-    assert_eq!(config.chain.rpc_url.as_deref(), Some("http://127.0.0.1:8545"));
+    assert_eq!(
+        config.chain.rpc_url.as_deref(),
+        Some("http://127.0.0.1:8545")
+    );
     assert_eq!(config.chain.chain_id, 31337);
     assert_eq!(config.lease.duration, DEFAULT_LEASE_DURATION);
     assert!(config.node_id.starts_with("node-"));

@@ -67,7 +67,10 @@ async fn scenario(format: &str) {
         ("TXMGR_CHAIN__RPC_TIMEOUT", "2s".to_owned()),
         ("TXMGR_NODE_ID", "secrets-node".to_owned()),
         ("TXMGR_HTTP__LISTEN", format!("127.0.0.1:{port}")),
-        ("TXMGR_DEV_PRIVATE_KEY", common::DEV_PRIVATE_KEY_0.to_owned()),
+        (
+            "TXMGR_DEV_PRIVATE_KEY",
+            common::DEV_PRIVATE_KEY_0.to_owned(),
+        ),
     ];
     let mut daemon = tokio::process::Command::new(env!("CARGO_BIN_EXE_txmgr"));
     daemon
@@ -145,7 +148,10 @@ async fn scenario(format: &str) {
 
     let mut shown = vec![
         ("transaction", tx_view),
-        ("transaction now", get(&format!("/v1/transactions/{tx_id}")).await),
+        (
+            "transaction now",
+            get(&format!("/v1/transactions/{tx_id}")).await,
+        ),
         ("endpoints", get("/v1/ops/endpoints").await),
         ("actors", get("/v1/ops/actors").await),
         ("cluster", get("/v1/ops/cluster").await),
@@ -160,8 +166,14 @@ async fn scenario(format: &str) {
         .output()
         .expect("config check");
     assert!(check.status.success(), "{check:?}");
-    shown.push(("config check", String::from_utf8_lossy(&check.stdout).into()));
-    shown.push(("config check stderr", String::from_utf8_lossy(&check.stderr).into()));
+    shown.push((
+        "config check",
+        String::from_utf8_lossy(&check.stdout).into(),
+    ));
+    shown.push((
+        "config check stderr",
+        String::from_utf8_lossy(&check.stderr).into(),
+    ));
 
     let pid = daemon.id().expect("running");
     std::process::Command::new("kill")

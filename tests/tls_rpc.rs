@@ -51,8 +51,13 @@ async fn the_pipeline_runs_over_https_wss_and_an_https_signer() {
         signer_proxy.https_url(),
         ca.ca_file.display()
     );
-    let toml = config_toml(&db.url, "http://unused", "n1", "finality = { confirmations = 2 }")
-        .replace(&env_signer(), &remote);
+    let toml = config_toml(
+        &db.url,
+        "http://unused",
+        "n1",
+        "finality = { confirmations = 2 }",
+    )
+    .replace(&env_signer(), &remote);
     // Polling only every 60 s: heads must come over wss to confirm in time.
     let toml = tls_chain(&toml, &chain_proxy, &ca, "")
         .replace("poll_interval = \"200ms\"", "poll_interval = \"60s\"");
@@ -63,12 +68,11 @@ async fn the_pipeline_runs_over_https_wss_and_an_https_signer() {
     assert_eq!(status, 202, "{answer}");
     let tx_id = answer["tx_id"].as_str().expect("tx_id").to_owned();
     wait_until(Duration::from_secs(20), || async {
-        let mined: Option<i64> =
-            sqlx::query_scalar("SELECT receipt_block_number FROM managed_tx")
-                .fetch_one(&db.pool)
-                .await
-                .ok()
-                .flatten();
+        let mined: Option<i64> = sqlx::query_scalar("SELECT receipt_block_number FROM managed_tx")
+            .fetch_one(&db.pool)
+            .await
+            .ok()
+            .flatten();
         if mined.is_some() {
             anvil.mine().await;
         }
@@ -79,7 +83,11 @@ async fn the_pipeline_runs_over_https_wss_and_an_https_signer() {
     })
     .await;
     let (_, view) = node.request("GET", "/v1/ops/endpoints", None).await;
-    assert_eq!(view["endpoints"][0]["url"], chain_proxy.https_url(), "{view}");
+    assert_eq!(
+        view["endpoints"][0]["url"],
+        chain_proxy.https_url(),
+        "{view}"
+    );
     assert_eq!(view["endpoints"][0]["healthy"], true, "{view}");
     node.stop().await;
 }
@@ -91,20 +99,28 @@ async fn an_endpoint_whose_certificate_does_not_verify_stops_the_start() {
     let other = TestCa::new("other-ca");
     let proxy = TlsProxy::start(&ca.server("rpc"), &anvil_addr(&anvil)).await;
     let toml = tls_chain(
-        &config_toml("postgres://postgres@127.0.0.1/unused", "http://unused", "n1", ""),
+        &config_toml(
+            "postgres://postgres@127.0.0.1/unused",
+            "http://unused",
+            "n1",
+            "",
+        ),
         &proxy,
         &other,
         "/v2/SECRET123",
     );
     std::env::set_var(KEY_VAR, common::DEV_PRIVATE_KEY_0);
-    let config = Config::from_toml_str(&toml, std::iter::empty::<(String, String)>())
-        .expect("valid config");
+    let config =
+        Config::from_toml_str(&toml, std::iter::empty::<(String, String)>()).expect("valid config");
     let err = txmgr::daemon::connect_chain(&config)
         .await
         .expect_err("an untrusted certificate must stop the start");
     let text = format!("{err:#}");
     eprintln!("start-up error: {text}");
-    assert!(text.contains("endpoint default"), "names the endpoint: {text}");
+    assert!(
+        text.contains("endpoint default"),
+        "names the endpoint: {text}"
+    );
     assert!(
         text.to_lowercase().contains("certificate"),
         "says why: {text}"
@@ -112,10 +128,7 @@ async fn an_endpoint_whose_certificate_does_not_verify_stops_the_start() {
     assert!(!text.contains("SECRET123"), "never the URL: {text}");
 
     // Without ca_file only the public roots are trusted: refused as well.
-    let public_only = toml.replace(
-        &format!("ca_file = \"{}\"", other.ca_file.display()),
-        "",
-    );
+    let public_only = toml.replace(&format!("ca_file = \"{}\"", other.ca_file.display()), "");
     let config = Config::from_toml_str(&public_only, std::iter::empty::<(String, String)>())
         .expect("valid config");
     assert!(txmgr::daemon::connect_chain(&config).await.is_err());
@@ -140,9 +153,14 @@ async fn a_remote_signer_with_an_untrusted_certificate_is_refused_at_start() {
         url: format!("{}/key/SECRET123", proxy.https_url()),
         ca_file: Some(other.ca_file.clone()),
     };
-    let err = build_signer(&untrusted, address, common::CHAIN_ID, Duration::from_secs(5))
-        .await
-        .expect_err("untrusted certificate");
+    let err = build_signer(
+        &untrusted,
+        address,
+        common::CHAIN_ID,
+        Duration::from_secs(5),
+    )
+    .await
+    .expect_err("untrusted certificate");
     let text = err.to_string();
     eprintln!("signer error: {text}");
     assert!(text.to_lowercase().contains("certificate"), "{text}");

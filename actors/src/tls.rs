@@ -98,14 +98,18 @@ mod tests {
 
     #[test]
     fn a_missing_or_empty_ca_file_is_named() {
-        let missing = client_config(Some(Path::new("/nonexistent/ca.pem"))).unwrap_err();
-        assert!(missing.to_string().contains("/nonexistent/ca.pem"), "{missing}");
+        let missing =
+            client_config(Some(Path::new("/nonexistent/ca.pem"))).expect_err("missing file");
+        assert!(
+            missing.to_string().contains("/nonexistent/ca.pem"),
+            "{missing}"
+        );
 
         let dir = std::env::temp_dir().join(format!("txmgr-tls-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let empty = dir.join("empty.pem");
         std::fs::write(&empty, "no certificate here\n").expect("write");
-        let err = client_config(Some(&empty)).unwrap_err();
+        let err = client_config(Some(&empty)).expect_err("no certificate");
         assert!(err.to_string().contains("no PEM certificate"), "{err}");
     }
 

@@ -92,7 +92,10 @@ mod tests {
             shown_url("https://u:p@eth.example:8443/v2/SECRET?key=K"),
             "https://eth.example:8443"
         );
-        assert_eq!(shown_url("wss://eth.example/ws/SECRET"), "wss://eth.example");
+        assert_eq!(
+            shown_url("wss://eth.example/ws/SECRET"),
+            "wss://eth.example"
+        );
         assert_eq!(shown_url("SECRET"), "<invalid URL>");
     }
 

@@ -160,9 +160,16 @@ fn check_endpoints(chain: &ChainConfig, push: &mut impl FnMut(&str, String)) {
                 "must be 1-64 characters of a-z, A-Z, 0-9, '-', '_', '.'".into(),
             );
         } else if !names.insert(name.clone()) {
-            push(&keyed(i, "name"), format!("duplicate endpoint name {name:?}"));
+            push(
+                &keyed(i, "name"),
+                format!("duplicate endpoint name {name:?}"),
+            );
         }
-        let url_key = if chain.rpc_urls.is_empty() { "rpc_url" } else { "url" };
+        let url_key = if chain.rpc_urls.is_empty() {
+            "rpc_url"
+        } else {
+            "url"
+        };
         if let Err(reason) = check_url(&endpoint.url, &["http", "https"]) {
             push(&keyed(i, url_key), reason);
         }
@@ -213,7 +220,11 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
     if chain.unhealthy_after_failures == 0 {
         push("chain.unhealthy_after_failures", "must be >= 1".into());
     }
-    positive(&mut push, "chain.probe_max_backoff", chain.probe_max_backoff);
+    positive(
+        &mut push,
+        "chain.probe_max_backoff",
+        chain.probe_max_backoff,
+    );
     if let Some(tls) = &http.tls {
         check_file(&mut push, "http.tls.cert_file", &tls.cert_file);
         check_file(&mut push, "http.tls.key_file", &tls.key_file);

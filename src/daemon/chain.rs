@@ -31,8 +31,8 @@ pub fn endpoint_settings(config: &Config) -> EndpointSettings {
 pub async fn connect_chain(config: &Config) -> anyhow::Result<RpcEndpoints> {
     txmgr_actors::tls::install_default_provider();
     let chain = &config.chain;
-    let tls = txmgr_actors::tls::client_config(chain.ca_file.as_deref())
-        .context("chain.ca_file")?;
+    let tls =
+        txmgr_actors::tls::client_config(chain.ca_file.as_deref()).context("chain.ca_file")?;
     let specs = chain
         .endpoints()
         .into_iter()

@@ -86,7 +86,10 @@ async fn chain_readiness(chain: &dyn ChainClient, chain_id: u64, reasons: &mut V
                 .iter()
                 .map(|e| format!("{} {}", e.name, e.reason.as_deref().unwrap_or("unhealthy")))
                 .collect();
-            reasons.push(format!("chain: no healthy RPC endpoint ({})", why.join(", ")));
+            reasons.push(format!(
+                "chain: no healthy RPC endpoint ({})",
+                why.join(", ")
+            ));
         }
         return;
     }

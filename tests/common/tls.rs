@@ -38,10 +38,8 @@ pub(crate) struct Issued {
 impl TestCa {
     /// A new CA named `name`, files under a fresh temporary directory.
     pub(crate) fn new(name: &str) -> TestCa {
-        let dir = std::env::temp_dir().join(format!(
-            "txmgr-ca-{name}-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("txmgr-ca-{name}-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("CA directory");
         let key = KeyPair::generate().expect("CA key");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");

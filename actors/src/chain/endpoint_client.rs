@@ -39,7 +39,8 @@ impl ChainClient for RpcEndpoints {
     }
 
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
-        self.read(|rpc| async move { rpc.receipt(hash).await }).await
+        self.read(|rpc| async move { rpc.receipt(hash).await })
+            .await
     }
 
     async fn block_number(&self) -> Result<u64, ChainError> {
@@ -48,7 +49,8 @@ impl ChainClient for RpcEndpoints {
     }
 
     async fn block(&self, number: u64) -> Result<Option<BlockSummary>, ChainError> {
-        self.read(|rpc| async move { rpc.block(number).await }).await
+        self.read(|rpc| async move { rpc.block(number).await })
+            .await
     }
 
     async fn block_receipts(

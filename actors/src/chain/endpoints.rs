@@ -113,7 +113,9 @@ pub struct WsTarget {
 
 impl std::fmt::Debug for WsTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WsTarget").field("name", &self.name).finish()
+        f.debug_struct("WsTarget")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -214,7 +216,9 @@ impl RpcEndpoints {
                 .map_err(|e| ConnectError::Setup(e.to_string()))?;
             endpoints.push(rpc);
         }
-        let checks = endpoints.iter().map(|rpc| check_chain(rpc, expected_chain_id));
+        let checks = endpoints
+            .iter()
+            .map(|rpc| check_chain(rpc, expected_chain_id));
         let results = futures::future::join_all(checks).await;
         let mut unreachable = Vec::new();
         for result in &results {
@@ -377,9 +381,8 @@ impl RpcEndpoints {
             .collect();
         let mut answers = Vec::new();
         while let Some(joined) = sends.next().await {
-            let answer = joined.unwrap_or_else(|e| {
-                Err(ChainError::Transport(format!("send task failed: {e}")))
-            });
+            let answer = joined
+                .unwrap_or_else(|e| Err(ChainError::Transport(format!("send task failed: {e}"))));
             if fanout::class_of(&answer).counts_as_accepted() {
                 return answer;
             }
@@ -395,7 +398,9 @@ impl RpcEndpoints {
         let name = endpoint.rpc.name().to_owned();
         let now = Instant::now();
         let (label, changed) = match error {
-            Some(ChainError::Transport(text)) => ("unavailable", endpoint.health().failed(text, now)),
+            Some(ChainError::Transport(text)) => {
+                ("unavailable", endpoint.health().failed(text, now))
+            }
             Some(ChainError::Rpc { .. }) => ("error", endpoint.health().answered(now)),
             None => ("ok", endpoint.health().answered(now)),
         };
@@ -411,8 +416,12 @@ impl RpcEndpoints {
         let endpoint = &self.inner.endpoints[index];
         let health = endpoint.health().clone();
         match health.verdict() {
-            None => tracing::info!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), "RPC endpoint healthy"),
-            Some(reason) => tracing::warn!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), reason = reason_label(&reason), lag = health.lag(), last_error = health.last_error().unwrap_or(""), "RPC endpoint unhealthy"),
+            None => {
+                tracing::info!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), "RPC endpoint healthy")
+            }
+            Some(reason) => {
+                tracing::warn!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), reason = reason_label(&reason), lag = health.lag(), last_error = health.last_error().unwrap_or(""), "RPC endpoint unhealthy")
+            }
         }
         self.publish_gauges();
         self.choose();
@@ -470,8 +479,11 @@ impl RpcEndpoints {
             return;
         }
         let probes = due.iter().map(|&index| self.probe(index));
-        let heads: Vec<(usize, Option<u64>)> =
-            due.iter().copied().zip(futures::future::join_all(probes).await).collect();
+        let heads: Vec<(usize, Option<u64>)> = due
+            .iter()
+            .copied()
+            .zip(futures::future::join_all(probes).await)
+            .collect();
         let best = self
             .inner
             .endpoints
@@ -482,7 +494,10 @@ impl RpcEndpoints {
         let now = Instant::now();
         for (index, head) in heads {
             if let Some(head) = head {
-                if self.inner.endpoints[index].health().head_seen(head, best, now) {
+                if self.inner.endpoints[index]
+                    .health()
+                    .head_seen(head, best, now)
+                {
                     self.health_changed(index);
                 }
             }

@@ -90,8 +90,11 @@ mod tests {
     fn one_acceptance_is_acceptance() {
         let hash = B256::repeat_byte(7);
         let out = combine(vec![rpc("nonce too low"), Ok(hash), transport()]);
-        assert_eq!(out.unwrap(), hash);
-        let known = combine(vec![rpc("insufficient funds for gas"), rpc("already known")]);
+        assert_eq!(out.expect("accepted"), hash);
+        let known = combine(vec![
+            rpc("insufficient funds for gas"),
+            rpc("already known"),
+        ]);
         assert_eq!(class_of(&known), BroadcastClass::AlreadyKnown);
     }
 
@@ -110,13 +113,19 @@ mod tests {
             rpc("replacement transaction underpriced"),
         ]);
         assert_eq!(class_of(&out), BroadcastClass::ReplacementUnderpriced);
-        let all = combine(vec![rpc("intrinsic gas too low"), rpc("intrinsic gas too low")]);
+        let all = combine(vec![
+            rpc("intrinsic gas too low"),
+            rpc("intrinsic gas too low"),
+        ]);
         assert!(class_of(&all).is_definitive_refusal());
     }
 
     #[test]
     fn nonce_too_low_from_one_endpoint_is_reported() {
-        let out = combine(vec![rpc("insufficient funds for gas * price + value"), rpc("nonce too low")]);
+        let out = combine(vec![
+            rpc("insufficient funds for gas * price + value"),
+            rpc("nonce too low"),
+        ]);
         assert_eq!(class_of(&out), BroadcastClass::NonceTooLow);
     }
 }

@@ -108,9 +108,7 @@ impl ChainClient for FeeCache {
     fn endpoint_status(&self) -> Vec<crate::chain::EndpointStatus> {
         self.inner.endpoint_status()
     }
-    fn ws_targets(
-        &self,
-    ) -> Option<tokio::sync::watch::Receiver<Option<crate::chain::WsTarget>>> {
+    fn ws_targets(&self) -> Option<tokio::sync::watch::Receiver<Option<crate::chain::WsTarget>>> {
         self.inner.ws_targets()
     }
 }

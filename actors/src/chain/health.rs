@@ -201,7 +201,10 @@ mod tests {
         let mut health = Health::new(policy(), true, now);
         assert!(!health.failed("refused", now));
         assert!(!health.failed("refused", now));
-        assert!(health.failed("refused", now), "third failure flips the verdict");
+        assert!(
+            health.failed("refused", now),
+            "third failure flips the verdict"
+        );
         assert_eq!(health.verdict(), Some(Unhealthy::Failing));
         assert_eq!(health.last_error(), Some("refused"));
         assert!(health.answered(now));
@@ -212,7 +215,10 @@ mod tests {
     fn lagging_beyond_the_bound_is_unhealthy_until_it_catches_up() {
         let now = Instant::now();
         let mut health = Health::new(policy(), true, now);
-        assert!(!health.head_seen(95, 100, now), "5 behind is within the bound");
+        assert!(
+            !health.head_seen(95, 100, now),
+            "5 behind is within the bound"
+        );
         assert!(health.head_seen(94, 100, now));
         assert_eq!(health.verdict(), Some(Unhealthy::Lagging(6)));
         assert!(health.head_seen(100, 100, now));
@@ -247,6 +253,10 @@ mod tests {
         assert_eq!(waits, vec![1, 2, 4, 8, 8, 8]);
         health.answered(now);
         assert!(health.probe_due(now));
-        assert_eq!((health.next_probe - now).as_secs(), 1, "healthy again: every interval");
+        assert_eq!(
+            (health.next_probe - now).as_secs(),
+            1,
+            "healthy again: every interval"
+        );
     }
 }

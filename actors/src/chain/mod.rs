@@ -23,8 +23,8 @@ pub use endpoints::{
 };
 pub use fee_cache::FeeCache;
 pub use health::HealthPolicy;
-pub use transport::NamedHttp;
 pub use rpc::{
     intent_request, shown_url, BlockSummary, ChainClient, ChainError, ChainNonces, EvmRpc,
     FeeQuote, FinalityTag,
 };
+pub use transport::NamedHttp;

@@ -168,9 +168,9 @@ impl EvmRpc {
         timeout: Duration,
         tls: &Arc<rustls::ClientConfig>,
     ) -> Result<Self, ChainError> {
-        let parsed: reqwest::Url = url.parse().map_err(|e| {
-            ChainError::Transport(format!("endpoint {name}: not a valid URL: {e}"))
-        })?;
+        let parsed: reqwest::Url = url
+            .parse()
+            .map_err(|e| ChainError::Transport(format!("endpoint {name}: not a valid URL: {e}")))?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(ChainError::Transport(format!(
                 "endpoint {name}: scheme must be http or https, not {}",
@@ -183,10 +183,7 @@ impl EvmRpc {
             .timeout(timeout)
             .build()
             .map_err(|e| {
-                ChainError::Transport(format!(
-                    "endpoint {name}: HTTP client: {}",
-                    e.without_url()
-                ))
+                ChainError::Transport(format!("endpoint {name}: HTTP client: {}", e.without_url()))
             })?;
         let is_local = alloy::transports::utils::guess_local_url(url);
         let client = RpcClient::new(NamedHttp::new(http, parsed.clone(), name), is_local);

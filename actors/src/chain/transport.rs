@@ -23,7 +23,9 @@ pub struct NamedHttp {
 
 impl std::fmt::Debug for NamedHttp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NamedHttp").field("name", &self.name).finish()
+        f.debug_struct("NamedHttp")
+            .field("name", &self.name)
+            .finish()
     }
 }
 

@@ -33,7 +33,8 @@ const WS_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// few seconds on any live chain; pings keep idle dev chains open).
 const WS_PING_INTERVAL: Duration = Duration::from_secs(15);
 
-const SUBSCRIBE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#;
+const SUBSCRIBE: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#;
 
 /// Keeps a subscription open on the current target (reconnecting after
 /// failures, moving when reads move) and wakes the watcher on every head.
@@ -195,9 +196,14 @@ mod tests {
 
     #[test]
     fn frames_are_told_apart() {
-        assert_eq!(classify(r#"{"jsonrpc":"2.0","id":1,"result":"0xabc"}"#), Frame::Subscribed);
         assert_eq!(
-            classify(r#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xabc","result":{}}}"#),
+            classify(r#"{"jsonrpc":"2.0","id":1,"result":"0xabc"}"#),
+            Frame::Subscribed
+        );
+        assert_eq!(
+            classify(
+                r#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0xabc","result":{}}}"#
+            ),
             Frame::Head
         );
         assert_eq!(
