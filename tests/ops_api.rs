@@ -229,6 +229,12 @@ async fn metrics_public_readyz_and_chain_down() {
     let (status, _, body) = raw(&node, None, "GET", "/readyz").await;
     assert_eq!(status, 200, "{body}");
     drop(anvil);
+    // Readiness follows the endpoint monitor (no RPC per request): the dead
+    // endpoint is out of service after `unhealthy_after_failures` failures.
+    common::wait_until(std::time::Duration::from_secs(10), || async {
+        raw(&node, None, "GET", "/readyz").await.0 == 503
+    })
+    .await;
     let (status, _, body) = raw(&node, None, "GET", "/readyz").await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("chain"), "{body}");

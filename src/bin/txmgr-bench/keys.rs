@@ -19,6 +19,11 @@ pub(crate) const TXMGR_ONE_BASE: u64 = 2_000;
 /// First key index of the many-submitter txmgr phases (closed and open loop).
 pub(crate) const TXMGR_MANY_BASE: u64 = 3_000;
 
+/// Key index of the one-submitter txmgr phase with RPC over HTTPS.
+pub(crate) const TXMGR_TLS_ONE_BASE: u64 = 4_000;
+/// First key index of the many-submitter txmgr phase with RPC over HTTPS.
+pub(crate) const TXMGR_TLS_MANY_BASE: u64 = 5_000;
+
 /// The largest key count a range may hold without reaching the next one.
 pub(crate) const MAX_KEYS_PER_RANGE: usize = 1_000;
 

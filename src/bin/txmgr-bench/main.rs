@@ -23,6 +23,7 @@ mod node;
 mod phases;
 mod raw;
 mod report;
+mod tls_proxy;
 
 use std::{process::ExitCode, time::Duration};
 
@@ -91,6 +92,11 @@ struct Args {
     /// acks are no longer durable. Shows how much of the time is WAL flushes.
     #[arg(long)]
     unsafe_async_commit: bool,
+    /// Also run the closed-loop txmgr phases with the engine's JSON-RPC over
+    /// `https://` (a TLS terminator in front of the same anvil, a CA made for
+    /// the run), right after the plain-HTTP ones, on a fresh database.
+    #[arg(long)]
+    rpc_tls: bool,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -112,28 +118,64 @@ enum Phase {
 struct KeyPlan {
     raw_one: Vec<PrivateKeySigner>,
     raw_many: Vec<PrivateKeySigner>,
-    txmgr_one: Vec<PrivateKeySigner>,
-    txmgr_many: Vec<PrivateKeySigner>,
+    txmgr: TxmgrKeys,
+    /// The same phases with the RPC over HTTPS (empty without `--rpc-tls`).
+    txmgr_tls: TxmgrKeys,
 }
 
-impl KeyPlan {
-    fn new(submitters: usize) -> anyhow::Result<KeyPlan> {
-        Ok(KeyPlan {
-            raw_one: keys::bench_keys(keys::RAW_ONE_BASE, 1)?,
-            raw_many: keys::bench_keys(keys::RAW_MANY_BASE, submitters)?,
-            txmgr_one: keys::bench_keys(keys::TXMGR_ONE_BASE, 1)?,
-            txmgr_many: keys::bench_keys(keys::TXMGR_MANY_BASE, submitters)?,
+/// The submitters of one node: one for the "one" phase, the rest for "many".
+struct TxmgrKeys {
+    one: Vec<PrivateKeySigner>,
+    many: Vec<PrivateKeySigner>,
+}
+
+impl TxmgrKeys {
+    fn new(one_base: u64, many_base: u64, submitters: usize) -> anyhow::Result<TxmgrKeys> {
+        Ok(TxmgrKeys {
+            one: keys::bench_keys(one_base, 1)?,
+            many: keys::bench_keys(many_base, submitters)?,
         })
     }
 
-    /// txmgr submitters with the variable holding each key.
+    /// Each submitter with the variable holding its key.
     fn submitters(&self) -> Vec<(Address, String, &PrivateKeySigner)> {
-        self.txmgr_one
+        self.one
             .iter()
-            .chain(&self.txmgr_many)
-            .enumerate()
-            .map(|(i, key)| (key.address(), format!("TXMGR_BENCH_KEY_{i}"), key))
+            .chain(&self.many)
+            .map(|key| (key.address(), key_var(key.address()), key))
             .collect()
+    }
+}
+
+/// The environment variable an `env` signer reads `address`'s key from.
+fn key_var(address: Address) -> String {
+    format!("TXMGR_BENCH_KEY_{address:x}")
+}
+
+impl KeyPlan {
+    fn new(submitters: usize, rpc_tls: bool) -> anyhow::Result<KeyPlan> {
+        let tls_submitters = if rpc_tls { submitters } else { 0 };
+        let mut txmgr_tls = TxmgrKeys::new(
+            keys::TXMGR_TLS_ONE_BASE,
+            keys::TXMGR_TLS_MANY_BASE,
+            tls_submitters,
+        )?;
+        if !rpc_tls {
+            txmgr_tls.one.clear();
+        }
+        Ok(KeyPlan {
+            raw_one: keys::bench_keys(keys::RAW_ONE_BASE, 1)?,
+            raw_many: keys::bench_keys(keys::RAW_MANY_BASE, submitters)?,
+            txmgr: TxmgrKeys::new(keys::TXMGR_ONE_BASE, keys::TXMGR_MANY_BASE, submitters)?,
+            txmgr_tls,
+        })
+    }
+
+    /// Every txmgr submitter of the run with the variable holding its key.
+    fn submitters(&self) -> Vec<(Address, String, &PrivateKeySigner)> {
+        let mut all = self.txmgr.submitters();
+        all.extend(self.txmgr_tls.submitters());
+        all
     }
 }
 
@@ -145,7 +187,7 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let plan = match KeyPlan::new(usize::from(args.submitters)) {
+    let plan = match KeyPlan::new(usize::from(args.submitters), args.rpc_tls) {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("txmgr-bench: {e:#}");
@@ -197,14 +239,17 @@ async fn run(args: &Args, plan: &KeyPlan) -> anyhow::Result<Report> {
         .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned());
     let anvil = Anvil::start().await?;
     let db = BenchDb::create(&admin_url, args.unsafe_async_commit).await?;
-    let result = tokio::time::timeout(args.deadline, run_phases(args, plan, &anvil, &db))
-        .await
-        .unwrap_or_else(|_| {
-            Err(anyhow::anyhow!(
-                "global deadline of {:?} passed",
-                args.deadline
-            ))
-        });
+    let result = tokio::time::timeout(
+        args.deadline,
+        run_phases(args, plan, &anvil, &db, &admin_url),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(anyhow::anyhow!(
+            "global deadline of {:?} passed",
+            args.deadline
+        ))
+    });
     if let Err(e) = db.drop_db().await {
         eprintln!("txmgr-bench: warning: {e:#}");
     }
@@ -216,6 +261,7 @@ async fn run_phases(
     plan: &KeyPlan,
     anvil: &Anvil,
     db: &BenchDb,
+    admin_url: &str,
 ) -> anyhow::Result<Report> {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let mut report = Report {
@@ -230,6 +276,8 @@ async fn run_phases(
         one: None,
         many: None,
         ack: None,
+        one_tls: None,
+        many_tls: None,
     };
     if args.phases.contains(&Phase::Raw) {
         anvil.fund(&keys::addresses(&plan.raw_one)).await?;
@@ -243,26 +291,65 @@ async fn run_phases(
     }
     let wants_txmgr = args.phases.iter().any(|p| *p != Phase::Raw) || args.ack_rate.is_some();
     if wants_txmgr {
-        run_txmgr(args, plan, anvil, db, &mut report).await?;
+        let rpc = RpcTarget {
+            url: anvil.url.clone(),
+            ca_file: None,
+        };
+        let phases = run_txmgr(args, &plan.txmgr, &rpc, anvil, db, true).await?;
+        (report.one, report.many, report.ack) = (phases.one, phases.many, phases.ack);
     }
-    if let (Some(one), Some(raw)) = (&mut report.one, &report.raw_one) {
-        one.ratio_vs_raw = Some(one.e2e_tx_per_s / raw.tx_per_s);
+    if args.rpc_tls && wants_txmgr {
+        let upstream = anvil.url.trim_start_matches("http://");
+        let terminator = tls_proxy::TlsTerminator::start(upstream).await?;
+        let rpc = RpcTarget {
+            url: terminator.url.clone(),
+            ca_file: Some(terminator.ca_file.clone()),
+        };
+        let tls_db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
+        let phases = run_txmgr(args, &plan.txmgr_tls, &rpc, anvil, &tls_db, false).await;
+        if let Err(e) = tls_db.drop_db().await {
+            eprintln!("txmgr-bench: warning: {e:#}");
+        }
+        let phases = phases?;
+        (report.one_tls, report.many_tls) = (phases.one, phases.many);
     }
-    if let (Some(many), Some(raw)) = (&mut report.many, &report.raw_many) {
-        many.ratio_vs_raw = Some(many.e2e_tx_per_s / raw.tx_per_s);
+    for (phase, raw) in [
+        (&mut report.one, &report.raw_one),
+        (&mut report.many, &report.raw_many),
+        (&mut report.one_tls, &report.raw_one),
+        (&mut report.many_tls, &report.raw_many),
+    ] {
+        if let (Some(phase), Some(raw)) = (phase, raw) {
+            phase.ratio_vs_raw = Some(phase.e2e_tx_per_s / raw.tx_per_s);
+        }
     }
     Ok(report)
 }
 
-/// Starts one node with every txmgr submitter and runs the txmgr phases.
+/// Where the node under test sends its JSON-RPC.
+struct RpcTarget {
+    url: String,
+    ca_file: Option<std::path::PathBuf>,
+}
+
+/// What one node measured.
+struct TxmgrPhases {
+    one: Option<report::TxmgrPhase>,
+    many: Option<report::TxmgrPhase>,
+    ack: Option<report::AckPhase>,
+}
+
+/// Starts one node with `keys` as submitters, its RPC at `rpc`, and runs the
+/// txmgr phases (the open-loop one only with `with_ack`).
 async fn run_txmgr(
     args: &Args,
-    plan: &KeyPlan,
+    keys_of_node: &TxmgrKeys,
+    rpc: &RpcTarget,
     anvil: &Anvil,
     db: &BenchDb,
-    report: &mut Report,
-) -> anyhow::Result<()> {
-    let submitters = plan.submitters();
+    with_ack: bool,
+) -> anyhow::Result<TxmgrPhases> {
+    let submitters = keys_of_node.submitters();
     let addresses: Vec<Address> = submitters.iter().map(|(a, _, _)| *a).collect();
     anvil.fund(&addresses).await?;
     let ack_total = args
@@ -280,7 +367,13 @@ async fn run_txmgr(
         .iter()
         .map(|(a, var, _)| (*a, var.clone()))
         .collect();
-    let toml = node::config_toml(&db.url, &anvil.url, &settings, &env_submitters);
+    let mut toml = node::config_toml(&db.url, &rpc.url, &settings, &env_submitters);
+    if let Some(ca_file) = &rpc.ca_file {
+        toml = toml.replace(
+            "[chain]\n",
+            &format!("[chain]\nca_file = \"{}\"\n", ca_file.display()),
+        );
+    }
     let node = Node::start(&toml).await.context("starting the node")?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency.max(256))
@@ -297,21 +390,26 @@ async fn run_txmgr(
         tracking_timeout: args.tracking_timeout,
         anvil_pid: anvil.pid(),
     };
-    let one_address = keys::addresses(&plan.txmgr_one);
-    let many_addresses = keys::addresses(&plan.txmgr_many);
+    let one_address = keys::addresses(&keys_of_node.one);
+    let many_addresses = keys::addresses(&keys_of_node.many);
+    let mut phases = TxmgrPhases {
+        one: None,
+        many: None,
+        ack: None,
+    };
     let outcome = async {
         if args.phases.contains(&Phase::One) {
-            report.one = Some(bench.closed_loop(&one_address, args.count, "one").await?);
+            phases.one = Some(bench.closed_loop(&one_address, args.count, "one").await?);
         }
         if args.phases.contains(&Phase::Many) {
-            report.many = Some(
+            phases.many = Some(
                 bench
                     .closed_loop(&many_addresses, args.count, "many")
                     .await?,
             );
         }
-        if let Some(rate) = args.ack_rate {
-            report.ack = Some(
+        if let (Some(rate), true) = (args.ack_rate, with_ack) {
+            phases.ack = Some(
                 bench
                     .open_loop(&many_addresses, rate, args.ack_duration)
                     .await?,
@@ -321,5 +419,5 @@ async fn run_txmgr(
     }
     .await;
     node.stop().await;
-    outcome
+    outcome.map(|()| phases)
 }

@@ -145,6 +145,10 @@ pub(crate) struct Report {
     pub(crate) many: Option<TxmgrPhase>,
     /// Open-loop ack latency.
     pub(crate) ack: Option<AckPhase>,
+    /// `--rpc-tls`: txmgr, one submitter, JSON-RPC over HTTPS.
+    pub(crate) one_tls: Option<TxmgrPhase>,
+    /// `--rpc-tls`: txmgr, many submitters, JSON-RPC over HTTPS.
+    pub(crate) many_tls: Option<TxmgrPhase>,
 }
 
 impl Report {
@@ -188,6 +192,8 @@ impl Report {
         for (name, phase) in [
             ("txmgr HTTP→TRACKING", &self.one),
             ("txmgr HTTP→TRACKING", &self.many),
+            ("txmgr, RPC over HTTPS", &self.one_tls),
+            ("txmgr, RPC over HTTPS", &self.many_tls),
         ] {
             let Some(p) = phase else { continue };
             let l = &p.ack_latency;
@@ -228,6 +234,10 @@ impl Report {
             );
         }
         for phase in [&self.one, &self.many].into_iter().flatten() {
+            print_diagnostics(phase);
+        }
+        for phase in [&self.one_tls, &self.many_tls].into_iter().flatten() {
+            println!("\n(RPC over HTTPS)");
             print_diagnostics(phase);
         }
     }
