@@ -141,4 +141,12 @@ else
     cargo test --workspace "$@"
 fi
 
+# ---------------------------------------------------------------- README
+# The README's run command, exactly as a user runs it (on free ports).
+# Skipped when the run is narrowed to some tests (extra arguments).
+if [[ $# -eq 0 ]]; then
+    section "scripts/dev.sh (the README's run command)"
+    DEV_PROFILE=dev scripts/dev-smoke.sh
+fi
+
 section "all checks passed"
