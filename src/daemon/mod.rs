@@ -13,7 +13,10 @@ mod telemetry;
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context;
-use sqlx::{postgres::PgPoolOptions, PgPool};
+use sqlx::{
+    postgres::{PgConnectOptions, PgPoolOptions},
+    PgPool,
+};
 use txmgr_actors::{chain::ChainClient, store};
 
 use txmgr_actors::supervisor::Engine;
@@ -56,14 +59,28 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Connects to PostgreSQL with the configured pool limits. TLS follows the
 /// URL's `sslmode` (`disable`, `prefer` — the default —, `require`,
 /// `verify-ca`, `verify-full`) and `sslrootcert` parameters.
+///
+/// Every session has `idle_in_transaction_session_timeout` set to the lease
+/// duration: a node frozen or cut off inside a fenced transaction holds the
+/// lease row `FOR SHARE`, which would block every take-over (and hold back
+/// the completion feed) until TCP gave up; the server ends such a session
+/// once it has idled that long, and the take-over proceeds.
 pub async fn connect(config: &Config) -> anyhow::Result<PgPool> {
     txmgr_actors::tls::install_default_provider();
+    let shown = config.database.redacted_url();
+    let options: PgConnectOptions = config
+        .database
+        .url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("database.url: {e}"))?;
+    let idle_ms = config.lease.duration.as_millis().max(1000).to_string();
+    let options = options.options([("idle_in_transaction_session_timeout", idle_ms.as_str())]);
     PgPoolOptions::new()
         .max_connections(config.database.max_connections)
         .acquire_timeout(config.database.connect_timeout)
-        .connect(&config.database.url)
+        .connect_with(options)
         .await
-        .with_context(|| format!("connecting to {}", config.database.redacted_url()))
+        .with_context(|| format!("connecting to {shown}"))
 }
 
 /// `txmgr migrate`: applies the migrations and exits.
@@ -77,6 +94,8 @@ pub async fn migrate_only(config: &Config) -> anyhow::Result<()> {
 /// `txmgr run`: serves until SIGINT/SIGTERM.
 pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow::Result<()> {
     let recorder = metrics_recorder();
+    // From here on SIGINT/SIGTERM mean a graceful stop, even during start-up.
+    let shutdown = shutdown_signal();
     // Built before anything is contacted, so a bad certificate or key stops
     // the node at once, whatever the state of the database and the chain.
     let https = config
@@ -133,12 +152,12 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         Some(tls) => {
             let listener = https::TlsListener::new(listener, tls).context("http.tls")?;
             axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown_signal())
+                .with_graceful_shutdown(shutdown)
                 .await
         }
         None => {
             axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown_signal())
+                .with_graceful_shutdown(shutdown)
                 .await
         }
     }
@@ -200,30 +219,37 @@ async fn reload_on_sighup(reloader: Arc<dyn Reload>) {
     let _ = reloader;
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is
+/// called, not when the future is first polled, so a signal that arrives
+/// while the node is still starting is not lost (nor fatal).
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {},
+                        _ = terminate.recv() => {},
+                    }
+                }
+                (interrupt, terminate) => {
+                    for err in [interrupt.err(), terminate.err()].into_iter().flatten() {
+                        tracing::error!(error = %err, "cannot listen for shutdown signals");
+                    }
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
         if let Err(err) = tokio::signal::ctrl_c().await {
             tracing::error!(error = %err, "cannot listen for ctrl-c");
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
     }
 }

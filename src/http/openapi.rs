@@ -17,7 +17,7 @@ use utoipa::{
 
 use super::{
     health::HealthView,
-    ops_endpoints::{EndpointView, EndpointsView},
+    ops_endpoints::EndpointsView,
     ops_state::ReloadReport,
     ops_views::{
         ActionView, ActorView, ActorsView, ClusterView, LeaseView, NodeView, PoolsView,
@@ -353,7 +353,7 @@ impl Modify for BearerAuth {
         operations::readyz, operations::metrics, operations::dashboard),
     components(schemas(ErrorDoc, ErrorBodyDoc, ConfigIssueDoc, CreateBodyDoc, CreatedDoc, TxDoc,
         TxPageDoc, ReceiptDoc, CompletionDoc, CompletionPageDoc, ActorsView, ActorView, PoolsView,
-        ClusterView, NodeView, LeaseView, EndpointsView, EndpointView, UnprotectBody, ActionView, ReloadReport, HealthView,
+        ClusterView, NodeView, LeaseView, EndpointsView, txmgr_actors::chain::EndpointStatus, UnprotectBody, ActionView, ReloadReport, HealthView,
         ActionBodyDoc, ActionAcceptedDoc)),
     modifiers(&BearerAuth)
 )]

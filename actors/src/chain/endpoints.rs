@@ -120,7 +120,7 @@ impl std::fmt::Debug for WsTarget {
 }
 
 /// One endpoint's state, as the ops view and readiness show it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct EndpointStatus {
     /// Configured name.
     pub name: String,
@@ -128,9 +128,10 @@ pub struct EndpointStatus {
     pub url: String,
     /// Serves reads and sends.
     pub healthy: bool,
-    /// The endpoint reads go to now.
+    /// Reads (and the `newHeads` subscription) go to this endpoint now.
     pub reads: bool,
-    /// `unverified` | `failing` | `lagging` when unhealthy.
+    /// Why it is out of service: `unverified` (chain id not confirmed yet),
+    /// `failing` (consecutive transport failures) or `lagging` (head behind).
     pub reason: Option<String>,
     /// Head at the last probe.
     pub head: Option<u64>,
@@ -140,7 +141,7 @@ pub struct EndpointStatus {
     pub consecutive_failures: u32,
     /// The last transport failure (URL-free).
     pub last_error: Option<String>,
-    /// Seconds since the current verdict holds.
+    /// Seconds since it became healthy or unhealthy.
     pub since_secs: u64,
 }
 
