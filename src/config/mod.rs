@@ -12,6 +12,7 @@
 //! `[submitters."0x…"]` entry; [`Config::resolved_submitters`] does the merge.
 
 mod auth;
+mod endpoints;
 mod env;
 mod error;
 mod overrides;

@@ -15,6 +15,7 @@ mod endpoints;
 mod fanout;
 mod fee_cache;
 mod health;
+mod redact;
 mod rpc;
 mod transport;
 
@@ -23,8 +24,9 @@ pub use endpoints::{
 };
 pub use fee_cache::FeeCache;
 pub use health::HealthPolicy;
+pub use redact::shown_url;
 pub use rpc::{
-    intent_request, shown_url, BlockSummary, ChainClient, ChainError, ChainNonces, EvmRpc,
-    FeeQuote, FinalityTag,
+    intent_request, BlockSummary, ChainClient, ChainError, ChainNonces, EvmRpc, FeeQuote,
+    FinalityTag,
 };
 pub use transport::NamedHttp;

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::{
     endpoints::{EndpointStatus, WsTarget},
+    redact::{secret_renderings, transport_text},
     transport::NamedHttp,
 };
 
@@ -235,60 +236,6 @@ impl EvmRpc {
             }
         }
         text
-    }
-}
-
-/// The text of a transport failure with its causes (connection refused,
-/// certificate not trusted…), using reqwest's URL-free rendering.
-fn transport_text(err: &RpcError<TransportErrorKind>) -> String {
-    if let RpcError::Transport(TransportErrorKind::Custom(inner)) = err {
-        if let Some(http) = inner.downcast_ref::<reqwest::Error>() {
-            let mut text = String::from("HTTP request failed");
-            let mut source = std::error::Error::source(http);
-            while let Some(cause) = source {
-                text.push_str(": ");
-                text.push_str(&cause.to_string());
-                source = cause.source();
-            }
-            if let Some(status) = http.status() {
-                text.push_str(&format!(" (HTTP {status})"));
-            }
-            return text;
-        }
-    }
-    err.to_string()
-}
-
-/// The strings under which a URL's secrets can show up in error texts: the
-/// URL as written and as normalised, and its path, query and password on
-/// their own (longest first, so a whole URL is replaced before its parts).
-fn secret_renderings(written: &str, parsed: &reqwest::Url) -> Vec<String> {
-    let mut out = vec![written.to_owned(), parsed.as_str().to_owned()];
-    if let Some(query) = parsed.query() {
-        out.push(query.to_owned());
-    }
-    if parsed.path().len() > 1 {
-        out.push(parsed.path().to_owned());
-    }
-    if let Some(password) = parsed.password() {
-        out.push(password.to_owned());
-    }
-    out.retain(|s| s.len() >= 4);
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    out.dedup();
-    out
-}
-
-/// `scheme://host[:port]` of a URL, the most of it that may be shown; a
-/// string that does not parse is not shown at all.
-pub fn shown_url(url: &str) -> String {
-    match url.parse::<reqwest::Url>() {
-        Ok(parsed) => match (parsed.host_str(), parsed.port()) {
-            (Some(host), Some(port)) => format!("{}://{host}:{port}", parsed.scheme()),
-            (Some(host), None) => format!("{}://{host}", parsed.scheme()),
-            (None, _) => format!("{}://", parsed.scheme()),
-        },
-        Err(_) => "<invalid URL>".to_owned(),
     }
 }
 

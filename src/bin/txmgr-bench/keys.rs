@@ -55,3 +55,66 @@ pub(crate) fn addresses(keys: &[PrivateKeySigner]) -> Vec<Address> {
 pub(crate) fn private_key_hex(key: &PrivateKeySigner) -> String {
     format!("0x{}", alloy::hex::encode(key.to_bytes()))
 }
+
+/// The keys of a run, drawn before the runtime starts because the engine's
+/// `env` signers read them from the environment.
+pub(crate) struct KeyPlan {
+    pub(crate) raw_one: Vec<PrivateKeySigner>,
+    pub(crate) raw_many: Vec<PrivateKeySigner>,
+    pub(crate) txmgr: TxmgrKeys,
+    /// The same phases with the RPC over HTTPS (empty without `--rpc-tls`).
+    pub(crate) txmgr_tls: TxmgrKeys,
+}
+
+/// The submitters of one node: one for the "one" phase, the rest for "many".
+pub(crate) struct TxmgrKeys {
+    pub(crate) one: Vec<PrivateKeySigner>,
+    pub(crate) many: Vec<PrivateKeySigner>,
+}
+
+impl TxmgrKeys {
+    fn new(one_base: u64, many_base: u64, submitters: usize) -> anyhow::Result<TxmgrKeys> {
+        Ok(TxmgrKeys {
+            one: bench_keys(one_base, 1)?,
+            many: bench_keys(many_base, submitters)?,
+        })
+    }
+
+    /// Each submitter with the variable holding its key.
+    pub(crate) fn submitters(&self) -> Vec<(Address, String, &PrivateKeySigner)> {
+        self.one
+            .iter()
+            .chain(&self.many)
+            .map(|key| (key.address(), key_var(key.address()), key))
+            .collect()
+    }
+}
+
+/// The environment variable an `env` signer reads `address`'s key from.
+fn key_var(address: Address) -> String {
+    format!("TXMGR_BENCH_KEY_{address:x}")
+}
+
+impl KeyPlan {
+    pub(crate) fn new(submitters: usize, rpc_tls: bool) -> anyhow::Result<KeyPlan> {
+        let tls_submitters = if rpc_tls { submitters } else { 0 };
+        let mut txmgr_tls =
+            TxmgrKeys::new(TXMGR_TLS_ONE_BASE, TXMGR_TLS_MANY_BASE, tls_submitters)?;
+        if !rpc_tls {
+            txmgr_tls.one.clear();
+        }
+        Ok(KeyPlan {
+            raw_one: bench_keys(RAW_ONE_BASE, 1)?,
+            raw_many: bench_keys(RAW_MANY_BASE, submitters)?,
+            txmgr: TxmgrKeys::new(TXMGR_ONE_BASE, TXMGR_MANY_BASE, submitters)?,
+            txmgr_tls,
+        })
+    }
+
+    /// Every txmgr submitter of the run with the variable holding its key.
+    pub(crate) fn submitters(&self) -> Vec<(Address, String, &PrivateKeySigner)> {
+        let mut all = self.txmgr.submitters();
+        all.extend(self.txmgr_tls.submitters());
+        all
+    }
+}

@@ -27,12 +27,13 @@ mod tls_proxy;
 
 use std::{process::ExitCode, time::Duration};
 
-use alloy::{primitives::Address, signers::local::PrivateKeySigner};
+use alloy::primitives::Address;
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 
 use crate::{
     anvil::Anvil,
+    keys::{KeyPlan, TxmgrKeys},
     node::{BenchDb, Node, NodeSettings},
     phases::TxmgrBench,
     report::Report,
@@ -111,72 +112,6 @@ enum Phase {
     One,
     /// txmgr with `--submitters` submitters.
     Many,
-}
-
-/// The keys of a run, drawn before the runtime starts because the engine's
-/// `env` signers read them from the environment.
-struct KeyPlan {
-    raw_one: Vec<PrivateKeySigner>,
-    raw_many: Vec<PrivateKeySigner>,
-    txmgr: TxmgrKeys,
-    /// The same phases with the RPC over HTTPS (empty without `--rpc-tls`).
-    txmgr_tls: TxmgrKeys,
-}
-
-/// The submitters of one node: one for the "one" phase, the rest for "many".
-struct TxmgrKeys {
-    one: Vec<PrivateKeySigner>,
-    many: Vec<PrivateKeySigner>,
-}
-
-impl TxmgrKeys {
-    fn new(one_base: u64, many_base: u64, submitters: usize) -> anyhow::Result<TxmgrKeys> {
-        Ok(TxmgrKeys {
-            one: keys::bench_keys(one_base, 1)?,
-            many: keys::bench_keys(many_base, submitters)?,
-        })
-    }
-
-    /// Each submitter with the variable holding its key.
-    fn submitters(&self) -> Vec<(Address, String, &PrivateKeySigner)> {
-        self.one
-            .iter()
-            .chain(&self.many)
-            .map(|key| (key.address(), key_var(key.address()), key))
-            .collect()
-    }
-}
-
-/// The environment variable an `env` signer reads `address`'s key from.
-fn key_var(address: Address) -> String {
-    format!("TXMGR_BENCH_KEY_{address:x}")
-}
-
-impl KeyPlan {
-    fn new(submitters: usize, rpc_tls: bool) -> anyhow::Result<KeyPlan> {
-        let tls_submitters = if rpc_tls { submitters } else { 0 };
-        let mut txmgr_tls = TxmgrKeys::new(
-            keys::TXMGR_TLS_ONE_BASE,
-            keys::TXMGR_TLS_MANY_BASE,
-            tls_submitters,
-        )?;
-        if !rpc_tls {
-            txmgr_tls.one.clear();
-        }
-        Ok(KeyPlan {
-            raw_one: keys::bench_keys(keys::RAW_ONE_BASE, 1)?,
-            raw_many: keys::bench_keys(keys::RAW_MANY_BASE, submitters)?,
-            txmgr: TxmgrKeys::new(keys::TXMGR_ONE_BASE, keys::TXMGR_MANY_BASE, submitters)?,
-            txmgr_tls,
-        })
-    }
-
-    /// Every txmgr submitter of the run with the variable holding its key.
-    fn submitters(&self) -> Vec<(Address, String, &PrivateKeySigner)> {
-        let mut all = self.txmgr.submitters();
-        all.extend(self.txmgr_tls.submitters());
-        all
-    }
 }
 
 fn main() -> ExitCode {

@@ -15,7 +15,7 @@
 //! every call would show it their small disagreements as reorgs.
 
 use std::{
-    sync::{Arc, Mutex, MutexGuard, Weak},
+    sync::{Arc, Mutex, MutexGuard},
     time::{Duration, Instant},
 };
 
@@ -23,136 +23,22 @@ use alloy::primitives::B256;
 use futures::{stream::FuturesUnordered, StreamExt};
 use tokio::sync::watch;
 
+mod monitor;
+mod types;
+
+use types::check_chain;
+pub use types::{ConnectError, EndpointSettings, EndpointSpec, EndpointStatus, WsTarget};
+
 use super::{
     fanout,
-    health::{Health, HealthPolicy, Unhealthy},
-    rpc::shown_url,
+    health::{Health, Unhealthy},
+    redact::shown_url,
     ChainClient, ChainError, EvmRpc,
 };
 use crate::metrics::{
     RPC_ENDPOINT_CALLS, RPC_ENDPOINT_HEAD_LAG, RPC_ENDPOINT_HEALTHY, RPC_ENDPOINT_LATENCY,
     RPC_READ_SWITCHES,
 };
-
-/// Why an endpoint set could not start.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ConnectError {
-    /// An endpoint serves another chain than the configured one.
-    #[error("endpoint {endpoint}: serves chain {served}, but chain.chain_id is {expected}")]
-    WrongChain {
-        /// Endpoint name.
-        endpoint: String,
-        /// The chain id it reported.
-        served: u64,
-        /// The configured chain id.
-        expected: u64,
-    },
-    /// An endpoint answered `eth_chainId` with an error (e.g. a rejected API key).
-    #[error("endpoint {endpoint}: eth_chainId refused: {message}")]
-    Refused {
-        /// Endpoint name.
-        endpoint: String,
-        /// The node's message.
-        message: String,
-    },
-    /// No endpoint could be reached; one reason per endpoint.
-    #[error("no RPC endpoint reachable: {0}")]
-    Unreachable(String),
-    /// The configuration cannot make a client (bad URL, no endpoint).
-    #[error("{0}")]
-    Setup(String),
-}
-
-/// Asks one endpoint for its chain id and compares.
-async fn check_chain(rpc: &EvmRpc, expected: u64) -> Result<(), ConnectError> {
-    match rpc.chain_id().await {
-        Ok(served) if served == expected => Ok(()),
-        Ok(served) => Err(ConnectError::WrongChain {
-            endpoint: rpc.name().to_owned(),
-            served,
-            expected,
-        }),
-        Err(ChainError::Rpc { message, .. }) => Err(ConnectError::Refused {
-            endpoint: rpc.name().to_owned(),
-            message,
-        }),
-        Err(ChainError::Transport(reason)) => Err(ConnectError::Unreachable(reason)),
-    }
-}
-
-/// One configured endpoint.
-#[derive(Clone)]
-pub struct EndpointSpec {
-    /// Its name: the only way it is shown (logs, errors, metrics, ops views).
-    pub name: String,
-    /// `http(s)://` JSON-RPC URL (may carry an API key).
-    pub url: String,
-    /// Optional `ws(s)://` URL for `newHeads` subscriptions.
-    pub ws_url: Option<String>,
-}
-
-impl std::fmt::Debug for EndpointSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EndpointSpec")
-            .field("name", &self.name)
-            .field("url", &shown_url(&self.url))
-            .finish()
-    }
-}
-
-/// Where `newHeads` can be subscribed to: the endpoint chosen for reads.
-#[derive(Clone)]
-pub struct WsTarget {
-    /// Endpoint name, for logs.
-    pub name: Arc<str>,
-    /// The `ws(s)://` URL (never logged).
-    pub url: String,
-    /// TLS settings for `wss://`.
-    pub tls: Arc<rustls::ClientConfig>,
-}
-
-impl std::fmt::Debug for WsTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WsTarget")
-            .field("name", &self.name)
-            .finish()
-    }
-}
-
-/// One endpoint's state, as the ops view and readiness show it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-pub struct EndpointStatus {
-    /// Configured name.
-    pub name: String,
-    /// `scheme://host[:port]` only (paths and queries carry API keys).
-    pub url: String,
-    /// Serves reads and sends.
-    pub healthy: bool,
-    /// Reads (and the `newHeads` subscription) go to this endpoint now.
-    pub reads: bool,
-    /// Why it is out of service: `unverified` (chain id not confirmed yet),
-    /// `failing` (consecutive transport failures) or `lagging` (head behind).
-    pub reason: Option<String>,
-    /// Head at the last probe.
-    pub head: Option<u64>,
-    /// Blocks behind the best head at the last probe.
-    pub lag: u64,
-    /// Consecutive transport failures.
-    pub consecutive_failures: u32,
-    /// The last transport failure (URL-free).
-    pub last_error: Option<String>,
-    /// Seconds since it became healthy or unhealthy.
-    pub since_secs: u64,
-}
-
-/// Health and timing settings of an endpoint set.
-#[derive(Debug, Clone, Copy)]
-pub struct EndpointSettings {
-    /// Health rules and probe timing.
-    pub policy: HealthPolicy,
-    /// Bound on one probe.
-    pub probe_timeout: Duration,
-}
 
 struct Endpoint {
     rpc: EvmRpc,
@@ -268,7 +154,7 @@ impl RpcEndpoints {
         };
         set.publish_ws(first);
         set.publish_gauges();
-        tokio::spawn(monitor(Arc::downgrade(&set.inner)));
+        tokio::spawn(monitor::run(Arc::downgrade(&set.inner)));
         Ok(set)
     }
 
@@ -468,88 +354,6 @@ impl RpcEndpoints {
             metrics::gauge!(RPC_ENDPOINT_HEAD_LAG, "endpoint" => name).set(health.lag() as f64);
         }
     }
-
-    /// One monitor round: probes the endpoints that are due, then updates
-    /// lags against the best head.
-    async fn probe_round(&self) {
-        let now = Instant::now();
-        let due: Vec<usize> = (0..self.inner.endpoints.len())
-            .filter(|&i| self.inner.endpoints[i].health().probe_due(now))
-            .collect();
-        if due.is_empty() {
-            return;
-        }
-        let probes = due.iter().map(|&index| self.probe(index));
-        let heads: Vec<(usize, Option<u64>)> = due
-            .iter()
-            .copied()
-            .zip(futures::future::join_all(probes).await)
-            .collect();
-        let best = self
-            .inner
-            .endpoints
-            .iter()
-            .filter_map(|e| e.health().head())
-            .max()
-            .unwrap_or(0);
-        let now = Instant::now();
-        for (index, head) in heads {
-            if let Some(head) = head {
-                if self.inner.endpoints[index]
-                    .health()
-                    .head_seen(head, best, now)
-                {
-                    self.health_changed(index);
-                }
-            }
-        }
-        self.publish_gauges();
-    }
-
-    /// Probes one endpoint: its chain id until verified, then its head.
-    async fn probe(&self, index: usize) -> Option<u64> {
-        let endpoint = &self.inner.endpoints[index];
-        let timeout = self.inner.settings.probe_timeout;
-        if !endpoint.health().is_verified() {
-            let started = Instant::now();
-            let check = tokio::time::timeout(
-                timeout,
-                check_chain(&endpoint.rpc, self.inner.expected_chain_id),
-            )
-            .await
-            .unwrap_or_else(|_| Err(ConnectError::Unreachable(timed_out(endpoint, timeout))));
-            match check {
-                Ok(()) => {
-                    if endpoint.health().verified(Instant::now()) {
-                        self.health_changed(index);
-                    }
-                }
-                Err(ConnectError::Unreachable(reason)) => {
-                    let err = ChainError::Transport(reason);
-                    self.observe(index, Some(&err), started.elapsed());
-                    return None;
-                }
-                Err(err) => {
-                    tracing::error!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), error = %err, "RPC endpoint refused or serves another chain; it stays out of service");
-                    self.observe(index, None, started.elapsed());
-                    return None;
-                }
-            }
-        }
-        let started = Instant::now();
-        let head = tokio::time::timeout(timeout, endpoint.rpc.block_number())
-            .await
-            .unwrap_or_else(|_| Err(ChainError::Transport(timed_out(endpoint, timeout))));
-        self.observe(index, head.as_ref().err(), started.elapsed());
-        head.ok()
-    }
-}
-
-fn timed_out(endpoint: &Endpoint, timeout: Duration) -> String {
-    format!(
-        "endpoint {}: probe timed out after {timeout:?}",
-        endpoint.rpc.name()
-    )
 }
 
 fn reason_label(reason: &Unhealthy) -> &'static str {
@@ -557,22 +361,5 @@ fn reason_label(reason: &Unhealthy) -> &'static str {
         Unhealthy::Unverified => "unverified",
         Unhealthy::Failing => "failing",
         Unhealthy::Lagging(_) => "lagging",
-    }
-}
-
-/// Probes every endpoint on its schedule until the set is dropped.
-async fn monitor(inner: Weak<Inner>) {
-    let period = match inner.upgrade() {
-        Some(inner) => inner.settings.policy.probe_interval,
-        None => return,
-    };
-    // Rounds run often enough for backoff deadlines to be met closely; each
-    // endpoint's own schedule decides whether it is probed.
-    let mut tick = tokio::time::interval(period.min(Duration::from_millis(250)));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let Some(inner) = inner.upgrade() else { return };
-        RpcEndpoints { inner }.probe_round().await;
     }
 }
