@@ -597,3 +597,22 @@ async fn bad_parameters_are_refused_with_their_field() {
     let (status, body) = get(&app, "/v1/completions?limit=1000&wait=0s").await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+#[tokio::test]
+async fn a_completion_row_commits_durably_even_in_a_relaxed_transaction() {
+    let db = TestDb::migrated().await;
+    let mut tx = db.pool.begin().await.expect("begin");
+    // As record_broadcast does before it may reject an intent.
+    sqlx::query("SET LOCAL synchronous_commit = off")
+        .execute(&mut *tx)
+        .await
+        .expect("relax");
+    let tx_id = insert_intent(&mut tx, CHAIN, None).await;
+    completions::record(&mut tx, tx_id).await.expect("record");
+    let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&mut *tx)
+        .await
+        .expect("show");
+    assert_eq!(setting, "on", "a terminal write must wait for the WAL flush");
+    tx.commit().await.expect("commit");
+}

@@ -40,6 +40,11 @@ pub const COMPLETION_CHANNEL: &str = "txmgr_completion";
 /// transition: the row and the notification both take effect at its commit,
 /// or neither does.
 ///
+/// A completion row is what a client is told, so the transaction that writes
+/// it always commits durably: this turns `synchronous_commit` back on for
+/// the transaction, whatever it relaxed before (a REJECTED a client read
+/// must not be undone by a server crash).
+///
 /// Fails with [`StoreError::Corrupt`] when there is no such intent: a
 /// transition without its completion row must not commit.
 pub async fn record(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
@@ -56,7 +61,7 @@ pub async fn record(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
             "completion of unknown transaction {tx_id}"
         )));
     };
-    sqlx::query("SELECT pg_notify($1, $2)")
+    sqlx::query("SELECT pg_notify($1, $2), set_config('synchronous_commit', 'on', true)")
         .bind(COMPLETION_CHANNEL)
         .bind(chain_id.to_string())
         .execute(&mut *conn)

@@ -92,7 +92,9 @@ impl FencedTx {
 
     /// Lets this transaction commit without waiting for the WAL flush
     /// (`synchronous_commit = off`). Only for writes that recovery can
-    /// reconstruct from durable state — never for allocation or attempts.
+    /// reconstruct from durable state — never for allocation or attempts. A
+    /// completion row written later in the same transaction (a terminal
+    /// state) turns durability back on (`completions::record`).
     pub async fn relax_durability(&mut self) -> StoreResult<()> {
         sqlx::query("SET LOCAL synchronous_commit = off")
             .execute(&mut *self.tx)
