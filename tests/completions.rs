@@ -613,6 +613,9 @@ async fn a_completion_row_commits_durably_even_in_a_relaxed_transaction() {
         .fetch_one(&mut *tx)
         .await
         .expect("show");
-    assert_eq!(setting, "on", "a terminal write must wait for the WAL flush");
+    assert_eq!(
+        setting, "on",
+        "a terminal write must wait for the WAL flush"
+    );
     tx.commit().await.expect("commit");
 }

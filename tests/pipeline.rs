@@ -226,3 +226,77 @@ async fn a_full_ingress_queue_answers_429_and_loses_nothing_accepted() {
     invariants::check(&db.pool, &anvil, DEV, 0).await;
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fee_above_64_bits_is_stored_and_fails_no_create_of_its_batch() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    // Concurrent creates share the node-wide ingress writer's batches.
+    let creates = (0..20).map(|i| {
+        let mut body = transfer(&format!("big-fee-{i}"));
+        if i == 7 {
+            body["max_fee_per_gas"] = json!("18446744073709551616");
+            body["max_priority_fee_per_gas"] = json!("1");
+        }
+        let node = &node;
+        async move { node.request("POST", "/v1/transactions", Some(body)).await }
+    });
+    let answers = futures::future::join_all(creates).await;
+    for (status, body) in &answers {
+        assert_eq!(*status, 202, "{body}");
+    }
+    let big = answers[7].1["tx_id"].as_str().expect("tx_id").to_owned();
+    let (status, body) = node
+        .request("GET", &format!("/v1/transactions/{big}"), None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let stored: Value = sqlx::query_scalar("SELECT intent FROM managed_tx WHERE tx_id = $1::uuid")
+        .bind(&big)
+        .fetch_one(&db.pool)
+        .await
+        .expect("stored intent");
+    assert_eq!(stored["max_fee_per_gas"], json!("18446744073709551616"));
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_create_the_database_refuses_fails_alone_not_its_batch() {
+    let db = TestDb::migrated().await;
+    // Stands in for any content the edge let through but PostgreSQL refuses.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'poison' USING ERRCODE = 'check_violation'; END $$;
+         CREATE TRIGGER refuse_poison BEFORE INSERT ON managed_tx FOR EACH ROW
+         WHEN (NEW.request_id = 'poison') EXECUTE FUNCTION refuse_poison();",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("trigger");
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    let creates = (0..20).map(|i| {
+        let request_id = if i == 11 {
+            "poison".to_owned()
+        } else {
+            format!("neighbour-{i}")
+        };
+        let node = &node;
+        async move {
+            node.request("POST", "/v1/transactions", Some(transfer(&request_id)))
+                .await
+        }
+    });
+    let answers = futures::future::join_all(creates).await;
+    for (i, (status, body)) in answers.iter().enumerate() {
+        let expected = if i == 11 { 400 } else { 202 };
+        assert_eq!(*status, expected, "create {i}: {body}");
+    }
+    assert_eq!(answers[11].1["error"]["code"], "invalid_request");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM managed_tx").await,
+        19,
+        "every other create was stored"
+    );
+    node.stop().await;
+}

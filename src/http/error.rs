@@ -257,6 +257,12 @@ impl From<CreateError> for ApiError {
             )),
             CreateError::Protected(reason) => ApiError::SubmitterProtected(reason),
             CreateError::Overloaded { retry_after } => ApiError::Overloaded { retry_after },
+            CreateError::Unstorable(detail) => {
+                tracing::warn!(target: "http", %detail, "create refused by the database");
+                ApiError::invalid_request(
+                    "the intent cannot be stored (the database refused its content)",
+                )
+            }
             CreateError::Unavailable(detail) => {
                 // The detail may quote database errors: log it, do not return it.
                 tracing::warn!(target: "http", %detail, "create unavailable");

@@ -21,18 +21,55 @@ pub struct Intent {
     /// Gas limit fixed by the caller; `None` = estimate × margin.
     pub gas_limit: Option<u64>,
     /// Max fee per gas fixed by the caller (EIP-1559), still capped by config.
+    #[serde(default, with = "wei_json")]
     pub max_fee_per_gas: Option<u128>,
     /// Max priority fee per gas fixed by the caller (EIP-1559).
+    #[serde(default, with = "wei_json")]
     pub max_priority_fee_per_gas: Option<u128>,
+}
+
+/// Fee amounts in the stored JSON: a number while it fits 64 bits (as every
+/// row ever written has them, so request hashes stay what they were), a
+/// decimal string above — JSON numbers beyond 64 bits do not survive
+/// serde_json. Both forms are read back.
+mod wei_json {
+    use serde::{de::Error as _, Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(value: &Option<u128>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            None => s.serialize_none(),
+            Some(v) => match u64::try_from(*v) {
+                Ok(small) => s.serialize_some(&small),
+                Err(_) => s.serialize_some(&v.to_string()),
+            },
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Number(u64),
+        Decimal(String),
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u128>, D::Error> {
+        match Option::<Stored>::deserialize(d)? {
+            None => Ok(None),
+            Some(Stored::Number(n)) => Ok(Some(u128::from(n))),
+            Some(Stored::Decimal(text)) => text.parse().map(Some).map_err(D::Error::custom),
+        }
+    }
 }
 
 impl Intent {
     /// Identity of the request body for idempotency: the same `request_id`
     /// with the same hash is a replay, with another hash a conflict.
     pub fn request_hash(&self, submitter: &SubmitterKey) -> B256 {
-        // serde_json of this struct is deterministic (field order fixed, no maps).
-        let body =
-            serde_json::to_vec(&(submitter.chain_id, submitter.address, self)).unwrap_or_default();
+        // serde_json of this struct is deterministic (field order fixed, no
+        // maps) and cannot fail: every field is a string, a bool-free number
+        // of at most 64 bits, or null.
+        let body = serde_json::to_vec(&(submitter.chain_id, submitter.address, self))
+            .expect("an intent always serialises (amounts above 64 bits are strings)");
         keccak256(body)
     }
 }
@@ -112,4 +149,44 @@ pub enum CreateError {
     /// request id is safe.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The database refused this one intent for what it contains (HTTP 400);
+    /// nothing was stored and a retry of the same body fails again. The
+    /// edge validates so that this does not happen; it is the backstop that
+    /// keeps one bad item from failing the creates batched with it.
+    #[error("cannot be stored: {0}")]
+    Unstorable(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intent(fee: u128) -> Intent {
+        Intent {
+            to: None,
+            value: U256::from(1),
+            data: Bytes::new(),
+            gas_limit: None,
+            max_fee_per_gas: Some(fee),
+            max_priority_fee_per_gas: Some(1),
+        }
+    }
+
+    #[test]
+    fn fees_of_any_size_round_trip_through_stored_json() {
+        for fee in [0, u128::from(u64::MAX), u128::from(u64::MAX) + 1, u128::MAX] {
+            let stored = serde_json::to_value(intent(fee)).expect("serialises");
+            let back: Intent = serde_json::from_value(stored).expect("reads back");
+            assert_eq!(back.max_fee_per_gas, Some(fee));
+        }
+    }
+
+    #[test]
+    fn small_fees_keep_their_numeric_form_and_request_hash() {
+        let stored = serde_json::to_value(intent(30)).expect("serialises");
+        assert_eq!(stored["max_fee_per_gas"], serde_json::json!(30));
+        let big = intent(u128::MAX);
+        let key = SubmitterKey::new(1, Address::ZERO);
+        assert_ne!(big.request_hash(&key), intent(30).request_hash(&key));
+    }
 }

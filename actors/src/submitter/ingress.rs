@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{status::Role, SubmitterHandle};
 use crate::{
     domain::{CreateError, CreateOutcome, NewIntent, SubmitterKey},
-    store::intents,
+    store::{intents, StoreError},
 };
 
 /// Answer channel of one create.
@@ -61,30 +61,67 @@ async fn run(pool: PgPool, mut receiver: mpsc::UnboundedReceiver<IngressItem>, m
                 quiet.push(key);
             }
         }
-        let result = intents::insert_queued_quiet(&pool, &intents, &quiet).await;
-        let mut woken: Vec<SubmitterKey> = Vec::new();
-        match result {
-            Ok(outcomes) => {
-                for (item, outcome) in items.into_iter().zip(outcomes) {
-                    item.handle.ingress_taken();
-                    let created = matches!(outcome, CreateOutcome::Created(_));
-                    let _ = item.reply.send(Ok(outcome));
-                    if created && !woken.contains(&item.handle.key()) {
-                        woken.push(item.handle.key());
-                        item.handle.wake();
+        match intents::insert_queued_quiet(&pool, &intents, &quiet).await {
+            Ok(outcomes) => deliver(items, outcomes),
+            Err(err) if items.len() > 1 && !is_transient(&err) => {
+                // One item's content may have failed the whole batch: each
+                // is tried alone, so only that one hears about it.
+                tracing::warn!(target: "txmgr::ingress", error = %err, creates = items.len(), "a batch of creates was refused; persisting them one by one");
+                for item in items {
+                    let alone = std::slice::from_ref(&item.intent);
+                    match intents::insert_queued_quiet(&pool, alone, &quiet).await {
+                        Ok(outcomes) => deliver(vec![item], outcomes),
+                        Err(err) => refuse(item, &err),
                     }
                 }
             }
             Err(err) => {
-                tracing::error!(target: "txmgr::ingress", error = %err, creates = items.len(), "persisting creates failed");
                 for item in items {
-                    item.handle.ingress_taken();
-                    let _ = item
-                        .reply
-                        .send(Err(CreateError::Unavailable("database unavailable".into())));
+                    refuse(item, &err);
                 }
             }
         }
+    }
+}
+
+/// Answers each create with its outcome and wakes the submitters that got work.
+fn deliver(items: Vec<IngressItem>, outcomes: Vec<CreateOutcome>) {
+    let mut woken: Vec<SubmitterKey> = Vec::new();
+    for (item, outcome) in items.into_iter().zip(outcomes) {
+        item.handle.ingress_taken();
+        let created = matches!(outcome, CreateOutcome::Created(_));
+        let _ = item.reply.send(Ok(outcome));
+        if created && !woken.contains(&item.handle.key()) {
+            woken.push(item.handle.key());
+            item.handle.wake();
+        }
+    }
+}
+
+/// Answers a create that could not be stored: 503 (retry is safe) for a
+/// database outage, 400 when the database refused this item's content.
+fn refuse(item: IngressItem, err: &StoreError) {
+    item.handle.ingress_taken();
+    let answer = if is_transient(err) {
+        tracing::error!(target: "txmgr::ingress", error = %err, "persisting a create failed");
+        CreateError::Unavailable("database unavailable".into())
+    } else {
+        CreateError::Unstorable(err.to_string())
+    };
+    let _ = item.reply.send(Err(answer));
+}
+
+/// True for failures of the database or the connection (retrying is safe),
+/// false when the database refused the data itself: SQLSTATE classes 22
+/// (data exception, e.g. a NUL byte in text) and 23 (integrity constraint),
+/// or an intent that does not serialise.
+fn is_transient(err: &StoreError) -> bool {
+    match err {
+        StoreError::Database(sqlx::Error::Database(db)) => !db
+            .code()
+            .is_some_and(|code| code.starts_with("22") || code.starts_with("23")),
+        StoreError::Corrupt(_) => false,
+        _ => true,
     }
 }
 
