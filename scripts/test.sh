@@ -24,6 +24,20 @@ section "anvil"
 scripts/install-anvil.sh
 export ANVIL_BIN="$ROOT/.tools/bin/anvil"
 
+# ---------------------------------------------------------------- promtool
+# The metrics exposition is checked with Prometheus' own linter.
+section "promtool"
+if ! command -v promtool >/dev/null; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+        echo "installing Debian's prometheus package (for promtool)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    else
+        die "promtool is missing: install Debian's prometheus package (apt-get install prometheus)"
+    fi
+fi
+promtool --version 2>&1 | head -n1
+
 # ---------------------------------------------------------------- postgres
 DEFAULT_DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres"
 DATABASE_URL_WAS_SET="${DATABASE_URL+yes}"

@@ -83,3 +83,116 @@ pub const RPC_ENDPOINT_HEAD_LAG: &str = "txmgr_rpc_endpoint_head_lag_blocks";
 
 /// Counter: times reads moved to another RPC endpoint.
 pub const RPC_READ_SWITCHES: &str = "txmgr_rpc_read_switches_total";
+
+/// Registers the help text (and unit) of every metric above with the
+/// installed recorder, so each is exposed with `# HELP` and `# TYPE` lines.
+/// Call once after installing the recorder; metrics recorded before still
+/// get their description.
+pub fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(LEASE_ACQUISITIONS, Unit::Count, "Lease acquisition attempts by result (acquired, renewed, taken_over, not_owner, released, handed_over).");
+    describe_counter!(
+        LEASE_HANDOVERS,
+        Unit::Count,
+        "Leases handed to their preferred node by lease balancing."
+    );
+    describe_counter!(
+        FENCED_WRITES,
+        Unit::Count,
+        "Fenced transactions by operation and result (ok, fenced, error)."
+    );
+    describe_counter!(
+        BROADCASTS,
+        Unit::Count,
+        "eth_sendRawTransaction outcomes by broadcast class."
+    );
+    describe_counter!(
+        EXTERNAL_NONCE,
+        Unit::Count,
+        "External use of a submitter's key detected, by action (adopt, protect)."
+    );
+    describe_counter!(
+        REORGS,
+        Unit::Count,
+        "Chain reorganisations detected by the head watcher."
+    );
+    describe_counter!(
+        REORGS_BEYOND_FINALITY,
+        Unit::Count,
+        "Confirmed intents whose block was reorged out after finality."
+    );
+    describe_counter!(
+        RECEIPT_CHECKS,
+        Unit::Count,
+        "Receipt lookups by method (block_receipts, by_hash)."
+    );
+    describe_counter!(
+        RESUBMITS,
+        Unit::Count,
+        "Resubmissions by kind (rebroadcast, bump, cancel)."
+    );
+    describe_counter!(STUCK, Unit::Count, "Intents that became STUCK, by reason.");
+    describe_gauge!(
+        HEAD_OF_LINE_BLOCKED,
+        "1 while a submitter's lowest unmined nonce is STUCK."
+    );
+    describe_counter!(
+        OPERATOR_ACTIONS,
+        Unit::Count,
+        "Operator actions on transactions (cancel, speedup, rebroadcast)."
+    );
+    describe_counter!(
+        CREATES,
+        Unit::Count,
+        "POST /v1/transactions answers by result (created, replayed or an error code)."
+    );
+    describe_gauge!(
+        TRANSACTIONS,
+        Unit::Count,
+        "Open intents of this chain by state."
+    );
+    describe_gauge!(
+        MAILBOX_DEPTH,
+        Unit::Count,
+        "Messages waiting, by kind (submitter mailboxes, ingress)."
+    );
+    describe_gauge!(
+        OLDEST_PENDING_AGE,
+        Unit::Seconds,
+        "Age of the oldest open intent of this chain."
+    );
+    describe_counter!(
+        RPC_CALLS,
+        Unit::Count,
+        "JSON-RPC calls of the engine by method and result."
+    );
+    describe_gauge!(
+        SUBMITTER_ROLES,
+        Unit::Count,
+        "Submitter actors on this node by role."
+    );
+    describe_counter!(
+        RPC_ENDPOINT_CALLS,
+        Unit::Count,
+        "Calls per RPC endpoint by result (ok, error, unavailable)."
+    );
+    describe_histogram!(
+        RPC_ENDPOINT_LATENCY,
+        Unit::Seconds,
+        "Duration of one call to an RPC endpoint."
+    );
+    describe_gauge!(
+        RPC_ENDPOINT_HEALTHY,
+        "1 while an RPC endpoint serves reads and sends."
+    );
+    describe_gauge!(
+        RPC_ENDPOINT_HEAD_LAG,
+        Unit::Count,
+        "Blocks an RPC endpoint's head is behind the best endpoint's."
+    );
+    describe_counter!(
+        RPC_READ_SWITCHES,
+        Unit::Count,
+        "Times reads moved to another RPC endpoint."
+    );
+}

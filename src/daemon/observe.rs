@@ -54,7 +54,10 @@ pub fn metrics_recorder() -> Option<PrometheusHandle> {
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
                 .ok()?;
             match builder.install_recorder() {
-                Ok(handle) => Some(handle),
+                Ok(handle) => {
+                    txmgr_actors::metrics::describe();
+                    Some(handle)
+                }
                 Err(err) => {
                     tracing::warn!(error = %err, "metrics recorder not installed");
                     None
