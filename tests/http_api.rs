@@ -381,6 +381,19 @@ async fn missing_things_are_404_and_bad_ids_400() {
     api.get("/v1/nothing-here")
         .await
         .assert_error(StatusCode::NOT_FOUND, "not_found", None);
+    // Text PostgreSQL cannot hold (NUL) or that breaks logs is refused at
+    // the edge with its field, never a 500 from the database.
+    for bad in ["%00", "a%00b", "%0A", &"x".repeat(300)] {
+        api.get(&format!(
+            "/v1/transactions?submitter={ALICE}&request_id={bad}"
+        ))
+        .await
+        .assert_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            Some("request_id"),
+        );
+    }
 }
 
 /// Answers every create with the same refusal, or never (to hit the timeout).

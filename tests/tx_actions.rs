@@ -270,6 +270,13 @@ async fn bad_action_requests_get_a_clear_4xx_and_change_nothing() {
         (status, body["error"]["field"].as_str()),
         (400, Some("reason"))
     );
+    // A NUL cannot be stored in the audit row: refused before anything runs.
+    let (status, body) = action(&node, queued, "cancel", Some(json!({"reason": "a\u{0}b"}))).await;
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("reason")),
+        "{body}"
+    );
     // A QUEUED intent has no nonce to speed up or re-broadcast.
     for name in ["speedup", "rebroadcast"] {
         let (status, body) = action(&node, queued, name, None).await;

@@ -250,8 +250,10 @@ fn parse_data(s: &str, limit: usize) -> Result<Bytes, ApiError> {
         .map_err(|_| ApiError::invalid("data", "data is not valid hex"))
 }
 
-/// 1..=256 characters, none of them control characters (they break logs).
-fn validate_request_id(id: &str) -> Result<(), ApiError> {
+/// 1..=256 characters, none of them control characters (they break logs,
+/// and PostgreSQL text cannot hold NUL). Used for the body, the
+/// `Idempotency-Key` header and the `request_id` query parameter alike.
+pub(crate) fn validate_request_id(id: &str) -> Result<(), ApiError> {
     let chars = id.chars().count();
     if chars == 0 || chars > MAX_REQUEST_ID_CHARS {
         return Err(ApiError::invalid(
@@ -344,4 +346,27 @@ mod tests {
         assert!(validate_request_id(&"a".repeat(257)).is_err());
         assert!(validate_request_id("a\nb").is_err());
     }
+}
+
+/// Free text from a client or an operator (action reasons): at most `max`
+/// characters and no control characters other than line breaks and tabs,
+/// so that whatever is accepted can be stored (PostgreSQL text holds no NUL)
+/// and logged.
+pub(crate) fn validate_text(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
+    if text.chars().count() > max {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field} is longer than {max} characters"),
+        ));
+    }
+    if text
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field} must not contain control characters"),
+        ));
+    }
+    Ok(())
 }

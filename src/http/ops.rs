@@ -257,12 +257,13 @@ pub(crate) async fn unprotect(
     let engine = engine(&state)?;
     let address = parse_address("address", &address)?;
     let reason = body.reason.trim();
-    if reason.is_empty() || reason.len() > 1000 {
+    if reason.is_empty() {
         return Err(ApiError::invalid(
             "reason",
             "reason must be 1 to 1000 characters",
         ));
     }
+    super::intent_body::validate_text("reason", reason, 1000)?;
     let done = engine.unprotect(address).await.map_err(ops_error)?;
     audit(
         &state,

@@ -158,7 +158,10 @@ impl ListQuery {
             }
             match key.as_str() {
                 "submitter" => query.submitter = Some(parse_address("submitter", &value)?),
-                "request_id" => query.request_id = Some(value),
+                "request_id" => {
+                    super::intent_body::validate_request_id(&value)?;
+                    query.request_id = Some(value);
+                }
                 "state" => {
                     query.state = Some(value.parse::<TxState>().map_err(|_| {
                         let names: Vec<&str> = TxState::ALL.iter().map(|s| s.as_str()).collect();

@@ -100,12 +100,7 @@ fn parse_body(body: &Bytes) -> ApiResult<ActionBody> {
         }
     })?;
     if let Some(reason) = &parsed.reason {
-        if reason.chars().count() > MAX_REASON_CHARS {
-            return Err(ApiError::invalid(
-                "reason",
-                format!("reason is longer than {MAX_REASON_CHARS} characters"),
-            ));
-        }
+        super::intent_body::validate_text("reason", reason, MAX_REASON_CHARS)?;
     }
     Ok(parsed)
 }
