@@ -270,6 +270,29 @@ pub(crate) fn validate_request_id(id: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Free text from a client or an operator (action reasons): at most `max`
+/// characters and no control characters other than line breaks and tabs,
+/// so that whatever is accepted can be stored (PostgreSQL text holds no NUL)
+/// and logged.
+pub(crate) fn validate_text(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
+    if text.chars().count() > max {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field} is longer than {max} characters"),
+        ));
+    }
+    if text
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field} must not contain control characters"),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,27 +369,4 @@ mod tests {
         assert!(validate_request_id(&"a".repeat(257)).is_err());
         assert!(validate_request_id("a\nb").is_err());
     }
-}
-
-/// Free text from a client or an operator (action reasons): at most `max`
-/// characters and no control characters other than line breaks and tabs,
-/// so that whatever is accepted can be stored (PostgreSQL text holds no NUL)
-/// and logged.
-pub(crate) fn validate_text(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
-    if text.chars().count() > max {
-        return Err(ApiError::invalid(
-            field,
-            format!("{field} is longer than {max} characters"),
-        ));
-    }
-    if text
-        .chars()
-        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-    {
-        return Err(ApiError::invalid(
-            field,
-            format!("{field} must not contain control characters"),
-        ));
-    }
-    Ok(())
 }
