@@ -12,7 +12,7 @@ use std::{process::Stdio, time::Duration};
 
 use common::{
     daemon::{free_port, key_var, Daemon, DEV_KEYS},
-    eventually,
+    node::{config_toml, KEY_VAR},
     tls::{https_client, Issued, TestCa},
     Anvil, TestDb,
 };
@@ -31,37 +31,15 @@ fn config(
     let client_ca = client_ca
         .map(|path| format!("client_ca_file = \"{}\"\n", path.display()))
         .unwrap_or_default();
+    // The daemon harness exports dev key 0 as `key_var(0)`.
+    let base = config_toml(&db.url, &anvil.rpc_url(), node_id, "").replace(
+        &format!("env = \"{KEY_VAR}\""),
+        &format!("env = \"{}\"", key_var(0)),
+    );
     format!(
-        r#"node_id = "{node_id}"
-[database]
-url = "{db}"
-max_connections = 4
-migrate_on_start = false
-[http]
-listen = "127.0.0.1:{port}"
-[http.tls]
-cert_file = "{cert}"
-key_file = "{key}"
-{client_ca}[chain]
-rpc_url = "{rpc}"
-chain_id = 31337
-poll_interval = "200ms"
-stale_receipt_timeout = "1s"
-[lease]
-duration = "3s"
-renew_interval = "1s"
-clock_skew_allowance = "500ms"
-[log]
-level = "info"
-[submitters."{submitter}"]
-signer = {{ kind = "env", env = "{signer}" }}
-"#,
-        db = db.url,
-        cert = issued.cert_file.display(),
-        key = issued.key_file.display(),
-        rpc = anvil.rpc_url(),
-        submitter = DEV_KEYS[0].1,
-        signer = key_var(0),
+        "{base}\n[http]\nlisten = \"127.0.0.1:{port}\"\n[http.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n{client_ca}",
+        issued.cert_file.display(),
+        issued.key_file.display(),
     )
 }
 
@@ -76,22 +54,6 @@ impl Drop for LogOnPanic<'_> {
     }
 }
 
-/// Polls `GET https://localhost:<port>/readyz` with `client` until 200.
-async fn ready_over_https(client: &reqwest::Client, port: u16) {
-    let url = format!("https://localhost:{port}/readyz");
-    eventually(Duration::from_secs(60), Duration::from_millis(100), || {
-        let request = client.get(&url).send();
-        async move {
-            request
-                .await
-                .ok()
-                .filter(|r| r.status().is_success())
-                .map(|_| ())
-        }
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_serves_clients_of_the_ca_and_refuses_plain_http_and_other_cas() {
     let db = TestDb::migrated().await;
@@ -104,7 +66,9 @@ async fn https_serves_clients_of_the_ca_and_refuses_plain_http_and_other_cas() {
     let _log = LogOnPanic(&daemon);
 
     let trusted = https_client(&ca.ca_file, None);
-    ready_over_https(&trusted, port).await;
+    daemon
+        .ready_at(&trusted, format!("https://localhost:{port}"))
+        .await;
     let status = trusted
         .get(format!("https://localhost:{port}/readyz"))
         .send()
@@ -158,7 +122,9 @@ async fn mutual_tls_admits_only_clients_with_a_certificate_of_the_ca() {
 
     let identity = ca.issue("client", &["client"]);
     let with_certificate = https_client(&ca.ca_file, Some(&identity));
-    ready_over_https(&with_certificate, port).await;
+    daemon
+        .ready_at(&with_certificate, format!("https://localhost:{port}"))
+        .await;
 
     let without = https_client(&ca.ca_file, None);
     let answer = without

@@ -121,8 +121,19 @@ impl Daemon {
         &'a self,
         client: &'a reqwest::Client,
     ) -> impl std::future::Future<Output = ()> + 'a {
+        self.ready_at(client, self.base())
+    }
+
+    /// Waits until `<base>/readyz` answers 200 (`base` e.g. an `https://`
+    /// origin); prints the node's log if it never does.
+    #[track_caller]
+    pub(crate) fn ready_at<'a>(
+        &'a self,
+        client: &'a reqwest::Client,
+        base: String,
+    ) -> impl std::future::Future<Output = ()> + 'a {
         let log = self.log.clone();
-        let url = format!("{}/readyz", self.base());
+        let url = format!("{base}/readyz");
         async move {
             let probe = eventually(Duration::from_secs(60), Duration::from_millis(100), || {
                 let request = client.get(&url).send();
