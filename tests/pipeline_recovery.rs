@@ -142,7 +142,7 @@ async fn intents_allocated_but_never_signed_are_signed_again_with_the_same_nonce
         .await
         .expect("nonces");
     let assignments: Vec<(uuid::Uuid, u64)> = queued.iter().map(|q| q.tx_id).zip(nonces).collect();
-    pipeline::assign_nonces(&mut ftx, &assignments)
+    pipeline::assign_nonces(&mut ftx, &assignments, Duration::from_secs(60))
         .await
         .expect("assign");
     ftx.commit().await.expect("commit");

@@ -176,7 +176,7 @@ async fn allocate_locked(mut ftx: FencedTx, locked: &[uuid::Uuid]) {
         .await
         .expect("nonces");
     let pairs: Vec<_> = locked.iter().copied().zip(nonces).collect();
-    pipeline::assign_nonces(&mut ftx, &pairs)
+    pipeline::assign_nonces(&mut ftx, &pairs, std::time::Duration::from_secs(60))
         .await
         .expect("assign");
     ftx.commit().await.expect("commit");

@@ -70,6 +70,32 @@ pub struct DatabaseConfig {
     /// Whether to apply embedded migrations at start.
     #[serde(default = "default_true")]
     pub migrate_on_start: bool,
+    /// Longest any statement may run (`statement_timeout` on every pooled
+    /// session; migrations are exempt). Bounds what a stuck query holds.
+    #[serde(default = "default_statement_timeout", with = "humantime_serde")]
+    pub statement_timeout: Duration,
+    /// Longest a statement waits for a lock (`lock_timeout`): a standby
+    /// blocked behind a frozen leader's lock gives up and tries again.
+    #[serde(default = "default_lock_timeout", with = "humantime_serde")]
+    pub lock_timeout: Duration,
+    /// TCP keep-alive idle time the server uses on our sessions
+    /// (`tcp_keepalives_idle`; interval and count derive from it): a node cut
+    /// off by a network partition loses its session, its open transaction
+    /// and its locks within about twice this.
+    #[serde(default = "default_keepalive_idle", with = "humantime_serde")]
+    pub keepalive_idle: Duration,
+}
+
+fn default_statement_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_lock_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_keepalive_idle() -> Duration {
+    Duration::from_secs(10)
 }
 
 impl DatabaseConfig {
@@ -86,6 +112,9 @@ impl fmt::Debug for DatabaseConfig {
             .field("max_connections", &self.max_connections)
             .field("connect_timeout", &self.connect_timeout)
             .field("migrate_on_start", &self.migrate_on_start)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("lock_timeout", &self.lock_timeout)
+            .field("keepalive_idle", &self.keepalive_idle)
             .finish()
     }
 }

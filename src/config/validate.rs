@@ -137,6 +137,13 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
         push("database.max_connections", "must be >= 1".into());
     }
     positive(&mut push, "database.connect_timeout", db.connect_timeout);
+    positive(
+        &mut push,
+        "database.statement_timeout",
+        db.statement_timeout,
+    );
+    positive(&mut push, "database.lock_timeout", db.lock_timeout);
+    positive(&mut push, "database.keepalive_idle", db.keepalive_idle);
 
     let http = &config.http;
     if http.body_limit_bytes == 0 {

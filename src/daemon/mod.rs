@@ -60,11 +60,19 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// URL's `sslmode` (`disable`, `prefer` — the default —, `require`,
 /// `verify-ca`, `verify-full`) and `sslrootcert` parameters.
 ///
-/// Every session has `idle_in_transaction_session_timeout` set to the lease
-/// duration: a node frozen or cut off inside a fenced transaction holds the
-/// lease row `FOR SHARE`, which would block every take-over (and hold back
-/// the completion feed) until TCP gave up; the server ends such a session
-/// once it has idled that long, and the take-over proceeds.
+/// Every session is bounded, so no node — frozen, partitioned or slow — can
+/// hold a lock for long:
+/// - `idle_in_transaction_session_timeout` = the lease duration: a node
+///   frozen inside a fenced transaction holds the lease row `FOR SHARE`,
+///   which would block every take-over (and hold back the completion feed);
+///   the server ends such a session once it has idled that long;
+/// - `statement_timeout` and `lock_timeout` from `[database]`: a stuck
+///   statement is cancelled, and a wait behind someone else's lock gives up
+///   and is retried by the caller;
+/// - server-side TCP keep-alives (`tcp_keepalives_*` from
+///   `database.keepalive_idle`): a node cut off by a partition loses its
+///   session, its transaction and its locks without waiting for the OS
+///   default of hours.
 pub async fn connect(config: &Config) -> anyhow::Result<PgPool> {
     txmgr_actors::tls::install_default_provider();
     let shown = config.database.redacted_url();
@@ -73,14 +81,35 @@ pub async fn connect(config: &Config) -> anyhow::Result<PgPool> {
         .url
         .parse()
         .map_err(|e| anyhow::anyhow!("database.url: {e}"))?;
-    let idle_ms = config.lease.duration.as_millis().max(1000).to_string();
-    let options = options.options([("idle_in_transaction_session_timeout", idle_ms.as_str())]);
+    let settings = session_settings(config);
+    let options = options.options(settings.iter().map(|(k, v)| (*k, v.as_str())));
     PgPoolOptions::new()
         .max_connections(config.database.max_connections)
         .acquire_timeout(config.database.connect_timeout)
         .connect_with(options)
         .await
         .with_context(|| format!("connecting to {shown}"))
+}
+
+/// The bounds set on every pooled session (see [`connect`]).
+pub fn session_settings(config: &Config) -> Vec<(&'static str, String)> {
+    let ms = |d: std::time::Duration| d.as_millis().max(1).to_string();
+    let db = &config.database;
+    let idle_secs = db.keepalive_idle.as_secs().max(1);
+    vec![
+        (
+            "idle_in_transaction_session_timeout",
+            config.lease.duration.as_millis().max(1000).to_string(),
+        ),
+        ("statement_timeout", ms(db.statement_timeout)),
+        ("lock_timeout", ms(db.lock_timeout)),
+        ("tcp_keepalives_idle", idle_secs.to_string()),
+        (
+            "tcp_keepalives_interval",
+            (idle_secs / 3).max(1).to_string(),
+        ),
+        ("tcp_keepalives_count", "3".to_string()),
+    ]
 }
 
 /// `txmgr migrate`: applies the migrations and exits.

@@ -109,12 +109,14 @@ pub async fn request(
                 ActionOutcome::Cancelled
             }
             (_, TxState::Queued) => return refuse("the transaction has no nonce yet"),
-            (OperatorAction::Cancel, TxState::Allocated) if signed => {
+            // Signed but not accepted yet: it escalates like an accepted
+            // one, so every action applies.
+            (_, TxState::Allocated) if signed => {
                 mark_requested(&mut tx, tx_id, action, who).await?;
                 ActionOutcome::Requested { state }
             }
             (_, TxState::Allocated) => {
-                return refuse("no node has accepted the transaction yet; it is being broadcast")
+                return refuse("the transaction is being signed; try again in a moment")
             }
             _ => {
                 mark_requested(&mut tx, tx_id, action, who).await?;

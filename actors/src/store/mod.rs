@@ -33,9 +33,20 @@ pub use nonce_cursor::NonceCursor;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 /// Applies every pending migration. Idempotent: applied ones are skipped, and
-/// concurrent callers serialise on sqlx's advisory lock.
+/// concurrent callers serialise on sqlx's advisory lock. Runs on a
+/// connection of its own with the pool's statement and lock timeouts lifted:
+/// a migration on a large table may rightly take longer than any request.
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
+    use sqlx::Connection;
+    let options = pool
+        .connect_options()
+        .as_ref()
+        .clone()
+        .options([("statement_timeout", "0"), ("lock_timeout", "0")]);
+    let mut conn = sqlx::PgConnection::connect_with(&options).await?;
+    let result = MIGRATOR.run_direct(&mut conn).await;
+    let _closed = conn.close().await;
+    result
 }
 
 /// Milliseconds of a duration as the `BIGINT` the SQL turns into an interval.

@@ -70,9 +70,10 @@ pub async fn load_queued_within(
 }
 
 /// REJECTED: the intent never used a nonce on chain. When it held one (no
-/// node ever accepted any attempt) the nonce goes back to the cursor.
-/// Returns false (and changes nothing) when the intent is no longer
-/// rejectable — e.g. an attempt was accepted meanwhile.
+/// node ever accepted any attempt, and no send had an unknown answer) the
+/// nonce goes back to the cursor. Returns false (and changes nothing) when
+/// the intent is no longer rejectable — an attempt was accepted meanwhile,
+/// or its bytes may be in a pool (`maybe_pooled`).
 pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResult<bool> {
     let token = ftx.token();
     let released: Option<(Option<i64>,)> = sqlx::query_as(
@@ -80,6 +81,7 @@ pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResul
                 requested_action = NULL, requested_by = NULL, fencing_token = $3, updated_at = now()
            FROM (SELECT tx_id, nonce FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
           WHERE m.tx_id = old.tx_id AND m.state IN ('QUEUED', 'ALLOCATED') AND m.submit_attempts = 0
+            AND NOT m.maybe_pooled
           RETURNING old.nonce",
     )
     .bind(tx_id)
@@ -120,6 +122,7 @@ pub async fn lock_queued(ftx: &mut FencedTx, ids: &[Uuid]) -> StoreResult<Vec<Uu
 pub async fn assign_nonces(
     ftx: &mut FencedTx,
     assignments: &[(Uuid, u64)],
+    resubmit_interval: Duration,
 ) -> StoreResult<Vec<Uuid>> {
     let ids: Vec<Uuid> = assignments.iter().map(|(id, _)| *id).collect();
     let nonces = assignments
@@ -129,7 +132,8 @@ pub async fn assign_nonces(
     let token = ftx.token();
     let assigned: Vec<Uuid> = sqlx::query_scalar(
         "UPDATE managed_tx m SET state = 'ALLOCATED', nonce = a.nonce, sub_state = NULL,
-                fencing_token = $3, updated_at = now(), next_resubmit_at = now()
+                fencing_token = $3, updated_at = now(), retry_at = now(), allocated_at = now(),
+                maybe_pooled = false, next_resubmit_at = now() + $4 * interval '1 millisecond'
            FROM UNNEST($1::uuid[], $2::bigint[]) AS a(tx_id, nonce)
           WHERE m.tx_id = a.tx_id AND m.state = 'QUEUED'
          RETURNING m.tx_id",
@@ -137,6 +141,7 @@ pub async fn assign_nonces(
     .bind(&ids)
     .bind(&nonces)
     .bind(token)
+    .bind(millis(resubmit_interval))
     .fetch_all(ftx.conn())
     .await?;
     if assigned.len() != assignments.len() {
@@ -233,8 +238,11 @@ pub struct PendingAttempt {
     pub tx_hash: B256,
     /// The attempt's bytes, identical on every re-broadcast.
     pub raw: Bytes,
-    /// Seconds since the intent was allocated (for `reject_after`).
+    /// Time since the intent was created (for `reject_after`).
     pub age: Duration,
+    /// Some send had an unknown answer: the bytes may be in a pool, so a
+    /// refusal does not release the nonce.
+    pub maybe_pooled: bool,
 }
 
 /// ALLOCATED intents whose newest attempt is due for (re)broadcast.
@@ -243,14 +251,14 @@ pub async fn load_due_allocated(
     key: SubmitterKey,
     limit: usize,
 ) -> StoreResult<Vec<PendingAttempt>> {
-    let rows: Vec<(Uuid, i64, String, String, Vec<u8>, i64)> = sqlx::query_as(
+    let rows: Vec<(Uuid, i64, String, String, Vec<u8>, i64, bool)> = sqlx::query_as(
         "SELECT m.tx_id, m.nonce, m.state, a.tx_hash, a.raw_tx,
-                (EXTRACT(EPOCH FROM (now() - m.created_at)) * 1000)::bigint
+                (EXTRACT(EPOCH FROM (now() - m.created_at)) * 1000)::bigint, m.maybe_pooled
            FROM managed_tx m
            JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = m.tx_id
                           AND t.nonce = m.nonce ORDER BY attempt_no DESC LIMIT 1) a ON true
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
-            AND (m.next_resubmit_at IS NULL OR m.next_resubmit_at <= now())
+            AND (m.retry_at IS NULL OR m.retry_at <= now())
           ORDER BY m.nonce LIMIT $3",
     )
     .bind(key.chain_id_db())
@@ -259,7 +267,7 @@ pub async fn load_due_allocated(
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(tx_id, nonce, state, hash, raw, age_ms)| {
+        .map(|(tx_id, nonce, state, hash, raw, age_ms, maybe_pooled)| {
             Ok(PendingAttempt {
                 tx_id,
                 nonce: nonce_of(nonce)?,
@@ -267,6 +275,7 @@ pub async fn load_due_allocated(
                 tx_hash: hash.parse().map_err(corrupt)?,
                 raw: raw.into(),
                 age: Duration::from_millis(u64::try_from(age_ms).unwrap_or(0)),
+                maybe_pooled,
             })
         })
         .collect()
@@ -313,7 +322,7 @@ pub async fn record_accepted(
                 submit_attempts = submit_attempts + 1, last_submit_at = now(),
                 first_broadcast_at = COALESCE(m.first_broadcast_at, now()),
                 next_resubmit_at = now() + $3 * interval '1 millisecond', last_error = NULL,
-                fencing_token = $2, updated_at = now()
+                retry_at = NULL, fencing_token = $2, updated_at = now()
            FROM UNNEST($1::uuid[]) AS a(tx_id)
           WHERE m.tx_id = a.tx_id AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
     )
@@ -325,26 +334,41 @@ pub async fn record_accepted(
     record_attempt_results(ftx, accepted.iter().map(|(_, h, r)| (*h, r.to_string()))).await
 }
 
+/// A broadcast that was not accepted, to retry.
+#[derive(Debug, Clone)]
+pub struct RetryLater {
+    /// The intent.
+    pub tx_id: Uuid,
+    /// The attempt sent.
+    pub tx_hash: B256,
+    /// The node's answer.
+    pub error: String,
+    /// The answer was unknown (timeout, connection, 5xx): the bytes may be
+    /// in a pool from now on.
+    pub unknown: bool,
+}
+
 /// Broadcast not accepted yet: stays ALLOCATED, retried at `retry_after`.
 pub async fn record_retry(
     ftx: &mut FencedTx,
-    retries: &[(Uuid, B256, String)],
+    retries: &[RetryLater],
     retry_after: Duration,
 ) -> StoreResult<()> {
     let token = ftx.token();
     sqlx::query(
-        "UPDATE managed_tx m SET last_error = a.error, next_resubmit_at = now() + $3 * interval '1 millisecond',
-                fencing_token = $4, updated_at = now()
-           FROM UNNEST($1::uuid[], $2::text[]) AS a(tx_id, error)
+        "UPDATE managed_tx m SET last_error = a.error, retry_at = now() + $3 * interval '1 millisecond',
+                maybe_pooled = m.maybe_pooled OR a.unknown, fencing_token = $4, updated_at = now()
+           FROM UNNEST($1::uuid[], $2::text[], $5::bool[]) AS a(tx_id, error, unknown)
           WHERE m.tx_id = a.tx_id",
     )
-    .bind(retries.iter().map(|r| r.0).collect::<Vec<_>>())
-    .bind(retries.iter().map(|r| r.2.clone()).collect::<Vec<_>>())
+    .bind(retries.iter().map(|r| r.tx_id).collect::<Vec<_>>())
+    .bind(retries.iter().map(|r| r.error.clone()).collect::<Vec<_>>())
     .bind(millis(retry_after))
     .bind(token)
+    .bind(retries.iter().map(|r| r.unknown).collect::<Vec<_>>())
     .execute(ftx.conn())
     .await?;
-    record_attempt_results(ftx, retries.iter().map(|(_, h, e)| (*h, e.clone()))).await
+    record_attempt_results(ftx, retries.iter().map(|r| (r.tx_hash, r.error.clone()))).await
 }
 
 /// Records each node's answer on its attempt (no state change).

@@ -62,7 +62,7 @@ pub struct ClaimedResubmit {
     pub tx_id: Uuid,
     /// Its nonce.
     pub nonce: u64,
-    /// Its state when claimed (ALLOCATED only for an operator's cancel).
+    /// Its state when claimed (ALLOCATED: no node has accepted it yet).
     pub state: TxState,
     /// What to send.
     pub intent: Intent,
@@ -70,6 +70,9 @@ pub struct ClaimedResubmit {
     pub resubmits: u32,
     /// Time since a node first accepted an attempt (`None`: never accepted).
     pub since_first_broadcast: Option<Duration>,
+    /// Time since the intent got its nonce (`None` for rows older than
+    /// that column).
+    pub since_allocated: Option<Duration>,
     /// The operator's request, if that is why it is due.
     pub requested: Option<OperatorAction>,
     /// Who asked (token name), with the request.
@@ -98,6 +101,7 @@ struct ClaimRow {
     intent: serde_json::Value,
     resubmits: i32,
     since_ms: Option<i64>,
+    allocated_ms: Option<i64>,
     requested_action: Option<String>,
     requested_by: Option<String>,
     tx_hash: String,
@@ -150,27 +154,28 @@ pub async fn claim_due(
                 AND ($6::uuid[] IS NULL OR m.tx_id = ANY($6))
                 -- A nonce another key consumed: nothing to resubmit, ever.
                 AND m.sub_state IS DISTINCT FROM 'nonce_consumed_externally'
-                AND ((m.state IN ('TRACKING', 'STUCK') AND m.next_resubmit_at <= now())
-                     OR (m.requested_action IS NOT NULL AND m.state IN ('TRACKING', 'STUCK'))
-                     OR (m.requested_action = 'cancel' AND m.state = 'ALLOCATED'))
+                AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+                AND (m.next_resubmit_at <= now() OR m.requested_action IS NOT NULL)
                 AND EXISTS (SELECT 1 FROM tx_attempt t WHERE t.tx_id = m.tx_id AND t.nonce = m.nonce)
               ORDER BY m.nonce LIMIT $3 FOR UPDATE SKIP LOCKED),
          claimed AS (
              -- Only a due resubmit counts towards max_resubmits (an operator's
-             -- request does not); an ALLOCATED intent stays due for the
-             -- pipeline's own broadcast retry.
+             -- request does not). An ALLOCATED intent (no node accepted it
+             -- yet) escalates on the same schedule; the pipeline's short
+             -- broadcast retry (retry_at) goes on beside it.
              UPDATE managed_tx m
-                SET next_resubmit_at = CASE WHEN m.state = 'ALLOCATED' THEN m.next_resubmit_at
-                                            ELSE now() + $4 * interval '1 millisecond' END,
-                    resubmits = m.resubmits
-                        + CASE WHEN m.next_resubmit_at <= now() AND m.state <> 'ALLOCATED' THEN 1 ELSE 0 END,
+                SET next_resubmit_at = CASE WHEN m.next_resubmit_at <= now()
+                                            THEN now() + $4 * interval '1 millisecond'
+                                            ELSE m.next_resubmit_at END,
+                    resubmits = m.resubmits + CASE WHEN m.next_resubmit_at <= now() THEN 1 ELSE 0 END,
                     requested_action = NULL, requested_by = NULL,
                     fencing_token = $5, updated_at = now()
                FROM due WHERE m.tx_id = due.tx_id
              RETURNING m.tx_id, m.nonce, m.state, m.intent, m.resubmits, m.first_broadcast_at,
-                       due.requested_action, due.requested_by)
+                       m.allocated_at, due.requested_action, due.requested_by)
          SELECT c.tx_id, c.nonce, c.state, c.intent, c.resubmits,
                 (EXTRACT(EPOCH FROM (now() - c.first_broadcast_at)) * 1000)::bigint AS since_ms,
+                (EXTRACT(EPOCH FROM (now() - c.allocated_at)) * 1000)::bigint AS allocated_ms,
                 c.requested_action, c.requested_by, a.tx_hash, a.raw_tx, a.kind,
                 a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS priority_fee,
                 a.gas_price::text AS gas_price, a.gas_limit,
@@ -206,6 +211,9 @@ fn claimed_from_row(row: ClaimRow) -> StoreResult<ClaimedResubmit> {
         resubmits: u32::try_from(row.resubmits).map_err(corrupt)?,
         since_first_broadcast: row
             .since_ms
+            .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+        since_allocated: row
+            .allocated_ms
             .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
         requested: row
             .requested_action
@@ -250,6 +258,21 @@ pub async fn record_resubmitted(
         .await
 }
 
+/// Some send of the intent had an unknown answer: its bytes may be in a
+/// pool, so a later refusal must not release its nonce.
+pub async fn mark_maybe_pooled(ftx: &mut FencedTx, tx_id: Uuid) -> StoreResult<()> {
+    let token = ftx.token();
+    sqlx::query(
+        "UPDATE managed_tx SET maybe_pooled = true, fencing_token = $2, updated_at = now()
+          WHERE tx_id = $1 AND state = 'ALLOCATED' AND NOT maybe_pooled",
+    )
+    .bind(tx_id)
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    Ok(())
+}
+
 /// Sets the intent's `sub_state` (and `last_error` when given) while it is
 /// still open.
 pub async fn set_sub_state(
@@ -283,7 +306,7 @@ pub async fn schedule(
     let rows: Vec<(Uuid, i64)> = sqlx::query_as(
         "SELECT tx_id, GREATEST(0, (EXTRACT(EPOCH FROM (next_resubmit_at - now())) * 1000)::bigint)
            FROM managed_tx
-          WHERE chain_id = $1 AND submitter = $2 AND state IN ('TRACKING', 'STUCK')
+          WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
             AND receipt IS NULL AND next_resubmit_at IS NOT NULL
             AND ($3::uuid[] IS NULL OR tx_id = ANY($3))",
     )

@@ -12,7 +12,7 @@ use crate::{
     chain::{classify_rpc_error, BroadcastClass, ChainError},
     domain::TxState,
     store::{
-        pipeline::{self, NewAttempt, PendingAttempt},
+        pipeline::{self, NewAttempt, PendingAttempt, RetryLater},
         FencedTx, LeaseGuard,
     },
 };
@@ -28,6 +28,7 @@ pub(crate) fn new_attempts_as_pending(attempts: &[NewAttempt]) -> Vec<PendingAtt
             tx_hash: a.tx_hash,
             raw: a.raw.clone(),
             age: Duration::ZERO,
+            maybe_pooled: false,
         })
         .collect()
 }
@@ -77,30 +78,49 @@ pub(crate) async fn broadcast(
             .map(|e| e.to_string())
             .unwrap_or_default();
         let never_accepted = attempt.state == TxState::Allocated;
+        // A nonce is released only when no send of it could have reached a
+        // pool: an unknown answer, now or earlier, keeps it.
+        let releasable = never_accepted && !attempt.maybe_pooled;
+        let unknown = matches!(class, BroadcastClass::Transient);
+        let retry = |error: String| RetryLater {
+            tx_id: attempt.tx_id,
+            tx_hash: attempt.tx_hash,
+            error,
+            unknown,
+        };
         match class {
             c if c.counts_as_accepted() => {
                 accepted.push((attempt.tx_id, attempt.tx_hash, c.label()))
             }
             BroadcastClass::NonceTooLow => {
                 outcome.sweep_now = true;
-                retries.push((attempt.tx_id, attempt.tx_hash, error));
+                retries.push(retry(error));
             }
-            c if c.is_definitive_refusal() && never_accepted => {
-                rejects.push((attempt.tx_id, error))
-            }
+            c if c.is_definitive_refusal() && releasable => rejects.push((attempt.tx_id, error)),
             BroadcastClass::InsufficientFunds
-                if never_accepted && attempt.age >= settings.reject_after =>
+                if releasable && attempt.age >= settings.reject_after =>
             {
                 rejects.push((
                     attempt.tx_id,
                     format!("never accepted within reject_after: {error}"),
                 ))
             }
-            _ => {
-                if matches!(class, BroadcastClass::InsufficientFunds) {
+            c => {
+                if matches!(c, BroadcastClass::InsufficientFunds) {
                     tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, "insufficient funds; will retry");
                 }
-                retries.push((attempt.tx_id, attempt.tx_hash, error))
+                if c.is_definitive_refusal() && never_accepted {
+                    // Refused now, but an earlier send's answer was unknown:
+                    // the bytes may still be mined, so the nonce is kept and
+                    // the intent escalates (bump, STUCK) like any other.
+                    tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id,
+                        error, "refused, but an earlier send may have reached a pool; nonce kept");
+                    retries.push(retry(format!(
+                        "{error} (nonce kept: an earlier send's answer was unknown)"
+                    )));
+                } else {
+                    retries.push(retry(error));
+                }
             }
         }
     }

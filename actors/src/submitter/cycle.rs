@@ -5,8 +5,9 @@
 //!    intents without an attempt (re-sign, same nonce) and due re-broadcasts;
 //! 2. one read: the next QUEUED intents that fit the free in-flight slots;
 //! 3. prepare (gas estimate) before any nonce is used;
-//! 4. one fenced transaction: reject, allocate nonces, sign, persist every
-//!    attempt — committed before any byte is broadcast;
+//! 4. one fenced transaction: reject, allocate nonces; then sign outside any
+//!    transaction, and a second fenced transaction persists every attempt —
+//!    committed before any byte is broadcast;
 //! 5. broadcast concurrently, then one fenced transaction records the results.
 
 use std::time::{Duration, Instant};
@@ -178,11 +179,14 @@ pub(crate) async fn run(
     }
     let quote = ctx.chain.fees().await?;
 
-    // One fenced transaction: nonces, signatures, attempts. Signing happens
-    // inside it (local signing takes microseconds); nothing leaves the process
-    // before the commit.
+    // One fenced transaction draws the nonces; signing happens after its
+    // commit (a remote signer may take as long as its timeout, and nothing
+    // may hold the lease row's lock that long); a second fenced transaction
+    // persists the attempts. Nothing leaves the process before that commit.
+    // A crash in between leaves ALLOCATED intents without an attempt, which
+    // the next leader signs again with the same nonces.
     renew_if_due(ctx, lease).await?;
-    let mut ftx = FencedTx::begin(&ctx.pool, lease, "allocate_and_persist").await?;
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "allocate").await?;
     for (tx_id, reason) in &rejected {
         pipeline::reject(&mut ftx, *tx_id, reason).await?;
     }
@@ -195,7 +199,13 @@ pub(crate) async fn run(
         .zip(&nonces)
         .map(|((id, _), n)| (*id, *n))
         .collect();
-    let assigned = pipeline::assign_nonces(&mut ftx, &assignments).await?;
+    let assigned =
+        pipeline::assign_nonces(&mut ftx, &assignments, settings.resubmit_interval).await?;
+    ftx.commit().await?;
+    // Until the attempts are persisted, the next cycle looks for unsigned
+    // intents (this one may stop early on an error).
+    let recover_before = memory.recover_unsigned;
+    memory.recover_unsigned = true;
     let prepared: Vec<(Uuid, u64, Intent)> = ready
         .into_iter()
         .zip(nonces)
@@ -203,15 +213,24 @@ pub(crate) async fn run(
         .map(|((id, intent), nonce)| (id, nonce, intent))
         .collect();
     let signed = sign_all(ctx, &prepared, &quote).await;
+    renew_if_due(ctx, lease).await?;
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "persist_attempts").await?;
     persist(&mut ftx, &signed).await?;
     ftx.commit().await?;
+    memory.recover_unsigned = recover_before || signed.transient_failure;
     for (tx_id, reason) in &rejected {
         tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "intent rejected before allocation");
     }
     signed.track(ctx);
+    ctx.timers.schedule(
+        ctx.key.address,
+        assigned
+            .iter()
+            .map(|id| (*id, settings.resubmit_interval))
+            .collect(),
+    );
     if signed.transient_failure {
         // Left ALLOCATED without an attempt: signed again next cycle.
-        memory.recover_unsigned = true;
         outcome.retry_in = Some(settings.retry_backoff);
     }
     broadcast(

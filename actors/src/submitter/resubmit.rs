@@ -106,20 +106,27 @@ pub(crate) fn plan(
     }
 }
 
-/// Why a TRACKING intent is STUCK now, if it is.
+/// Why an open intent is STUCK now, if it is: an accepted one counts from
+/// its first accepted broadcast, one no node has accepted yet from its
+/// allocation — the same rules for both.
 pub(crate) fn stuck_reason(
     claimed: &ClaimedResubmit,
     settings: &SubmitterSettings,
 ) -> Option<(&'static str, String)> {
-    if claimed.state != TxState::Tracking {
-        return None;
-    }
-    if let Some(age) = claimed.since_first_broadcast {
+    let (since, what) = match claimed.state {
+        TxState::Tracking => (claimed.since_first_broadcast, "the first broadcast"),
+        TxState::Allocated => (
+            claimed.since_allocated,
+            "its nonce was assigned, and no node has accepted it",
+        ),
+        _ => return None,
+    };
+    if let Some(age) = since {
         if age >= settings.stuck_after {
             return Some((
                 "stuck_after",
                 format!(
-                    "no receipt {}s after the first broadcast (stuck_after {}s)",
+                    "no receipt {}s after {what} (stuck_after {}s)",
                     age.as_secs(),
                     settings.stuck_after.as_secs()
                 ),
@@ -410,6 +417,9 @@ async fn record(
     } else {
         if class == BroadcastClass::NonceTooLow {
             outcome.sweep_now = true;
+        }
+        if class == BroadcastClass::Transient {
+            resubmit::mark_maybe_pooled(&mut ftx, tx_id).await?;
         }
         crate::store::pipeline::record_attempt_results(
             &mut ftx,

@@ -27,7 +27,7 @@ pub(crate) async fn on_acquired(
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "acquire_reconcile").await?;
     nonce_cursor::init(&mut ftx, nonces.pending).await?;
     sqlx::query(
-        "UPDATE managed_tx SET next_resubmit_at = now()
+        "UPDATE managed_tx SET retry_at = now()
           WHERE chain_id = $1 AND submitter = $2 AND state = 'ALLOCATED'",
     )
     .bind(ctx.key.chain_id_db())
