@@ -37,6 +37,11 @@ pub const RESUBMITS: &str = "txmgr_resubmits_total";
 /// `max_resubmits` | `nonce_consumed_externally`.
 pub const STUCK: &str = "txmgr_stuck_total";
 
+/// Counter: intents that were REJECTED with their nonce released and were
+/// mined after all (their bytes were in a pool); each ends CONFIRMED or
+/// FAILED_FINAL with a second completion row.
+pub const RELEASED_MINED: &str = "txmgr_rejected_then_mined_total";
+
 /// Gauge: 1 while a submitter's lowest unmined nonce is STUCK (every later
 /// nonce waits behind it on chain), label `submitter` (bounded by config).
 pub const HEAD_OF_LINE_BLOCKED: &str = "txmgr_head_of_line_blocked";
@@ -132,6 +137,11 @@ pub fn describe() {
         "Resubmissions by kind (rebroadcast, bump, cancel)."
     );
     describe_counter!(STUCK, Unit::Count, "Intents that became STUCK, by reason.");
+    describe_counter!(
+        RELEASED_MINED,
+        Unit::Count,
+        "REJECTED intents (nonce released) that were mined after all."
+    );
     describe_gauge!(
         HEAD_OF_LINE_BLOCKED,
         "1 while a submitter's lowest unmined nonce is STUCK."

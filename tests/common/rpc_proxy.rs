@@ -60,6 +60,13 @@ pub(crate) struct Faults {
     /// Answer every `eth_blockNumber` with this height: a backend stuck
     /// behind the chain.
     pub(crate) frozen_head: Option<u64>,
+    /// Answer every `eth_sendRawTransaction` with this JSON-RPC error
+    /// (code -32000): a node refusing the transaction.
+    pub(crate) refuse_sends: Option<&'static str>,
+    /// With `refuse_sends`: forward the send first (the upstream's pool
+    /// takes it), then answer the refusal — a node that refuses what
+    /// another node of the same provider already took.
+    pub(crate) forward_refused_sends: bool,
 }
 
 /// What the proxy did so far.
@@ -285,6 +292,30 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
 
         let is_send = calls_method(&request.body, SEND_RAW_METHOD);
         let faults = shared.faults();
+        if let (true, Some(message)) = (is_send, faults.refuse_sends) {
+            if faults.forward_refused_sends {
+                Counters::bump(&shared.counters.forwarded);
+                let _ = forward(&shared, &request).await;
+            }
+            let id = serde_json::from_slice::<serde_json::Value>(&request.body)
+                .ok()
+                .and_then(|call| call.get("id").cloned())
+                .unwrap_or(serde_json::Value::Null);
+            let answer = serde_json::json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32000, "message": message}});
+            let ok = write_response(
+                &mut conn,
+                200,
+                Some("application/json"),
+                answer.to_string().as_bytes(),
+                request.close,
+            )
+            .await;
+            if !ok || request.close {
+                return;
+            }
+            continue;
+        }
         if let Some(answer) = scripted_answer(&request.body, &faults) {
             let ok = write_response(
                 &mut conn,

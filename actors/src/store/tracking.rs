@@ -240,15 +240,16 @@ pub async fn open_attempt_hashes(
         .collect()
 }
 
-/// Hashes of attempts of *other* intents of the submitter signed at `nonce`.
+/// Attempts (intent, hash) of *other* intents of the submitter signed at
+/// `nonce`.
 pub async fn other_attempts_at_nonce(
     pool: &PgPool,
     key: SubmitterKey,
     nonce: u64,
     except: Uuid,
-) -> StoreResult<Vec<B256>> {
-    let hashes: Vec<String> = sqlx::query_scalar(
-        "SELECT a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
+) -> StoreResult<Vec<(Uuid, B256)>> {
+    let rows: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT a.tx_id, a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
           WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = $3 AND a.tx_id <> $4",
     )
     .bind(key.chain_id_db())
@@ -257,11 +258,45 @@ pub async fn other_attempts_at_nonce(
     .bind(except)
     .fetch_all(pool)
     .await?;
-    hashes
-        .iter()
-        .map(|h| {
-            h.parse()
-                .map_err(|e| StoreError::Corrupt(format!("hash {h}: {e}")))
+    rows.into_iter()
+        .map(|(tx_id, h)| {
+            Ok((
+                tx_id,
+                h.parse()
+                    .map_err(|e| StoreError::Corrupt(format!("hash {h}: {e}")))?,
+            ))
         })
         .collect()
+}
+
+/// A REJECTED intent whose nonce was released is mined after all (its bytes
+/// were in some pool): it takes its nonce back and becomes TRACKING with the
+/// receipt, so finality makes it CONFIRMED (or FAILED_FINAL) with a second
+/// completion row. True when it was such an intent.
+pub async fn revive_released(
+    ftx: &mut FencedTx,
+    tx_id: Uuid,
+    nonce: u64,
+    mined: &MinedReceipt,
+) -> StoreResult<bool> {
+    let token = ftx.token();
+    let revived = sqlx::query(
+        "UPDATE managed_tx SET state = 'TRACKING', sub_state = 'mined', nonce = $2,
+                mined_tx_hash = $3, receipt = $4, receipt_block_number = $5, receipt_block_hash = $6,
+                last_error = 'mined after it was rejected: its bytes were in a pool after all',
+                confirmed_at = NULL, next_resubmit_at = NULL, retry_at = NULL,
+                fencing_token = $7, updated_at = now()
+          WHERE tx_id = $1 AND state = 'REJECTED' AND nonce IS NULL",
+    )
+    .bind(tx_id)
+    .bind(i64::try_from(nonce).unwrap_or(i64::MAX))
+    .bind(format!("{:#x}", mined.tx_hash))
+    .bind(&mined.receipt)
+    .bind(i64::try_from(mined.block_number).unwrap_or(i64::MAX))
+    .bind(format!("{:#x}", mined.block_hash))
+    .bind(token)
+    .execute(ftx.conn())
+    .await?
+    .rows_affected();
+    Ok(revived == 1)
 }

@@ -5,6 +5,8 @@
 //! This is the slow path that never loses a receipt: it asks per hash, only
 //! for intents whose nonce is already below the chain's latest nonce.
 
+use uuid::Uuid;
+
 use super::{cycle::CycleError, SubmitterContext};
 use crate::{
     metrics::EXTERNAL_NONCE,
@@ -107,28 +109,17 @@ pub(crate) async fn run(
         }
         match found {
             Some(receipt) => {
-                let (Some(block_number), Some(block_hash)) =
-                    (receipt.block_number, receipt.block_hash)
-                else {
+                let Some(receipt) = mined_receipt(&receipt) else {
                     continue;
                 };
-                let json = serde_json::to_value(&receipt).unwrap_or(serde_json::Value::Null);
-                mined.push((
-                    intent.tx_id,
-                    MinedReceipt {
-                        tx_hash: receipt.transaction_hash,
-                        block_number,
-                        block_hash,
-                        receipt: json,
-                    },
-                ));
+                mined.push((intent.tx_id, receipt));
             }
             None => {
                 // Another of our intents may hold this nonce's mined bytes
                 // (e.g. a released nonce whose first bytes were mined after
                 // all): then it was not external use, and that intent gets
                 // the receipt from the matcher or this sweep.
-                let Ok(ours) = other_attempts_mined(ctx, &intent).await else {
+                let Ok(ours) = other_attempt_mined(ctx, &intent).await else {
                     continue;
                 };
                 consumed_by_others.push((intent, ours));
@@ -141,11 +132,20 @@ pub(crate) async fn run(
         tracking::record_receipt(&mut ftx, *tx_id, receipt).await?;
     }
     for (intent, ours) in &consumed_by_others {
-        if *ours {
+        if let Some((owner, receipt)) = ours {
             let reason = format!("nonce {} went to another of our intents", intent.nonce);
             tracking::requeue(&mut ftx, intent.tx_id, &reason).await?;
             ctx.index.remove_intent(intent.tx_id);
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %intent.tx_id, reason, "intent requeued");
+            // The owner may be an intent rejected with its nonce released
+            // whose bytes were in a pool after all: it executed, so it is
+            // no longer REJECTED.
+            if tracking::revive_released(&mut ftx, *owner, intent.nonce, receipt).await? {
+                metrics::counter!(crate::metrics::RELEASED_MINED).increment(1);
+                tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %owner,
+                    nonce = intent.nonce, tx_hash = %receipt.tx_hash,
+                    "a REJECTED intent was mined after all; it will end CONFIRMED or FAILED_FINAL");
+            }
             continue;
         }
         let reason = format!(
@@ -184,8 +184,8 @@ pub(crate) async fn run(
 /// nonce gap.
 async fn confirmed_consumed(
     ctx: &SubmitterContext,
-    candidates: Vec<(tracking::Unmined, bool)>,
-) -> Result<Vec<(tracking::Unmined, bool)>, CycleError> {
+    candidates: Vec<(tracking::Unmined, OwnAttemptMined)>,
+) -> Result<Vec<(tracking::Unmined, OwnAttemptMined)>, CycleError> {
     if candidates.is_empty() {
         if let Ok(mut suspects) = ctx.consumed_suspects.lock() {
             suspects.clear();
@@ -193,7 +193,7 @@ async fn confirmed_consumed(
         return Ok(candidates);
     }
     let latest = ctx.chain.nonces(ctx.key.address).await?.latest;
-    let still: Vec<(tracking::Unmined, bool)> = candidates
+    let still: Vec<(tracking::Unmined, OwnAttemptMined)> = candidates
         .into_iter()
         .filter(|(intent, _)| intent.nonce < latest)
         .collect();
@@ -207,18 +207,34 @@ async fn confirmed_consumed(
     Ok(confirmed)
 }
 
+/// Another of our intents whose attempt the chain holds at a nonce, with its
+/// receipt.
+type OwnAttemptMined = Option<(Uuid, MinedReceipt)>;
+
 /// Whether the chain holds, at this intent's nonce, the bytes of another of
-/// our intents' attempts.
-async fn other_attempts_mined(
+/// our intents' attempts: which intent, and the receipt.
+async fn other_attempt_mined(
     ctx: &SubmitterContext,
     intent: &tracking::Unmined,
-) -> Result<bool, CycleError> {
-    for hash in
+) -> Result<OwnAttemptMined, CycleError> {
+    for (owner, hash) in
         tracking::other_attempts_at_nonce(&ctx.pool, ctx.key, intent.nonce, intent.tx_id).await?
     {
-        if ctx.chain.receipt(hash).await?.is_some() {
-            return Ok(true);
+        if let Some(receipt) = ctx.chain.receipt(hash).await? {
+            if let Some(mined) = mined_receipt(&receipt) {
+                return Ok(Some((owner, mined)));
+            }
         }
     }
-    Ok(false)
+    Ok(None)
+}
+
+/// The receipt as recorded; `None` while it names no block (pending).
+fn mined_receipt(receipt: &alloy::rpc::types::TransactionReceipt) -> Option<MinedReceipt> {
+    Some(MinedReceipt {
+        tx_hash: receipt.transaction_hash,
+        block_number: receipt.block_number?,
+        block_hash: receipt.block_hash?,
+        receipt: serde_json::to_value(receipt).unwrap_or(serde_json::Value::Null),
+    })
 }
