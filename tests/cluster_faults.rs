@@ -96,6 +96,115 @@ async fn a_leader_frozen_past_its_lease_is_fenced_and_ends_standby() {
     cluster.verify(&acked).await;
 }
 
+/// A leader frozen (SIGSTOP) while its remote signer stalls holds no lock
+/// and no open transaction: a standby takes over within the fail-over bound
+/// and the completion feed keeps serving everything committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_frozen_while_its_remote_signer_stalls_is_replaced_and_the_feed_keeps_serving() {
+    let anvil = mining_anvil().await;
+    // anvil signs for its dev accounts (`eth_signTransaction`): behind a
+    // proxy, it is a remote signer we can stall.
+    let signer = RpcProxy::start(&anvil.rpc_url(), 21).await;
+    let spec = ClusterSpec {
+        submitters: vec![0],
+        strict: vec![],
+        ..three_nodes()
+    };
+    let mut cluster = Cluster::start_signed_by(spec, anvil, signer.url()).await;
+    let load = cluster.load(100, 40, 5);
+    acked_at_least(&load, 20).await;
+    let submitter = cluster.submitters[0].clone();
+    let frozen = wait_for_leader(&cluster, &submitter).await;
+    let stalled_before = signer.counts().delayed;
+    signer.set(Faults {
+        stall: Some(Duration::from_millis(1500)),
+        ..Faults::default()
+    });
+    // The only leader is now waiting on its signer: freeze it there.
+    wait_until(Duration::from_secs(10), || async {
+        signer.counts().delayed > stalled_before
+    })
+    .await;
+    cluster.node(&frozen).freeze();
+    // Signing happens outside any fenced transaction: the frozen node holds
+    // no lock on the lease row (one would block the take-over until the
+    // server ended the session).
+    let open: Vec<String> = sqlx::query_scalar(
+        "SELECT a.query FROM pg_stat_activity a
+           JOIN pg_locks l ON l.pid = a.pid
+           JOIN pg_class c ON c.oid = l.relation
+          WHERE a.application_name = $1 AND c.relname = 'submitter_lease'
+            AND a.state LIKE 'idle in transaction%'",
+    )
+    .bind(format!("txmgr-{frozen}"))
+    .fetch_all(&cluster.db.pool)
+    .await
+    .expect("activity");
+    assert!(
+        open.is_empty(),
+        "the frozen leader holds the lease row locked: {open:?}"
+    );
+    signer.set(Faults::default());
+    wait_until(Duration::from_secs(10), || async {
+        cluster
+            .leader_of(&submitter)
+            .await
+            .is_some_and(|owner| owner != frozen)
+    })
+    .await;
+    acked_at_least(&load, 70).await;
+
+    // Everything committed so far is served by a live node's feed while the
+    // frozen node is still stopped.
+    let committed: i64 = common::eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async {
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM tx_completion")
+                .fetch_one(&cluster.db.pool)
+                .await
+                .expect("count");
+            (n >= 10).then_some(n)
+        },
+    )
+    .await;
+    let live = ["n1", "n2", "n3"]
+        .into_iter()
+        .find(|n| *n != frozen)
+        .expect("a live node");
+    let base = cluster.node_ref(live).base();
+    let client = cluster.client.clone();
+    let served = std::sync::atomic::AtomicI64::new(0);
+    let after = std::sync::Mutex::new(None::<String>);
+    wait_until(Duration::from_secs(15), || async {
+        let cursor = after.lock().expect("cursor").clone();
+        let url = match cursor {
+            Some(c) => format!("{base}/v1/completions?limit=1000&after={c}"),
+            None => format!("{base}/v1/completions?limit=1000"),
+        };
+        let Ok(response) = client.get(url).send().await else {
+            return false;
+        };
+        let Ok(page) = response.json::<serde_json::Value>().await else {
+            return false;
+        };
+        let items = page["items"].as_array().map_or(0, Vec::len);
+        let total = served.fetch_add(
+            i64::try_from(items).unwrap_or(0),
+            std::sync::atomic::Ordering::SeqCst,
+        ) + i64::try_from(items).unwrap_or(0);
+        if let Some(next) = page["next_after"].as_str() {
+            *after.lock().expect("cursor") = Some(next.to_owned());
+        }
+        total >= committed
+    })
+    .await;
+
+    cluster.node(&frozen).thaw();
+    let acked = load.finish().await;
+    cluster.verify(&acked).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_whose_database_connections_are_killed_recovers_on_its_own() {
     let mut cluster = Cluster::start(three_nodes(), mining_anvil().await, None).await;

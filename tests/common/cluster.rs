@@ -51,6 +51,9 @@ pub(crate) struct Cluster {
     pub(crate) submitters: Vec<String>,
     spec: ClusterSpec,
     rpc_url: String,
+    /// A remote signer (JSON-RPC `eth_signTransaction`) every submitter
+    /// uses instead of its key from the environment.
+    signer_url: Option<String>,
     /// Base URLs the load generator picks from.
     pub(crate) bases: Arc<RwLock<Vec<String>>>,
 }
@@ -60,6 +63,25 @@ impl Cluster {
     /// until every node is ready. `rpc_url` overrides the chain endpoint the
     /// daemons use (a fault proxy in front of anvil).
     pub(crate) async fn start(spec: ClusterSpec, anvil: Anvil, rpc_url: Option<String>) -> Cluster {
+        Cluster::start_inner(spec, anvil, rpc_url, None).await
+    }
+
+    /// Like [`Cluster::start`], with every submitter signing through the
+    /// remote signer at `signer_url`.
+    pub(crate) async fn start_signed_by(
+        spec: ClusterSpec,
+        anvil: Anvil,
+        signer_url: String,
+    ) -> Cluster {
+        Cluster::start_inner(spec, anvil, None, Some(signer_url)).await
+    }
+
+    async fn start_inner(
+        spec: ClusterSpec,
+        anvil: Anvil,
+        rpc_url: Option<String>,
+        signer_url: Option<String>,
+    ) -> Cluster {
         let db = TestDb::migrated().await;
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(3))
@@ -78,6 +100,7 @@ impl Cluster {
                 .collect(),
             spec: spec.clone(),
             rpc_url,
+            signer_url,
             bases: Arc::default(),
         };
         for node in spec.nodes {
@@ -90,10 +113,13 @@ impl Cluster {
     fn config(&self, node_id: &str, port: u16) -> String {
         let mut submitters = String::new();
         for i in &self.spec.submitters {
+            let signer = match &self.signer_url {
+                Some(url) => format!("{{ kind = \"remote\", url = \"{url}\" }}"),
+                None => format!("{{ kind = \"env\", env = \"{}\" }}", key_var(*i)),
+            };
             submitters.push_str(&format!(
-                "[submitters.\"{}\"]\nsigner = {{ kind = \"env\", env = \"{}\" }}\n",
+                "[submitters.\"{}\"]\nsigner = {signer}\n",
                 DEV_KEYS[*i].1,
-                key_var(*i)
             ));
             if self.spec.strict.contains(i) {
                 submitters.push_str("max_in_flight = 1\nadvance_after = \"confirmed\"\n");

@@ -60,6 +60,9 @@ pub(crate) struct Faults {
     /// Answer every `eth_blockNumber` with this height: a backend stuck
     /// behind the chain.
     pub(crate) frozen_head: Option<u64>,
+    /// Hold every request this long before anything else: a backend (or
+    /// a remote signer) that stalls.
+    pub(crate) stall: Option<Duration>,
     /// Answer every `eth_sendRawTransaction` with this JSON-RPC error
     /// (code -32000): a node refusing the transaction.
     pub(crate) refuse_sends: Option<&'static str>,
@@ -264,6 +267,10 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         };
         Counters::bump(&shared.counters.requests);
         let plan = shared.plan();
+        if let Some(stall) = shared.faults().stall {
+            Counters::bump(&shared.counters.delayed);
+            tokio::time::sleep(stall).await;
+        }
 
         if let Some(delay) = plan.delay {
             Counters::bump(&shared.counters.delayed);
