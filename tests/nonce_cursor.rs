@@ -176,7 +176,9 @@ async fn protect_is_set_with_a_reason_and_cleared() {
     let mut ftx = FencedTx::begin(&db.pool, &lease, "unprotect")
         .await
         .expect("fence");
-    nonce_cursor::clear_protect(&mut ftx).await.expect("clear");
+    nonce_cursor::clear_protect(&mut ftx, 0)
+        .await
+        .expect("clear");
     ftx.commit().await.expect("commit");
     let cursor = nonce_cursor::load(&db.pool, submitter())
         .await

@@ -172,3 +172,112 @@ async fn an_intent_whose_nonce_was_taken_externally_is_requeued_and_sent_again()
     invariants::check(&db.pool, &anvil, DEV, 1).await;
     node.stop().await;
 }
+
+/// An unprotect covers every external use known when it runs: our intent
+/// whose nonce the outsider took ends STUCK (`nonce_consumed_externally`)
+/// without protecting the submitter again, new intents go through, and the
+/// operator's `requeue` sends the lost one with a fresh nonce.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unprotect_sticks_and_an_intent_that_lost_its_nonce_can_be_requeued() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start_with(&["--no-mining"]).await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "on_external_nonce = \"protect\"",
+    ))
+    .await;
+    let (status, body) = node
+        .request("POST", "/v1/transactions", Some(transfer("victim")))
+        .await;
+    assert_eq!(status, 202);
+    let victim = body["tx_id"].as_str().expect("tx_id").to_owned();
+    wait_until(Duration::from_secs(30), || async {
+        let state: String = sqlx::query_scalar("SELECT state FROM managed_tx")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap_or_default();
+        state == "TRACKING"
+    })
+    .await;
+    // The key is used outside txmgr twice; the first replaces ours.
+    send_externally(
+        &anvil,
+        json!({"nonce": "0x0", "maxFeePerGas": "0x174876e800", "maxPriorityFeePerGas": "0xba43b7400"}),
+    )
+    .await;
+    send_externally(&anvil, json!({"nonce": "0x1"})).await;
+    anvil.mine().await;
+    let protected = || async {
+        sqlx::query_scalar::<_, Option<String>>("SELECT protect_reason FROM submitter_nonce_cursor")
+            .fetch_one(&db.pool)
+            .await
+            .ok()
+            .flatten()
+    };
+    wait_until(Duration::from_secs(30), || async {
+        protected().await.is_some()
+    })
+    .await;
+
+    // The operator unprotects at once, before the sweep has found the lost
+    // intent.
+    let path = format!("/v1/ops/submitters/{DEV}/unprotect");
+    let (status, body) = node
+        .request("POST", &path, Some(json!({"reason": "our own script"})))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["next_nonce"], 2, "{body}");
+    anvil.rpc("evm_setAutomine", json!([true])).await;
+    for id in ["n1", "n2", "n3"] {
+        let (status, body) = node
+            .request("POST", "/v1/transactions", Some(transfer(id)))
+            .await;
+        assert_eq!(status, 202, "{body}");
+    }
+    let sub_state = || async {
+        sqlx::query_scalar::<_, Option<String>>(
+            "SELECT sub_state FROM managed_tx WHERE request_id = 'victim'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .ok()
+        .flatten()
+    };
+    wait_until(Duration::from_secs(30), || async {
+        sub_state().await.as_deref() == Some("nonce_consumed_externally")
+    })
+    .await;
+    invariants::wait_mined(&db.pool, 3, Duration::from_secs(30)).await;
+    assert_eq!(protected().await, None, "no new evidence, no new PROTECT");
+
+    // The lost intent goes out again with a fresh nonce.
+    let (status, body) = node
+        .request(
+            "POST",
+            &format!("/v1/transactions/{victim}/requeue"),
+            Some(json!({"reason": "it never executed"})),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["status"], "done");
+    invariants::wait_mined(&db.pool, 4, Duration::from_secs(30)).await;
+    let (status, body) = node
+        .request("GET", &format!("/v1/transactions/{victim}"), None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["nonce"], 5, "{body}");
+    let audited: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM ops_audit WHERE action = 'tx_requeue'")
+            .fetch_one(&db.pool)
+            .await
+            .expect("audit");
+    assert_eq!(audited, 1);
+    // Requeue is only for an intent that lost its nonce.
+    let (status, body) = node
+        .request("POST", &format!("/v1/transactions/{victim}/requeue"), None)
+        .await;
+    assert_eq!(status, 409, "{body}");
+    node.stop().await;
+}

@@ -133,6 +133,10 @@ pub fn app(state: AppState) -> Router {
             "/v1/transactions/{tx_id}/rebroadcast",
             post(tx_actions::rebroadcast),
         )
+        .route(
+            "/v1/transactions/{tx_id}/requeue",
+            post(tx_actions::requeue),
+        )
         .route("/v1/completions", get(completions::feed))
         .route("/v1/ops/actors", get(ops::actors))
         .route("/v1/ops/cluster", get(ops::cluster))

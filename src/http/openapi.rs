@@ -33,6 +33,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/transactions/{tx_id}/cancel"),
     ("post", "/v1/transactions/{tx_id}/speedup"),
     ("post", "/v1/transactions/{tx_id}/rebroadcast"),
+    ("post", "/v1/transactions/{tx_id}/requeue"),
     ("get", "/v1/completions"),
     ("get", "/v1/ops/actors"),
     ("get", "/v1/ops/cluster"),
@@ -213,7 +214,7 @@ pub struct ActionBodyDoc {
 pub struct ActionAcceptedDoc {
     /// The transaction.
     pub tx_id: String,
-    /// `cancel` | `speedup` | `rebroadcast`.
+    /// `cancel` | `speedup` | `rebroadcast` | `requeue`.
     pub action: String,
     /// `done` (a QUEUED intent was cancelled, no nonce used) or `requested`
     /// (the submitter's leader acts next, fenced).
@@ -272,6 +273,14 @@ mod operations {
             (status = 400, description = "invalid_request", body = ErrorDoc), (status = 403, description = "forbidden", body = ErrorDoc),
             (status = 404, description = "not_found", body = ErrorDoc), (status = 409, description = "invalid_state", body = ErrorDoc)))]
     fn rebroadcast_transaction() {}
+
+    #[utoipa::path(post, path = "/v1/transactions/{tx_id}/requeue", tag = "transactions",
+        description = "STUCK with sub_state nonce_consumed_externally (a transaction that is not ours took its nonce; it never executed): back to QUEUED at once, sent again with a fresh nonce.",
+        params(("tx_id" = String, Path)), request_body(content = Option<ActionBodyDoc>),
+        responses((status = 202, description = "accepted", body = ActionAcceptedDoc),
+            (status = 400, description = "invalid_request", body = ErrorDoc), (status = 403, description = "forbidden", body = ErrorDoc),
+            (status = 404, description = "not_found", body = ErrorDoc), (status = 409, description = "invalid_state", body = ErrorDoc)))]
+    fn requeue_transaction() {}
 
     #[utoipa::path(get, path = "/v1/completions", tag = "transactions",
         params(("after" = Option<String>, Query), ("limit" = Option<u32>, Query),
@@ -347,7 +356,7 @@ impl Modify for BearerAuth {
     info(title = "txmgr", description = "Durable, fenced EVM transaction submission"),
     paths(operations::create_transaction, operations::list_transactions,
         operations::get_transaction, operations::cancel_transaction,
-        operations::speedup_transaction, operations::rebroadcast_transaction, operations::completions, operations::ops_actors,
+        operations::speedup_transaction, operations::rebroadcast_transaction, operations::requeue_transaction, operations::completions, operations::ops_actors,
         operations::ops_cluster, operations::ops_endpoints, operations::ops_restart, operations::ops_unprotect,
         operations::ops_reload, operations::openapi_doc, operations::healthz,
         operations::readyz, operations::metrics, operations::dashboard),

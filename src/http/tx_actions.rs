@@ -1,4 +1,5 @@
-//! `POST /v1/transactions/{tx_id}/cancel` · `/speedup` · `/rebroadcast`
+//! `POST /v1/transactions/{tx_id}/cancel` · `/speedup` · `/rebroadcast` ·
+//! `/requeue`
 //! (DESIGN.md sections 10 and 11).
 //!
 //! A client token whose allow-list lacks the transaction's submitter gets
@@ -47,9 +48,10 @@ pub struct ActionBody {
 pub struct ActionAccepted {
     /// The transaction.
     pub tx_id: Uuid,
-    /// `cancel` | `speedup` | `rebroadcast`.
+    /// `cancel` | `speedup` | `rebroadcast` | `requeue`.
     pub action: String,
-    /// `done` (a QUEUED intent was cancelled) or `requested` (the leader acts next).
+    /// `done` (a QUEUED intent was cancelled, or an intent requeued) or
+    /// `requested` (the leader acts next).
     pub status: String,
     /// The state after the request (CANCELLED when done).
     pub state: String,
@@ -83,6 +85,18 @@ pub(crate) async fn rebroadcast(
     body: Bytes,
 ) -> ApiResult<Response> {
     act(state, caller, path, body, OperatorAction::Rebroadcast).await
+}
+
+/// `POST /v1/transactions/{tx_id}/requeue`: an intent whose nonce a
+/// transaction that is not ours consumed (STUCK, `nonce_consumed_externally`)
+/// is sent again with a fresh nonce.
+pub(crate) async fn requeue(
+    state: State<AppState>,
+    caller: Option<Extension<Caller>>,
+    path: Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    act(state, caller, path, body, OperatorAction::Requeue).await
 }
 
 fn parse_body(body: &Bytes) -> ApiResult<ActionBody> {
@@ -151,6 +165,7 @@ async fn act(
         outcome = ?outcome, "operator action on a transaction");
     let (status, state_after) = match outcome {
         ActionOutcome::Cancelled => ("done", TxState::Cancelled),
+        ActionOutcome::Requeued => ("done", TxState::Queued),
         ActionOutcome::Requested { state } => ("requested", state),
         ActionOutcome::NotAllowed { state, reason } => {
             return Err(ApiError::InvalidState(format!(

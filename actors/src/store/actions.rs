@@ -19,6 +19,9 @@ use crate::domain::TxState;
 pub enum ActionOutcome {
     /// A QUEUED intent was cancelled at once (no nonce used).
     Cancelled,
+    /// An intent whose nonce an outsider consumed is QUEUED again; it gets
+    /// a fresh nonce from the leader.
+    Requeued,
     /// The leader will act on it (it has been notified).
     Requested {
         /// The state the intent was in.
@@ -84,17 +87,16 @@ pub async fn request(
     if mined {
         return refuse("the transaction is mined; it can no longer be replaced");
     }
-    if lost_nonce && action != OperatorAction::Cancel {
+    if lost_nonce && !matches!(action, OperatorAction::Cancel | OperatorAction::Requeue) {
         return refuse(
-            "its nonce was consumed by a transaction that is not ours; it can only be cancelled",
+            "its nonce was consumed by a transaction that is not ours; it can only be cancelled or requeued",
         );
     }
-    let outcome =
-        match (action, state) {
-            // Holds nothing on chain (no nonce, or a nonce someone else used):
-            // cancelled at once.
-            (OperatorAction::Cancel, _) if state == TxState::Queued || lost_nonce => {
-                sqlx::query(
+    let outcome = match (action, state) {
+        // Holds nothing on chain (no nonce, or a nonce someone else used):
+        // cancelled at once.
+        (OperatorAction::Cancel, _) if state == TxState::Queued || lost_nonce => {
+            sqlx::query(
                 "UPDATE managed_tx SET state = 'CANCELLED', sub_state = 'cancelled_by_operator',
                         last_error = COALESCE($2, last_error), next_resubmit_at = NULL,
                         updated_at = now()
@@ -102,27 +104,37 @@ pub async fn request(
                         OR (state = 'STUCK' AND sub_state = 'nonce_consumed_externally'))",
             )
             .bind(tx_id)
-            .bind(who.reason.map(|r| format!("cancelled by {}: {r}", who.name)))
+            .bind(
+                who.reason
+                    .map(|r| format!("cancelled by {}: {r}", who.name)),
+            )
             .execute(&mut *tx)
             .await?;
-                super::completions::record(&mut tx, tx_id).await?;
-                ActionOutcome::Cancelled
-            }
-            (_, TxState::Queued) => return refuse("the transaction has no nonce yet"),
-            // Signed but not accepted yet: it escalates like an accepted
-            // one, so every action applies.
-            (_, TxState::Allocated) if signed => {
-                mark_requested(&mut tx, tx_id, action, who).await?;
-                ActionOutcome::Requested { state }
-            }
-            (_, TxState::Allocated) => {
-                return refuse("the transaction is being signed; try again in a moment")
-            }
-            _ => {
-                mark_requested(&mut tx, tx_id, action, who).await?;
-                ActionOutcome::Requested { state }
-            }
-        };
+            super::completions::record(&mut tx, tx_id).await?;
+            ActionOutcome::Cancelled
+        }
+        (OperatorAction::Requeue, _) if lost_nonce => {
+            requeue_lost(&mut tx, tx_id, who).await?;
+            ActionOutcome::Requeued
+        }
+        (OperatorAction::Requeue, _) => return refuse(
+            "only an intent whose nonce a transaction that is not ours consumed can be requeued",
+        ),
+        (_, TxState::Queued) => return refuse("the transaction has no nonce yet"),
+        // Signed but not accepted yet: it escalates like an accepted
+        // one, so every action applies.
+        (_, TxState::Allocated) if signed => {
+            mark_requested(&mut tx, tx_id, action, who).await?;
+            ActionOutcome::Requested { state }
+        }
+        (_, TxState::Allocated) => {
+            return refuse("the transaction is being signed; try again in a moment")
+        }
+        _ => {
+            mark_requested(&mut tx, tx_id, action, who).await?;
+            ActionOutcome::Requested { state }
+        }
+    };
     sqlx::query(
         "INSERT INTO ops_audit (actor, action, submitter, reason, node_id, tx_id)
          VALUES ($1, $2, $3, $4, $5, $6)",
@@ -135,10 +147,17 @@ pub async fn request(
     .bind(tx_id)
     .execute(&mut *tx)
     .await?;
-    if matches!(outcome, ActionOutcome::Requested { .. }) {
+    let wake = match outcome {
+        ActionOutcome::Requested { .. } => {
+            Some(format!("{chain_id}:{submitter}:{RESUBMIT_SUFFIX}"))
+        }
+        ActionOutcome::Requeued => Some(format!("{chain_id}:{submitter}")),
+        _ => None,
+    };
+    if let Some(payload) = wake {
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(WORK_CHANNEL)
-            .bind(format!("{chain_id}:{submitter}:{RESUBMIT_SUFFIX}"))
+            .bind(payload)
             .execute(&mut *tx)
             .await?;
     }
@@ -149,6 +168,31 @@ pub async fn request(
 /// Suffix of a work notification that asks the leader to look at operator
 /// requests (`<chain_id>:<address>:resubmit`).
 pub const RESUBMIT_SUFFIX: &str = "resubmit";
+
+/// Back to QUEUED (no nonce, no attempt to follow) for an intent whose
+/// nonce an outsider consumed: the leader gives it a fresh nonce like any
+/// new intent. Not fenced, like cancelling a QUEUED intent: it holds no
+/// nonce of ours.
+async fn requeue_lost(
+    tx: &mut sqlx::PgConnection,
+    tx_id: Uuid,
+    who: &Requester<'_>,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE managed_tx SET state = 'QUEUED', sub_state = 'requeued_by_operator', nonce = NULL,
+                last_error = $2, tx_hash = NULL, submit_attempts = 0, last_submit_at = NULL,
+                first_broadcast_at = NULL, allocated_at = NULL, retry_at = NULL, resubmits = 0,
+                maybe_pooled = false, requested_action = NULL, requested_by = NULL,
+                next_resubmit_at = NULL, updated_at = now()
+          WHERE tx_id = $1 AND state = 'STUCK' AND sub_state = 'nonce_consumed_externally'
+            AND receipt IS NULL",
+    )
+    .bind(tx_id)
+    .bind(format!("requeued by {}", who.name))
+    .execute(tx)
+    .await?;
+    Ok(())
+}
 
 async fn mark_requested(
     tx: &mut sqlx::PgConnection,

@@ -19,12 +19,15 @@ pub struct NonceCursor {
     pub protect_reason: Option<String>,
     /// Token of the holder that last wrote the cursor.
     pub fencing_token: i64,
+    /// The chain's pending nonce when an operator last cleared PROTECT:
+    /// external use below it was known and accepted then.
+    pub protect_covered_below: Option<u64>,
 }
 
-type CursorRow = (i64, Vec<i64>, Option<String>, i64);
+type CursorRow = (i64, Vec<i64>, Option<String>, i64, Option<i64>);
 
 fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor> {
-    let (next, released, protect_reason, fencing_token) = row;
+    let (next, released, protect_reason, fencing_token, covered) = row;
     let to_nonce = |n: i64| {
         u64::try_from(n).map_err(|_| {
             StoreError::Corrupt(format!("negative nonce {n} in cursor of {submitter}"))
@@ -38,6 +41,7 @@ fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor>
             .collect::<StoreResult<_>>()?,
         protect_reason,
         fencing_token,
+        protect_covered_below: covered.map(to_nonce).transpose()?,
     })
 }
 
@@ -45,7 +49,7 @@ fn to_db(nonce: u64) -> StoreResult<i64> {
     i64::try_from(nonce).map_err(|_| StoreError::Corrupt(format!("nonce {nonce} exceeds BIGINT")))
 }
 
-const COLUMNS: &str = "next_nonce, released, protect_reason, fencing_token";
+const COLUMNS: &str = "next_nonce, released, protect_reason, fencing_token, protect_covered_below";
 
 /// Reads the cursor without locking (status views, start-up checks).
 pub async fn load(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<NonceCursor>> {
@@ -90,7 +94,7 @@ async fn store(ftx: &mut FencedTx, cursor: &NonceCursor) -> StoreResult<()> {
     sqlx::query(
         "UPDATE submitter_nonce_cursor
             SET next_nonce = $3, released = $4, protect_reason = $5,
-                fencing_token = $6, updated_at = now()
+                fencing_token = $6, protect_covered_below = $7, updated_at = now()
           WHERE chain_id = $1 AND submitter = $2",
     )
     .bind(submitter.chain_id_db())
@@ -99,6 +103,7 @@ async fn store(ftx: &mut FencedTx, cursor: &NonceCursor) -> StoreResult<()> {
     .bind(released)
     .bind(&cursor.protect_reason)
     .bind(token)
+    .bind(cursor.protect_covered_below.map(to_db).transpose()?)
     .execute(ftx.conn())
     .await?;
     Ok(())
@@ -177,9 +182,17 @@ pub async fn set_protect(ftx: &mut FencedTx, reason: &str) -> StoreResult<()> {
     store(ftx, &cursor).await
 }
 
-/// Clears PROTECT (an operator's `unprotect`).
-pub async fn clear_protect(ftx: &mut FencedTx) -> StoreResult<()> {
+/// Clears PROTECT (an operator's `unprotect`). `chain_pending` is the
+/// chain's pending nonce now: the unprotect covers every external use below
+/// it, so an intent of ours found lost among those nonces later is no new
+/// evidence for PROTECT.
+pub async fn clear_protect(ftx: &mut FencedTx, chain_pending: u64) -> StoreResult<()> {
     let mut cursor = lock(ftx).await?;
     cursor.protect_reason = None;
+    cursor.protect_covered_below = Some(
+        cursor
+            .protect_covered_below
+            .map_or(chain_pending, |c| c.max(chain_pending)),
+    );
     store(ftx, &cursor).await
 }

@@ -20,6 +20,10 @@ pub enum OperatorAction {
     Speedup,
     /// Re-broadcast its newest attempt now.
     Rebroadcast,
+    /// Send again with a fresh nonce: only for an intent whose nonce a
+    /// transaction that is not ours consumed (it never executed). Carried
+    /// out at once by the node that takes it, never stored as a request.
+    Requeue,
 }
 
 impl OperatorAction {
@@ -29,6 +33,7 @@ impl OperatorAction {
             OperatorAction::Cancel => "cancel",
             OperatorAction::Speedup => "speedup",
             OperatorAction::Rebroadcast => "rebroadcast",
+            OperatorAction::Requeue => "requeue",
         }
     }
 

@@ -159,9 +159,16 @@ pub(crate) async fn run(
                 metrics::counter!(crate::metrics::STUCK, "reason" => "nonce_consumed_externally")
                     .increment(1);
             }
-            if protect_reason.is_none() {
+            // An operator's unprotect covered every external use known when
+            // it ran: a nonce below that is no new evidence.
+            let covered = cursor
+                .protect_covered_below
+                .is_some_and(|below| intent.nonce < below);
+            if protect_reason.is_none() && !covered {
                 nonce_cursor::set_protect(&mut ftx, &reason).await?;
                 protect_reason = Some(reason.clone());
+                metrics::counter!(EXTERNAL_NONCE, "action" => "protect").increment(1);
+                tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, reason, "PROTECT: submitter stopped");
             }
         } else {
             tracking::requeue(&mut ftx, intent.tx_id, &reason).await?;

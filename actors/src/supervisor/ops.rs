@@ -385,7 +385,7 @@ async fn clear_protect(ctx: &SubmitterContext) -> Result<Unprotected, OpsError> 
     let cursor = nonce_cursor::init(&mut ftx, nonces.pending).await?;
     let previous_reason = cursor.protect_reason.clone();
     nonce_cursor::adopt_chain_nonce(&mut ftx, nonces.pending).await?;
-    nonce_cursor::clear_protect(&mut ftx).await?;
+    nonce_cursor::clear_protect(&mut ftx, nonces.pending).await?;
     ftx.commit().await?;
     tracing::info!(target: "txmgr::supervisor", submitter = %ctx.key, fencing_token = lease.token,
         chain_pending = nonces.pending, "PROTECT cleared");
