@@ -109,3 +109,86 @@ async fn insufficient_funds_is_retried_then_rejected_and_its_nonce_reused() {
     invariants::check(&db.pool, &anvil, DEV, 0).await;
     node.stop().await;
 }
+
+/// A nonce released below allocated ones is taken by a filler (a 0-value
+/// self-transfer recorded as an intent of its own) when no queued intent
+/// takes it, so the intents above it are mined (DESIGN.md section 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_released_nonce_below_allocated_ones_is_filled_and_the_line_moves_on() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "reject_after = \"2s\"\nfinality = { confirmations = 1 }",
+    ))
+    .await;
+    // More than the account holds: refused for lack of funds at broadcast.
+    let broke = json!({"submitter": DEV, "to": TO, "value": "1000000000000000000000000000",
+                       "gas_limit": 21000, "request_id": "broke"});
+    let (status, _) = node.request("POST", "/v1/transactions", Some(broke)).await;
+    assert_eq!(status, 202);
+    wait_until(Duration::from_secs(30), || async {
+        state_of(&db, "broke").await == ("ALLOCATED".into(), Some(0))
+    })
+    .await;
+    for id in ["after-1", "after-2", "after-3"] {
+        let intent = json!({"submitter": DEV, "to": TO, "value": "1", "request_id": id});
+        let (status, _) = node.request("POST", "/v1/transactions", Some(intent)).await;
+        assert_eq!(status, 202);
+    }
+    wait_until(Duration::from_secs(30), || async {
+        state_of(&db, "broke").await.0 == "REJECTED"
+    })
+    .await;
+    // Nothing queued takes nonce 0: a filler does, and the line moves on.
+    wait_until(Duration::from_secs(30), || async {
+        let mut done = true;
+        for id in ["after-1", "after-2", "after-3", "filler:0"] {
+            let state: Option<String> =
+                sqlx::query_scalar("SELECT state FROM managed_tx WHERE request_id = $1")
+                    .bind(id)
+                    .fetch_optional(&db.pool)
+                    .await
+                    .expect("state");
+            done &= state.as_deref() == Some("CONFIRMED");
+        }
+        done
+    })
+    .await;
+    assert_eq!(
+        state_of(&db, "filler:0").await,
+        ("CONFIRMED".into(), Some(0))
+    );
+    let (to, value): (String, String) = sqlx::query_as(
+        "SELECT intent->>'to', intent->>'value' FROM managed_tx WHERE request_id = 'filler:0'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("filler");
+    assert_eq!((to.to_lowercase(), value.as_str()), (DEV.to_owned(), "0x0"));
+    let fillers: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM tx_completion c JOIN managed_tx m USING (tx_id)
+          WHERE m.request_id = 'filler:0' AND c.state = 'CONFIRMED'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("completions");
+    assert_eq!(
+        fillers, 1,
+        "a filler has its completion row like any intent"
+    );
+    // Clients cannot use the reserved prefix.
+    let (status, body) = node
+        .request(
+            "POST",
+            "/v1/transactions",
+            Some(json!({"submitter": DEV, "to": TO, "value": "1", "request_id": "filler:9"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "request_id");
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    node.stop().await;
+}

@@ -42,6 +42,10 @@ pub const STUCK: &str = "txmgr_stuck_total";
 /// FAILED_FINAL with a second completion row.
 pub const RELEASED_MINED: &str = "txmgr_rejected_then_mined_total";
 
+/// Counter: fillers made (0-value self-transfers taking a released nonce
+/// that sat below allocated ones).
+pub const FILLERS: &str = "txmgr_fillers_total";
+
 /// Gauge: 1 while a submitter's lowest unmined nonce is STUCK (every later
 /// nonce waits behind it on chain), label `submitter` (bounded by config).
 pub const HEAD_OF_LINE_BLOCKED: &str = "txmgr_head_of_line_blocked";
@@ -137,6 +141,11 @@ pub fn describe() {
         "Resubmissions by kind (rebroadcast, bump, cancel)."
     );
     describe_counter!(STUCK, Unit::Count, "Intents that became STUCK, by reason.");
+    describe_counter!(
+        FILLERS,
+        Unit::Count,
+        "Fillers made for released nonces below allocated ones."
+    );
     describe_counter!(
         RELEASED_MINED,
         Unit::Count,

@@ -113,6 +113,15 @@ impl CreateBody {
         };
         if let Some(id) = &request_id {
             validate_request_id(id)?;
+            if id.starts_with(txmgr_actors::store::filler::REQUEST_ID_PREFIX) {
+                return Err(ApiError::invalid(
+                    "request_id",
+                    format!(
+                        "the prefix {:?} is reserved for txmgr's own fillers",
+                        txmgr_actors::store::filler::REQUEST_ID_PREFIX
+                    ),
+                ));
+            }
         }
         let to = self
             .to

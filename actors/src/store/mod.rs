@@ -10,6 +10,7 @@ pub mod actions;
 pub mod completions;
 mod error;
 mod fenced;
+pub mod filler;
 pub mod intents;
 mod lease;
 pub mod node;

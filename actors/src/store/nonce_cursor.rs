@@ -159,6 +159,23 @@ pub async fn release(ftx: &mut FencedTx, nonces: &[u64]) -> StoreResult<()> {
     store(ftx, &cursor).await
 }
 
+/// Takes the given nonces out of the released list (for fillers); returns
+/// those that were there.
+pub async fn take_released(ftx: &mut FencedTx, nonces: &[u64]) -> StoreResult<Vec<u64>> {
+    if nonces.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut cursor = lock(ftx).await?;
+    let taken: Vec<u64> = nonces
+        .iter()
+        .copied()
+        .filter(|n| cursor.released.binary_search(n).is_ok())
+        .collect();
+    cursor.released.retain(|n| !taken.contains(n));
+    store(ftx, &cursor).await?;
+    Ok(taken)
+}
+
 /// Moves the cursor up to the chain's pending nonce when someone else used
 /// the key (the `adopt` policy): released nonces the chain has consumed are
 /// dropped. Returns the previous `next_nonce` when the cursor moved.

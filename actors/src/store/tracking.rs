@@ -101,13 +101,19 @@ pub async fn record_receipt(
 /// The intent's nonce was consumed by a transaction that is not ours and it
 /// never executed: back to QUEUED for a new nonce (the `adopt` policy) — or
 /// CANCELLED, with its completion row, when an operator's cancel was waiting
-/// (it holds no nonce now, so the cancel is done). Clears any other request.
+/// (it holds no nonce now, so the cancel is done). A filler is never sent
+/// again: its nonce is used, so it ends REJECTED (not included), with its
+/// completion row. Clears any other request.
 pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResult<()> {
     let token = ftx.token();
     let state: Option<String> = sqlx::query_scalar(
         "UPDATE managed_tx
-            SET state = CASE WHEN requested_action = 'cancel' THEN 'CANCELLED' ELSE 'QUEUED' END,
-                nonce = NULL, sub_state = 'nonce_consumed_externally',
+            SET state = CASE WHEN requested_action = 'cancel' THEN 'CANCELLED'
+                             WHEN sub_state = 'filler' OR request_id LIKE 'filler:%' THEN 'REJECTED'
+                             ELSE 'QUEUED' END,
+                nonce = NULL,
+                sub_state = CASE WHEN sub_state = 'filler' OR request_id LIKE 'filler:%'
+                                 THEN 'filler_not_included' ELSE 'nonce_consumed_externally' END,
                 last_error = $2, tx_hash = NULL, submit_attempts = 0, last_submit_at = NULL,
                 first_broadcast_at = NULL, resubmits = 0, requested_action = NULL,
                 requested_by = NULL, next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
@@ -119,7 +125,7 @@ pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResu
     .bind(token)
     .fetch_optional(ftx.conn())
     .await?;
-    if state.as_deref() == Some("CANCELLED") {
+    if matches!(state.as_deref(), Some("CANCELLED" | "REJECTED")) {
         super::completions::record(ftx.conn(), tx_id).await?;
     }
     Ok(())

@@ -141,6 +141,10 @@ pub(crate) async fn broadcast(
         pipeline::reject(&mut ftx, *tx_id, reason).await?;
     }
     ftx.commit().await?;
+    if !rejects.is_empty() {
+        // A released nonce may sit below allocated ones.
+        memory.check_gaps = true;
+    }
     ctx.timers.schedule(
         ctx.key.address,
         accepted

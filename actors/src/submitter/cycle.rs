@@ -26,7 +26,7 @@ use crate::{
     chain::ChainError,
     domain::Intent,
     signer::SignerError,
-    store::{nonce_cursor, pipeline, FencedTx, LeaseGuard, StoreError},
+    store::{filler, nonce_cursor, pipeline, FencedTx, LeaseGuard, StoreError},
 };
 
 /// Why a cycle stopped early.
@@ -76,6 +76,9 @@ pub(crate) struct CycleMemory {
     pub(crate) recover_unsigned: bool,
     /// Earliest time an ALLOCATED attempt may be due for re-broadcast.
     pub(crate) allocated_due_at: Option<Instant>,
+    /// A nonce may have been released below allocated ones: look for gaps
+    /// a filler must take, once the queue has nothing to take them.
+    pub(crate) check_gaps: bool,
 }
 
 impl CycleMemory {
@@ -84,6 +87,7 @@ impl CycleMemory {
         Self {
             recover_unsigned: true,
             allocated_due_at: Some(Instant::now()),
+            check_gaps: true,
         }
     }
 }
@@ -140,6 +144,9 @@ pub(crate) async fn run(
     )
     .await?;
     if queued.is_empty() {
+        if memory.check_gaps {
+            fill_gaps(ctx, lease, memory, &mut outcome).await?;
+        }
         return Ok(outcome);
     }
     outcome.more = queued.len() == batch;
@@ -218,6 +225,8 @@ pub(crate) async fn run(
     persist(&mut ftx, &signed).await?;
     ftx.commit().await?;
     memory.recover_unsigned = recover_before || signed.transient_failure;
+    // A signer's refusal released a nonce, maybe below others just drawn.
+    memory.check_gaps |= !signed.refused.is_empty();
     for (tx_id, reason) in &rejected {
         tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "intent rejected before allocation");
     }
@@ -242,6 +251,56 @@ pub(crate) async fn run(
     )
     .await?;
     Ok(outcome)
+}
+
+/// Released nonces below allocated ones hold every later nonce of the
+/// submitter; with nothing queued to take them, fillers do (DESIGN.md
+/// section 7). They are made ALLOCATED without an attempt, so the next cycle
+/// signs and broadcasts them through the recovery path.
+async fn fill_gaps(
+    ctx: &SubmitterContext,
+    lease: &mut LeaseGuard,
+    memory: &mut CycleMemory,
+    outcome: &mut CycleOutcome,
+) -> Result<(), CycleError> {
+    let gaps = filler::gaps(&ctx.pool, ctx.key).await?;
+    if gaps.is_empty() {
+        memory.check_gaps = false;
+        return Ok(());
+    }
+    let settings = ctx.settings();
+    renew_if_due(ctx, lease).await?;
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "fill_gaps").await?;
+    let made = filler::create(
+        &mut ftx,
+        &gaps,
+        settings.resubmit_interval,
+        settings.resubmit_interval,
+    )
+    .await?;
+    ftx.commit().await?;
+    if made.len() < gaps.len() {
+        // Some gap's last filler is too recent: look again later.
+        outcome.retry_in = Some(settings.retry_backoff);
+    } else {
+        memory.check_gaps = false;
+    }
+    for (tx_id, nonce) in &made {
+        metrics::counter!(crate::metrics::FILLERS).increment(1);
+        tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, nonce,
+            "released nonce below allocated ones: a filler takes it");
+    }
+    if !made.is_empty() {
+        memory.recover_unsigned = true;
+        outcome.more = true;
+        ctx.timers.schedule(
+            ctx.key.address,
+            made.iter()
+                .map(|(id, _)| (*id, settings.resubmit_interval))
+                .collect(),
+        );
+    }
+    Ok(())
 }
 
 /// Persists signed attempts and rejects refused intents, in the caller's
