@@ -152,12 +152,15 @@ async fn an_intent_whose_nonce_was_taken_externally_is_requeued_and_sent_again()
     )
     .await;
     anvil.mine().await;
+    // Mine only once the requeued intent is in anvil's pool (accepted at
+    // its new nonce): anvil does not mine by itself here.
     wait_until(Duration::from_secs(30), || async {
-        let nonce: Option<i64> = sqlx::query_scalar("SELECT nonce FROM managed_tx")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap_or(None);
-        nonce == Some(1)
+        let row: Option<(Option<i64>, String)> =
+            sqlx::query_as("SELECT nonce, state FROM managed_tx")
+                .fetch_optional(&db.pool)
+                .await
+                .unwrap_or(None);
+        row.is_some_and(|(nonce, state)| nonce == Some(1) && state == "TRACKING")
     })
     .await;
     anvil.mine().await;

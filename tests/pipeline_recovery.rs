@@ -111,10 +111,10 @@ async fn a_crash_after_broadcast_but_before_recording_it_mines_each_intent_once(
     crash_at(SendFault::HangAfterSend).await;
 }
 
-/// A signer outage leaves intents ALLOCATED without an attempt (allocation
-/// and signing share one transaction, so only a signer that fails after the
-/// nonces are assigned leaves this state). Node a "dies" holding them; node b
-/// signs them again with the same nonces.
+/// A crash or a signer outage after the allocation committed (signing
+/// happens outside that transaction) leaves intents ALLOCATED without an
+/// attempt. Node a "dies" holding them; node b signs them again with the
+/// same nonces.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn intents_allocated_but_never_signed_are_signed_again_with_the_same_nonces() {
     let db = TestDb::migrated().await;

@@ -102,6 +102,16 @@ impl FencedTx {
         Ok(())
     }
 
+    /// Undoes [`FencedTx::relax_durability`]: a write that recovery cannot
+    /// reconstruct was added to this transaction, so its commit waits for
+    /// the WAL flush again.
+    pub async fn require_durability(&mut self) -> StoreResult<()> {
+        sqlx::query("SET LOCAL synchronous_commit = on")
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
     /// Commits the writes.
     pub async fn commit(self) -> StoreResult<()> {
         let operation = self.operation;

@@ -349,11 +349,17 @@ pub struct RetryLater {
 }
 
 /// Broadcast not accepted yet: stays ALLOCATED, retried at `retry_after`.
+/// An unknown answer marks the intent `maybe_pooled`; that mark must
+/// survive a crash (losing it could later release a nonce whose bytes sit
+/// in a pool), so it turns durability back on for a relaxed transaction.
 pub async fn record_retry(
     ftx: &mut FencedTx,
     retries: &[RetryLater],
     retry_after: Duration,
 ) -> StoreResult<()> {
+    if retries.iter().any(|r| r.unknown) {
+        ftx.require_durability().await?;
+    }
     let token = ftx.token();
     sqlx::query(
         "UPDATE managed_tx m SET last_error = a.error, retry_at = now() + $3 * interval '1 millisecond',

@@ -264,8 +264,11 @@ pub async fn record_resubmitted(
 }
 
 /// Some send of the intent had an unknown answer: its bytes may be in a
-/// pool, so a later refusal must not release its nonce.
+/// pool, so a later refusal must not release its nonce. Durable even in a
+/// relaxed transaction.
 pub async fn mark_maybe_pooled(ftx: &mut FencedTx, tx_id: Uuid) -> StoreResult<()> {
+    // Must survive a crash even in a relaxed transaction.
+    ftx.require_durability().await?;
     let token = ftx.token();
     sqlx::query(
         "UPDATE managed_tx SET maybe_pooled = true, fencing_token = $2, updated_at = now()

@@ -107,18 +107,21 @@ pub(crate) async fn run(
     let mut outcome = CycleOutcome::default();
 
     if memory.recover_unsigned {
-        memory.recover_unsigned = false;
         let unsigned = pipeline::load_allocated_unsigned(&ctx.pool, ctx.key).await?;
         if !unsigned.is_empty() {
             let quote = ctx.chain.fees().await?;
             let signed = sign_all(ctx, &unsigned, &quote).await;
-            memory.recover_unsigned |= signed.transient_failure;
             renew_if_due(ctx, lease).await?;
             let mut ftx = FencedTx::begin(&ctx.pool, lease, "persist_attempts").await?;
             persist(&mut ftx, &signed).await?;
             ftx.commit().await?;
             signed.track(ctx);
+            memory.check_gaps |= !signed.refused.is_empty();
             memory.allocated_due_at = Some(Instant::now());
+            // Cleared only once persisted: an error above leaves it set.
+            memory.recover_unsigned = signed.transient_failure;
+        } else {
+            memory.recover_unsigned = false;
         }
     }
     if memory
