@@ -12,7 +12,7 @@ use common::{clock::ClockedDb, wait_until, TestDb};
 use sqlx::PgPool;
 use txmgr_actors::{
     store::{self, acquire_or_renew, current_lease, nonce_cursor, release},
-    FencedTx, LeaseGuard, LeaseOutcome, LeaseRequest, StoreError, SubmitterKey,
+    FencedTx, LeaseGuard, LeaseOutcome, LeaseOwner, LeaseRequest, StoreError, SubmitterKey,
 };
 
 const LEASE: Duration = Duration::from_secs(10);
@@ -22,10 +22,15 @@ fn submitter() -> SubmitterKey {
     SubmitterKey::new(31337, Address::repeat_byte(0x11))
 }
 
+/// The process "`node`" (one instance per node name in these tests).
 fn request(node: &str) -> LeaseRequest {
+    request_from(LeaseOwner::new(node, "i1"))
+}
+
+fn request_from(owner: LeaseOwner) -> LeaseRequest {
     LeaseRequest {
         submitter: submitter(),
-        node_id: Arc::from(node),
+        owner,
         duration: LEASE,
         clock_skew: SKEW,
     }
@@ -38,13 +43,17 @@ async fn setup() -> (TestDb, ClockedDb) {
 }
 
 async fn lead(pool: &PgPool, node: &str) -> LeaseGuard {
-    let outcome = acquire_or_renew(pool, &request(node))
+    lead_as(pool, &request(node).owner).await
+}
+
+async fn lead_as(pool: &PgPool, owner: &LeaseOwner) -> LeaseGuard {
+    let outcome = acquire_or_renew(pool, &request_from(owner.clone()))
         .await
         .expect("lease query");
     outcome
         .lease()
         .cloned()
-        .unwrap_or_else(|| panic!("{node} expected to lead, got {outcome:?}"))
+        .unwrap_or_else(|| panic!("{owner} expected to lead, got {outcome:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -81,7 +90,7 @@ async fn fifty_nodes_race_for_one_submitter_and_exactly_one_wins() {
         .await
         .expect("read")
         .expect("row");
-    assert_eq!(info.owner_node, &*winners[0].node_id);
+    assert!(info.is_owned_by(&winners[0].owner), "{info:?}");
 }
 
 #[tokio::test]
@@ -173,6 +182,91 @@ async fn tokens_never_decrease_across_take_overs_and_releases() {
         }
     }
     assert_eq!(last, 6);
+}
+
+/// Two processes with one `node_id` are two owners (issue 12 item 8): the
+/// second neither renews nor uses the first's live lease; it takes over only
+/// after expiry + skew, with a new token, and the first — same node id, old
+/// token — is fenced, can neither renew nor release.
+#[tokio::test]
+async fn a_second_process_with_the_same_node_id_is_another_owner() {
+    let (db, clock) = setup().await;
+    let pool = clock.pool().await;
+    let first = LeaseOwner::new("n1", "first");
+    let second = LeaseOwner::new("n1", "second");
+    let old = lead_as(&pool, &first).await;
+    assert_eq!(old.token, 1);
+    let mut ftx = FencedTx::begin(&pool, &old, "init").await.expect("fenced");
+    nonce_cursor::init(&mut ftx, 3).await.expect("init");
+    ftx.commit().await.expect("commit");
+
+    let refused = acquire_or_renew(&pool, &request_from(second.clone()))
+        .await
+        .expect("try");
+    assert!(
+        matches!(&refused, LeaseOutcome::NotLeader(i) if i.is_owned_by(&first) && i.fencing_token == 1),
+        "the same node id does not renew another process's lease: {refused:?}"
+    );
+    clock.advance(LEASE + Duration::from_millis(200)).await;
+    let within_skew = acquire_or_renew(&pool, &request_from(second.clone()))
+        .await
+        .expect("try");
+    assert!(
+        matches!(within_skew, LeaseOutcome::NotLeader(_)),
+        "{within_skew:?}"
+    );
+
+    clock.advance(SKEW).await;
+    let taken = acquire_or_renew(&pool, &request_from(second.clone()))
+        .await
+        .expect("take over");
+    let new = match taken {
+        LeaseOutcome::TakenOver {
+            lease,
+            previous_owner,
+        } => {
+            assert_eq!(previous_owner, "n1");
+            lease
+        }
+        other => panic!("expected take-over, got {other:?}"),
+    };
+    assert_eq!(new.token, 2);
+
+    let err = FencedTx::begin(&pool, &old, "allocate")
+        .await
+        .err()
+        .expect("the old instance is fenced");
+    assert!(err.is_fenced(), "{err:?}");
+    // Even with the new token, the old instance's identity is not the owner.
+    let forged = LeaseGuard {
+        token: new.token,
+        ..old.clone()
+    };
+    let err = FencedTx::begin(&pool, &forged, "allocate")
+        .await
+        .err()
+        .expect("owner identity includes the instance");
+    assert!(err.is_fenced(), "{err:?}");
+    let again = acquire_or_renew(&pool, &request_from(first.clone()))
+        .await
+        .expect("try");
+    assert!(matches!(again, LeaseOutcome::NotLeader(_)), "{again:?}");
+    assert!(!release(&pool, &old).await.expect("stale release"));
+
+    let info = current_lease(&db.pool, submitter())
+        .await
+        .expect("read")
+        .expect("row");
+    assert!(info.is_owned_by(&second), "{info:?}");
+    assert_eq!(info.fencing_token, 2);
+    let mut ftx = FencedTx::begin(&pool, &new, "allocate")
+        .await
+        .expect("the new instance is fenced in");
+    assert_eq!(
+        nonce_cursor::allocate(&mut ftx, 1).await.expect("allocate"),
+        vec![3]
+    );
+    ftx.commit().await.expect("commit");
 }
 
 #[tokio::test]

@@ -2,14 +2,14 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use alloy::primitives::Address;
 use common::TestDb;
 use sqlx::PgPool;
 use txmgr_actors::{
     store::{acquire_or_renew, nonce_cursor},
-    FencedTx, LeaseGuard, LeaseRequest, StoreError, SubmitterKey,
+    FencedTx, LeaseGuard, LeaseOwner, LeaseRequest, StoreError, SubmitterKey,
 };
 
 fn submitter() -> SubmitterKey {
@@ -19,7 +19,7 @@ fn submitter() -> SubmitterKey {
 async fn lead(pool: &PgPool) -> LeaseGuard {
     let request = LeaseRequest {
         submitter: submitter(),
-        node_id: Arc::from("node-a"),
+        owner: LeaseOwner::new("node-a", "i1"),
         duration: Duration::from_secs(30),
         clock_skew: Duration::from_secs(1),
     };

@@ -16,7 +16,7 @@ use txmgr_actors::{
     chain::ChainClient,
     domain::{CreateOutcome, Intent, NewIntent},
     store::{self, intents, nonce_cursor, pipeline},
-    FencedTx, LeaseRequest, SubmitterKey,
+    FencedTx, LeaseOwner, LeaseRequest, SubmitterKey,
 };
 
 const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
@@ -123,7 +123,7 @@ async fn intents_allocated_but_never_signed_are_signed_again_with_the_same_nonce
     let submitter = SubmitterKey::new(31337, DEV.parse().expect("address"));
     let request = LeaseRequest {
         submitter,
-        node_id: std::sync::Arc::from("a"),
+        owner: LeaseOwner::new("a", "i1"),
         duration: Duration::from_secs(2),
         clock_skew: Duration::from_millis(500),
     };

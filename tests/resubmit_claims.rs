@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use common::{
     invariants,
@@ -14,7 +14,7 @@ use common::{
 };
 use txmgr_actors::{
     store::{self, resubmit},
-    FencedTx, LeaseRequest, SubmitterKey,
+    FencedTx, LeaseOwner, LeaseRequest, SubmitterKey,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -22,7 +22,7 @@ const WAIT: Duration = Duration::from_secs(30);
 fn request(node: &str) -> LeaseRequest {
     LeaseRequest {
         submitter: SubmitterKey::new(31337, DEV_ADDRESS_0.parse().expect("address")),
-        node_id: Arc::from(node),
+        owner: LeaseOwner::new(node, "i1"),
         duration: Duration::from_secs(30),
         clock_skew: Duration::from_millis(500),
     }

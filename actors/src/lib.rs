@@ -28,4 +28,4 @@ pub mod tls;
 pub mod tracker;
 
 pub use domain::{AttemptKind, SubmitterKey, TxState};
-pub use store::{FencedTx, LeaseGuard, LeaseOutcome, LeaseRequest, StoreError};
+pub use store::{FencedTx, LeaseGuard, LeaseOutcome, LeaseOwner, LeaseRequest, StoreError};

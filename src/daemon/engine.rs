@@ -12,7 +12,7 @@ use txmgr_actors::{
     cluster::BalanceConfig,
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::{build_signer, SignerSpec},
-    store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LEASE_SUFFIX},
+    store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LeaseOwner, LEASE_SUFFIX},
     submitter::{Finality as EngineFinality, LeaseTiming, SubmitterSettings as EngineSettings},
     supervisor::{Engine, EngineConfig, SubmitterSpec},
 };
@@ -101,6 +101,7 @@ pub(crate) fn signer_spec(signer: &SignerConfig) -> SignerSpec {
 /// starts the supervisor.
 pub async fn start_engine(
     config: &Config,
+    owner: &LeaseOwner,
     pool: PgPool,
     chain: Arc<dyn ChainClient>,
 ) -> anyhow::Result<Engine> {
@@ -127,7 +128,7 @@ pub async fn start_engine(
         });
     }
     let engine_config = EngineConfig {
-        node_id: Arc::from(config.node_id.as_str()),
+        owner: owner.clone(),
         chain_id: config.chain.chain_id,
         lease: LeaseTiming {
             duration: config.lease.duration,

@@ -7,6 +7,7 @@ mod chain;
 mod engine;
 pub mod https;
 mod observe;
+mod registration;
 mod reload;
 mod telemetry;
 
@@ -29,6 +30,7 @@ use crate::{
 pub use chain::{connect_chain, endpoint_settings};
 pub use engine::{engine_settings, listen_for_work, start_engine, EngineSubmissions};
 pub use observe::{gauge_loop, metrics_recorder, CountingChain};
+use registration::NodeRegistration;
 pub use reload::Reloader;
 
 /// Period of the gauges refreshed from the database and the engine.
@@ -138,21 +140,32 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         store::migrate(&pool).await.context("applying migrations")?;
     }
     let chain: Arc<dyn ChainClient> = CountingChain::wrap(Arc::new(connect_chain(&config).await?));
-    let engine = start_engine(&config, pool.clone(), chain.clone()).await?;
     let listener = tokio::net::TcpListener::bind(config.http.listen)
         .await
         .with_context(|| format!("http.listen: cannot bind {}", config.http.listen))?;
     let http_addr = listener.local_addr().context("http.listen")?.to_string();
+    let mut registration = NodeRegistration::claim(&pool, &config, &http_addr).await?;
+    let owner = registration.owner().clone();
+    let engine = match start_engine(&config, &owner, pool.clone(), chain.clone()).await {
+        Ok(engine) => engine,
+        Err(err) => {
+            // Free the node id for the next attempt at once.
+            if let Err(cleanup) = registration.leave().await {
+                tracing::warn!(error = %cleanup, "removing the node row failed");
+            }
+            return Err(err);
+        }
+    };
     let node_id = config.node_id.clone();
-    store::node::register(&pool, &node_id, &http_addr, VERSION).await?;
-    tracing::info!(node_id, http = %http_addr, https = https.is_some(), chain_id = config.chain.chain_id, "txmgr node started");
-
-    let heartbeat = tokio::spawn(heartbeat_loop(
-        pool.clone(),
-        node_id.clone(),
-        http_addr,
-        config.node.heartbeat_interval,
-    ));
+    tracing::info!(node_id, instance = %owner.instance, http = %http_addr, https = https.is_some(), chain_id = config.chain.chain_id, "txmgr node started");
+    // Stop on a signal, or when another process took the node id over.
+    let superseded = registration.superseded();
+    let shutdown = async move {
+        tokio::select! {
+            () = shutdown => {}
+            () = superseded => {}
+        }
+    };
     let work_listener = tokio::spawn(listen_for_work(
         pool.clone(),
         engine.clone(),
@@ -197,28 +210,9 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     hangups.abort();
     gauges.abort();
     engine.shutdown(config.lease.duration).await;
-    heartbeat.abort();
-    store::node::deregister(&pool, &node_id).await?;
+    let left = registration.leave().await;
     pool.close().await;
-    Ok(())
-}
-
-async fn heartbeat_loop(pool: PgPool, node_id: String, http_addr: String, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        match store::node::heartbeat(&pool, &node_id).await {
-            Ok(true) => {}
-            Ok(false) => {
-                if let Err(err) = store::node::register(&pool, &node_id, &http_addr, VERSION).await
-                {
-                    tracing::warn!(error = %err, "re-registering node failed");
-                }
-            }
-            Err(err) => tracing::warn!(error = %err, "node heartbeat failed"),
-        }
-    }
+    left
 }
 
 /// Re-reads the configuration on every SIGHUP (same as `POST /v1/ops/reload`).

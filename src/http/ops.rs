@@ -123,6 +123,7 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
     let pools = snapshot.pools;
     Ok(Json(ActorsView {
         node_id: snapshot.node_id.to_string(),
+        instance: snapshot.instance.to_string(),
         chain_id: snapshot.chain_id,
         supervisor_alive: snapshot.supervisor_alive,
         submitters,
@@ -151,14 +152,15 @@ pub(crate) async fn cluster(State(state): State<AppState>) -> ApiResult<Json<Clu
         .into_iter()
         .map(|n| NodeView {
             node_id: n.node_id,
+            instance: n.instance,
             http_addr: n.http_addr,
             version: n.version,
             heartbeat_age_ms: u64::try_from(n.heartbeat_age.as_millis()).unwrap_or(u64::MAX),
             alive: n.alive,
         })
         .collect();
-    let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
-        "SELECT submitter, owner_node, fencing_token,
+    let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
+        "SELECT submitter, owner_node, owner_instance, fencing_token,
                 GREATEST(0, (EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::bigint)
            FROM submitter_lease WHERE chain_id = $1 ORDER BY submitter",
     )
@@ -169,7 +171,7 @@ pub(crate) async fn cluster(State(state): State<AppState>) -> ApiResult<Json<Clu
     let leases = rows
         .into_iter()
         .map(
-            |(submitter, owner, fencing_token, expires_in_ms)| LeaseView {
+            |(submitter, owner, owner_instance, fencing_token, expires_in_ms)| LeaseView {
                 preferred_node: submitter.parse().ok().and_then(|address| {
                     state
                         .ops
@@ -179,6 +181,7 @@ pub(crate) async fn cluster(State(state): State<AppState>) -> ApiResult<Json<Clu
                 }),
                 submitter,
                 owner,
+                owner_instance,
                 fencing_token,
                 expires_in_ms,
                 expired: expires_in_ms == 0,

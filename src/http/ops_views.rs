@@ -77,6 +77,9 @@ pub struct PoolsView {
 pub struct ActorsView {
     /// This node.
     pub node_id: String,
+    /// This process's instance id: drawn at start, part of the lease owner
+    /// identity (node id + instance); a restart gets a new one.
+    pub instance: String,
     /// The chain served.
     pub chain_id: u64,
     /// The supervisor actor is running.
@@ -92,6 +95,8 @@ pub struct ActorsView {
 pub struct NodeView {
     /// Node id.
     pub node_id: String,
+    /// Instance id of the process registered under it.
+    pub instance: String,
     /// Its HTTP address.
     pub http_addr: Option<String>,
     /// Its version.
@@ -107,8 +112,10 @@ pub struct NodeView {
 pub struct LeaseView {
     /// The submitter.
     pub submitter: String,
-    /// The holder (or last holder).
+    /// The holder's (or last holder's) node id.
     pub owner: String,
+    /// The holder's instance id (empty for leases from before instances).
+    pub owner_instance: String,
     /// The fencing token.
     pub fencing_token: i64,
     /// Milliseconds until expiry (0 when expired).

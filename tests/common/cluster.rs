@@ -163,14 +163,35 @@ level = "info"
 
     /// Starts one more node and waits until it is ready; returns its index.
     pub(crate) async fn add_node(&mut self, node_id: &str) -> usize {
-        let port = free_port();
-        let daemon = Daemon::start(node_id, port, &self.config(node_id, port)).await;
+        self.add_node_with(node_id, |config| config).await
+    }
+
+    /// [`Cluster::add_node`] with the node's configuration passed through
+    /// `edit` first (e.g. another `[lease]` section).
+    pub(crate) async fn add_node_with(
+        &mut self,
+        node_id: &str,
+        edit: impl FnOnce(String) -> String,
+    ) -> usize {
+        let daemon = self.spawn_node_with(node_id, edit).await;
         daemon.ready(&self.client).await;
         if let Ok(mut bases) = self.bases.write() {
             bases.push(daemon.base());
         }
         self.daemons.push(daemon);
         self.daemons.len() - 1
+    }
+
+    /// Starts a process with the cluster's configuration for `node_id`
+    /// (passed through `edit`) on a free port, without waiting for it and
+    /// without adding it to the cluster.
+    pub(crate) async fn spawn_node_with(
+        &self,
+        node_id: &str,
+        edit: impl FnOnce(String) -> String,
+    ) -> Daemon {
+        let port = free_port();
+        Daemon::start(node_id, port, &edit(self.config(node_id, port))).await
     }
 
     /// The daemon with this node id.

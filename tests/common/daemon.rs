@@ -189,6 +189,21 @@ impl Daemon {
         self.spawn();
     }
 
+    /// Waits up to `deadline` for the process to exit by itself; its exit
+    /// status, or None when it still runs then (or was never started).
+    pub(crate) async fn exited_within(
+        &mut self,
+        deadline: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let status = tokio::time::timeout(deadline, child.wait())
+            .await
+            .ok()?
+            .ok()?;
+        self.child = None;
+        Some(status)
+    }
+
     /// Whether the process runs.
     pub(crate) fn running(&mut self) -> bool {
         self.child

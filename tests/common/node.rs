@@ -104,7 +104,9 @@ impl TestNode {
                 .expect("chain endpoints"),
         );
         let chain = txmgr::daemon::CountingChain::wrap(wrap(chain));
-        let engine = start_engine(&config, pool.clone(), chain.clone())
+        // A fresh process identity, as a restarted daemon would draw.
+        let owner = txmgr_actors::LeaseOwner::for_this_process(config.node_id.as_str());
+        let engine = start_engine(&config, &owner, pool.clone(), chain.clone())
             .await
             .expect("engine starts");
         let listener = tokio::spawn(listen_for_work(

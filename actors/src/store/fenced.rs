@@ -8,8 +8,8 @@ use crate::{domain::SubmitterKey, metrics::FENCED_WRITES};
 /// A database transaction that has proved, on the database, that its writer
 /// holds the submitter's lease with its fencing token.
 ///
-/// [`FencedTx::begin`] locks the lease row `FOR SHARE` and checks owner,
-/// token and `expires_at > now()`. The share lock is held until commit or
+/// [`FencedTx::begin`] locks the lease row `FOR SHARE` and checks the owner
+/// (node id and process instance), token and `expires_at > now()`. The share lock is held until commit or
 /// rollback, so a take-over (which updates that row) waits for the in-flight
 /// fenced commit and the new owner always sees it; and a stale holder that
 /// begins after losing the lease writes nothing.
@@ -44,12 +44,13 @@ impl FencedTx {
         let held: Option<i32> = sqlx::query_scalar(
             "SELECT 1 FROM submitter_lease
               WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3
-                AND fencing_token = $4 AND expires_at > now()
+                AND owner_instance = $4 AND fencing_token = $5 AND expires_at > now()
                 FOR SHARE",
         )
         .bind(lease.submitter.chain_id_db())
         .bind(lease.submitter.address_hex())
-        .bind(&*lease.node_id)
+        .bind(&*lease.owner.node_id)
+        .bind(&*lease.owner.instance)
         .bind(lease.token)
         .fetch_optional(&mut *tx)
         .await?;
@@ -59,6 +60,7 @@ impl FencedTx {
                 target: "txmgr::lease",
                 submitter = %lease.submitter,
                 fencing_token = lease.token,
+                owner = %lease.owner,
                 operation,
                 "fenced write refused: lease lost"
             );

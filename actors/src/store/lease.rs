@@ -6,14 +6,11 @@
 //! `valid_until` on top, to stop broadcasting before the database would
 //! already consider the lease gone.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 
-use super::{millis, StoreResult};
+use super::{millis, LeaseOwner, StoreResult};
 use crate::{domain::SubmitterKey, metrics::LEASE_ACQUISITIONS};
 
 /// What a node asks for when it acquires or renews a lease.
@@ -21,8 +18,9 @@ use crate::{domain::SubmitterKey, metrics::LEASE_ACQUISITIONS};
 pub struct LeaseRequest {
     /// The submitter to lead.
     pub submitter: SubmitterKey,
-    /// This node's id (`node_id` in the configuration).
-    pub node_id: Arc<str>,
+    /// This process: `node_id` plus its instance id. Only the same owner
+    /// renews; any other — the same `node_id` included — takes over.
+    pub owner: LeaseOwner,
     /// How long the lease lasts from the database's `now()`.
     pub duration: Duration,
     /// Allowance for clock skew: a foreign lease is taken over only once it has
@@ -39,8 +37,8 @@ pub struct LeaseRequest {
 pub struct LeaseGuard {
     /// The leased submitter.
     pub submitter: SubmitterKey,
-    /// The holder's node id.
-    pub node_id: Arc<str>,
+    /// The holder (this process).
+    pub owner: LeaseOwner,
     /// The fencing token every critical write is checked against.
     pub token: i64,
     /// Monotonic deadline: time the request was sent + duration − skew.
@@ -62,19 +60,20 @@ impl LeaseGuard {
 /// The outcome of [`acquire_or_renew`].
 #[derive(Debug, Clone)]
 pub enum LeaseOutcome {
-    /// No lease existed; this node now holds it with token 1.
+    /// No lease existed; this process now holds it with token 1.
     Acquired(LeaseGuard),
-    /// This node held an unexpired lease; extended with the same token.
+    /// This process held an unexpired lease; extended with the same token.
     Renewed(LeaseGuard),
-    /// The lease had expired (ours, or another node's for longer than the
-    /// skew allowance); this node holds it now with the token incremented.
+    /// The lease had expired (ours, or another owner's for longer than the
+    /// skew allowance); this process holds it now with the token incremented.
     TakenOver {
         /// The new lease.
         lease: LeaseGuard,
-        /// Who held it before (may be this node after its own expiry).
+        /// The node id that held it before (may be this node id: our own
+        /// lapsed lease, or a previous process with this `node_id`).
         previous_owner: String,
     },
-    /// Another node holds a live lease.
+    /// Another owner holds a live lease.
     NotLeader(LeaseInfo),
 }
 
@@ -102,20 +101,30 @@ impl LeaseOutcome {
 /// A lease row as the database sees it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseInfo {
-    /// The node that holds (or last held) the lease.
+    /// The node id that holds (or last held) the lease.
     pub owner_node: String,
+    /// The instance of that node (empty for rows from before instances).
+    pub owner_instance: String,
     /// The current fencing token.
     pub fencing_token: i64,
     /// Time until `expires_at` by the database clock (zero when expired).
     pub expires_in: Duration,
 }
 
+impl LeaseInfo {
+    /// True when `owner` (node id and instance) holds or last held it.
+    pub fn is_owned_by(&self, owner: &LeaseOwner) -> bool {
+        owner.is(&self.owner_node, &self.owner_instance)
+    }
+}
+
 /// Acquires, renews or takes over the lease in one statement, using only the
-/// database clock:
+/// database clock. "This owner" is this process (`node_id` and instance):
 /// - no row → insert with token 1;
-/// - owner is this node and not expired → renew, token unchanged;
-/// - owner is this node and expired, or another node's lease expired at least
-///   `clock_skew` ago → take over, token + 1;
+/// - owner is this owner and not expired → renew, token unchanged;
+/// - owner is this owner and expired, or another owner's lease (another
+///   process with the same `node_id` included) expired at least `clock_skew`
+///   ago → take over, token + 1;
 /// - otherwise → [`LeaseOutcome::NotLeader`].
 pub async fn acquire_or_renew(pool: &PgPool, req: &LeaseRequest) -> StoreResult<LeaseOutcome> {
     acquire_or_renew_deferring(pool, req, Duration::ZERO).await
@@ -136,19 +145,23 @@ pub async fn acquire_or_renew_deferring(
 }
 
 /// Hands a held lease to `to_node` (lease balancing): the row names the new
-/// owner with an expired lease, so that node re-takes it at once (token + 1)
-/// while every other node waits the usual clock-skew allowance. Waits for
-/// in-flight fenced transactions (row lock); afterwards every fenced write
-/// with the old lease fails. False when the lease was no longer held.
+/// owner — the process registered with that node id — with an expired lease,
+/// so that process re-takes it at once (token + 1) while every other waits
+/// the usual clock-skew allowance. Waits for in-flight fenced transactions
+/// (row lock); afterwards every fenced write with the old lease fails.
+/// False when the lease was no longer held.
 pub async fn hand_over(pool: &PgPool, lease: &LeaseGuard, to_node: &str) -> StoreResult<bool> {
     let result = sqlx::query(
-        "UPDATE submitter_lease SET owner_node = $5, expires_at = now(), updated_at = now()
-          WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND fencing_token = $4
-            AND expires_at > now()",
+        "UPDATE submitter_lease
+            SET owner_node = $6, expires_at = now(), updated_at = now(),
+                owner_instance = COALESCE((SELECT instance FROM txmgr_node WHERE node_id = $6), '')
+          WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND owner_instance = $4
+            AND fencing_token = $5 AND expires_at > now()",
     )
     .bind(lease.submitter.chain_id_db())
     .bind(lease.submitter.address_hex())
-    .bind(&*lease.node_id)
+    .bind(&*lease.owner.node_id)
+    .bind(&*lease.owner.instance)
     .bind(lease.token)
     .bind(to_node)
     .execute(pool)
@@ -167,7 +180,8 @@ async fn acquire_or_renew_inner(
 ) -> StoreResult<LeaseOutcome> {
     let chain_id = req.submitter.chain_id_db();
     let submitter = req.submitter.address_hex();
-    let node: &str = &req.node_id;
+    let node: &str = &req.owner.node_id;
+    let instance: &str = &req.owner.instance;
     // Two tries: an UPDATE that finds no row can race with another node's
     // INSERT; after the INSERT loses on the primary key the row exists and
     // the second UPDATE decides.
@@ -177,25 +191,27 @@ async fn acquire_or_renew_inner(
         // RETURNING, which is how the outcome is told apart in one statement.
         let updated: Option<(i64, String, bool)> = sqlx::query_as(
             "UPDATE submitter_lease l
-                SET fencing_token = CASE WHEN o.owner_node = $3 AND o.expires_at > now()
+                SET fencing_token = CASE WHEN o.mine AND o.expires_at > now()
                                          THEN o.fencing_token ELSE o.fencing_token + 1 END,
                     owner_node = $3,
+                    owner_instance = $6,
                     expires_at = now() + $4 * interval '1 millisecond',
                     updated_at = now()
-               FROM (SELECT chain_id, submitter, owner_node, fencing_token, expires_at
+               FROM (SELECT chain_id, submitter, owner_node, fencing_token, expires_at,
+                            (owner_node = $3 AND owner_instance = $6) AS mine
                        FROM submitter_lease
                       WHERE chain_id = $1 AND submitter = $2
                         FOR UPDATE) o
               WHERE l.chain_id = o.chain_id AND l.submitter = o.submitter
-                AND (o.owner_node = $3
-                     OR o.expires_at <= now() - $5 * interval '1 millisecond')
-          RETURNING l.fencing_token, o.owner_node, (o.owner_node = $3 AND o.expires_at > now())",
+                AND (o.mine OR o.expires_at <= now() - $5 * interval '1 millisecond')
+          RETURNING l.fencing_token, o.owner_node, (o.mine AND o.expires_at > now())",
         )
         .bind(chain_id)
         .bind(&submitter)
         .bind(node)
         .bind(millis(req.duration))
         .bind(millis(req.clock_skew.saturating_add(defer)))
+        .bind(instance)
         .fetch_optional(pool)
         .await?;
         if let Some((token, previous_owner, renewed)) = updated {
@@ -211,8 +227,9 @@ async fn acquire_or_renew_inner(
         }
 
         let inserted: Option<(i64,)> = sqlx::query_as(
-            "INSERT INTO submitter_lease (chain_id, submitter, owner_node, fencing_token, expires_at)
-             VALUES ($1, $2, $3, 1, now() + $4 * interval '1 millisecond')
+            "INSERT INTO submitter_lease
+                    (chain_id, submitter, owner_node, owner_instance, fencing_token, expires_at)
+             VALUES ($1, $2, $3, $5, 1, now() + $4 * interval '1 millisecond')
              ON CONFLICT (chain_id, submitter) DO NOTHING
              RETURNING fencing_token",
         )
@@ -220,6 +237,7 @@ async fn acquire_or_renew_inner(
         .bind(&submitter)
         .bind(node)
         .bind(millis(req.duration))
+        .bind(instance)
         .fetch_optional(pool)
         .await?;
         if let Some((token,)) = inserted {
@@ -227,7 +245,7 @@ async fn acquire_or_renew_inner(
         }
 
         if let Some(info) = current_lease(pool, req.submitter).await? {
-            if info.owner_node != node && !info.expires_in.is_zero() {
+            if !info.is_owned_by(&req.owner) && !info.expires_in.is_zero() {
                 return Ok(LeaseOutcome::NotLeader(info));
             }
         }
@@ -237,6 +255,7 @@ async fn acquire_or_renew_inner(
         .await?
         .unwrap_or(LeaseInfo {
             owner_node: String::new(),
+            owner_instance: String::new(),
             fencing_token: 0,
             expires_in: Duration::ZERO,
         });
@@ -246,7 +265,7 @@ async fn acquire_or_renew_inner(
 fn guard(req: &LeaseRequest, token: i64, sent_at: Instant) -> LeaseGuard {
     LeaseGuard {
         submitter: req.submitter,
-        node_id: req.node_id.clone(),
+        owner: req.owner.clone(),
         token,
         valid_until: sent_at + req.duration.saturating_sub(req.clock_skew),
     }
@@ -257,8 +276,8 @@ pub async fn current_lease(
     pool: &PgPool,
     submitter: SubmitterKey,
 ) -> StoreResult<Option<LeaseInfo>> {
-    let row: Option<(String, i64, i64)> = sqlx::query_as(
-        "SELECT owner_node, fencing_token,
+    let row: Option<(String, String, i64, i64)> = sqlx::query_as(
+        "SELECT owner_node, owner_instance, fencing_token,
                 GREATEST(0, (EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::bigint)
            FROM submitter_lease WHERE chain_id = $1 AND submitter = $2",
     )
@@ -266,27 +285,32 @@ pub async fn current_lease(
     .bind(submitter.address_hex())
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(|(owner_node, fencing_token, millis)| LeaseInfo {
-        owner_node,
-        fencing_token,
-        expires_in: Duration::from_millis(u64::try_from(millis).unwrap_or(0)),
-    }))
+    Ok(row.map(
+        |(owner_node, owner_instance, fencing_token, millis)| LeaseInfo {
+            owner_node,
+            owner_instance,
+            fencing_token,
+            expires_in: Duration::from_millis(u64::try_from(millis).unwrap_or(0)),
+        },
+    ))
 }
 
 /// Gives the lease up at once (graceful shutdown, hand-over), so another
-/// node can take over without waiting for expiry. Waits for in-flight fenced
-/// transactions of the holder (row lock). Returns false when this node no
-/// longer held it with this token: nothing was changed then.
+/// process can take over without waiting for expiry. Waits for in-flight
+/// fenced transactions of the holder (row lock). Returns false when this
+/// process no longer held it with this token: nothing was changed then.
 pub async fn release(pool: &PgPool, lease: &LeaseGuard) -> StoreResult<bool> {
     // The epoch is "long expired" for every take-over rule, and unlike
     // '-infinity' it still decodes as a timestamp.
     let result = sqlx::query(
         "UPDATE submitter_lease SET expires_at = 'epoch', updated_at = now()
-          WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND fencing_token = $4",
+          WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND owner_instance = $4
+            AND fencing_token = $5",
     )
     .bind(lease.submitter.chain_id_db())
     .bind(lease.submitter.address_hex())
-    .bind(&*lease.node_id)
+    .bind(&*lease.owner.node_id)
+    .bind(&*lease.owner.instance)
     .bind(lease.token)
     .execute(pool)
     .await?;

@@ -15,6 +15,7 @@ pub mod intents;
 mod lease;
 pub mod node;
 pub mod nonce_cursor;
+mod owner;
 pub mod pipeline;
 pub mod resubmit;
 pub mod tracking;
@@ -29,6 +30,7 @@ pub use lease::{
     release, LeaseGuard, LeaseInfo, LeaseOutcome, LeaseRequest, LEASE_SUFFIX,
 };
 pub use nonce_cursor::NonceCursor;
+pub use owner::LeaseOwner;
 
 /// The embedded migrations (`migrations/` at the repository top).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");

@@ -1,47 +1,140 @@
 //! Cluster membership rows (`txmgr_node`): who is running, heartbeated on the
-//! database clock.
+//! database clock. A node id names one live process at a time: the row
+//! carries the instance id of the process that registered it, and only that
+//! process heartbeats or removes it.
 
 use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::{millis, StoreResult};
+use super::{millis, LeaseOwner, StoreResult};
 
-/// Registers (or re-registers after a restart) this node.
+/// What [`register`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// The row names this process now.
+    Registered,
+    /// Another process holds the node id with a heartbeat younger than the
+    /// liveness window: it may be alive (see `cluster::claim_node_id`).
+    Held(NodeHolder),
+}
+
+/// The process that holds a node id, as another one sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeHolder {
+    /// Its instance id.
+    pub instance: String,
+    /// Where its HTTP API listens.
+    pub http_addr: Option<String>,
+    /// Its last heartbeat in microseconds since the epoch (database clock):
+    /// a later look that finds a larger value proves the holder alive.
+    pub heartbeat_at_us: i64,
+    /// Time since that heartbeat (database clock).
+    pub heartbeat_age: Duration,
+}
+
+/// What [`heartbeat`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// Refreshed.
+    Beat,
+    /// The row is gone (an operator removed it): register again.
+    Missing,
+    /// Another process registered this node id after this one's heartbeat
+    /// lapsed (it was frozen or cut off longer than the liveness window).
+    Superseded(NodeHolder),
+}
+
+/// Registers this process under its node id, unless another process holds
+/// it with a heartbeat younger than `liveness`. One statement: of processes
+/// registering the same node id at once, exactly one wins. A holder whose
+/// heartbeat is older (it crashed, or was frozen) is replaced.
 pub async fn register(
     pool: &PgPool,
-    node_id: &str,
+    owner: &LeaseOwner,
     http_addr: &str,
     version: &str,
-) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO txmgr_node (node_id, started_at, heartbeat_at, http_addr, version)
-         VALUES ($1, now(), now(), $2, $3)
-         ON CONFLICT (node_id) DO UPDATE
-            SET started_at = now(), heartbeat_at = now(), http_addr = $2, version = $3",
+    liveness: Duration,
+) -> StoreResult<Registration> {
+    // Up to three rounds: the holder's row can vanish (graceful exit)
+    // between the refused upsert and the read.
+    for _ in 0..3 {
+        let registered: Option<(String,)> = sqlx::query_as(
+            "INSERT INTO txmgr_node (node_id, instance, started_at, heartbeat_at, http_addr, version)
+             VALUES ($1, $2, now(), now(), $3, $4)
+             ON CONFLICT (node_id) DO UPDATE
+                SET started_at = CASE WHEN txmgr_node.instance = EXCLUDED.instance
+                                      THEN txmgr_node.started_at ELSE now() END,
+                    instance = EXCLUDED.instance, heartbeat_at = now(),
+                    http_addr = EXCLUDED.http_addr, version = EXCLUDED.version
+              WHERE txmgr_node.instance = EXCLUDED.instance
+                 OR txmgr_node.heartbeat_at <= now() - $5 * interval '1 millisecond'
+             RETURNING node_id",
+        )
+        .bind(&*owner.node_id)
+        .bind(&*owner.instance)
+        .bind(http_addr)
+        .bind(version)
+        .bind(millis(liveness))
+        .fetch_optional(pool)
+        .await?;
+        if registered.is_some() {
+            return Ok(Registration::Registered);
+        }
+        if let Some(holder) = holder(pool, &owner.node_id).await? {
+            return Ok(Registration::Held(holder));
+        }
+    }
+    Err(super::StoreError::Corrupt(format!(
+        "node {} keeps appearing and vanishing while registering",
+        owner.node_id
+    )))
+}
+
+/// The process holding `node_id`, if any.
+pub async fn holder(pool: &PgPool, node_id: &str) -> StoreResult<Option<NodeHolder>> {
+    let row: Option<(String, Option<String>, i64, i64)> = sqlx::query_as(
+        "SELECT instance, http_addr, (EXTRACT(EPOCH FROM heartbeat_at) * 1000000)::bigint,
+                GREATEST(0, (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::bigint)
+           FROM txmgr_node WHERE node_id = $1",
     )
     .bind(node_id)
-    .bind(http_addr)
-    .bind(version)
+    .fetch_optional(pool)
+    .await?;
+    Ok(
+        row.map(|(instance, http_addr, heartbeat_at_us, age)| NodeHolder {
+            instance,
+            http_addr,
+            heartbeat_at_us,
+            heartbeat_age: Duration::from_millis(u64::try_from(age).unwrap_or(0)),
+        }),
+    )
+}
+
+/// Refreshes this process's heartbeat, if the row still names it.
+pub async fn heartbeat(pool: &PgPool, owner: &LeaseOwner) -> StoreResult<Heartbeat> {
+    let result = sqlx::query(
+        "UPDATE txmgr_node SET heartbeat_at = now() WHERE node_id = $1 AND instance = $2",
+    )
+    .bind(&*owner.node_id)
+    .bind(&*owner.instance)
     .execute(pool)
     .await?;
-    Ok(())
+    if result.rows_affected() == 1 {
+        return Ok(Heartbeat::Beat);
+    }
+    Ok(match holder(pool, &owner.node_id).await? {
+        Some(holder) if holder.instance != *owner.instance => Heartbeat::Superseded(holder),
+        // Gone, or (in a race with our own re-registration) ours again.
+        _ => Heartbeat::Missing,
+    })
 }
 
-/// Refreshes this node's heartbeat. Returns false when the row is gone (an
-/// operator removed it): the caller registers again.
-pub async fn heartbeat(pool: &PgPool, node_id: &str) -> StoreResult<bool> {
-    let result = sqlx::query("UPDATE txmgr_node SET heartbeat_at = now() WHERE node_id = $1")
-        .bind(node_id)
-        .execute(pool)
-        .await?;
-    Ok(result.rows_affected() == 1)
-}
-
-/// Removes this node on graceful shutdown.
-pub async fn deregister(pool: &PgPool, node_id: &str) -> StoreResult<()> {
-    sqlx::query("DELETE FROM txmgr_node WHERE node_id = $1")
-        .bind(node_id)
+/// Removes this process's row on graceful shutdown (never a successor's).
+pub async fn deregister(pool: &PgPool, owner: &LeaseOwner) -> StoreResult<()> {
+    sqlx::query("DELETE FROM txmgr_node WHERE node_id = $1 AND instance = $2")
+        .bind(&*owner.node_id)
+        .bind(&*owner.instance)
         .execute(pool)
         .await?;
     Ok(())
@@ -52,6 +145,8 @@ pub async fn deregister(pool: &PgPool, node_id: &str) -> StoreResult<()> {
 pub struct NodeRow {
     /// The node's id.
     pub node_id: String,
+    /// The instance id of the process registered under it.
+    pub instance: String,
     /// Where its HTTP API listens.
     pub http_addr: Option<String>,
     /// The txmgr version it runs.
@@ -64,8 +159,8 @@ pub struct NodeRow {
 
 /// Lists every node, alive meaning a heartbeat within `liveness` (database time).
 pub async fn list(pool: &PgPool, liveness: Duration) -> StoreResult<Vec<NodeRow>> {
-    let rows: Vec<(String, Option<String>, String, i64, bool)> = sqlx::query_as(
-        "SELECT node_id, http_addr, version,
+    let rows: Vec<(String, String, Option<String>, String, i64, bool)> = sqlx::query_as(
+        "SELECT node_id, instance, http_addr, version,
                 GREATEST(0, (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::bigint),
                 heartbeat_at > now() - $1 * interval '1 millisecond'
            FROM txmgr_node ORDER BY node_id",
@@ -75,12 +170,15 @@ pub async fn list(pool: &PgPool, liveness: Duration) -> StoreResult<Vec<NodeRow>
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(node_id, http_addr, version, age, alive)| NodeRow {
-            node_id,
-            http_addr,
-            version,
-            heartbeat_age: Duration::from_millis(u64::try_from(age).unwrap_or(0)),
-            alive,
-        })
+        .map(
+            |(node_id, instance, http_addr, version, age, alive)| NodeRow {
+                node_id,
+                instance,
+                http_addr,
+                version,
+                heartbeat_age: Duration::from_millis(u64::try_from(age).unwrap_or(0)),
+                alive,
+            },
+        )
         .collect())
 }

@@ -105,7 +105,7 @@ impl SubmitterState {
     fn request(&self) -> LeaseRequest {
         LeaseRequest {
             submitter: self.ctx.key,
-            node_id: self.ctx.node_id.clone(),
+            owner: self.ctx.owner.clone(),
             duration: self.ctx.lease.duration,
             clock_skew: self.ctx.lease.clock_skew,
         }
@@ -208,7 +208,8 @@ impl Actor for SubmitterActor {
         let span = tracing::info_span!(
             "submitter",
             submitter = %state.ctx.key,
-            node_id = %state.ctx.node_id,
+            node_id = %state.ctx.owner.node_id,
+            instance = %state.ctx.owner.instance,
             fencing_token = state.lease.as_ref().map_or(0, |l| l.token),
         );
         dispatch(myself, msg, state).instrument(span).await

@@ -19,7 +19,7 @@ pub(crate) async fn renew_if_due(
     }
     let request = LeaseRequest {
         submitter: ctx.key,
-        node_id: ctx.node_id.clone(),
+        owner: ctx.owner.clone(),
         duration: ctx.lease.duration,
         clock_skew: ctx.lease.clock_skew,
     };

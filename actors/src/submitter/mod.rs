@@ -34,6 +34,7 @@ use crate::{
     cluster::Membership,
     domain::SubmitterKey,
     signer::TxSigner,
+    store::LeaseOwner,
     tracker::{ReceiptIndex, ResubmitTimers},
 };
 
@@ -60,8 +61,8 @@ pub struct LeaseTiming {
 pub struct SubmitterContext {
     /// The submitter.
     pub key: SubmitterKey,
-    /// This node's id.
-    pub node_id: Arc<str>,
+    /// This process: its `node_id` and instance (the lease owner).
+    pub owner: LeaseOwner,
     /// The database.
     pub pool: PgPool,
     /// The chain node.

@@ -13,10 +13,12 @@ pub(crate) async fn submitters_with_free_work(shared: &EngineShared) -> StoreRes
            FROM managed_tx m
            LEFT JOIN submitter_lease l ON l.chain_id = m.chain_id AND l.submitter = m.submitter
           WHERE m.chain_id = $1 AND m.state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
-            AND (l.submitter IS NULL OR l.expires_at <= now() OR l.owner_node = $2)",
+            AND (l.submitter IS NULL OR l.expires_at <= now()
+                 OR (l.owner_node = $2 AND l.owner_instance = $3))",
     )
     .bind(i64::try_from(shared.config.chain_id).unwrap_or(i64::MAX))
-    .bind(&*shared.config.node_id)
+    .bind(&*shared.config.owner.node_id)
+    .bind(&*shared.config.owner.instance)
     .fetch_all(&shared.pool)
     .await?;
     Ok(rows

@@ -23,6 +23,7 @@ use crate::{
     cluster::{BalanceConfig, Membership},
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::TxSigner,
+    store::LeaseOwner,
     submitter::{
         Finality, IngressWriter, LeaseTiming, Role, SubmitterContext, SubmitterHandle,
         SubmitterMsg, SubmitterSettings,
@@ -51,8 +52,8 @@ pub struct SubmitterSpec {
 /// Node-wide engine settings.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// This node's id.
-    pub node_id: Arc<str>,
+    /// This process: its `node_id` and instance (the lease owner).
+    pub owner: LeaseOwner,
     /// The chain id served.
     pub chain_id: u64,
     /// Lease timing.
@@ -283,7 +284,7 @@ impl Engine {
             .map(|spec| {
                 let ctx = SubmitterContext {
                     key: crate::SubmitterKey::new(config.chain_id, spec.address),
-                    node_id: config.node_id.clone(),
+                    owner: config.owner.clone(),
                     pool: pool.clone(),
                     chain: chain.clone(),
                     signer: spec.signer,

@@ -15,7 +15,7 @@ use alloy::primitives::Address;
 use super::{Engine, EngineShared, SubmitterSpec, SupervisorMsg};
 use crate::{
     domain::SubmitterKey,
-    store::{self, nonce_cursor, FencedTx, LeaseOutcome, LeaseRequest, StoreError},
+    store::{self, nonce_cursor, FencedTx, LeaseOutcome, LeaseOwner, LeaseRequest, StoreError},
     submitter::{Role, SubmitterContext, SubmitterSettings},
 };
 
@@ -106,6 +106,8 @@ pub struct PoolsSnapshot {
 pub struct EngineSnapshot {
     /// This node.
     pub node_id: Arc<str>,
+    /// This process's instance of it (lease owner = node id + instance).
+    pub instance: Arc<str>,
     /// The chain served.
     pub chain_id: u64,
     /// The supervisor is alive.
@@ -131,7 +133,7 @@ impl EngineShared {
     fn new_context(&self, spec: SubmitterSpec) -> Arc<SubmitterContext> {
         Arc::new(SubmitterContext {
             key: SubmitterKey::new(self.config.chain_id, spec.address),
-            node_id: self.config.node_id.clone(),
+            owner: self.config.owner.clone(),
             pool: self.pool.clone(),
             chain: self.chain.clone(),
             signer: spec.signer,
@@ -159,7 +161,12 @@ impl EngineShared {
 impl Engine {
     /// This node's id.
     pub fn node_id(&self) -> &str {
-        &self.shared.config.node_id
+        &self.shared.config.owner.node_id
+    }
+
+    /// This process's lease owner identity (node id + instance).
+    pub fn owner(&self) -> &LeaseOwner {
+        &self.shared.config.owner
     }
 
     /// Every submitter with a context on this node, in address order.
@@ -202,7 +209,8 @@ impl Engine {
             .collect();
         let progress = &self.tracker.progress;
         EngineSnapshot {
-            node_id: self.shared.config.node_id.clone(),
+            node_id: self.shared.config.owner.node_id.clone(),
+            instance: self.shared.config.owner.instance.clone(),
             chain_id: self.shared.config.chain_id,
             supervisor_alive: matches!(
                 self.supervisor.get_status(),
@@ -257,9 +265,9 @@ impl Engine {
             .shared
             .context(&address)
             .ok_or(OpsError::UnknownSubmitter(address))?;
-        let me = &*self.shared.config.node_id;
+        let me = &self.shared.config.owner;
         if let Some(info) = store::current_lease(&self.shared.pool, ctx.key).await? {
-            if info.owner_node != me && !info.expires_in.is_zero() {
+            if !info.is_owned_by(me) && !info.expires_in.is_zero() {
                 return Err(OpsError::NotLeader {
                     submitter: address,
                     owner: info.owner_node,
@@ -364,7 +372,7 @@ async fn open_work(shared: &EngineShared, address: Address) -> Result<i64, Store
 async fn clear_protect(ctx: &SubmitterContext) -> Result<Unprotected, OpsError> {
     let request = LeaseRequest {
         submitter: ctx.key,
-        node_id: ctx.node_id.clone(),
+        owner: ctx.owner.clone(),
         duration: ctx.lease.duration,
         clock_skew: ctx.lease.clock_skew,
     };

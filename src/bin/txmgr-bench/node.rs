@@ -206,7 +206,8 @@ impl Node {
             inner: Arc::new(rpc),
             stats: chain_stats.clone(),
         });
-        let engine = start_engine(&config, pool.clone(), chain).await?;
+        let owner = txmgr_actors::LeaseOwner::for_this_process(config.node_id.as_str());
+        let engine = start_engine(&config, &owner, pool.clone(), chain).await?;
         let work_listener = tokio::spawn(listen_for_work(
             pool.clone(),
             engine.clone(),

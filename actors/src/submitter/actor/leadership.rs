@@ -30,8 +30,11 @@ pub(super) async fn on_lease_tick(
     let defer = if was_leader {
         Duration::ZERO
     } else {
-        ctx.membership
-            .defer_for(&ctx.key.address, &ctx.node_id, state.last_owner.as_deref())
+        ctx.membership.defer_for(
+            &ctx.key.address,
+            &ctx.owner.node_id,
+            state.last_owner.as_deref(),
+        )
     };
     match store::acquire_or_renew_deferring(&ctx.pool, &state.request(), defer).await {
         Ok(outcome) => match outcome.lease().cloned() {
@@ -43,7 +46,7 @@ pub(super) async fn on_lease_tick(
                     return Err(format!("lease of {} lapsed and was re-acquired", ctx.key).into());
                 }
                 state.lease = Some(lease.clone());
-                state.last_owner = Some(ctx.node_id.to_string());
+                state.last_owner = Some(ctx.owner.node_id.to_string());
                 if !fresh && hand_over_if_preferred_elsewhere(myself, state, &lease).await {
                     return Ok(());
                 }
@@ -134,7 +137,7 @@ async fn hand_over_if_preferred_elsewhere(
     let held = state.leader_since.map(|t| t.elapsed()).unwrap_or_default();
     let Some(to) = ctx
         .membership
-        .hand_over_to(&ctx.key.address, &ctx.node_id, held)
+        .hand_over_to(&ctx.key.address, &ctx.owner.node_id, held)
     else {
         return false;
     };
