@@ -5,13 +5,13 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use alloy::primitives::B256;
 use common::TestDb;
 use txmgr_actors::{
     store::{self, pipeline, resubmit},
-    FencedTx, LeaseRequest, SubmitterKey,
+    FencedTx, LeaseOwner, LeaseRequest, SubmitterKey,
 };
 
 const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
@@ -19,7 +19,7 @@ const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 async fn relaxed(db: &TestDb) -> FencedTx {
     let request = LeaseRequest {
         submitter: SubmitterKey::new(31337, DEV.parse().expect("address")),
-        node_id: Arc::from("a"),
+        owner: LeaseOwner::new("a", "i1"),
         duration: Duration::from_secs(10),
         clock_skew: Duration::from_millis(500),
     };

@@ -245,13 +245,16 @@ pub struct PendingAttempt {
     pub maybe_pooled: bool,
 }
 
+/// `(tx_id, nonce, state, tx_hash, raw_tx, age_ms, maybe_pooled)`.
+type DueRow = (Uuid, i64, String, String, Vec<u8>, i64, bool);
+
 /// ALLOCATED intents whose newest attempt is due for (re)broadcast.
 pub async fn load_due_allocated(
     pool: &PgPool,
     key: SubmitterKey,
     limit: usize,
 ) -> StoreResult<Vec<PendingAttempt>> {
-    let rows: Vec<(Uuid, i64, String, String, Vec<u8>, i64, bool)> = sqlx::query_as(
+    let rows: Vec<DueRow> = sqlx::query_as(
         "SELECT m.tx_id, m.nonce, m.state, a.tx_hash, a.raw_tx,
                 (EXTRACT(EPOCH FROM (now() - m.created_at)) * 1000)::bigint, m.maybe_pooled
            FROM managed_tx m
