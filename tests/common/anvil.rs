@@ -202,7 +202,7 @@ pub(crate) fn anvil_bin() -> PathBuf {
 
 /// A port that was free a moment ago; the caller retries if it is taken
 /// before anvil binds it.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())

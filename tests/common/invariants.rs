@@ -6,7 +6,7 @@ use std::{collections::HashSet, time::Duration};
 use serde_json::json;
 use sqlx::PgPool;
 
-use super::{anvil::parse_quantity, eventually, Anvil};
+use super::{anvil::parse_quantity, eventually, DevNode};
 
 /// Waits until `count` intents have a receipt.
 pub(crate) async fn wait_mined(pool: &PgPool, count: i64, timeout: Duration) {
@@ -27,7 +27,7 @@ pub(crate) async fn wait_mined(pool: &PgPool, count: i64, timeout: Duration) {
 /// Per submitter: mined nonces unique and contiguous from `start_nonce`;
 /// each intent mined at most once and its receipt hash is one of its own
 /// attempts at its own nonce on chain; the chain's nonce equals ours.
-pub(crate) async fn check(pool: &PgPool, anvil: &Anvil, submitter: &str, start_nonce: u64) {
+pub(crate) async fn check(pool: &PgPool, chain: &impl DevNode, submitter: &str, start_nonce: u64) {
     let submitter = submitter.to_lowercase();
     let submitter = submitter.as_str();
     let rows: Vec<(uuid::Uuid, Option<i64>, String, Option<String>)> = sqlx::query_as(
@@ -53,7 +53,7 @@ pub(crate) async fn check(pool: &PgPool, anvil: &Anvil, submitter: &str, start_n
             owned, 1,
             "{tx_id} ({state}) mined {hash}, which is not one of its attempts"
         );
-        let on_chain = anvil.rpc("eth_getTransactionByHash", json!([hash])).await;
+        let on_chain = chain.rpc("eth_getTransactionByHash", json!([hash])).await;
         let chain_nonce = parse_quantity(&on_chain["nonce"]);
         let nonce = nonce.expect("a mined intent keeps its nonce");
         assert_eq!(chain_nonce as i64, nonce, "{tx_id} mined at another nonce");
@@ -66,7 +66,7 @@ pub(crate) async fn check(pool: &PgPool, anvil: &Anvil, submitter: &str, start_n
         "mined nonces must be contiguous from {start_nonce}"
     );
     let chain_count = parse_quantity(
-        &anvil
+        &chain
             .rpc("eth_getTransactionCount", json!([submitter, "latest"]))
             .await,
     );

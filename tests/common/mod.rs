@@ -1,6 +1,7 @@
 //! Shared integration-test harness: every test owns a fresh PostgreSQL
 //! database ([`TestDb`]) and its own anvil on a free loopback port
-//! ([`Anvil`]), and waits with deadline-bound polling ([`eventually`],
+//! ([`Anvil`]) — or, for the core scenarios, Hardhat's node as well
+//! ([`DevChain`]) —, and waits with deadline-bound polling ([`eventually`],
 //! [`wait_until`]) instead of sleeping, so tests run in parallel and never
 //! depend on timing luck.
 //!
@@ -13,7 +14,9 @@ pub(crate) mod clock;
 pub(crate) mod cluster;
 pub(crate) mod daemon;
 pub(crate) mod db;
+pub(crate) mod dev_chain;
 pub(crate) mod faulty_chain;
+pub(crate) mod hardhat;
 pub(crate) mod invariants;
 pub(crate) mod node;
 pub(crate) mod pg_cluster;
@@ -24,4 +27,5 @@ pub(crate) mod txs;
 
 pub(crate) use anvil::{Anvil, CHAIN_ID, DEV_ADDRESS_0, DEV_PRIVATE_KEY_0};
 pub(crate) use db::TestDb;
+pub(crate) use dev_chain::{Client, DevChain, DevNode, Mining};
 pub(crate) use poll::{eventually, wait_until};

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{node::TestNode, wait_until};
+use super::{node::TestNode, wait_until, DevNode};
 
 /// One gwei in wei.
 pub(crate) const GWEI: u128 = 1_000_000_000;
@@ -141,21 +141,16 @@ pub(crate) async fn create_transfer(node: &TestNode, request_id: &str, value: u6
 }
 
 /// Whether the node's pool (or chain) knows a transaction hash.
-pub(crate) async fn known_to_node(anvil: &super::Anvil, hash: &str) -> bool {
-    !anvil
+pub(crate) async fn known_to_node(chain: &impl DevNode, hash: &str) -> bool {
+    !chain
         .rpc("eth_getTransactionByHash", json!([hash]))
         .await
         .is_null()
 }
 
-/// `anvil_setNextBlockBaseFeePerGas`.
-pub(crate) async fn set_next_base_fee(anvil: &super::Anvil, wei: u128) {
-    anvil
-        .rpc(
-            "anvil_setNextBlockBaseFeePerGas",
-            json!([format!("{wei:#x}")]),
-        )
-        .await;
+/// `<anvil|hardhat>_setNextBlockBaseFeePerGas`.
+pub(crate) async fn set_next_base_fee(chain: &impl DevNode, wei: u128) {
+    chain.set_next_base_fee(wei).await;
 }
 
 /// `0x`-hex of raw bytes, for `eth_sendRawTransaction`.
