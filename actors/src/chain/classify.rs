@@ -183,6 +183,8 @@ const RULES: &[(&str, BroadcastClass)] = &[
     ("max priority fee per gas exceeds max fee", C::Invalid(R::TipAboveFeeCap)), // besu
     ("max_priority_fee_per_gas` greater than", C::Invalid(R::TipAboveFeeCap)), // anvil
     ("invalidmaxpriorityfeepergas", C::Invalid(R::TipAboveFeeCap)), // nethermind
+    // hardhat: "maxPriorityFeePerGas (3) is bigger than maxFeePerGas (2)".
+    ("is bigger than maxfeepergas", C::Invalid(R::TipAboveFeeCap)),
     // klaytn words it the other way round for the same check.
     ("max fee per gas higher than max priority fee", C::Invalid(R::TipAboveFeeCap)),
     // Before `Underpriced`: nethermind says "FeeTooLow, MaxFeePerGas too low"
@@ -215,10 +217,13 @@ const RULES: &[(&str, BroadcastClass)] = &[
     ("intrinsicgas", C::Invalid(R::IntrinsicGas)), // erigon, nethermind enum names
     ("intrinsic gas exceeds gas limit", C::Invalid(R::IntrinsicGas)),
     ("floor data gas", C::Invalid(R::IntrinsicGas)), // EIP-7623
+    // hardhat: "Transaction requires at least 21000 gas but got 20000".
+    ("gas but got", C::Invalid(R::IntrinsicGas)),
     ("exceeds block gas limit", C::Invalid(R::GasLimit)),
     ("gas limit too high", C::Invalid(R::GasLimit)),
     ("gas limit is too high", C::Invalid(R::GasLimit)),
     ("exceeds max transaction gas limit", C::Invalid(R::GasLimit)),
+    ("exceeds transaction gas cap", C::Invalid(R::GasLimit)), // hardhat, EIP-7825
     ("exceeds maximum per-transaction gas limit", C::Invalid(R::GasLimit)),
     ("intrinsic gas too high", C::Invalid(R::GasLimit)), // reth/anvil: above the block's
     ("gas limit cap exceeded", C::Invalid(R::GasLimit)),
