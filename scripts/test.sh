@@ -24,6 +24,13 @@ section "anvil"
 scripts/install-anvil.sh
 export ANVIL_BIN="$ROOT/.tools/bin/anvil"
 
+# ---------------------------------------------------------------- hardhat
+# The core scenarios also run against Hardhat's node (EDR): other error texts
+# and pool rules than anvil's (tests/common/hardhat.rs).
+section "hardhat"
+scripts/install-hardhat.sh
+export TXMGR_HARDHAT_DIR="$ROOT/.tools/hardhat"
+
 # ---------------------------------------------------------------- promtool
 # The metrics exposition is checked with Prometheus' own linter.
 section "promtool"

@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{
     invariants,
     node::{config_toml, TestNode},
-    Anvil, TestDb,
+    Anvil, Client, DevChain, DevNode, Mining, TestDb,
 };
 use serde_json::{json, Value};
 
@@ -28,13 +28,24 @@ async fn count(db: &TestDb, sql: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces() {
+    two_hundred_intents_mined_with_contiguous_nonces(Client::Anvil).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces_on_hardhat() {
+    two_hundred_intents_mined_with_contiguous_nonces(Client::Hardhat).await;
+}
+
+async fn two_hundred_intents_mined_with_contiguous_nonces(client: Client) {
     let db = TestDb::migrated().await;
     // Interval mining: anvil's automine can strand a burst of same-sender
-    // transactions in its queue (a pool race of anvil's, not a chain rule).
-    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
+    // transactions in its queue (a pool race of anvil's, not a chain rule),
+    // and Hardhat's automine refuses any nonce that arrives before its
+    // predecessor.
+    let chain = DevChain::start(client, Mining::Interval(Duration::from_millis(200))).await;
     let node = TestNode::start(&config_toml(
         &db.url,
-        &anvil.rpc_url(),
+        &chain.rpc_url(),
         "n1",
         "max_in_flight = 64",
     ))
@@ -48,7 +59,7 @@ async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces() {
         first.get_or_insert(body["tx_id"].as_str().expect("tx_id").to_owned());
     }
     invariants::wait_mined(&db.pool, 200, Duration::from_secs(90)).await;
-    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    invariants::check(&db.pool, &chain, DEV, 0).await;
     assert_eq!(
         count(&db, "SELECT count(*) FROM tx_attempt").await,
         200,
@@ -56,7 +67,7 @@ async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces() {
     );
 
     // Twelve more blocks: everything is past the default 12 confirmations.
-    anvil.mine_blocks(12).await;
+    chain.mine_blocks(12).await;
     common::wait_until(Duration::from_secs(30), || async {
         count(
             &db,

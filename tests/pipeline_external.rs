@@ -10,7 +10,7 @@ use common::{
     anvil::parse_quantity,
     invariants,
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    wait_until, Anvil, Client, DevChain, DevNode, Mining, TestDb,
 };
 use serde_json::json;
 
@@ -23,17 +23,17 @@ fn transfer(request_id: &str) -> serde_json::Value {
 }
 
 /// Sends a transaction from the submitter's key behind txmgr's back.
-async fn send_externally(anvil: &Anvil, extra: serde_json::Value) {
+async fn send_externally(chain: &impl DevNode, extra: serde_json::Value) {
     let mut tx = json!({"from": DEV, "to": OTHER, "value": "0x1"});
     if let (Some(tx), Some(extra)) = (tx.as_object_mut(), extra.as_object()) {
         tx.extend(extra.clone());
     }
-    anvil.rpc("eth_sendTransaction", json!([tx])).await;
+    chain.rpc("eth_sendTransaction", json!([tx])).await;
 }
 
-async fn chain_nonce(anvil: &Anvil) -> u64 {
+async fn chain_nonce(chain: &impl DevNode) -> u64 {
     parse_quantity(
-        &anvil
+        &chain
             .rpc("eth_getTransactionCount", json!([DEV, "latest"]))
             .await,
     )
@@ -89,16 +89,25 @@ async fn protect_stops_the_submitter_and_refuses_creates_with_423() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn adopt_skips_past_an_external_transaction_and_keeps_working() {
+    adopt_skips_past_external_transactions(Client::Anvil).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn adopt_skips_past_an_external_transaction_and_keeps_working_on_hardhat() {
+    adopt_skips_past_external_transactions(Client::Hardhat).await;
+}
+
+async fn adopt_skips_past_external_transactions(client: Client) {
     let db = TestDb::migrated().await;
-    let anvil = Anvil::start().await;
-    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    let chain = DevChain::start(client, Mining::Auto).await;
+    let node = TestNode::start(&config_toml(&db.url, &chain.rpc_url(), "n1", "")).await;
     let (status, _) = node
         .request("POST", "/v1/transactions", Some(transfer("a0")))
         .await;
     assert_eq!(status, 202);
     invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
-    send_externally(&anvil, json!({})).await;
-    send_externally(&anvil, json!({})).await;
+    send_externally(&chain, json!({})).await;
+    send_externally(&chain, json!({})).await;
     // The leader notices on its next chain check and moves its cursor up.
     wait_until(Duration::from_secs(30), || async {
         let next: i64 = sqlx::query_scalar("SELECT next_nonce FROM submitter_nonce_cursor")
@@ -120,7 +129,7 @@ async fn adopt_skips_past_an_external_transaction_and_keeps_working() {
         .await
         .expect("nonces");
     assert_eq!(nonces, vec![0, 3, 4]);
-    assert_eq!(chain_nonce(&anvil).await, 5);
+    assert_eq!(chain_nonce(&chain).await, 5);
     node.stop().await;
 }
 
@@ -129,9 +138,18 @@ async fn adopt_skips_past_an_external_transaction_and_keeps_working() {
 /// to QUEUED and is sent again with a new nonce.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_intent_whose_nonce_was_taken_externally_is_requeued_and_sent_again() {
+    nonce_taken_externally_is_requeued(Client::Anvil).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_intent_whose_nonce_was_taken_externally_is_requeued_and_sent_again_on_hardhat() {
+    nonce_taken_externally_is_requeued(Client::Hardhat).await;
+}
+
+async fn nonce_taken_externally_is_requeued(client: Client) {
     let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--no-mining"]).await;
-    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    let chain = DevChain::start(client, Mining::Manual).await;
+    let node = TestNode::start(&config_toml(&db.url, &chain.rpc_url(), "n1", "")).await;
     let (status, body) = node
         .request("POST", "/v1/transactions", Some(transfer("victim")))
         .await;
@@ -147,13 +165,13 @@ async fn an_intent_whose_nonce_was_taken_externally_is_requeued_and_sent_again()
     .await;
     // A far pricier transaction at nonce 0 replaces ours in the pool.
     send_externally(
-        &anvil,
+        &chain,
         json!({"nonce": "0x0", "maxFeePerGas": "0x174876e800", "maxPriorityFeePerGas": "0xba43b7400"}),
     )
     .await;
-    anvil.mine().await;
-    // Mine only once the requeued intent is in anvil's pool (accepted at
-    // its new nonce): anvil does not mine by itself here.
+    chain.mine().await;
+    // Mine only once the requeued intent is in the node's pool (accepted at
+    // its new nonce): the node does not mine by itself here.
     wait_until(Duration::from_secs(30), || async {
         let row: Option<(Option<i64>, String)> =
             sqlx::query_as("SELECT nonce, state FROM managed_tx")
@@ -163,7 +181,7 @@ async fn an_intent_whose_nonce_was_taken_externally_is_requeued_and_sent_again()
         row.is_some_and(|(nonce, state)| nonce == Some(1) && state == "TRACKING")
     })
     .await;
-    anvil.mine().await;
+    chain.mine().await;
     invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
     let (status, body) = node
         .request("GET", &format!("/v1/transactions/{tx_id}"), None)
@@ -171,8 +189,8 @@ async fn an_intent_whose_nonce_was_taken_externally_is_requeued_and_sent_again()
     assert_eq!(status, 200);
     assert_eq!(body["nonce"], 1);
     assert_eq!(body["attempts"], 2, "one attempt per nonce it held");
-    assert_eq!(chain_nonce(&anvil).await, 2);
-    invariants::check(&db.pool, &anvil, DEV, 1).await;
+    assert_eq!(chain_nonce(&chain).await, 2);
+    invariants::check(&db.pool, &chain, DEV, 1).await;
     node.stop().await;
 }
 

@@ -9,12 +9,20 @@ use std::time::Duration;
 use common::{
     invariants,
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    wait_until, Anvil, Client, DevChain, DevNode, Mining, TestDb,
 };
 use serde_json::json;
 
 const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+const ETH: u128 = 1_000_000_000_000_000_000;
+
+/// The node's refusal for lack of funds, in anvil's words or Hardhat's
+/// ("Sender doesn't have enough funds to send tx").
+fn refused_for_funds(error: &str) -> bool {
+    let error = error.to_lowercase();
+    error.contains("insufficient funds") || error.contains("doesn't have enough funds")
+}
 
 async fn state_of(db: &TestDb, request_id: &str) -> (String, Option<i64>) {
     sqlx::query_as("SELECT state, nonce FROM managed_tx WHERE request_id = $1")
@@ -57,16 +65,25 @@ async fn a_reverting_intent_is_rejected_before_allocation_and_uses_no_nonce() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn insufficient_funds_is_retried_then_rejected_and_its_nonce_reused() {
+    insufficient_funds_rejected_and_nonce_reused(Client::Anvil).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn insufficient_funds_is_retried_then_rejected_and_its_nonce_reused_on_hardhat() {
+    insufficient_funds_rejected_and_nonce_reused(Client::Hardhat).await;
+}
+
+async fn insufficient_funds_rejected_and_nonce_reused(client: Client) {
     let db = TestDb::migrated().await;
-    let anvil = Anvil::start().await;
+    let chain = DevChain::start(client, Mining::Auto).await;
     let node = TestNode::start(&config_toml(
         &db.url,
-        &anvil.rpc_url(),
+        &chain.rpc_url(),
         "n1",
         "reject_after = \"2s\"",
     ))
     .await;
-    anvil.rpc("anvil_setBalance", json!([DEV, "0x0"])).await;
+    chain.set_balance(DEV, 0).await;
     // A fixed gas limit skips estimation, so the node refuses at broadcast.
     let broke = json!({"submitter": DEV, "to": TO, "value": "1", "gas_limit": 21000, "request_id": "broke"});
     let (status, _) = node.request("POST", "/v1/transactions", Some(broke)).await;
@@ -76,7 +93,7 @@ async fn insufficient_funds_is_retried_then_rejected_and_its_nonce_reused() {
             .fetch_one(&db.pool)
             .await
             .unwrap_or(None);
-        error.is_some_and(|e| e.to_lowercase().contains("insufficient funds"))
+        error.as_deref().is_some_and(refused_for_funds)
     })
     .await;
     assert_eq!(
@@ -94,9 +111,7 @@ async fn insufficient_funds_is_retried_then_rejected_and_its_nonce_reused() {
         "the rejected intent gave its nonce back"
     );
 
-    anvil
-        .rpc("anvil_setBalance", json!([DEV, "0x3635c9adc5dea00000"]))
-        .await;
+    chain.set_balance(DEV, 1_000 * ETH).await;
     let next = json!({"submitter": DEV, "to": TO, "value": "1", "request_id": "next"});
     let (status, _) = node.request("POST", "/v1/transactions", Some(next)).await;
     assert_eq!(status, 202);
@@ -106,7 +121,82 @@ async fn insufficient_funds_is_retried_then_rejected_and_its_nonce_reused() {
         Some(0),
         "the released nonce is reused: no gap"
     );
-    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    invariants::check(&db.pool, &chain, DEV, 0).await;
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the filler (issue 12 item 11)"]
+async fn a_released_nonce_below_later_intents_is_filled_and_the_line_moves_on() {
+    released_nonce_below_later_intents_is_filled(Client::Anvil).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the filler (issue 12 item 11)"]
+async fn a_released_nonce_below_later_intents_is_filled_and_the_line_moves_on_on_hardhat() {
+    released_nonce_below_later_intents_is_filled(Client::Hardhat).await;
+}
+
+/// An intent the submitter cannot pay for takes nonce 0, three payable ones
+/// take 1–3 (anvil queues them, Hardhat's automine refuses them as "Nonce too
+/// high"). After `reject_after` the first is REJECTED and nonce 0 released;
+/// no further create comes, so a filler must take nonce 0 (DESIGN section 7)
+/// or nothing is ever mined again for this submitter.
+async fn released_nonce_below_later_intents_is_filled(client: Client) {
+    let db = TestDb::migrated().await;
+    let chain = DevChain::start(client, Mining::Auto).await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &chain.rpc_url(),
+        "n1",
+        "reject_after = \"2s\"",
+    ))
+    .await;
+    // Enough for gas, not for a 2 ETH transfer.
+    chain.set_balance(DEV, ETH).await;
+    let broke = json!({"submitter": DEV, "to": TO, "value": (2 * ETH).to_string(),
+                       "gas_limit": 21000, "request_id": "broke"});
+    let (status, _) = node.request("POST", "/v1/transactions", Some(broke)).await;
+    assert_eq!(status, 202);
+    wait_until(Duration::from_secs(30), || async {
+        let error: Option<String> =
+            sqlx::query_scalar("SELECT last_error FROM managed_tx WHERE request_id = 'broke'")
+                .fetch_one(&db.pool)
+                .await
+                .unwrap_or(None);
+        error.as_deref().is_some_and(refused_for_funds)
+    })
+    .await;
+    assert_eq!(state_of(&db, "broke").await, ("ALLOCATED".into(), Some(0)));
+    for i in 1..=3 {
+        let later =
+            json!({"submitter": DEV, "to": TO, "value": "1", "request_id": format!("later-{i}")});
+        let (status, _) = node.request("POST", "/v1/transactions", Some(later)).await;
+        assert_eq!(status, 202);
+    }
+    wait_until(Duration::from_secs(30), || async {
+        state_of(&db, "broke").await.0 == "REJECTED"
+    })
+    .await;
+    for i in 1..=3 {
+        assert_eq!(
+            state_of(&db, &format!("later-{i}")).await.1,
+            Some(i),
+            "later intents took the nonces above the rejected one"
+        );
+    }
+
+    // The line moves on without another create: nonce 0 is filled by an
+    // intent of its own, and the three later intents are mined.
+    invariants::wait_mined(&db.pool, 4, Duration::from_secs(30)).await;
+    let filler: (String, String) =
+        sqlx::query_as("SELECT request_id, state FROM managed_tx WHERE nonce = 0")
+            .fetch_one(&db.pool)
+            .await
+            .expect("an intent holds nonce 0");
+    assert_ne!(filler.0, "broke", "{filler:?}");
+    assert_eq!(state_of(&db, "broke").await, ("REJECTED".into(), None));
+    invariants::check(&db.pool, &chain, DEV, 0).await;
     node.stop().await;
 }
 

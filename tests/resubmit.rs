@@ -14,16 +14,16 @@ use common::{
         attempts, completion_states, create_transfer, intent, known_to_node, raw_hex,
         set_next_base_fee, wait_state, GWEI,
     },
-    wait_until, Anvil, TestDb, DEV_ADDRESS_0,
+    wait_until, Anvil, Client, DevChain, DevNode, Mining, TestDb, DEV_ADDRESS_0,
 };
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn config(db: &TestDb, anvil: &Anvil, extra: &str) -> String {
+fn config(db: &TestDb, chain: &impl DevNode, extra: &str) -> String {
     config_toml(
         &db.url,
-        &anvil.rpc_url(),
+        &chain.rpc_url(),
         "n1",
         &format!("finality = {{ confirmations = 1 }}\n{extra}"),
     )
@@ -31,20 +31,29 @@ fn config(db: &TestDb, anvil: &Anvil, extra: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dropped_transaction_is_rebroadcast_after_the_interval_and_mined() {
+    dropped_transaction_is_rebroadcast_and_mined(Client::Anvil).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dropped_transaction_is_rebroadcast_after_the_interval_and_mined_on_hardhat() {
+    dropped_transaction_is_rebroadcast_and_mined(Client::Hardhat).await;
+}
+
+async fn dropped_transaction_is_rebroadcast_and_mined(client: Client) {
     let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--no-mining"]).await;
-    let node = TestNode::start(&config(&db, &anvil, r#"resubmit_interval = "500ms""#)).await;
+    let chain = DevChain::start(client, Mining::Manual).await;
+    let node = TestNode::start(&config(&db, &chain, r#"resubmit_interval = "500ms""#)).await;
     let tx_id = create_transfer(&node, "dropped", 1).await;
     wait_state(&db.pool, tx_id, "TRACKING", WAIT).await;
     let first = attempts(&db.pool, tx_id).await;
     let hash = first[0].tx_hash.clone();
-    assert!(known_to_node(&anvil, &hash).await);
+    assert!(known_to_node(&chain, &hash).await);
 
-    anvil.rpc("anvil_dropTransaction", json!([hash])).await;
-    assert!(!known_to_node(&anvil, &hash).await, "dropped from the pool");
-    wait_until(WAIT, || known_to_node(&anvil, &hash)).await;
+    chain.drop_transaction(&hash).await;
+    assert!(!known_to_node(&chain, &hash).await, "dropped from the pool");
+    wait_until(WAIT, || known_to_node(&chain, &hash)).await;
 
-    anvil.mine().await;
+    chain.mine().await;
     wait_state(&db.pool, tx_id, "CONFIRMED", WAIT).await;
     let all = attempts(&db.pool, tx_id).await;
     assert_eq!(
@@ -54,17 +63,26 @@ async fn a_dropped_transaction_is_rebroadcast_after_the_interval_and_mined() {
     );
     assert_eq!(intent(&db.pool, tx_id).await.mined_tx_hash, Some(hash));
     node.stop().await;
-    invariants::check(&db.pool, &anvil, DEV_ADDRESS_0, 0).await;
+    invariants::check(&db.pool, &chain, DEV_ADDRESS_0, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fee_spike_is_bumped_through_in_ten_percent_steps_within_the_cap() {
+    fee_spike_is_bumped_through_within_the_cap(Client::Anvil).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fee_spike_is_bumped_through_in_ten_percent_steps_within_the_cap_on_hardhat() {
+    fee_spike_is_bumped_through_within_the_cap(Client::Hardhat).await;
+}
+
+async fn fee_spike_is_bumped_through_within_the_cap(client: Client) {
     let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--no-mining"]).await;
+    let chain = DevChain::start(client, Mining::Manual).await;
     let cap = 40 * GWEI;
     let node = TestNode::start(&config(
         &db,
-        &anvil,
+        &chain,
         &format!(
             "resubmit_interval = \"300ms\"\nmax_resubmits = 100\n\
              max_fee_per_gas_cap = \"{cap}\"\ngas_bump = {{ enabled = true, multiplier = 1.1 }}"
@@ -80,7 +98,7 @@ async fn a_fee_spike_is_bumped_through_in_ten_percent_steps_within_the_cap() {
     // refuses anything cheaper, and the market (latest block) looks calm, so
     // only the ≥ 10% steps move the fee up.
     let spike = 10 * GWEI;
-    set_next_base_fee(&anvil, spike).await;
+    set_next_base_fee(&chain, spike).await;
     wait_until(Duration::from_secs(60), || async {
         attempts(&db.pool, tx_id)
             .await
@@ -88,8 +106,8 @@ async fn a_fee_spike_is_bumped_through_in_ten_percent_steps_within_the_cap() {
             .is_some_and(|a| a.max_fee >= spike && a.result.as_deref() == Some("accepted"))
     })
     .await;
-    set_next_base_fee(&anvil, spike).await;
-    anvil.mine().await;
+    set_next_base_fee(&chain, spike).await;
+    chain.mine().await;
     wait_state(&db.pool, tx_id, "CONFIRMED", WAIT).await;
 
     let all = attempts(&db.pool, tx_id).await;
@@ -116,7 +134,7 @@ async fn a_fee_spike_is_bumped_through_in_ten_percent_steps_within_the_cap() {
     );
     assert_eq!(completion_states(&db.pool, tx_id).await, ["CONFIRMED"]);
     node.stop().await;
-    invariants::check(&db.pool, &anvil, DEV_ADDRESS_0, 0).await;
+    invariants::check(&db.pool, &chain, DEV_ADDRESS_0, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

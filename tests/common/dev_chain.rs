@@ -69,9 +69,21 @@ pub(crate) trait DevNode: Sync {
         self.rpc("evm_mine", json!([])).await;
     }
 
-    /// Mines `blocks` blocks at once.
+    /// Mines `blocks` blocks.
     async fn mine_blocks(&self, blocks: u64) {
-        self.cheat("mine", json!([format!("{blocks:#x}")])).await;
+        match self.client() {
+            Client::Anvil => {
+                self.cheat("mine", json!([format!("{blocks:#x}")])).await;
+            }
+            // `hardhat_mine` only reserves the blocks between the first and
+            // the last: they answer with parentHash 0x00…, a chain that never
+            // links up, and a head follower sees a reorg on every poll.
+            Client::Hardhat => {
+                for _ in 0..blocks {
+                    self.mine().await;
+                }
+            }
+        }
     }
 
     /// Sets an account's balance in wei.
