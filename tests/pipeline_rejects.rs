@@ -140,7 +140,6 @@ async fn a_released_nonce_below_allocated_ones_is_filled_and_the_line_moves_on()
 /// (60 s): the cycle that broadcasts the filler clears the reminder of their
 /// due retry (`CycleMemory::allocated_due_at`) and nothing sets it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "engine: a due ALLOCATED retry is forgotten once another ALLOCATED intent is broadcast (issue 12 item 11)"]
 async fn a_released_nonce_below_allocated_ones_is_filled_and_the_line_moves_on_on_hardhat() {
     released_nonce_below_allocated_ones_is_filled(Client::Hardhat).await;
 }

@@ -284,6 +284,26 @@ pub async fn load_due_allocated(
         .collect()
 }
 
+/// How long until the submitter's earliest ALLOCATED broadcast retry (zero
+/// when one is overdue); `None` when no ALLOCATED intent waits for one.
+pub async fn next_allocated_retry(
+    pool: &PgPool,
+    key: SubmitterKey,
+) -> StoreResult<Option<Duration>> {
+    let ms: Option<i64> = sqlx::query_scalar(
+        "SELECT GREATEST(0, (EXTRACT(EPOCH FROM (min(m.retry_at) - now())) * 1000)::bigint)
+           FROM managed_tx m
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED' AND m.retry_at IS NOT NULL
+            -- Unsigned ones wait for the recovery signing, not for a retry.
+            AND EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)",
+    )
+    .bind(key.chain_id_db())
+    .bind(key.address_hex())
+    .fetch_one(pool)
+    .await?;
+    Ok(ms.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+}
+
 /// ALLOCATED intents with no attempt (a crash between allocation and
 /// persisting the signature): they are signed again with the same nonce.
 pub async fn load_allocated_unsigned(

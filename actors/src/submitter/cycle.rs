@@ -130,8 +130,21 @@ pub(crate) async fn run(
     {
         memory.allocated_due_at = None;
         let due = pipeline::load_due_allocated(&ctx.pool, ctx.key, batch).await?;
+        let full = due.len() == batch;
         if !due.is_empty() {
             broadcast(ctx, lease, due, &mut outcome, memory).await?;
+        }
+        // Remember the next ALLOCATED retry that was not due yet (or that
+        // did not fit the batch), whatever this batch's answers were.
+        let next = if full {
+            Some(Duration::ZERO)
+        } else {
+            pipeline::next_allocated_retry(&ctx.pool, ctx.key).await?
+        };
+        if let Some(wait) = next {
+            let at = Instant::now() + wait;
+            memory.allocated_due_at = Some(memory.allocated_due_at.map_or(at, |m| m.min(at)));
+            outcome.retry_in = Some(outcome.retry_in.map_or(wait, |r| r.min(wait)));
         }
     }
     if protected {
