@@ -118,12 +118,12 @@ async fn restart_drains_and_comes_back_as_leader_without_losing_work() {
     }
     invariants::wait_mined(&db.pool, 5, Duration::from_secs(30)).await;
     invariants::check(&db.pool, &anvil, DEV, 0).await;
-    let audited: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM ops_audit WHERE action = 'restart'")
-            .fetch_one(&db.pool)
+    let audited: Vec<Option<String>> =
+        sqlx::query_scalar("SELECT outcome FROM ops_audit WHERE action = 'restart'")
+            .fetch_all(&db.pool)
             .await
             .expect("audit");
-    assert_eq!(audited, 1);
+    assert_eq!(audited, [Some("done".to_owned())]);
     node.stop().await;
 }
 
@@ -198,5 +198,130 @@ async fn unprotect_resyncs_the_cursor_and_accepts_creates_again() {
         reason.as_deref(),
         Some("ticket 42: our own hot wallet script")
     );
+    node.stop().await;
+}
+
+/// The submitter's PROTECT reason as stored.
+async fn stored_protect_reason(db: &TestDb) -> Option<String> {
+    sqlx::query_scalar("SELECT protect_reason FROM submitter_nonce_cursor WHERE submitter = $1")
+        .bind(DEV)
+        .fetch_one(&db.pool)
+        .await
+        .expect("cursor row")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unprotect_and_its_audit_row_commit_together_or_not_at_all() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        "on_external_nonce = \"protect\"",
+    ))
+    .await;
+    let (status, _) = node
+        .request("POST", "/v1/transactions", Some(transfer("a0")))
+        .await;
+    assert_eq!(status, 202);
+    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
+    anvil
+        .rpc(
+            "eth_sendTransaction",
+            json!([{"from": DEV, "to": OTHER, "value": "0x1"}]),
+        )
+        .await;
+    wait_until(Duration::from_secs(30), || async {
+        dev_row(&node).await["protect_reason"].is_string()
+    })
+    .await;
+
+    // The audit insert fails (as it would on a full disk or a broken
+    // table): PROTECT must stay, and nothing may claim otherwise.
+    sqlx::query(
+        "ALTER TABLE ops_audit ADD CONSTRAINT no_unprotect CHECK (action <> 'unprotect') NOT VALID",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("constraint");
+    let path = format!("/v1/ops/submitters/{DEV}/unprotect");
+    let reason = json!({"reason": "ticket 43"});
+    let (status, body) = node.request("POST", &path, Some(reason.clone())).await;
+    assert!(
+        status >= 500,
+        "the action failed as a whole: {status} {body}"
+    );
+    assert!(
+        stored_protect_reason(&db).await.is_some(),
+        "PROTECT was cleared without its audit row"
+    );
+    assert!(dev_row(&node).await["protect_reason"].is_string());
+    let (status, _) = node
+        .request("POST", "/v1/transactions", Some(transfer("a1")))
+        .await;
+    assert_eq!(status, 423, "still protected");
+
+    // With the audit table healthy again the same request does both.
+    sqlx::query("ALTER TABLE ops_audit DROP CONSTRAINT no_unprotect")
+        .execute(&db.pool)
+        .await
+        .expect("drop constraint");
+    let (status, body) = node.request("POST", &path, Some(reason)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(stored_protect_reason(&db).await, None);
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT reason, outcome FROM ops_audit WHERE action = 'unprotect' AND submitter = $1",
+    )
+    .bind(DEV)
+    .fetch_all(&db.pool)
+    .await
+    .expect("audit rows");
+    assert_eq!(rows, [("ticket 43".to_owned(), Some("done".to_owned()))]);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restart_is_audited_with_its_outcome_and_never_runs_unaudited() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    let (status, _) = node
+        .request("POST", "/v1/transactions", Some(transfer("w1")))
+        .await;
+    assert_eq!(status, 202);
+    let token = wait_leader(&node, 1).await["fencing_token"]
+        .as_i64()
+        .unwrap_or(0);
+
+    // A restart that cannot happen (the submitter is not configured here)
+    // leaves no row claiming it did.
+    let (status, body) = node
+        .request("POST", &format!("/v1/ops/submitters/{OTHER}/restart"), None)
+        .await;
+    assert_eq!(status, 422, "{body}");
+    let claimed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM ops_audit
+          WHERE action = 'restart' AND submitter = $1 AND outcome IS DISTINCT FROM 'failed'",
+    )
+    .bind(OTHER)
+    .fetch_one(&db.pool)
+    .await
+    .expect("audit");
+    assert_eq!(claimed, 0, "a failed restart is audited as failed");
+
+    // When its audit row cannot be written, the restart does not run.
+    sqlx::query(
+        "ALTER TABLE ops_audit ADD CONSTRAINT no_restart CHECK (action <> 'restart') NOT VALID",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("constraint");
+    let path = format!("/v1/ops/submitters/{DEV}/restart");
+    let (status, body) = node.request("POST", &path, None).await;
+    assert!(status >= 500, "{status} {body}");
+    let row = dev_row(&node).await;
+    // A restart releases the lease: the token would be 0 or a newer one.
+    assert_eq!(row["fencing_token"], token, "not restarted: {row}");
     node.stop().await;
 }

@@ -264,7 +264,7 @@ async fn openapi_lists_every_route_and_the_dashboard_is_self_contained() {
         .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
         .collect();
     assert_eq!(documented, routed, "the document lists exactly the routes");
-    assert!(doc["components"]["schemas"]["ErrorDoc"].is_object());
+    assert!(doc["components"]["schemas"]["ErrorResponse"].is_object());
     // Every listed route exists in the router (the fallback says "no such route").
     for (method, path) in ROUTES {
         let concrete = path

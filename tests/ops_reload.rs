@@ -131,10 +131,43 @@ async fn reload_retunes_adds_removes_and_rejects_bad_files() {
         })
     })
     .await;
-    let audited: i64 = sqlx::query_scalar("SELECT count(*) FROM ops_audit WHERE action = 'reload'")
-        .fetch_one(&db.pool)
-        .await
-        .expect("audit");
-    assert_eq!(audited, 2, "successful reloads are audited");
+    let audited: Vec<Option<String>> =
+        sqlx::query_scalar("SELECT outcome FROM ops_audit WHERE action = 'reload' ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .expect("audit");
+    let outcome = |o: &str| Some(o.to_owned());
+    assert_eq!(
+        audited,
+        [outcome("done"), outcome("failed"), outcome("done")],
+        "every reload is audited with its outcome"
+    );
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reload_whose_audit_row_cannot_be_written_changes_nothing() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let file = ConfigFile(
+        std::env::temp_dir().join(format!("txmgr-reload-{}.toml", uuid::Uuid::new_v4())),
+    );
+    let base = |extra: &str| config_toml(&db.url, &anvil.rpc_url(), "n1", extra);
+    file.write(&base("max_in_flight = 4"));
+    let node = TestNode::start_file(&file.0).await;
+    sqlx::query(
+        "ALTER TABLE ops_audit ADD CONSTRAINT no_reload CHECK (action <> 'reload') NOT VALID",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("constraint");
+    file.write(&base("max_in_flight = 9"));
+    let (status, body) = node.request("POST", "/v1/ops/reload", None).await;
+    assert!(status >= 500, "{status} {body}");
+    assert_eq!(
+        node.engine.settings(address(DEV)).map(|s| s.max_in_flight),
+        Some(4),
+        "a reload that could not be audited was applied"
+    );
     node.stop().await;
 }

@@ -165,12 +165,18 @@ impl Auth {
 }
 
 /// Paths anyone may reach: liveness, readiness, the dashboard page (it asks
-/// for a token itself) and the API description.
-fn is_open(path: &str, metrics_public: bool) -> bool {
+/// for a token itself) and the API description. The OpenAPI document's
+/// security and 401 answers are derived from it.
+pub(crate) fn is_open(path: &str, metrics_public: bool) -> bool {
     matches!(
         path,
         "/healthz" | "/readyz" | "/ops" | "/ops/" | "/v1/openapi.json"
     ) || (path == "/metrics" && metrics_public)
+}
+
+/// Paths only an `ops` token may use (others get 403).
+pub(crate) fn ops_only(path: &str) -> bool {
+    path.starts_with("/v1/ops/") || path == "/metrics"
 }
 
 /// The middleware: authenticates, authorises the route's role, and puts the
@@ -202,8 +208,7 @@ pub async fn require_token(
     let Some(caller) = token.and_then(|t| auth.identify(t)) else {
         return ApiError::Unauthorized.into_response();
     };
-    let ops_only = path.starts_with("/v1/ops/") || path == "/metrics";
-    if ops_only && caller.role != Role::Ops {
+    if ops_only(&path) && caller.role != Role::Ops {
         return ApiError::Forbidden {
             message: format!("token {:?} lacks the ops role", &*caller.name),
             field: None,

@@ -28,8 +28,10 @@ use sqlx::{postgres::PgListener, PgPool};
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 use txmgr_actors::store::completions::{self, CompletionRow, FeedCursor, COMPLETION_CHANNEL};
 
+use utoipa::ToSchema;
+
 use super::{
-    error::{ApiError, ApiResult},
+    error::{ApiError, ApiResult, ErrorResponse},
     AppState,
 };
 
@@ -222,7 +224,7 @@ impl FeedQuery {
 }
 
 /// One page of the feed.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct FeedPage {
     /// The rows, in feed order.
     items: Vec<CompletionRow>,
@@ -236,6 +238,17 @@ pub(crate) struct FeedPage {
 ///
 /// A client token with a submitter allow-list sees only its submitters'
 /// completions; the cursor still moves past the others.
+#[utoipa::path(get, path = "/v1/completions", tag = "transactions",
+    description = "Every terminal transition and every entry into STUCK, in commit order; long-polls up to `wait` when nothing is new.",
+    params(
+        ("after" = Option<String>, Query, description = "the `next_after` of the previous page; absent = from the beginning", pattern = "^[0-9]+-[0-9]+$"),
+        ("limit" = Option<u32>, Query, description = "page size (default 100)", minimum = 1, maximum = 1000),
+        ("wait" = Option<String>, Query, description = "long poll when nothing is new, e.g. `30s`; at most 60 s and 90 % of `http.request_timeout`")),
+    responses(
+        (status = 200, description = "the next completions (possibly none)", body = FeedPage),
+        (status = 400, description = "invalid_request: a bad or unknown parameter (`field` names it)", body = ErrorResponse),
+        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
+        (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn feed(
     State(state): State<AppState>,
     caller: Option<axum::Extension<super::auth::Caller>>,

@@ -12,6 +12,8 @@ use axum::{
 pub(crate) const PAGE: &str = include_str!("dashboard.html");
 
 /// `GET /ops/`.
+#[utoipa::path(get, path = "/ops/", tag = "meta",
+    responses((status = 200, description = "the ops dashboard (its data needs an ops token)", content_type = "text/html")))]
 pub(crate) async fn page() -> Response {
     (
         [

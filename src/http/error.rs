@@ -7,6 +7,7 @@
 //! | `unauthorized`         | 401    | no or unknown bearer token (`WWW-Authenticate`)   |
 //! | `forbidden`            | 403    | token lacks the role or the submitter (`field`)   |
 //! | `not_found`            | 404    | no such transaction / route                       |
+//! | `method_not_allowed`   | 405    | the route has no such method (`Allow` lists them) |
 //! | `idempotency_conflict` | 409    | same `request_id`, different body                 |
 //! | `not_leader`           | 409    | ops action must run on the node holding the lease |
 //! | `payload_too_large`    | 413    | body over `http.body_limit_bytes`                 |
@@ -25,6 +26,10 @@ use axum::{
 };
 use serde::Serialize;
 use txmgr_actors::{domain::CreateError, StoreError};
+use utoipa::{
+    openapi::{schema::Type, Object, ObjectBuilder},
+    ToSchema,
+};
 use uuid::Uuid;
 
 /// Everything a request can fail with, as the client sees it.
@@ -60,6 +65,10 @@ pub enum ApiError {
     /// The thing asked for does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// The route exists but not with this method; the `Allow` header lists
+    /// the methods it has.
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// The body exceeds the configured limit.
     #[error("request body exceeds the limit of {limit} bytes")]
     PayloadTooLarge {
@@ -133,6 +142,7 @@ impl ApiError {
             ApiError::IdempotencyConflict { .. } => "idempotency_conflict",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Unauthorized => "unauthorized",
@@ -153,6 +163,7 @@ impl ApiError {
             ApiError::IdempotencyConflict { .. } => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -172,64 +183,111 @@ fn retry_after_secs(retry_after: Duration) -> u64 {
     secs.max(1)
 }
 
-/// Wire form of an error.
-#[derive(Serialize)]
-struct ErrorEnvelope<'a> {
-    error: ErrorBody<'a>,
+/// Every `code` an [`ApiError`] can carry (the schema's enum of
+/// [`ErrorDetail::code`]; a test checks it against [`ApiError::code`]).
+pub const ERROR_CODES: &[&str] = &[
+    "invalid_request",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "method_not_allowed",
+    "idempotency_conflict",
+    "invalid_state",
+    "not_leader",
+    "payload_too_large",
+    "unknown_submitter",
+    "submitter_protected",
+    "overloaded",
+    "invalid_config",
+    "internal",
+    "unavailable",
+];
+
+/// The body of every error answer: `{"error": {...}}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorResponse {
+    /// What went wrong.
+    pub error: ErrorDetail,
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    code: &'static str,
-    message: String,
+/// Inside [`ErrorResponse`].
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable machine code; clients branch on it.
+    #[schema(schema_with = error_code_schema)]
+    pub code: &'static str,
+    /// For humans; may change between versions.
+    pub message: String,
+    /// The body field, query parameter, header-backed field or path segment
+    /// at fault, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<&'a str>,
+    pub field: Option<String>,
     /// Every problem of a rejected configuration (`invalid_config` only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    issues: Option<Vec<IssueBody<'a>>>,
-    /// The node to ask instead (`not_leader` only).
+    pub issues: Option<Vec<ErrorIssue>>,
+    /// The node holding the submitter's lease, to ask instead (`not_leader` only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    owner: Option<&'a str>,
+    pub owner: Option<String>,
 }
 
-#[derive(Serialize)]
-struct IssueBody<'a> {
-    key: &'a str,
-    reason: &'a str,
+/// One problem of a rejected configuration.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorIssue {
+    /// Dotted key path.
+    pub key: String,
+    /// What is wrong with it.
+    pub reason: String,
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let field = match &self {
+/// `code` as a closed set of strings.
+fn error_code_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(ERROR_CODES.iter().copied()))
+        .build()
+}
+
+impl ApiError {
+    /// The wire form of this error.
+    pub fn body(&self) -> ErrorResponse {
+        let field = match self {
             ApiError::InvalidRequest { field, .. } | ApiError::Forbidden { field, .. } => {
-                field.as_deref()
+                field.clone()
             }
-            ApiError::InvalidConfig { issues } => issues.first().map(|(key, _)| key.as_str()),
+            ApiError::InvalidConfig { issues } => issues.first().map(|(key, _)| key.clone()),
             _ => None,
         };
-        let issues = match &self {
+        let issues = match self {
             ApiError::InvalidConfig { issues } => Some(
                 issues
                     .iter()
-                    .map(|(key, reason)| IssueBody { key, reason })
+                    .map(|(key, reason)| ErrorIssue {
+                        key: key.clone(),
+                        reason: reason.clone(),
+                    })
                     .collect(),
             ),
             _ => None,
         };
-        let owner = match &self {
-            ApiError::NotLeader { owner } => Some(owner.as_str()),
+        let owner = match self {
+            ApiError::NotLeader { owner } => Some(owner.clone()),
             _ => None,
         };
-        let body = ErrorEnvelope {
-            error: ErrorBody {
+        ErrorResponse {
+            error: ErrorDetail {
                 code: self.code(),
                 message: self.to_string(),
                 field,
                 issues,
                 owner,
             },
-        };
-        let mut response = (self.status(), Json(body)).into_response();
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), Json(self.body())).into_response();
         if let ApiError::Overloaded { retry_after } = &self {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
@@ -303,6 +361,37 @@ mod tests {
         assert_eq!(retry_after_secs(Duration::ZERO), 1);
         assert_eq!(retry_after_secs(Duration::from_millis(1500)), 2);
         assert_eq!(retry_after_secs(Duration::from_secs(3)), 3);
+    }
+
+    #[test]
+    fn every_code_is_in_the_documented_set() {
+        let every_variant = [
+            ApiError::invalid_request("x"),
+            ApiError::UnknownSubmitter("x".into()),
+            ApiError::SubmitterProtected("x".into()),
+            ApiError::IdempotencyConflict { tx_id: Uuid::nil() },
+            ApiError::Overloaded {
+                retry_after: Duration::ZERO,
+            },
+            ApiError::NotFound("x".into()),
+            ApiError::MethodNotAllowed("x".into()),
+            ApiError::PayloadTooLarge { limit: 1 },
+            ApiError::Unavailable("x".into()),
+            ApiError::Unauthorized,
+            ApiError::Forbidden {
+                message: "x".into(),
+                field: None,
+            },
+            ApiError::InvalidState("x".into()),
+            ApiError::NotLeader { owner: "x".into() },
+            ApiError::InvalidConfig { issues: Vec::new() },
+            ApiError::Internal,
+        ];
+        let mut codes: Vec<&str> = every_variant.iter().map(ApiError::code).collect();
+        codes.sort_unstable();
+        let mut documented = ERROR_CODES.to_vec();
+        documented.sort_unstable();
+        assert_eq!(codes, documented);
     }
 
     #[test]

@@ -13,7 +13,10 @@ use axum::{
 use serde::Serialize;
 use txmgr_actors::{chain::ChainClient, store::MIGRATOR};
 
-use super::{error::ApiError, AppState};
+use super::{
+    error::{ApiError, ErrorResponse},
+    AppState,
+};
 
 /// Budget of each readiness probe, so `/readyz` answers even when a
 /// dependency hangs.
@@ -29,6 +32,8 @@ pub struct HealthView {
 }
 
 /// `GET /healthz`: the process is alive and serving.
+#[utoipa::path(get, path = "/healthz", tag = "meta",
+    responses((status = 200, description = "the process answers", body = HealthView)))]
 pub(crate) async fn healthz() -> Json<HealthView> {
     Json(HealthView {
         status: "ok",
@@ -37,6 +42,10 @@ pub(crate) async fn healthz() -> Json<HealthView> {
 }
 
 /// `GET /readyz`: 200 when every dependency is usable, 503 with reasons.
+#[utoipa::path(get, path = "/readyz", tag = "meta",
+    responses(
+        (status = 200, description = "ready: database reachable and migrated, an RPC endpoint healthy", body = HealthView),
+        (status = 503, description = "not ready, with reasons", body = HealthView)))]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let mut reasons = Vec::new();
     match tokio::time::timeout(PROBE_TIMEOUT, applied_migrations(&state)).await {
@@ -113,6 +122,10 @@ async fn applied_migrations(state: &AppState) -> Result<Vec<i64>, sqlx::Error> {
 }
 
 /// `GET /metrics`: Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "meta",
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain"),
+        (status = 503, description = "unavailable: no metrics recorder in this process", body = ErrorResponse)))]
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     match &state.ops.metrics {
         Some(handle) => (

@@ -23,6 +23,7 @@ use std::fmt;
 use alloy::primitives::{Address, Bytes, U256};
 use serde::{de, Deserialize, Deserializer};
 use txmgr_actors::domain::Intent;
+use utoipa::ToSchema;
 
 use super::error::ApiError;
 
@@ -35,30 +36,39 @@ pub const MAX_REQUEST_ID_CHARS: usize = 256;
 
 /// The create body as sent. Unknown fields are refused so that a misspelt
 /// optional field (`gasLimit`) is an error rather than silently ignored.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
-    /// Signing address, `0x` hex.
+    /// Signing address, `0x` hex; mixed case must be a valid EIP-55 checksum.
+    #[schema(pattern = "^0x[0-9a-fA-F]{40}$")]
     pub submitter: String,
-    /// Idempotency key; alternatively the `Idempotency-Key` header.
+    /// Idempotency key, 1 to 256 characters without control characters;
+    /// alternatively the `Idempotency-Key` header.
+    #[schema(min_length = 1, max_length = 256)]
     pub request_id: Option<String>,
     /// Recipient; absent = contract creation.
+    #[schema(pattern = "^0x[0-9a-fA-F]{40}$")]
     pub to: Option<String>,
-    /// Wei to send; absent = 0.
+    /// Wei to send, at most 2^256-1; absent = 0.
     pub value: Option<WeiString>,
-    /// Call data or init code, `0x` hex.
+    /// Call data or init code, `0x` hex of even length, at most
+    /// `http.data_limit_bytes` decoded; absent = empty.
+    #[schema(pattern = "^0x([0-9a-fA-F]{2})*$")]
     pub data: Option<String>,
     /// Fixed gas limit; absent = estimated by the engine.
+    #[schema(minimum = 21000, maximum = 1000000000)]
     pub gas_limit: Option<u64>,
-    /// EIP-1559 max fee per gas in wei.
+    /// EIP-1559 max fee per gas in wei, at most 2^128-1.
     pub max_fee_per_gas: Option<WeiString>,
-    /// EIP-1559 max priority fee per gas in wei.
+    /// EIP-1559 max priority fee per gas in wei, at most 2^128-1 and at
+    /// most `max_fee_per_gas`.
     pub max_priority_fee_per_gas: Option<WeiString>,
 }
 
 /// An amount of wei exactly as the client wrote it; only a JSON string
 /// deserialises into it, so numbers fail with a message that says why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, ToSchema)]
+#[schema(value_type = String, pattern = "^([0-9]+|0[xX][0-9a-fA-F]+)$")]
 pub struct WeiString(pub String);
 
 impl<'de> Deserialize<'de> for WeiString {

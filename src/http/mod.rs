@@ -25,6 +25,7 @@ pub mod ops;
 pub mod ops_endpoints;
 mod ops_state;
 pub mod ops_views;
+mod path;
 mod transactions;
 pub mod tx_actions;
 
@@ -36,23 +37,25 @@ use axum::{
     http::{header, StatusCode},
     middleware,
     response::{IntoResponse, Response},
-    routing::{get, post},
-    Router,
+    routing::get,
+    Extension, Router,
 };
 use sqlx::PgPool;
 use tower_http::{limit::RequestBodyLimitLayer, timeout::TimeoutLayer};
 use txmgr_actors::domain::{CreateError, CreateOutcome, NewIntent};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::config::HttpConfig;
 
 pub use completions::CompletionNotifier;
 pub use direct::DirectSubmissions;
-pub use error::{ApiError, ApiResult};
+pub use error::{ApiError, ApiResult, ErrorDetail, ErrorIssue, ErrorResponse, ERROR_CODES};
 pub use intent_body::{
     CreateBody, ValidCreate, WeiString, MAX_GAS_LIMIT, MAX_REQUEST_ID_CHARS, MIN_GAS_LIMIT,
 };
 pub use json::ApiJson;
 pub use ops_state::{OpsState, Reload, ReloadReport};
+pub use path::ApiPath;
 
 /// Where accepted intents go. The engine implements it (batching, back-pressure,
 /// PROTECT); [`DirectSubmissions`] is the minimal implementation for tests and
@@ -113,47 +116,42 @@ pub struct AppState {
     pub ops: OpsState,
 }
 
+/// Every documented route: each handler is registered at the path of its
+/// `#[utoipa::path]`, which is also its operation in the OpenAPI document.
+pub(crate) fn documented_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(transactions::query, transactions::create))
+        .routes(routes!(transactions::get_one))
+        .routes(routes!(tx_actions::cancel))
+        .routes(routes!(tx_actions::speedup))
+        .routes(routes!(tx_actions::rebroadcast))
+        .routes(routes!(tx_actions::requeue))
+        .routes(routes!(completions::feed))
+        .routes(routes!(ops::actors))
+        .routes(routes!(ops::cluster))
+        .routes(routes!(ops_endpoints::endpoints))
+        .routes(routes!(ops::restart))
+        .routes(routes!(ops::unprotect))
+        .routes(routes!(ops::reload))
+        .routes(routes!(openapi::serve))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(health::metrics))
+        .routes(routes!(dashboard::page))
+}
+
 /// The API router with its body-limit and timeout layers. Does not bind a
 /// socket: serve it with `axum::serve`, or call it in tests with `oneshot`.
 pub fn app(state: AppState) -> Router {
     let limits = state.limits;
     let auth = middleware::from_fn_with_state(state.clone(), auth::require_token);
-    Router::new()
-        .route(
-            "/v1/transactions",
-            get(transactions::query).post(transactions::create),
-        )
-        .route("/v1/transactions/{tx_id}", get(transactions::get_one))
-        .route("/v1/transactions/{tx_id}/cancel", post(tx_actions::cancel))
-        .route(
-            "/v1/transactions/{tx_id}/speedup",
-            post(tx_actions::speedup),
-        )
-        .route(
-            "/v1/transactions/{tx_id}/rebroadcast",
-            post(tx_actions::rebroadcast),
-        )
-        .route(
-            "/v1/transactions/{tx_id}/requeue",
-            post(tx_actions::requeue),
-        )
-        .route("/v1/completions", get(completions::feed))
-        .route("/v1/ops/actors", get(ops::actors))
-        .route("/v1/ops/cluster", get(ops::cluster))
-        .route("/v1/ops/endpoints", get(ops_endpoints::endpoints))
-        .route("/v1/ops/submitters/{address}/restart", post(ops::restart))
-        .route(
-            "/v1/ops/submitters/{address}/unprotect",
-            post(ops::unprotect),
-        )
-        .route("/v1/ops/reload", post(ops::reload))
-        .route("/v1/openapi.json", get(openapi::document))
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
-        .route("/ops/", get(dashboard::page))
+    let (routes, mut doc) = documented_routes().split_for_parts();
+    openapi::complete(&mut doc);
+    routes
+        // Only a redirect to `/ops/`: not part of the document.
         .route("/ops", get(dashboard::redirect))
         .fallback(not_found)
+        .layer(Extension(openapi::RenderedDocument::new(&doc)))
         .layer(auth)
         .with_state(state)
         // The extractor's own default (2 MiB) would contradict the configured
@@ -175,28 +173,55 @@ async fn not_found() -> ApiError {
     ApiError::NotFound("no such route".to_owned())
 }
 
-/// The body-limit and timeout layers answer with bare (non-JSON) 413 / 503
-/// responses; rewrite those into the API's error shape. Our own errors are
-/// always JSON and pass untouched.
+/// Longest plain-text error body quoted into a rewritten error's message.
+const MAX_QUOTED_ERROR: usize = 512;
+
+/// Errors not produced by our handlers — the body-limit and timeout layers'
+/// bare 413 / 503, axum's 405 for a method the route lacks, an extractor's
+/// plain-text rejection — are rewritten into the API's error shape, so that
+/// every error a client sees is JSON. Our own errors pass untouched.
 async fn normalize_layer_errors(State(limits): State<Limits>, response: Response) -> Response {
+    let status = response.status();
     let is_json = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.starts_with("application/json"));
-    if is_json {
+    if is_json || !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
-    match response.status() {
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let error = match status {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge {
             limit: limits.body_limit_bytes,
-        }
-        .into_response(),
+        },
         StatusCode::SERVICE_UNAVAILABLE => ApiError::Unavailable(format!(
             "the request did not complete within {}; retrying (a create with the same request_id) is safe",
             humantime::format_duration(limits.request_timeout)
-        ))
-        .into_response(),
-        _ => response,
+        )),
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed(format!(
+            "this route does not answer this method; it answers {}",
+            allow
+                .as_ref()
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("other methods")
+        )),
+        status => {
+            let text = axum::body::to_bytes(response.into_body(), MAX_QUOTED_ERROR)
+                .await
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .unwrap_or_default();
+            if status.is_client_error() {
+                ApiError::invalid_request(text)
+            } else {
+                tracing::error!(target: "http", %status, body = %text, "non-JSON server error");
+                ApiError::Internal
+            }
+        }
+    };
+    let mut rewritten = error.into_response();
+    if let Some(allow) = allow {
+        rewritten.headers_mut().insert(header::ALLOW, allow);
     }
+    rewritten
 }

@@ -1,26 +1,27 @@
 //! `/v1/ops/*`: this node's actors, the cluster, and operator actions
 //! (DESIGN.md section 11). Every action is logged with the token's name and
-//! written to `ops_audit`.
+//! written to `ops_audit`, atomically with the action where the action is a
+//! database write (unprotect), and as `started` → `done` | `failed` around
+//! an action on running state (restart, reload); see `store::audit`.
 //!
 //! Status never waits for an actor: the engine snapshot reads the handles'
 //! shared atomics, and queued / in-flight / oldest-pending come from one
 //! grouped query.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, future::Future};
 
-use alloy::primitives::Address;
-use axum::{
-    extract::{Path, State},
-    Extension, Json,
-};
+use axum::{extract::State, Extension, Json};
 use txmgr_actors::{
-    store::node,
+    store::{
+        audit::{self, AuditEntry, AuditOutcome},
+        node,
+    },
     supervisor::{Engine, OpsError},
 };
 
 use super::{
     auth::Caller,
-    error::{ApiError, ApiResult},
+    error::{ApiError, ApiResult, ErrorResponse},
     intent_body::parse_address,
     json::ApiJson,
     ops_state::ReloadReport,
@@ -28,8 +29,12 @@ use super::{
         ActionView, ActorView, ActorsView, ClusterView, LeaseView, NodeView, PoolsView,
         UnprotectBody,
     },
+    path::ApiPath,
     AppState,
 };
+
+/// Longest unprotect `reason`, in characters.
+const MAX_UNPROTECT_REASON_CHARS: usize = 1000;
 
 fn engine(state: &AppState) -> ApiResult<&Engine> {
     state
@@ -88,6 +93,11 @@ async fn work_counts(state: &AppState) -> ApiResult<HashMap<String, WorkCounts>>
 }
 
 /// `GET /v1/ops/actors`.
+#[utoipa::path(get, path = "/v1/ops/actors", tag = "ops",
+    responses(
+        (status = 200, description = "this node's actors and pools", body = ActorsView),
+        (status = 500, description = "internal: a database error; details only in the node's log", body = ErrorResponse),
+        (status = 503, description = "unavailable: no engine in this process, or the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<ActorsView>> {
     let snapshot = engine(&state)?.snapshot();
     let mut counts = work_counts(&state).await?;
@@ -145,6 +155,11 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
 }
 
 /// `GET /v1/ops/cluster`.
+#[utoipa::path(get, path = "/v1/ops/cluster", tag = "ops",
+    responses(
+        (status = 200, description = "nodes and leases", body = ClusterView),
+        (status = 500, description = "internal: a database error; details only in the node's log", body = ErrorResponse),
+        (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn cluster(State(state): State<AppState>) -> ApiResult<Json<ClusterView>> {
     let liveness = state.ops.heartbeat_interval.saturating_mul(3);
     let nodes = node::list(&state.pool, liveness)
@@ -205,44 +220,89 @@ fn ops_error(err: OpsError) -> ApiError {
     }
 }
 
-/// Records an operator action in the log and in `ops_audit`.
-async fn audit(
+/// The audit row of an operator action taken on this node.
+fn audit_entry<'a>(
+    node_id: &'a str,
+    who: &'a str,
+    action: &'a str,
+    submitter: Option<&'a str>,
+    reason: Option<&'a str>,
+) -> AuditEntry<'a> {
+    AuditEntry {
+        actor: who,
+        action,
+        submitter,
+        reason,
+        node_id: Some(node_id),
+        tx_id: None,
+    }
+}
+
+/// Logs an operator action (target `txmgr::audit`) once its outcome is known.
+fn log_action(entry: &AuditEntry<'_>, outcome: AuditOutcome) {
+    tracing::info!(target: "txmgr::audit", who = entry.actor, action = entry.action,
+        submitter = entry.submitter, reason = entry.reason, node_id = entry.node_id,
+        outcome = outcome.as_str(), "operator action");
+}
+
+/// Runs an action on this node's running state (nothing a database
+/// transaction could hold) between its audit row and the row's outcome:
+/// the row is written `started` first, so no action runs unaudited — if it
+/// cannot be written, nothing is done — and then set to `done` or `failed`,
+/// so no row claims an action that failed.
+async fn audited<T>(
     state: &AppState,
-    who: &str,
-    action: &str,
-    submitter: Option<&Address>,
-    reason: Option<&str>,
-) -> ApiResult<()> {
-    let node_id = state.ops.engine.as_ref().map(|e| e.node_id().to_owned());
-    let submitter = submitter.map(|a| format!("{a:#x}"));
-    tracing::info!(target: "txmgr::audit", who, action, submitter = submitter.as_deref(), reason, node_id = node_id.as_deref(), "operator action");
-    sqlx::query(
-        "INSERT INTO ops_audit (actor, action, submitter, reason, node_id) VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(who)
-    .bind(action)
-    .bind(submitter)
-    .bind(reason)
-    .bind(node_id)
-    .execute(&state.pool)
-    .await
-    .map_err(txmgr_actors::StoreError::from)?;
-    Ok(())
+    entry: &AuditEntry<'_>,
+    action: impl Future<Output = ApiResult<T>>,
+) -> ApiResult<T> {
+    let mut conn = state
+        .pool
+        .acquire()
+        .await
+        .map_err(txmgr_actors::StoreError::from)?;
+    let id = audit::insert(&mut conn, entry, AuditOutcome::Started).await?;
+    drop(conn);
+    let result = action.await;
+    let outcome = if result.is_ok() {
+        AuditOutcome::Done
+    } else {
+        AuditOutcome::Failed
+    };
+    log_action(entry, outcome);
+    if let Err(err) = audit::set_outcome(&state.pool, id, outcome).await {
+        // The action's answer stands: the row exists and says `started`.
+        tracing::error!(target: "txmgr::audit", audit_id = id, outcome = outcome.as_str(),
+            error = %err, "could not record the outcome of an operator action");
+    }
+    result
 }
 
 /// `POST /v1/ops/submitters/{address}/restart`.
+#[utoipa::path(post, path = "/v1/ops/submitters/{address}/restart", tag = "ops",
+    description = "The supervisor drains the actor (it releases its lease; open work stays in the database) and spawns a fresh one; also clears a failed actor. Audited: `started`, then `done` or `failed`.",
+    params(("address" = String, Path, description = "the submitter", pattern = "^0x[0-9a-fA-F]{40}$")),
+    responses(
+        (status = 200, description = "restarted", body = ActionView),
+        (status = 400, description = "invalid_request: not an address", body = ErrorResponse),
+        (status = 422, description = "unknown_submitter: not configured on this node", body = ErrorResponse),
+        (status = 500, description = "internal: the audit row could not be written; nothing was done", body = ErrorResponse),
+        (status = 503, description = "unavailable: no engine in this process, the supervisor did not answer, or the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn restart(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
-    Path(address): Path<String>,
+    ApiPath(address): ApiPath<String>,
 ) -> ApiResult<Json<ActionView>> {
     let engine = engine(&state)?;
     let address = parse_address("address", &address)?;
     let who = caller_name(&caller);
-    audit(&state, &who, "restart", Some(&address), None).await?;
-    engine.restart(address).await.map_err(ops_error)?;
+    let submitter = format!("{address:#x}");
+    let entry = audit_entry(engine.node_id(), &who, "restart", Some(&submitter), None);
+    audited(&state, &entry, async {
+        engine.restart(address).await.map_err(ops_error)
+    })
+    .await?;
     Ok(Json(ActionView {
-        submitter: format!("{address:#x}"),
+        submitter,
         action: "restart",
         node_id: engine.node_id().to_owned(),
         previous_reason: None,
@@ -251,10 +311,21 @@ pub(crate) async fn restart(
 }
 
 /// `POST /v1/ops/submitters/{address}/unprotect` with `{reason}`.
+#[utoipa::path(post, path = "/v1/ops/submitters/{address}/unprotect", tag = "ops",
+    description = "Clears PROTECT: this node takes (or renews) the lease, moves the nonce cursor up to the chain's pending nonce, clears the reason and writes the audit row in one fenced transaction (all or nothing), then respawns the actor.",
+    params(("address" = String, Path, description = "the submitter", pattern = "^0x[0-9a-fA-F]{40}$")),
+    request_body = UnprotectBody,
+    responses(
+        (status = 200, description = "PROTECT cleared", body = ActionView),
+        (status = 400, description = "invalid_request: not an address, or a missing or bad reason (`field` names it)", body = ErrorResponse),
+        (status = 409, description = "not_leader: another node holds a live lease; `owner` names it", body = ErrorResponse),
+        (status = 422, description = "unknown_submitter: not configured on this node", body = ErrorResponse),
+        (status = 500, description = "internal: a database error; nothing was changed", body = ErrorResponse),
+        (status = 503, description = "unavailable: no engine in this process, the supervisor or the chain did not answer, or the database is unavailable; nothing was changed", body = ErrorResponse)))]
 pub(crate) async fn unprotect(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
-    Path(address): Path<String>,
+    ApiPath(address): ApiPath<String>,
     ApiJson(body): ApiJson<UnprotectBody>,
 ) -> ApiResult<Json<ActionView>> {
     let engine = engine(&state)?;
@@ -266,18 +337,30 @@ pub(crate) async fn unprotect(
             "reason must be 1 to 1000 characters",
         ));
     }
-    super::intent_body::validate_text("reason", reason, 1000)?;
-    let done = engine.unprotect(address).await.map_err(ops_error)?;
-    audit(
-        &state,
-        &caller_name(&caller),
+    super::intent_body::validate_text("reason", reason, MAX_UNPROTECT_REASON_CHARS)?;
+    let who = caller_name(&caller);
+    let submitter = format!("{address:#x}");
+    let entry = audit_entry(
+        engine.node_id(),
+        &who,
         "unprotect",
-        Some(&address),
+        Some(&submitter),
         Some(reason),
-    )
-    .await?;
+    );
+    // The audit row is written inside the fenced transaction that clears
+    // PROTECT: both commit, or neither.
+    let result = engine.unprotect(address, &entry).await;
+    log_action(
+        &entry,
+        if result.is_ok() {
+            AuditOutcome::Done
+        } else {
+            AuditOutcome::Failed
+        },
+    );
+    let done = result.map_err(ops_error)?;
     Ok(Json(ActionView {
-        submitter: format!("{address:#x}"),
+        submitter,
         action: "unprotect",
         node_id: engine.node_id().to_owned(),
         previous_reason: done.previous_reason,
@@ -286,6 +369,13 @@ pub(crate) async fn unprotect(
 }
 
 /// `POST /v1/ops/reload`.
+#[utoipa::path(post, path = "/v1/ops/reload", tag = "ops",
+    description = "Same as SIGHUP: re-reads the configuration file and applies it; a file that fails validation changes nothing. Audited: `started`, then `done` or `failed`.",
+    responses(
+        (status = 200, description = "applied; what changed", body = ReloadReport),
+        (status = 400, description = "invalid_config: the file was rejected, every `{key, reason}` in `issues`; the running configuration stays", body = ErrorResponse),
+        (status = 500, description = "internal: the audit row could not be written; nothing was done", body = ErrorResponse),
+        (status = 503, description = "unavailable: reload is not available in this process, or the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn reload(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
@@ -295,16 +385,20 @@ pub(crate) async fn reload(
             ApiError::Unavailable("reload is not available in this process".into())
         })?;
     let who = caller_name(&caller);
-    match reloader.reload().await {
-        Ok(report) => {
-            audit(&state, &who, "reload", None, None).await?;
-            Ok(Json(report))
-        }
-        Err(err) => {
+    let node_id = state
+        .ops
+        .engine
+        .as_ref()
+        .map_or_else(|| "unknown".to_owned(), |e| e.node_id().to_owned());
+    let entry = audit_entry(&node_id, &who, "reload", None, None);
+    let report = audited(&state, &entry, async {
+        reloader.reload().await.map_err(|err| {
             tracing::warn!(target: "txmgr::ops", who, error = %err, "reload rejected; running configuration kept");
-            Err(ApiError::InvalidConfig {
+            ApiError::InvalidConfig {
                 issues: err.issues.into_iter().map(|i| (i.key, i.reason)).collect(),
-            })
-        }
-    }
+            }
+        })
+    })
+    .await?;
+    Ok(Json(report))
 }

@@ -18,6 +18,8 @@ pub struct EndpointsView {
 }
 
 /// `GET /v1/ops/endpoints`.
+#[utoipa::path(get, path = "/v1/ops/endpoints", tag = "ops",
+    responses((status = 200, description = "this node's RPC endpoints and their health", body = EndpointsView)))]
 pub(crate) async fn endpoints(State(state): State<AppState>) -> ApiResult<Json<EndpointsView>> {
     let endpoints = state
         .ops

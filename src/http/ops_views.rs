@@ -141,7 +141,10 @@ pub struct ClusterView {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnprotectBody {
-    /// Why the operator clears PROTECT (audited).
+    /// Why the operator clears PROTECT (audited): 1 to 1000 characters
+    /// (surrounding blanks ignored), no control characters other than line
+    /// breaks and tabs.
+    #[schema(min_length = 1, max_length = 1000)]
     pub reason: String,
 }
 
@@ -151,6 +154,7 @@ pub struct ActionView {
     /// The submitter acted on.
     pub submitter: String,
     /// `restart` or `unprotect`.
+    #[schema(pattern = "^(restart|unprotect)$")]
     pub action: &'static str,
     /// The node that did it.
     pub node_id: String,

@@ -2,7 +2,7 @@
 
 use alloy::primitives::Address;
 use axum::{
-    extract::{rejection::QueryRejection, Path, Query, State},
+    extract::{rejection::QueryRejection, Query, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
     Extension, Json,
@@ -12,13 +12,15 @@ use txmgr_actors::{
     domain::{CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary},
     store::tx_query::{self, Cursor, TxView},
 };
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{
     auth::{check_submitter, Caller},
-    error::{ApiError, ApiResult},
+    error::{ApiError, ApiResult, ErrorResponse},
     intent_body::{parse_address, CreateBody},
     json::ApiJson,
+    path::ApiPath,
     AppState,
 };
 
@@ -31,12 +33,16 @@ pub(crate) const MAX_LIST_LIMIT: u32 = 500;
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// Answer to a create: 202 when new, 200 on a replay.
-#[derive(Debug, Serialize)]
-struct CreatedBody {
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct CreatedBody {
+    /// The intent's id.
     tx_id: Uuid,
+    /// Its state now (`QUEUED` when new).
     state: TxState,
     /// Lower-case `0x` hex, as everywhere in the API.
+    #[schema(pattern = "^0x[0-9a-f]{40}$")]
     submitter: String,
+    /// The idempotency key, if one was given.
     request_id: Option<String>,
 }
 
@@ -53,6 +59,20 @@ impl From<TxSummary> for CreatedBody {
 
 /// `POST /v1/transactions`; counts every answer in `txmgr_creates_total`
 /// by result.
+#[utoipa::path(post, path = "/v1/transactions", tag = "transactions",
+    description = "Accepts an intent once it is committed to PostgreSQL. Idempotent on `(submitter, request_id)`.",
+    request_body = CreateBody,
+    params(("Idempotency-Key" = Option<String>, Header, description = "the request_id, instead of the body field (both must agree)")),
+    responses(
+        (status = 202, description = "accepted: a new intent", body = CreatedBody),
+        (status = 200, description = "replay of the same request_id with the same body", body = CreatedBody),
+        (status = 400, description = "invalid_request: malformed JSON, bad field (`field` names it)", body = ErrorResponse),
+        (status = 403, description = "forbidden: the token may not use this submitter", body = ErrorResponse),
+        (status = 409, description = "idempotency_conflict: same request_id, different body", body = ErrorResponse),
+        (status = 422, description = "unknown_submitter: not configured here, or being removed", body = ErrorResponse),
+        (status = 423, description = "submitter_protected: PROTECT after external use of the key", body = ErrorResponse),
+        (status = 429, description = "overloaded: the submitter's ingress queue is full; retry after `Retry-After` seconds", body = ErrorResponse),
+        (status = 503, description = "unavailable: not persisted in time; retrying with the same request_id is safe", body = ErrorResponse)))]
 pub(crate) async fn create(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
@@ -107,10 +127,18 @@ async fn create_inner(
 }
 
 /// `GET /v1/transactions/{tx_id}`.
+#[utoipa::path(get, path = "/v1/transactions/{tx_id}", tag = "transactions",
+    params(("tx_id" = Uuid, Path, description = "the intent's id")),
+    responses(
+        (status = 200, description = "the transaction", body = TxView),
+        (status = 400, description = "invalid_request: tx_id is not a UUID", body = ErrorResponse),
+        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
+        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
+        (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn get_one(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
-    Path(tx_id): Path<String>,
+    ApiPath(tx_id): ApiPath<String>,
 ) -> ApiResult<Json<TxView>> {
     let tx_id =
         Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
@@ -200,20 +228,45 @@ impl ListQuery {
 }
 
 /// One page of a listing.
-#[derive(Debug, Serialize)]
-struct Page {
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Page {
+    /// In acceptance order.
     items: Vec<TxView>,
     /// Pass as `after` for the next page; `null` on the last page.
     next: Option<String>,
 }
 
+/// `GET /v1/transactions`: one transaction (by `request_id`) or a page.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub(crate) enum QueryAnswer {
+    /// With `request_id`: that transaction (boxed: a page is much smaller).
+    One(Box<TxView>),
+    /// Without: a page.
+    Page(Page),
+}
+
 /// `GET /v1/transactions?submitter=..&request_id=..` (one, or 404) and
 /// `GET /v1/transactions?submitter=..&state=..&limit=..&after=..` (a page).
+#[utoipa::path(get, path = "/v1/transactions", tag = "transactions",
+    params(
+        ("submitter" = String, Query, description = "the submitter's address", pattern = "^0x[0-9a-fA-F]{40}$"),
+        ("request_id" = Option<String>, Query, description = "selects one transaction; not combined with the others", min_length = 1, max_length = 256),
+        ("state" = Option<TxState>, Query, description = "only transactions in this state"),
+        ("limit" = Option<u32>, Query, description = "page size (default 50)", minimum = 1, maximum = 500),
+        ("after" = Option<String>, Query, description = "the `next` cursor of the previous page", pattern = "^[0-9]+$")),
+    responses(
+        (status = 200, description = "with request_id: that transaction; otherwise a page", body = QueryAnswer),
+        (status = 400, description = "invalid_request: a bad or unknown parameter (`field` names it)", body = ErrorResponse),
+        (status = 403, description = "forbidden: the token may not use this submitter", body = ErrorResponse),
+        (status = 404, description = "not_found: no transaction with this request_id", body = ErrorResponse),
+        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
+        (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn query(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> ApiResult<Response> {
+) -> ApiResult<Json<QueryAnswer>> {
     let Query(pairs) =
         pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
     let query = ListQuery::parse(pairs)?;
@@ -235,16 +288,15 @@ pub(crate) async fn query(
             .ok_or_else(|| {
                 ApiError::NotFound(format!("no transaction with request_id {request_id:?}"))
             })?;
-        return Ok(Json(view.with_head(chain_head(&state))).into_response());
+        return Ok(Json(QueryAnswer::One(Box::new(view.with_head(chain_head(&state))))));
     }
 
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     let (items, next) =
         tx_query::list(&state.pool, submitter, query.state, limit, query.after).await?;
     let head = chain_head(&state);
-    Ok(Json(Page {
+    Ok(Json(QueryAnswer::Page(Page {
         items: items.into_iter().map(|view| view.with_head(head)).collect(),
         next: next.map(|cursor| cursor.to_string()),
-    })
-    .into_response())
+    })))
 }

@@ -11,7 +11,7 @@
 use alloy::primitives::Address;
 use axum::{
     body::Bytes,
-    extract::{Path, State},
+    extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
     Extension, Json,
@@ -24,11 +24,13 @@ use txmgr_actors::{
         resubmit::OperatorAction,
     },
 };
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{
     auth::{check_submitter, Caller},
-    error::{ApiError, ApiResult},
+    error::{ApiError, ApiResult, ErrorResponse},
+    path::ApiPath,
     AppState,
 };
 
@@ -36,52 +38,89 @@ use super::{
 pub const MAX_REASON_CHARS: usize = 500;
 
 /// Optional body of an action.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ActionBody {
-    /// Why (kept in the audit log), up to 500 characters.
+    /// Why (kept in the audit log), up to 500 characters, no control
+    /// characters other than line breaks and tabs.
+    #[schema(max_length = 500)]
     pub reason: Option<String>,
 }
 
 /// Answer to an accepted action (202).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ActionAccepted {
     /// The transaction.
     pub tx_id: Uuid,
     /// `cancel` | `speedup` | `rebroadcast` | `requeue`.
+    #[schema(pattern = "^(cancel|speedup|rebroadcast|requeue)$")]
     pub action: String,
     /// `done` (a QUEUED intent was cancelled, or an intent requeued) or
     /// `requested` (the leader acts next).
+    #[schema(pattern = "^(done|requested)$")]
     pub status: String,
     /// The state after the request (CANCELLED when done).
-    pub state: String,
+    pub state: TxState,
 }
 
 /// `POST /v1/transactions/{tx_id}/cancel`.
+#[utoipa::path(post, path = "/v1/transactions/{tx_id}/cancel", tag = "transactions",
+    description = "QUEUED: cancelled at once, no nonce used. ALLOCATED (signed), TRACKING, STUCK: the leader replaces it with a 0-value self-transfer at its nonce; it ends CANCELLED if that is final, CONFIRMED if the original wins.",
+    params(("tx_id" = Uuid, Path, description = "the transaction")),
+    request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
+    responses(
+        (status = 202, description = "accepted", body = ActionAccepted),
+        (status = 400, description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)", body = ErrorResponse),
+        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
+        (status = 409, description = "invalid_state: the state does not allow it (final, mined, no nonce yet)", body = ErrorResponse),
+        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
+        (status = 503, description = "unavailable: the database is unavailable; nothing was recorded", body = ErrorResponse)))]
 pub(crate) async fn cancel(
     state: State<AppState>,
     caller: Option<Extension<Caller>>,
-    path: Path<String>,
+    path: ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
     act(state, caller, path, body, OperatorAction::Cancel).await
 }
 
 /// `POST /v1/transactions/{tx_id}/speedup`.
+#[utoipa::path(post, path = "/v1/transactions/{tx_id}/speedup", tag = "transactions",
+    description = "TRACKING or STUCK, not mined: the leader signs a fee bump now, within the caps.",
+    params(("tx_id" = Uuid, Path, description = "the transaction")),
+    request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
+    responses(
+        (status = 202, description = "accepted", body = ActionAccepted),
+        (status = 400, description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)", body = ErrorResponse),
+        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
+        (status = 409, description = "invalid_state: the state does not allow it (final, mined, no nonce yet)", body = ErrorResponse),
+        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
+        (status = 503, description = "unavailable: the database is unavailable; nothing was recorded", body = ErrorResponse)))]
 pub(crate) async fn speedup(
     state: State<AppState>,
     caller: Option<Extension<Caller>>,
-    path: Path<String>,
+    path: ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
     act(state, caller, path, body, OperatorAction::Speedup).await
 }
 
 /// `POST /v1/transactions/{tx_id}/rebroadcast`.
+#[utoipa::path(post, path = "/v1/transactions/{tx_id}/rebroadcast", tag = "transactions",
+    description = "TRACKING or STUCK, not mined: the leader re-broadcasts the newest attempt's identical bytes now.",
+    params(("tx_id" = Uuid, Path, description = "the transaction")),
+    request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
+    responses(
+        (status = 202, description = "accepted", body = ActionAccepted),
+        (status = 400, description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)", body = ErrorResponse),
+        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
+        (status = 409, description = "invalid_state: the state does not allow it (final, mined, no nonce yet)", body = ErrorResponse),
+        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
+        (status = 503, description = "unavailable: the database is unavailable; nothing was recorded", body = ErrorResponse)))]
 pub(crate) async fn rebroadcast(
     state: State<AppState>,
     caller: Option<Extension<Caller>>,
-    path: Path<String>,
+    path: ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
     act(state, caller, path, body, OperatorAction::Rebroadcast).await
@@ -90,10 +129,21 @@ pub(crate) async fn rebroadcast(
 /// `POST /v1/transactions/{tx_id}/requeue`: an intent whose nonce a
 /// transaction that is not ours consumed (STUCK, `nonce_consumed_externally`)
 /// is sent again with a fresh nonce.
+#[utoipa::path(post, path = "/v1/transactions/{tx_id}/requeue", tag = "transactions",
+    description = "STUCK with sub_state nonce_consumed_externally (a transaction that is not ours took its nonce; it never executed): back to QUEUED at once, sent again with a fresh nonce.",
+    params(("tx_id" = Uuid, Path, description = "the transaction")),
+    request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
+    responses(
+        (status = 202, description = "accepted", body = ActionAccepted),
+        (status = 400, description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)", body = ErrorResponse),
+        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
+        (status = 409, description = "invalid_state: the state does not allow it (final, mined, no nonce yet)", body = ErrorResponse),
+        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
+        (status = 503, description = "unavailable: the database is unavailable; nothing was recorded", body = ErrorResponse)))]
 pub(crate) async fn requeue(
     state: State<AppState>,
     caller: Option<Extension<Caller>>,
-    path: Path<String>,
+    path: ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
     act(state, caller, path, body, OperatorAction::Requeue).await
@@ -103,7 +153,8 @@ fn parse_body(body: &Bytes) -> ApiResult<ActionBody> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(ActionBody::default());
     }
-    let parsed: ActionBody = serde_json::from_slice(body).map_err(|err| {
+    // JSON `null` is no body, as the document's optional body says.
+    let parsed: Option<ActionBody> = serde_json::from_slice(body).map_err(|err| {
         let field = err
             .to_string()
             .contains("unknown field")
@@ -113,6 +164,7 @@ fn parse_body(body: &Bytes) -> ApiResult<ActionBody> {
             field,
         }
     })?;
+    let parsed = parsed.unwrap_or_default();
     if let Some(reason) = &parsed.reason {
         super::intent_body::validate_text("reason", reason, MAX_REASON_CHARS)?;
     }
@@ -122,7 +174,7 @@ fn parse_body(body: &Bytes) -> ApiResult<ActionBody> {
 async fn act(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
-    Path(tx_id): Path<String>,
+    ApiPath(tx_id): ApiPath<String>,
     body: Bytes,
     action: OperatorAction,
 ) -> ApiResult<Response> {
@@ -184,7 +236,7 @@ async fn act(
             tx_id,
             action: action.as_str().to_owned(),
             status: status.to_owned(),
-            state: state_after.as_str().to_owned(),
+            state: state_after,
         }),
     )
         .into_response())

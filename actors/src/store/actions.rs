@@ -11,7 +11,12 @@
 
 use uuid::Uuid;
 
-use super::{intents::WORK_CHANNEL, resubmit::OperatorAction, StoreError, StoreResult};
+use super::{
+    audit::{self, AuditEntry, AuditOutcome},
+    intents::WORK_CHANNEL,
+    resubmit::OperatorAction,
+    StoreError, StoreResult,
+};
 use crate::domain::TxState;
 
 /// What became of an operator's request.
@@ -135,18 +140,18 @@ pub async fn request(
             ActionOutcome::Requested { state }
         }
     };
-    sqlx::query(
-        "INSERT INTO ops_audit (actor, action, submitter, reason, node_id, tx_id)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(who.name)
-    .bind(format!("tx_{}", action.as_str()))
-    .bind(&submitter)
-    .bind(who.reason)
-    .bind(who.node_id)
-    .bind(tx_id)
-    .execute(&mut *tx)
-    .await?;
+    // In the action's own transaction: the request and its audit row
+    // commit together or not at all.
+    let audited_action = format!("tx_{}", action.as_str());
+    let entry = AuditEntry {
+        actor: who.name,
+        action: &audited_action,
+        submitter: Some(&submitter),
+        reason: who.reason,
+        node_id: Some(who.node_id),
+        tx_id: Some(tx_id),
+    };
+    audit::insert(&mut tx, &entry, AuditOutcome::Done).await?;
     let wake = match outcome {
         ActionOutcome::Requested { .. } => {
             Some(format!("{chain_id}:{submitter}:{RESUBMIT_SUFFIX}"))

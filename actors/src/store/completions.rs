@@ -144,13 +144,15 @@ impl FromStr for FeedCursor {
 }
 
 /// One completion as the feed serves it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CompletionRow {
     /// This row's position; passing it as `after` continues after this row.
+    #[schema(pattern = "^[0-9]+-[0-9]+$")]
     pub cursor: String,
     /// The intent that completed.
     pub tx_id: Uuid,
     /// The submitter's address, lower-case `0x` hex.
+    #[schema(pattern = "^0x[0-9a-f]{40}$")]
     pub submitter: String,
     /// The caller's idempotency key, if it gave one.
     pub request_id: Option<String>,

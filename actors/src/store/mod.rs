@@ -7,6 +7,7 @@
 //! write does not compile.
 
 pub mod actions;
+pub mod audit;
 pub mod completions;
 mod error;
 mod fenced;

@@ -15,11 +15,12 @@ use crate::domain::{Intent, SubmitterKey, TxState};
 
 /// One managed transaction as the API shows it — exactly the `GET
 /// /v1/transactions/{tx_id}` shape, plus the intent's `data`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TxView {
     /// The intent's id.
     pub tx_id: Uuid,
     /// The submitter's address, lower-case `0x` hex.
+    #[schema(pattern = "^0x[0-9a-f]{40}$")]
     pub submitter: String,
     /// The caller's idempotency key.
     pub request_id: Option<String>,
@@ -30,14 +31,19 @@ pub struct TxView {
     /// The nonce, once allocated.
     pub nonce: Option<u64>,
     /// Hash of the latest signed attempt.
+    #[schema(pattern = "^0x[0-9a-f]{64}$")]
     pub tx_hash: Option<String>,
     /// Hash of the attempt that was mined (may differ from `tx_hash` after a bump).
+    #[schema(pattern = "^0x[0-9a-f]{64}$")]
     pub mined_tx_hash: Option<String>,
     /// Recipient, lower-case `0x` hex; `None` = contract creation.
+    #[schema(pattern = "^0x[0-9a-f]{40}$")]
     pub to: Option<String>,
     /// Wei sent, as a decimal string (uint256 does not fit a JSON number).
+    #[schema(pattern = "^[0-9]+$")]
     pub value: String,
     /// Call data (or init code), `0x` hex.
+    #[schema(pattern = "^0x([0-9a-f]{2})*$")]
     pub data: String,
     /// How many signed attempts exist (rows of `tx_attempt`).
     pub attempts: i64,
@@ -59,17 +65,19 @@ pub struct TxView {
 /// The parts of a receipt a client needs. Fields read from the stored receipt
 /// JSON are `None` when absent or unreadable: the receipt is the chain's
 /// document, and a surprising encoding must not make the transaction unreadable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ReceiptView {
     /// Block that includes the mined attempt.
     pub block_number: u64,
     /// Hash of that block.
+    #[schema(pattern = "^0x[0-9a-f]{64}$")]
     pub block_hash: String,
     /// 1 = success, 0 = reverted (EIP-658).
     pub status: Option<u8>,
     /// Gas used by the transaction.
     pub gas_used: Option<u64>,
     /// Price paid per gas in wei, as a decimal string.
+    #[schema(pattern = "^[0-9]+$")]
     pub effective_gas_price: Option<String>,
 }
 

@@ -15,7 +15,11 @@ use alloy::primitives::Address;
 use super::{Engine, EngineShared, SubmitterSpec, SupervisorMsg};
 use crate::{
     domain::SubmitterKey,
-    store::{self, nonce_cursor, FencedTx, LeaseOutcome, LeaseOwner, LeaseRequest, StoreError},
+    store::{
+        self,
+        audit::{AuditEntry, AuditOutcome},
+        nonce_cursor, FencedTx, LeaseOutcome, LeaseOwner, LeaseRequest, StoreError,
+    },
     submitter::{Role, SubmitterContext, SubmitterSettings},
 };
 
@@ -260,7 +264,14 @@ impl Engine {
     /// nonce and clears the reason in one fenced transaction, made by this
     /// node while it holds the lease (the local actor is paused meanwhile).
     /// Another node holding a live lease answers [`OpsError::NotLeader`].
-    pub async fn unprotect(&self, address: Address) -> Result<Unprotected, OpsError> {
+    ///
+    /// `audit` is written in that same transaction: PROTECT is cleared
+    /// together with its audit row, or not at all.
+    pub async fn unprotect(
+        &self,
+        address: Address,
+        audit: &AuditEntry<'_>,
+    ) -> Result<Unprotected, OpsError> {
         let ctx = self
             .shared
             .context(&address)
@@ -275,7 +286,7 @@ impl Engine {
             }
         }
         self.pause(address).await?;
-        let result = clear_protect(&ctx).await;
+        let result = clear_protect(&ctx, audit).await;
         if result.is_ok() {
             if let Some(handle) = self.shared.handle(address) {
                 handle.status().set_protect_reason(None);
@@ -369,7 +380,10 @@ async fn open_work(shared: &EngineShared, address: Address) -> Result<i64, Store
 
 /// Takes (or renews) the lease and clears PROTECT under it, the cursor
 /// first moved up to the chain's pending nonce.
-async fn clear_protect(ctx: &SubmitterContext) -> Result<Unprotected, OpsError> {
+async fn clear_protect(
+    ctx: &SubmitterContext,
+    audit: &AuditEntry<'_>,
+) -> Result<Unprotected, OpsError> {
     let request = LeaseRequest {
         submitter: ctx.key,
         owner: ctx.owner.clone(),
@@ -394,6 +408,7 @@ async fn clear_protect(ctx: &SubmitterContext) -> Result<Unprotected, OpsError> 
     let previous_reason = cursor.protect_reason.clone();
     nonce_cursor::adopt_chain_nonce(&mut ftx, nonces.pending).await?;
     nonce_cursor::clear_protect(&mut ftx, nonces.pending).await?;
+    store::audit::insert(ftx.conn(), audit, AuditOutcome::Done).await?;
     ftx.commit().await?;
     tracing::info!(target: "txmgr::supervisor", submitter = %ctx.key, fencing_token = lease.token,
         chain_pending = nonces.pending, "PROTECT cleared");

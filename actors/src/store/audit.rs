@@ -1,0 +1,87 @@
+//! The `ops_audit` table: who did what to which submitter or transaction,
+//! why, on which node, and whether it took effect (DESIGN.md section 11).
+//!
+//! ```text
+//! action is a database write (unprotect, cancel, …):  BEGIN ─ write ─ audit(done) ─ COMMIT
+//! action is on running state (restart, reload):       audit(started) ─ act ─ set_outcome(done | failed)
+//! ```
+//!
+//! Either way an action never takes effect without its row, and a row never
+//! claims an effect that did not happen.
+
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use super::StoreResult;
+
+/// One operator action as the audit table records it.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditEntry<'a> {
+    /// The token's name (never the token), `anonymous` without auth.
+    pub actor: &'a str,
+    /// `restart`, `unprotect`, `reload`, `tx_cancel`, …
+    pub action: &'a str,
+    /// Lower-case `0x` address, when the action has a submitter.
+    pub submitter: Option<&'a str>,
+    /// The operator's free-text reason, if given.
+    pub reason: Option<&'a str>,
+    /// The node that took the request.
+    pub node_id: Option<&'a str>,
+    /// The transaction acted on, for transaction actions.
+    pub tx_id: Option<Uuid>,
+}
+
+/// Where an audited action stands (`ops_audit.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditOutcome {
+    /// Recorded before acting on running state; updated once it is known.
+    Started,
+    /// The action took effect.
+    Done,
+    /// The action was attempted and did not take effect.
+    Failed,
+}
+
+impl AuditOutcome {
+    /// The value stored in `ops_audit.outcome`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditOutcome::Started => "started",
+            AuditOutcome::Done => "done",
+            AuditOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// Writes `entry` with `outcome` on `conn` — inside the action's own
+/// transaction when the action is a database write. Returns the row's id.
+pub async fn insert(
+    conn: &mut PgConnection,
+    entry: &AuditEntry<'_>,
+    outcome: AuditOutcome,
+) -> StoreResult<i64> {
+    let id = sqlx::query_scalar(
+        "INSERT INTO ops_audit (actor, action, submitter, reason, node_id, tx_id, outcome)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+    )
+    .bind(entry.actor)
+    .bind(entry.action)
+    .bind(entry.submitter)
+    .bind(entry.reason)
+    .bind(entry.node_id)
+    .bind(entry.tx_id)
+    .bind(outcome.as_str())
+    .fetch_one(conn)
+    .await?;
+    Ok(id)
+}
+
+/// Records how a [`AuditOutcome::Started`] action ended.
+pub async fn set_outcome(pool: &PgPool, id: i64, outcome: AuditOutcome) -> StoreResult<()> {
+    sqlx::query("UPDATE ops_audit SET outcome = $2 WHERE id = $1")
+        .bind(id)
+        .bind(outcome.as_str())
+        .execute(pool)
+        .await?;
+    Ok(())
+}
