@@ -162,12 +162,18 @@ else
     cargo test --workspace "$@"
 fi
 
-# ---------------------------------------------------------------- README
-# The README's run command, exactly as a user runs it (on free ports).
+# ---------------------------------------------------------------- README, API
+# The README's run command, exactly as a user runs it (on free ports), and
+# the API's conformance to its OpenAPI document against that same set-up.
 # Skipped when the run is narrowed to some tests (extra arguments).
 if [[ $# -eq 0 ]]; then
     section "scripts/dev.sh (the README's run command)"
     DEV_PROFILE=dev scripts/dev-smoke.sh
+
+    # The API answers what GET /v1/openapi.json says: schemathesis (PyPI,
+    # pinned, installed into .tools/) against a real daemon.
+    section "API conformance (schemathesis)"
+    DEV_PROFILE=dev scripts/api-conformance.sh
 fi
 
 section "all checks passed"

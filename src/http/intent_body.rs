@@ -38,6 +38,12 @@ pub const MAX_REQUEST_ID_CHARS: usize = 256;
 /// optional field (`gasLimit`) is an error rather than silently ignored.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "submitter": "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
+    "request_id": "order-42",
+    "to": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+    "value": "1000000000000000"
+}))]
 pub struct CreateBody {
     /// Signing address, `0x` hex; mixed case must be a valid EIP-55 checksum.
     #[schema(pattern = "^0x[0-9a-fA-F]{40}$")]
