@@ -288,7 +288,9 @@ pub(crate) async fn query(
             .ok_or_else(|| {
                 ApiError::NotFound(format!("no transaction with request_id {request_id:?}"))
             })?;
-        return Ok(Json(QueryAnswer::One(Box::new(view.with_head(chain_head(&state))))));
+        return Ok(Json(QueryAnswer::One(Box::new(
+            view.with_head(chain_head(&state)),
+        ))));
     }
 
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
