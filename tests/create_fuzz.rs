@@ -1,6 +1,8 @@
 //! Fuzz-style test of `POST /v1/transactions` (issue 6): a fixed-seed stream
 //! of random and malformed bodies never yields a 5xx, every refusal has the
-//! one error shape, and only accepted (202) bodies write a row.
+//! one error shape, and only accepted (202) bodies write a row. And what a
+//! fuzzer gets accepted cannot stop the engine (issue 12): an intent whose
+//! code halts the EVM is rejected, and the submitter's later work proceeds.
 
 mod common;
 
@@ -9,6 +11,7 @@ use axum::{
     http::Request,
 };
 use common::{
+    invariants,
     node::{config_toml, TestNode},
     Anvil, TestDb,
 };
@@ -198,5 +201,31 @@ async fn random_and_malformed_creates_never_5xx_and_never_write_rejected_rows() 
         rows, accepted,
         "rows written vs 202 answers ({by_status:?})"
     );
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_intent_whose_code_halts_the_evm_is_rejected_and_blocks_nothing() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n1", "")).await;
+    // Init code 0x0c is an undefined opcode (schemathesis sent such bytes):
+    // estimating the deployment halts, as it will every time.
+    let halting = json!({"submitter": DEV, "data": "0x0c", "request_id": "halts"});
+    let (status, body) = node
+        .request("POST", "/v1/transactions", Some(halting))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let good = json!({"submitter": DEV, "to": TO, "value": "1", "request_id": "after"});
+    let (status, body) = node.request("POST", "/v1/transactions", Some(good)).await;
+    assert_eq!(status, 202, "{body}");
+    invariants::wait_mined(&db.pool, 1, std::time::Duration::from_secs(30)).await;
+    let (state, nonce, error): (String, Option<i64>, Option<String>) = sqlx::query_as(
+        "SELECT state, nonce, last_error FROM managed_tx WHERE request_id = 'halts'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("intent");
+    assert_eq!((state.as_str(), nonce), ("REJECTED", None), "{error:?}");
     node.stop().await;
 }

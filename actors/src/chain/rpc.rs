@@ -44,17 +44,45 @@ pub enum ChainError {
 }
 
 impl ChainError {
-    /// A call that ran the EVM and reverted (estimate/call), as opposed to a
-    /// node or transport problem.
+    /// A call that ran the EVM and failed for the transaction's own reason
+    /// (estimate/call): it reverted, or execution halted ([`HALT_TEXTS`]) —
+    /// as opposed to a node or transport problem. Asking again fails the
+    /// same way, so the intent cannot be sent as it is.
     pub fn is_revert(&self) -> bool {
         match self {
             ChainError::Rpc { code, message } => {
-                *code == 3 || message.to_ascii_lowercase().contains("revert")
+                let message = message.to_ascii_lowercase();
+                *code == 3
+                    || message.contains("revert")
+                    || HALT_TEXTS.iter().any(|text| message.contains(text))
             }
             ChainError::Transport(_) => false,
         }
     }
 }
+
+/// How nodes report that the EVM halted running a call (not a revert):
+/// anvil names revm's halt reason (`EVM error OpcodeNotFound`), geth and
+/// Hardhat describe it. Only halts the code itself causes: an out-of-gas or
+/// out-of-funds answer depends on the account and the fee market, not on
+/// the intent alone.
+const HALT_TEXTS: &[&str] = &[
+    "opcodenotfound",
+    "invalidfeopcode",
+    "invalid opcode",
+    "invalidjump",
+    "invalid jump",
+    "stackunderflow",
+    "stack underflow",
+    "stackoverflow",
+    "stack limit reached",
+    "createcontractsizelimit",
+    "max code size exceeded",
+    "createinitcodesizelimit",
+    "max initcode size exceeded",
+    "createcontractstartingwithef",
+    "invalid code: must not begin with 0xef",
+];
 
 /// Current fee market, as the node reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -365,5 +393,44 @@ impl ChainClient for EvmRpc {
             .bounded(async { self.provider.get_block_by_number(tag).await })
             .await?;
         Ok(block.map(|block| block.header.number))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rpc(code: i64, message: &str) -> ChainError {
+        ChainError::Rpc {
+            code,
+            message: message.to_owned(),
+        }
+    }
+
+    #[test]
+    fn reverts_and_halts_are_the_intents_own_failure() {
+        for (code, message) in [
+            (3, "execution reverted"),
+            (-32603, "EVM error OpcodeNotFound"),
+            (-32603, "EVM error InvalidFEOpcode"),
+            (-32603, "EVM error StackUnderflow"),
+            (-32000, "invalid opcode: opcode 0xc not defined"),
+            (-32000, "stack underflow (0 <=> 2)"),
+            (-32000, "invalid jump destination"),
+            (
+                -32000,
+                "max initcode size exceeded: code size 60000 limit 49152",
+            ),
+        ] {
+            assert!(rpc(code, message).is_revert(), "{message}");
+        }
+        for (code, message) in [
+            (-32000, "insufficient funds for gas * price + value"),
+            (-32000, "gas required exceeds allowance (21000)"),
+            (-32603, "request timed out"),
+            (-32005, "rate limited"),
+        ] {
+            assert!(!rpc(code, message).is_revert(), "{message}");
+        }
     }
 }
