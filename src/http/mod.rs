@@ -8,9 +8,12 @@
 //! ```
 //!
 //! Every error leaves as `{"error":{"code","message","field"?}}` ([`ApiError`]),
-//! including the ones produced by the tower layers and by JSON parsing
-//! ([`ApiJson`]). [`app`] builds the router without binding a socket, so tests
-//! drive it with `tower::ServiceExt::oneshot`.
+//! including the ones produced by the tower layers, by axum (a method the
+//! route lacks) and by the extractors ([`ApiJson`], [`ApiPath`]). Each
+//! handler carries its `#[utoipa::path]`, and [`documented_routes`]
+//! registers it at that path, so the router and `GET /v1/openapi.json`
+//! ([`openapi`]) cannot disagree. [`app`] builds the router without binding
+//! a socket, so tests drive it with `tower::ServiceExt::oneshot`.
 
 pub mod auth;
 mod completions;
