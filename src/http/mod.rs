@@ -25,6 +25,7 @@ mod intent_body;
 mod json;
 pub mod openapi;
 pub mod ops;
+mod ops_audit;
 pub mod ops_endpoints;
 mod ops_state;
 pub mod ops_views;
