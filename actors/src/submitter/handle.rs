@@ -24,7 +24,10 @@ use super::{
     ingress::{IngressItem, IngressWriter},
     status::SubmitterStatus,
 };
-use crate::domain::{CreateError, CreateOutcome, NewIntent, SubmitterKey};
+use crate::{
+    domain::{CreateError, CreateOutcome, NewIntent, SubmitterKey},
+    tracker::Coalesced,
+};
 
 /// Suggested client back-off when the ingress queue is full.
 pub const OVERLOADED_RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -43,6 +46,10 @@ struct HandleInner {
     ingress_depth: AtomicUsize,
     mailbox_depth: AtomicUsize,
     work_queued: AtomicBool,
+    /// A `Finalize` report waits in the mailbox (coalesced, see `send_repeating`).
+    finalize_queued: Coalesced,
+    /// A repeating `ReorgedOut` report waits in the mailbox.
+    reorged_queued: Coalesced,
     draining: AtomicBool,
     actor: RwLock<Option<ActorRef<SubmitterMsg>>>,
     status: SubmitterStatus,
@@ -66,6 +73,8 @@ impl SubmitterHandle {
                 ingress_depth: AtomicUsize::new(0),
                 mailbox_depth: AtomicUsize::new(0),
                 work_queued: AtomicBool::new(false),
+                finalize_queued: Coalesced::default(),
+                reorged_queued: Coalesced::default(),
                 draining: AtomicBool::new(false),
                 actor: RwLock::new(None),
                 status: SubmitterStatus::default(),
@@ -163,6 +172,19 @@ impl SubmitterHandle {
         true
     }
 
+    /// Sends a report its sender repeats on every head while it holds
+    /// (`Finalize`, `ReorgedOut` from the finality workers): dropped while one
+    /// of its kind still waits, since the next head brings a fresh one. Other
+    /// messages are sent as by [`SubmitterHandle::send`].
+    pub fn send_repeating(&self, msg: SubmitterMsg) -> bool {
+        let slot = match &msg {
+            SubmitterMsg::Finalize(_) => &self.inner.finalize_queued,
+            SubmitterMsg::ReorgedOut(_) => &self.inner.reorged_queued,
+            _ => return self.send(msg),
+        };
+        slot.offer(|| self.send(msg))
+    }
+
     /// Wakes the actor for new work; coalesced: at most one wake-up queued.
     pub fn wake(&self) {
         if !self.inner.work_queued.swap(true, Ordering::AcqRel) && !self.send(SubmitterMsg::Work) {
@@ -177,8 +199,13 @@ impl SubmitterHandle {
             .inner
             .mailbox_depth
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| d.checked_sub(1));
-        if matches!(msg, SubmitterMsg::Work) {
-            self.inner.work_queued.store(false, Ordering::Release);
+        match msg {
+            SubmitterMsg::Work => self.inner.work_queued.store(false, Ordering::Release),
+            SubmitterMsg::Finalize(_) => self.inner.finalize_queued.taken(),
+            // A reorg event (sent uncoalesced) unmarks too: then two may wait
+            // at most, one repeating and the event.
+            SubmitterMsg::ReorgedOut(_) => self.inner.reorged_queued.taken(),
+            _ => {}
         }
     }
 }

@@ -256,6 +256,12 @@ impl SubmitterRouter for EngineShared {
             .is_some_and(|handle| handle.send(msg))
     }
 
+    fn deliver_repeating(&self, submitter: Address, msg: SubmitterMsg) -> bool {
+        self.handles
+            .get(&submitter)
+            .is_some_and(|handle| handle.send_repeating(msg))
+    }
+
     fn led(&self) -> Vec<(Address, Finality)> {
         self.handles
             .iter()

@@ -21,11 +21,10 @@ use crate::{
 /// Messages of a finality worker.
 #[derive(Debug)]
 pub enum FinalityMsg {
-    /// The head advanced to `number`.
-    Head {
-        /// New head height.
-        number: u64,
-    },
+    /// The head advanced (or another tick passed): process the newest head
+    /// offered ([`super::TrackerProgress::offer_head`]; coalesced, so one
+    /// message may stand for many ticks).
+    Head,
     /// Blocks above `fork` were replaced.
     Reorg {
         /// Highest block still canonical.
@@ -87,14 +86,17 @@ impl Actor for FinalityWorker {
         msg: FinalityMsg,
         state: &mut FinalityWorkerArgs,
     ) -> Result<(), ActorProcessingErr> {
-        state.progress.finality_gauge(state.slot).taken();
         let result = match msg {
-            FinalityMsg::Head { number } => {
+            FinalityMsg::Head => {
+                let number = state.progress.take_head(state.slot);
                 let result = on_head(state, number).await;
                 state.progress.set_finality(state.slot, number);
                 result
             }
-            FinalityMsg::Reorg { fork } => on_reorg(state, fork).await,
+            FinalityMsg::Reorg { fork } => {
+                state.progress.finality_gauge(state.slot).taken();
+                on_reorg(state, fork).await
+            }
         };
         if let Err(err) = result {
             // The next head retries everything: no state is lost by skipping one.
@@ -188,15 +190,16 @@ async fn on_head(state: &FinalityWorkerArgs, head: u64) -> Result<(), FinalityEr
                 .push((tx_id, succeeded(status.as_deref())));
         }
     }
+    // Both repeat on every head until the actor has acted: coalesced.
     for (address, decided) in finalize {
         state
             .router
-            .deliver(address, SubmitterMsg::Finalize(decided));
+            .deliver_repeating(address, SubmitterMsg::Finalize(decided));
     }
     for (address, lost) in orphaned {
         state
             .router
-            .deliver(address, SubmitterMsg::ReorgedOut(lost));
+            .deliver_repeating(address, SubmitterMsg::ReorgedOut(lost));
     }
     Ok(())
 }

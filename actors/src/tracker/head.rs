@@ -66,6 +66,8 @@ pub struct HeadState {
     subscription: Option<JoinHandle<()>>,
     /// True while the subscription delivers heads.
     ws_up: Arc<AtomicBool>,
+    /// A subscription wake-up waits in the mailbox (at most one does).
+    ws_tick: Arc<super::Coalesced>,
 }
 
 /// While `newHeads` arrive over WebSocket, polling only guards against a
@@ -84,10 +86,14 @@ impl Actor for HeadWatcher {
     ) -> Result<HeadState, ActorProcessingErr> {
         myself.send_message(HeadMsg::Tick)?;
         let ws_up = Arc::new(AtomicBool::new(false));
+        let ws_tick = Arc::new(super::Coalesced::default());
         let subscription = args.ws.clone().map(|targets| {
             tokio::spawn(super::new_heads::follow_new_heads(
                 targets,
-                myself.clone(),
+                super::new_heads::HeadWaker {
+                    watcher: myself.clone(),
+                    queued: ws_tick.clone(),
+                },
                 ws_up.clone(),
             ))
         });
@@ -97,6 +103,7 @@ impl Actor for HeadWatcher {
             timer: None,
             subscription,
             ws_up,
+            ws_tick,
         })
     }
 
@@ -120,6 +127,9 @@ impl Actor for HeadWatcher {
         _msg: HeadMsg,
         state: &mut HeadState,
     ) -> Result<(), ActorProcessingErr> {
+        // Any tick follows the chain up to its head: a wake-up that arrives
+        // from now on is for a newer head, and may be queued again.
+        state.ws_tick.taken();
         let idle = if state.ws_up.load(Ordering::Relaxed) {
             state.args.poll_interval * WS_POLL_FACTOR
         } else {
@@ -200,11 +210,13 @@ async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {
     }
     // Every tick, new block or not: a receipt recorded after its block's
     // head was processed must not wait for the next block to become final.
+    // Coalesced: a worker still busy with the last head gets the newest one
+    // when it is done, not one message per tick.
     if let Some((number, _)) = args.window.tip() {
         for (slot, worker) in args.finality_workers.iter().enumerate() {
-            args.progress
-                .finality_gauge(slot)
-                .send(|| worker.send_message(FinalityMsg::Head { number }).is_ok());
+            args.progress.offer_head(slot, number, || {
+                worker.send_message(FinalityMsg::Head).is_ok()
+            });
         }
     }
     Ok(next <= head)

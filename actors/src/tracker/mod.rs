@@ -7,11 +7,16 @@
 //! ResubmitWorker pool (a timer per accepted, unmined intent) ──ResubmitDue──► SubmitterActor
 //! ```
 //!
+//! Messages that repeat every tick (heads to the finality workers, `newHeads`
+//! wake-ups, finality reports to a SubmitterActor) are coalesced: at most one
+//! of a kind waits per receiver ([`Coalesced`]).
+//!
 //! Cost per new block: one `eth_getBlockByNumber`, plus one
 //! `eth_getBlockReceipts` only when the block holds one of our attempts —
 //! independent of how many intents are tracked. Pools never write: they
 //! message the owning SubmitterActor, which writes under its fence.
 
+mod coalesce;
 mod finality;
 mod head;
 mod index;
@@ -26,6 +31,7 @@ use alloy::primitives::Address;
 
 use crate::submitter::{Finality, SubmitterMsg};
 
+pub use coalesce::Coalesced;
 pub use finality::{FinalityMsg, FinalityWorker, FinalityWorkerArgs};
 pub use head::{HeadMsg, HeadWatcher, HeadWatcherArgs};
 pub use index::{ReceiptIndex, Tracked};
@@ -42,16 +48,19 @@ pub struct QueueGauge {
 
 impl QueueGauge {
     /// Counts a message in before `send` delivers it (so the worker can
-    /// never take it before it is counted), and out again if `send` fails.
-    pub(crate) fn send(&self, send: impl FnOnce() -> bool) {
+    /// never take it before it is counted), and out again if `send` fails;
+    /// returns what `send` did.
+    pub(crate) fn send(&self, send: impl FnOnce() -> bool) -> bool {
         if let Ok(mut sent) = self.sent.lock() {
             sent.push_back(std::time::Instant::now());
         }
-        if !send() {
+        let delivered = send();
+        if !delivered {
             if let Ok(mut sent) = self.sent.lock() {
                 sent.pop_back();
             }
         }
+        delivered
     }
 
     /// The worker took a message.
@@ -98,6 +107,9 @@ fn pool_queue(gauges: &[QueueGauge]) -> PoolQueue {
 pub struct TrackerProgress {
     head: std::sync::atomic::AtomicU64,
     finality: Vec<std::sync::atomic::AtomicU64>,
+    /// Per finality worker: the newest head offered to it, and whether a
+    /// `Head` message to it waits (one at most).
+    finality_offers: Vec<(std::sync::atomic::AtomicU64, Coalesced)>,
     receipt_queues: Vec<QueueGauge>,
     finality_queues: Vec<QueueGauge>,
     /// Counts nothing anyone reads: the target of an out-of-range slot.
@@ -110,6 +122,9 @@ impl TrackerProgress {
         Self {
             head: Default::default(),
             finality: (0..finality_workers.max(1))
+                .map(|_| Default::default())
+                .collect(),
+            finality_offers: (0..finality_workers.max(1))
                 .map(|_| Default::default())
                 .collect(),
             receipt_queues: (0..receipt_workers.max(1))
@@ -142,6 +157,30 @@ impl TrackerProgress {
         self.finality_queues.get(slot).unwrap_or(&self.detached)
     }
 
+    /// Offers head `number` to finality worker `slot`: it becomes the head
+    /// that worker processes next, and `send` delivers a `Head` message
+    /// unless one is still waiting (coalesced: a slow worker finds one
+    /// message, not one per tick).
+    pub(crate) fn offer_head(&self, slot: usize, number: u64, send: impl FnOnce() -> bool) {
+        let Some((latest, queued)) = self.finality_offers.get(slot) else {
+            return;
+        };
+        latest.store(number, std::sync::atomic::Ordering::SeqCst);
+        let gauge = self.finality_gauge(slot);
+        queued.offer(|| gauge.send(send));
+    }
+
+    /// Finality worker `slot` took its `Head` message: the head to process.
+    pub(crate) fn take_head(&self, slot: usize) -> u64 {
+        self.finality_gauge(slot).taken();
+        self.finality_offers
+            .get(slot)
+            .map_or(0, |(latest, queued)| {
+                queued.taken();
+                latest.load(std::sync::atomic::Ordering::SeqCst)
+            })
+    }
+
     /// The newest block the head watcher has processed.
     pub fn head(&self) -> u64 {
         self.head.load(std::sync::atomic::Ordering::Acquire)
@@ -172,6 +211,10 @@ impl TrackerProgress {
 pub trait SubmitterRouter: Send + Sync + fmt::Debug {
     /// Delivers a message to the submitter's actor here; false if none runs.
     fn deliver(&self, submitter: Address, msg: SubmitterMsg) -> bool;
+    /// Delivers a report the sender repeats on every head while it holds
+    /// (`Finalize`, a receipt seen orphaned): dropped while one of its kind
+    /// still waits in that actor's mailbox. False if no actor runs.
+    fn deliver_repeating(&self, submitter: Address, msg: SubmitterMsg) -> bool;
     /// The submitters this node leads now, with their finality setting.
     fn led(&self) -> Vec<(Address, Finality)>;
 }

@@ -20,7 +20,7 @@ use ractor::ActorRef;
 use tokio::sync::watch;
 use tokio_tungstenite::{tungstenite::Message, Connector};
 
-use super::head::HeadMsg;
+use super::{head::HeadMsg, Coalesced};
 use crate::chain::WsTarget;
 
 /// Wait before reconnecting a lost WebSocket.
@@ -36,12 +36,29 @@ const WS_PING_INTERVAL: Duration = Duration::from_secs(15);
 const SUBSCRIBE: &str =
     r#"{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}"#;
 
+/// Wakes the head watcher on a new head; coalesced: at most one wake-up
+/// waits in its mailbox (a watcher behind a slow RPC catches up over every
+/// block in one round anyway). The watcher unmarks `queued` on every tick.
+#[derive(Debug, Clone)]
+pub(super) struct HeadWaker {
+    pub(super) watcher: ActorRef<HeadMsg>,
+    pub(super) queued: Arc<Coalesced>,
+}
+
+impl HeadWaker {
+    /// False when the watcher is gone.
+    fn wake(&self) -> bool {
+        self.queued
+            .offer(|| self.watcher.send_message(HeadMsg::Tick).is_ok())
+    }
+}
+
 /// Keeps a subscription open on the current target (reconnecting after
 /// failures, moving when reads move) and wakes the watcher on every head.
 /// `up` is true while heads arrive.
 pub(super) async fn follow_new_heads(
     mut targets: watch::Receiver<Option<WsTarget>>,
-    watcher: ActorRef<HeadMsg>,
+    watcher: HeadWaker,
     up: Arc<AtomicBool>,
 ) {
     loop {
@@ -81,7 +98,7 @@ enum Ended {
 
 async fn subscribe(
     target: &WsTarget,
-    watcher: &ActorRef<HeadMsg>,
+    watcher: &HeadWaker,
     up: &AtomicBool,
 ) -> Result<Ended, String> {
     let connector = Connector::Rustls(target.tls.clone());
@@ -119,7 +136,7 @@ async fn subscribe(
                         tracing::info!(target: "txmgr::head", endpoint = %target.name, "following newHeads over WebSocket");
                     }
                     Frame::Head => {
-                        if watcher.send_message(HeadMsg::Tick).is_err() {
+                        if !watcher.wake() {
                             return Ok(Ended::WatcherGone);
                         }
                     }
