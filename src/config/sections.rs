@@ -25,6 +25,18 @@ pub const DEFAULT_BODY_LIMIT_BYTES: usize = 256 * 1024;
 pub const DEFAULT_DATA_LIMIT_BYTES: usize = 128 * 1024;
 /// Default time budget of one HTTP request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `http.max_concurrent_requests`: API requests served at once.
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 512;
+/// Default `http.max_long_polls`: `GET /v1/completions` waits at once.
+pub const DEFAULT_MAX_LONG_POLLS: usize = 128;
+/// Default `http.page_max_bytes`: JSON bytes of the items of one list page.
+pub const DEFAULT_PAGE_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Default `http.readiness_interval`: how often `/readyz`'s state is refreshed.
+pub const DEFAULT_READINESS_INTERVAL: Duration = Duration::from_secs(1);
+/// Default `node.ingress_max_items`: creates waiting to be persisted, node-wide.
+pub const DEFAULT_INGRESS_MAX_ITEMS: usize = 20_000;
+/// Default `node.ingress_max_bytes`: their approximate memory, node-wide.
+pub const DEFAULT_INGRESS_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Default chain polling interval (new blocks, receipts).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Default timeout of one RPC call.
@@ -132,6 +144,22 @@ pub struct HttpConfig {
     /// Time budget of one request.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// API requests served at once; more get 503 `busy` at once. `/healthz`,
+    /// `/readyz` and `/metrics` have their own small limit and stay
+    /// answerable when the API is saturated.
+    pub max_concurrent_requests: usize,
+    /// `GET /v1/completions` requests waiting for a completion at once
+    /// (part of `max_concurrent_requests`); more get 503 `busy`.
+    pub max_long_polls: usize,
+    /// JSON bytes of the items of one page of `GET /v1/transactions` or
+    /// `GET /v1/completions`: a page ends early (with its cursor) once this
+    /// is reached; it always holds at least one item.
+    pub page_max_bytes: usize,
+    /// How often the state `/readyz` answers from is refreshed in the
+    /// background (database and chain); older than three of these plus the
+    /// probe timeout counts as not ready.
+    #[serde(with = "humantime_serde")]
+    pub readiness_interval: Duration,
     /// Whether `/metrics` is served without a token.
     pub metrics_public: bool,
     /// HTTPS for the API; plain HTTP without it.
@@ -160,6 +188,10 @@ impl Default for HttpConfig {
             body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
             data_limit_bytes: DEFAULT_DATA_LIMIT_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
+            max_long_polls: DEFAULT_MAX_LONG_POLLS,
+            page_max_bytes: DEFAULT_PAGE_MAX_BYTES,
+            readiness_interval: DEFAULT_READINESS_INTERVAL,
             metrics_public: true,
             tls: None,
         }
@@ -320,6 +352,13 @@ pub struct NodeConfig {
     /// expired lease.
     #[serde(with = "humantime_serde")]
     pub handover_grace: Duration,
+    /// Creates admitted and not yet persisted, over every submitter of this
+    /// node; more get 503 `busy` (each submitter's own bound is
+    /// `ingress_capacity`, 429 `overloaded`).
+    pub ingress_max_items: usize,
+    /// Approximate bytes of those creates (`data`, `request_id` and a fixed
+    /// 512 per create); more get 503 `busy`.
+    pub ingress_max_bytes: usize,
 }
 
 impl NodeConfig {
@@ -338,6 +377,8 @@ impl Default for NodeConfig {
             rebalance_settle: Duration::from_secs(10),
             rebalance_min_hold: Duration::from_secs(30),
             handover_grace: Duration::from_secs(2),
+            ingress_max_items: DEFAULT_INGRESS_MAX_ITEMS,
+            ingress_max_bytes: DEFAULT_INGRESS_MAX_BYTES,
         }
     }
 }

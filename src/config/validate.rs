@@ -156,6 +156,32 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
         );
     }
     positive(&mut push, "http.request_timeout", http.request_timeout);
+    if http.max_concurrent_requests == 0 {
+        push("http.max_concurrent_requests", "must be >= 1".into());
+    }
+    if http.max_long_polls == 0 || http.max_long_polls > http.max_concurrent_requests {
+        push(
+            "http.max_long_polls",
+            "must be >= 1 and <= http.max_concurrent_requests".into(),
+        );
+    }
+    if http.page_max_bytes == 0 {
+        push("http.page_max_bytes", "must be > 0".into());
+    }
+    positive(
+        &mut push,
+        "http.readiness_interval",
+        http.readiness_interval,
+    );
+    if config.node.ingress_max_items == 0 {
+        push("node.ingress_max_items", "must be >= 1".into());
+    }
+    if config.node.ingress_max_bytes < http.data_limit_bytes {
+        push(
+            "node.ingress_max_bytes",
+            "must be >= http.data_limit_bytes (one largest create must fit)".into(),
+        );
+    }
 
     let chain = &config.chain;
     super::endpoints::check_endpoints(chain, &mut push);

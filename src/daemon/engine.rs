@@ -13,7 +13,9 @@ use txmgr_actors::{
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::{build_signer, SignerSpec},
     store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LeaseOwner, LEASE_SUFFIX},
-    submitter::{Finality as EngineFinality, LeaseTiming, SubmitterSettings as EngineSettings},
+    submitter::{
+        Finality as EngineFinality, IngressLimits, LeaseTiming, SubmitterSettings as EngineSettings,
+    },
     supervisor::{Engine, EngineConfig, SubmitterSpec},
 };
 
@@ -151,6 +153,10 @@ pub async fn start_engine(
         window_blocks: window_blocks(config),
         discovery_interval: config.node.discovery_interval,
         create_timeout: config.http.request_timeout,
+        ingress: IngressLimits {
+            max_items: config.node.ingress_max_items,
+            max_bytes: config.node.ingress_max_bytes,
+        },
         max_restarts: MAX_RESTARTS,
         restart_window: RESTART_WINDOW,
     };

@@ -16,6 +16,8 @@
 //! | `overloaded`           | 429    | ingress queue full; `Retry-After` in seconds      |
 //! | `internal`             | 500    | a bug or corrupt data; details only in the log    |
 //! | `unavailable`          | 503    | database down or request timed out; retry is safe |
+//! | `busy`                 | 503    | node at capacity (requests, long polls, ingress); |
+//! |                        |        | nothing was done; `Retry-After` in seconds        |
 
 use std::time::Duration;
 
@@ -59,6 +61,16 @@ pub enum ApiError {
     /// Back-pressure: the submitter's ingress queue is full.
     #[error("too many pending requests; retry after {} s", retry_after_secs(*.retry_after))]
     Overloaded {
+        /// How long the client should wait.
+        retry_after: Duration,
+    },
+    /// Back-pressure of the whole node: it serves as many requests, long
+    /// polls or queued creates as it may. Nothing was done; retrying later
+    /// (here or on another node) is safe.
+    #[error("this node is at capacity ({what}); retry after {} s", retry_after_secs(*.retry_after))]
+    Busy {
+        /// What is full, for humans.
+        what: &'static str,
         /// How long the client should wait.
         retry_after: Duration,
     },
@@ -141,6 +153,7 @@ impl ApiError {
             ApiError::SubmitterProtected(_) => "submitter_protected",
             ApiError::IdempotencyConflict { .. } => "idempotency_conflict",
             ApiError::Overloaded { .. } => "overloaded",
+            ApiError::Busy { .. } => "busy",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
@@ -162,6 +175,7 @@ impl ApiError {
             ApiError::SubmitterProtected(_) => StatusCode::LOCKED,
             ApiError::IdempotencyConflict { .. } => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -201,6 +215,7 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_config",
     "internal",
     "unavailable",
+    "busy",
 ];
 
 /// The body of every error answer: `{"error": {...}}`.
@@ -288,7 +303,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status(), Json(self.body())).into_response();
-        if let ApiError::Overloaded { retry_after } = &self {
+        if let ApiError::Overloaded { retry_after } | ApiError::Busy { retry_after, .. } = &self {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from(retry_after_secs(*retry_after)),
@@ -315,6 +330,10 @@ impl From<CreateError> for ApiError {
             )),
             CreateError::Protected(reason) => ApiError::SubmitterProtected(reason),
             CreateError::Overloaded { retry_after } => ApiError::Overloaded { retry_after },
+            CreateError::Busy { retry_after } => ApiError::Busy {
+                what: "creates waiting to be stored",
+                retry_after,
+            },
             CreateError::Unstorable(detail) => {
                 tracing::warn!(target: "http", %detail, "create refused by the database");
                 ApiError::invalid_request(
@@ -373,6 +392,10 @@ mod tests {
             ApiError::Overloaded {
                 retry_after: Duration::ZERO,
             },
+            ApiError::Busy {
+                what: "x",
+                retry_after: Duration::ZERO,
+            },
             ApiError::NotFound("x".into()),
             ApiError::MethodNotAllowed("x".into()),
             ApiError::PayloadTooLarge { limit: 1 },
@@ -392,6 +415,20 @@ mod tests {
         let mut documented = ERROR_CODES.to_vec();
         documented.sort_unstable();
         assert_eq!(codes, documented);
+    }
+
+    #[test]
+    fn busy_is_503_with_retry_after() {
+        let response = ApiError::Busy {
+            what: "requests",
+            retry_after: Duration::from_secs(1),
+        }
+        .into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            response.headers().get(header::RETRY_AFTER),
+            Some(&HeaderValue::from_static("1"))
+        );
     }
 
     #[test]

@@ -144,6 +144,13 @@ pub enum CreateError {
         /// Suggested wait before retrying.
         retry_after: std::time::Duration,
     },
+    /// The node holds as many creates (or bytes of them) as it may, over all
+    /// submitters (HTTP 503 `busy` with Retry-After); nothing was queued.
+    #[error("node ingress full; retry after {retry_after:?}")]
+    Busy {
+        /// Suggested wait before retrying.
+        retry_after: std::time::Duration,
+    },
     /// Persisting did not finish in time or the database failed (HTTP 503);
     /// the create may or may not have been stored — a retry with the same
     /// request id is safe.

@@ -2,7 +2,9 @@
 //!
 //! Creates are bounded *before* anything is queued: each handle admits at
 //! most `ingress_capacity` creates waiting to be persisted and answers
-//! `Overloaded` at once beyond that, instead of growing memory. Admitted
+//! `Overloaded` at once beyond that, and the node as a whole admits at most
+//! its ingress limits (items and bytes over every submitter) and answers
+//! `Busy` beyond those, instead of growing memory. Admitted
 //! creates go to the node's ingress writer (`ingress.rs`), which persists
 //! creates of all submitters in one transaction per batch, answers each caller
 //! after the commit and wakes the local actor. Inserting QUEUED rows is not a
@@ -21,7 +23,7 @@ use tokio::sync::oneshot;
 
 use super::{
     actor::SubmitterMsg,
-    ingress::{IngressItem, IngressWriter},
+    ingress::{queued_bytes, IngressItem, IngressPermit, IngressWriter},
     status::SubmitterStatus,
 };
 use crate::{
@@ -31,6 +33,8 @@ use crate::{
 
 /// Suggested client back-off when the ingress queue is full.
 pub const OVERLOADED_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Suggested client back-off when the node's ingress (all submitters) is full.
+pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Shared view of one submitter on this node.
 #[derive(Debug, Clone)]
@@ -121,21 +125,17 @@ impl SubmitterHandle {
         if let Some(reason) = self.inner.status.protect_reason() {
             return Err(CreateError::Protected(reason));
         }
+        // Bound the queues before anything is queued: a full one answers at once.
+        let permit = self.admit(queued_bytes(&intent))?;
         let (reply, answer) = oneshot::channel();
-        // Bound the queue before anything is queued: a full queue answers at once.
-        if self.inner.ingress_depth.fetch_add(1, Ordering::Relaxed) >= self.inner.ingress_capacity {
-            self.ingress_taken();
-            return Err(CreateError::Overloaded {
-                retry_after: OVERLOADED_RETRY_AFTER,
-            });
-        }
         let item = IngressItem {
             intent,
             reply,
             handle: self.clone(),
+            permit,
         };
+        // A refused item is dropped with its permit: its place is given back.
         if !self.inner.ingress.submit(item) {
-            self.ingress_taken();
             return Err(CreateError::Unavailable("ingress writer stopped".into()));
         }
         match tokio::time::timeout(self.inner.create_timeout, answer).await {
@@ -145,6 +145,24 @@ impl SubmitterHandle {
                 "create not committed in time; retrying with the same request id is safe".into(),
             )),
         }
+    }
+
+    /// A place for one create of `bytes`: first in this submitter's queue
+    /// (else `Overloaded`), then in the node's (else `Busy`).
+    fn admit(&self, bytes: usize) -> Result<IngressPermit, CreateError> {
+        if self.inner.ingress_depth.fetch_add(1, Ordering::Relaxed) >= self.inner.ingress_capacity {
+            self.ingress_taken();
+            return Err(CreateError::Overloaded {
+                retry_after: OVERLOADED_RETRY_AFTER,
+            });
+        }
+        // From here the permit owns the count in `ingress_depth`.
+        self.inner.ingress.reserve(self, bytes).ok_or_else(|| {
+            self.ingress_taken();
+            CreateError::Busy {
+                retry_after: BUSY_RETRY_AFTER,
+            }
+        })
     }
 
     /// Attaches the actor spawned for this submitter (or detaches it).

@@ -39,8 +39,8 @@ use crate::{
 };
 
 pub use actor::{SubmitterActor, SubmitterArgs, SubmitterMsg};
-pub use handle::{SubmitterHandle, OVERLOADED_RETRY_AFTER};
-pub use ingress::IngressWriter;
+pub use handle::{SubmitterHandle, BUSY_RETRY_AFTER, OVERLOADED_RETRY_AFTER};
+pub use ingress::{queued_bytes, IngressLimits, IngressWriter, INGRESS_ITEM_OVERHEAD_BYTES};
 pub use settings::{Finality, SubmitterSettings};
 pub use status::{Role, SubmitterStatus};
 

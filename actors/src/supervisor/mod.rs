@@ -25,8 +25,8 @@ use crate::{
     signer::TxSigner,
     store::LeaseOwner,
     submitter::{
-        Finality, IngressWriter, LeaseTiming, Role, SubmitterContext, SubmitterHandle,
-        SubmitterMsg, SubmitterSettings,
+        Finality, IngressLimits, IngressWriter, LeaseTiming, Role, SubmitterContext,
+        SubmitterHandle, SubmitterMsg, SubmitterSettings,
     },
     tracker::{
         CanonicalWindow, FinalityMsg, FinalityWorker, FinalityWorkerArgs, HeadMsg, HeadWatcher,
@@ -76,6 +76,8 @@ pub struct EngineConfig {
     pub discovery_interval: Duration,
     /// How long a create may wait for its commit.
     pub create_timeout: Duration,
+    /// Node-wide bound of creates waiting to be persisted.
+    pub ingress: IngressLimits,
     /// Restarts allowed within `restart_window` before giving up.
     pub max_restarts: u32,
     /// The window for `max_restarts`.
@@ -305,7 +307,7 @@ impl Engine {
                 (spec.address, Arc::new(ctx))
             })
             .collect();
-        let ingress = IngressWriter::start(pool.clone(), INGRESS_MAX_BATCH);
+        let ingress = IngressWriter::start(pool.clone(), INGRESS_MAX_BATCH, config.ingress);
         let shared = Arc::new(EngineShared {
             config,
             ingress,
