@@ -23,7 +23,10 @@ use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 use tokio::{sync::Mutex, time::Instant};
 use tower::ServiceExt;
-use txmgr::http::{app, AppState, CompletionNotifier, DirectSubmissions, Limits};
+use txmgr::{
+    config::DEFAULT_MAX_LONG_POLLS,
+    http::{app, AppState, CompletionNotifier, DirectSubmissions, Limits},
+};
 use txmgr_actors::store::completions::{self, CompletionRow, FeedCursor};
 use uuid::Uuid;
 
@@ -375,7 +378,7 @@ fn router(db: &TestDb, request_timeout: Duration) -> Router {
             request_timeout,
             ..Limits::default()
         },
-        completions: CompletionNotifier::listen(db.pool.clone(), CHAIN),
+        completions: CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS),
         ops: Default::default(),
     })
 }

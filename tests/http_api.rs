@@ -15,7 +15,10 @@ use axum::{
 use common::TestDb;
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use txmgr::http::{app, AppState, CompletionNotifier, DirectSubmissions, Limits, Submissions};
+use txmgr::{
+    config::DEFAULT_MAX_LONG_POLLS,
+    http::{app, AppState, CompletionNotifier, DirectSubmissions, Limits, Submissions},
+};
 use txmgr_actors::domain::{CreateError, CreateOutcome, NewIntent};
 
 const CHAIN: u64 = 31337;
@@ -29,6 +32,7 @@ fn limits() -> Limits {
         body_limit_bytes: BODY_LIMIT,
         data_limit_bytes: DATA_LIMIT,
         request_timeout: Duration::from_secs(30),
+        ..Limits::default()
     }
 }
 
@@ -63,7 +67,7 @@ impl Api {
             chain_id: CHAIN,
             submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
             limits: limits(),
-            completions: CompletionNotifier::listen(db.pool.clone(), CHAIN),
+            completions: CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS),
             ops: Default::default(),
         };
         Api {
@@ -427,6 +431,13 @@ async fn engine_refusals_map_to_their_codes() {
             "overloaded",
         ),
         (
+            Some(Busy {
+                retry_after: Duration::from_millis(1200),
+            }),
+            503,
+            "busy",
+        ),
+        (
             Some(Unavailable("pg: connection reset".into())),
             503,
             "unavailable",
@@ -443,7 +454,7 @@ async fn engine_refusals_map_to_their_codes() {
                 request_timeout: Duration::from_millis(200),
                 ..limits()
             },
-            completions: CompletionNotifier::listen(db.pool.clone(), CHAIN),
+            completions: CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS),
             ops: Default::default(),
         };
         let request = Request::post("/v1/transactions")
@@ -453,7 +464,7 @@ async fn engine_refusals_map_to_their_codes() {
         let reply = send(&app(state), request).await;
         let status = StatusCode::from_u16(status).expect("valid status");
         reply.assert_error(status, code, None);
-        if code == "overloaded" {
+        if code == "overloaded" || code == "busy" {
             let retry_after = reply.headers.get(header::RETRY_AFTER).map(|v| v.as_bytes());
             assert_eq!(retry_after, Some(&b"2"[..]));
         }

@@ -26,7 +26,7 @@ use common::{
 use serde_json::Value;
 use tower::ServiceExt;
 use txmgr::{
-    config::{AuthConfig, Role, TokenConfig},
+    config::{AuthConfig, Role, TokenConfig, DEFAULT_MAX_LONG_POLLS},
     http::{
         app,
         auth::{token_hash_hex, Auth},
@@ -114,7 +114,7 @@ async fn openapi_document_is_structurally_valid_and_lists_every_route() {
             // body limit, concurrency limit, timeout) is documented everywhere.
             let open =
                 ["/healthz", "/readyz", "/ops/", "/v1/openapi.json"].contains(&path.as_str());
-            let mut edge = vec!["413", "429", "503"];
+            let mut edge = vec!["413", "503"];
             if !open {
                 edge.push("401");
             }
@@ -207,7 +207,7 @@ async fn authenticated_app(db: &TestDb) -> Router {
             request_timeout: Duration::from_secs(10),
             ..Limits::default()
         },
-        completions: CompletionNotifier::listen(db.pool.clone(), CHAIN),
+        completions: CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS),
         ops: OpsState {
             auth: Arc::new(auth),
             metrics_public: false,

@@ -24,7 +24,7 @@ use txmgr_actors::supervisor::Engine;
 
 use crate::{
     config::Config,
-    http::{auth::Auth, AppState, CompletionNotifier, Limits, OpsState, Reload},
+    http::{auth::Auth, AppState, CompletionNotifier, Limits, OpsState, Readiness, Reload},
 };
 
 pub use chain::{connect_chain, endpoint_settings};
@@ -36,9 +36,11 @@ pub use reload::Reloader;
 /// Period of the gauges refreshed from the database and the engine.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The operator surface of a node: engine, tokens, metrics, readiness, reload.
+/// The operator surface of a node: engine, tokens, metrics, readiness
+/// (its background checks start here), reload.
 pub fn ops_state(
     config: &Config,
+    pool: &PgPool,
     engine: &Engine,
     chain: Arc<dyn ChainClient>,
     reloader: Option<Arc<dyn Reload>>,
@@ -48,6 +50,12 @@ pub fn ops_state(
         auth: Arc::new(Auth::from_config(&config.auth)),
         metrics: metrics_recorder(),
         metrics_public: config.http.metrics_public,
+        readiness: Some(Readiness::start(
+            pool.clone(),
+            Some(chain.clone()),
+            config.chain.chain_id,
+            config.http.readiness_interval,
+        )),
         chain: Some(chain),
         reloader,
         heartbeat_interval: config.node.heartbeat_interval,
@@ -186,8 +194,12 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         chain_id: config.chain.chain_id,
         submissions: Arc::new(EngineSubmissions(engine.clone())),
         limits: Limits::from_config(&config.http),
-        completions: CompletionNotifier::listen(pool.clone(), config.chain.chain_id),
-        ops: ops_state(&config, &engine, chain, Some(reloader)),
+        completions: CompletionNotifier::listen(
+            pool.clone(),
+            config.chain.chain_id,
+            config.http.max_long_polls,
+        ),
+        ops: ops_state(&config, &pool, &engine, chain, Some(reloader)),
     };
     let app = crate::http::app(state);
     match https {

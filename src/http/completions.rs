@@ -10,6 +10,16 @@
 //!                          └───────┘ then re-check every RECHECK_INTERVAL
 //! ```
 //!
+//! Waiting is bounded per node: at most `http.max_long_polls` requests wait
+//! at once ([`CompletionNotifier`] holds the permits). A request that finds
+//! rows is answered whatever the count; one that would wait beyond the cap
+//! gets 503 `busy` with `Retry-After` instead of an empty page, because a
+//! client answered at once with nothing would ask again at once, and the
+//! cap would turn waiting clients into a busy loop.
+//!
+//! Pages are bounded in bytes as well as rows (`http.page_max_bytes`): a page
+//! ends early and `next_after` continues after its last row.
+//!
 //! Why re-check after a wake-up: the feed serves only rows below the snapshot
 //! `xmin` (see `txmgr_actors::store::completions`), so a completion whose
 //! transaction has committed may still be held back while an older transaction
@@ -25,12 +35,17 @@ use axum::{
 };
 use serde::Serialize;
 use sqlx::{postgres::PgListener, PgPool};
-use tokio::{sync::watch, task::JoinHandle, time::Instant};
+use tokio::{
+    sync::{watch, OwnedSemaphorePermit, Semaphore},
+    task::JoinHandle,
+    time::Instant,
+};
 use txmgr_actors::store::completions::{self, CompletionRow, FeedCursor, COMPLETION_CHANNEL};
 
 use utoipa::ToSchema;
 
 use super::{
+    capacity::BUSY_RETRY_AFTER,
     error::{ApiError, ApiResult, ErrorResponse},
     AppState,
 };
@@ -61,9 +76,10 @@ struct Signal {
 }
 
 /// Wakes long-polling `GET /v1/completions` requests when a completion of this
-/// chain commits. One per process, shared through [`AppState`]: a single
-/// `LISTEN` connection serves every waiting request, and reconnects on failure.
-/// Cheap to clone; the listener stops when the last clone is dropped.
+/// chain commits, and bounds how many wait at once. One per process, shared
+/// through [`AppState`]: a single `LISTEN` connection serves every waiting
+/// request, and reconnects on failure. Cheap to clone; the listener stops
+/// when the last clone is dropped.
 #[derive(Clone)]
 pub struct CompletionNotifier {
     /// Shared with every clone; owns the listener task.
@@ -76,6 +92,8 @@ struct NotifierInner {
     signal: watch::Receiver<Signal>,
     /// The `LISTEN` task; aborted when the notifier goes away.
     listener: JoinHandle<()>,
+    /// One permit per request allowed to wait (`http.max_long_polls`).
+    waiters: Arc<Semaphore>,
 }
 
 impl Drop for NotifierInner {
@@ -86,14 +104,26 @@ impl Drop for NotifierInner {
 
 impl CompletionNotifier {
     /// Starts the process's listener on [`COMPLETION_CHANNEL`] for `chain_id`
-    /// (it holds one connection of `pool`). Must be called inside a Tokio
+    /// (it holds one connection of `pool`); at most `max_waiters` requests
+    /// wait at once (`http.max_long_polls`). Must be called inside a Tokio
     /// runtime. Until the listener is connected, waiters poll on the interval.
-    pub fn listen(pool: PgPool, chain_id: u64) -> Self {
+    pub fn listen(pool: PgPool, chain_id: u64, max_waiters: usize) -> Self {
         let (sender, signal) = watch::channel(Signal::default());
         let listener = tokio::spawn(listen_loop(pool, chain_id, sender));
+        let waiters = Arc::new(Semaphore::new(max_waiters.clamp(1, Semaphore::MAX_PERMITS)));
         Self {
-            inner: Arc::new(NotifierInner { signal, listener }),
+            inner: Arc::new(NotifierInner {
+                signal,
+                listener,
+                waiters,
+            }),
         }
+    }
+
+    /// A place among the requests waiting now, or `None` when they are as
+    /// many as allowed. Held until the request answers.
+    fn wait_permit(&self) -> Option<OwnedSemaphorePermit> {
+        self.inner.waiters.clone().try_acquire_owned().ok()
     }
 
     /// A fresh subscription; its first `changed()` fires on the next signal.
@@ -233,13 +263,46 @@ pub(crate) struct FeedPage {
     next_after: Option<String>,
 }
 
+impl FeedPage {
+    /// Serves `rows` in feed order while their JSON fits `budget` bytes (the
+    /// first served row always fits). Rows the caller may not see are
+    /// skipped, and the cursor still moves past them. `next_after` is the
+    /// cursor of the last row passed, served or skipped; `after` when none.
+    fn fill(
+        rows: Vec<CompletionRow>,
+        after: Option<FeedCursor>,
+        visible: impl Fn(&CompletionRow) -> bool,
+        budget: usize,
+    ) -> FeedPage {
+        let mut next_after = after.map(|cursor| cursor.to_token());
+        let mut items = Vec::new();
+        let mut used = 0usize;
+        for row in rows {
+            if !visible(&row) {
+                next_after = Some(row.cursor.clone());
+                continue;
+            }
+            // +1: the comma between items. A row always serialises.
+            let size = serde_json::to_vec(&row).map_or(0, |json| json.len()) + 1;
+            if !items.is_empty() && used + size > budget {
+                break;
+            }
+            used += size;
+            next_after = Some(row.cursor.clone());
+            items.push(row);
+        }
+        FeedPage { items, next_after }
+    }
+}
+
 /// `GET /v1/completions`: the next rows after `after`; when there are none
-/// yet, waits up to `wait` for one.
+/// yet, waits up to `wait` for one — if fewer than `http.max_long_polls`
+/// requests wait already, else 503 `busy`.
 ///
 /// A client token with a submitter allow-list sees only its submitters'
 /// completions; the cursor still moves past the others.
 #[utoipa::path(get, path = "/v1/completions", tag = "transactions",
-    description = "Every terminal transition and every entry into STUCK, in commit order; long-polls up to `wait` when nothing is new.",
+    description = "Every terminal transition and every entry into STUCK, in commit order; long-polls up to `wait` when nothing is new. A page also ends once its items reach `http.page_max_bytes` of JSON; `next_after` continues after its last row.",
     params(
         ("after" = Option<String>, Query, description = "the `next_after` of the previous page; absent = from the beginning", pattern = "^[0-9]+-[0-9]+$"),
         ("limit" = Option<u32>, Query, description = "page size (default 100)", minimum = 1, maximum = 1000),
@@ -248,7 +311,7 @@ pub(crate) struct FeedPage {
         (status = 200, description = "the next completions (possibly none)", body = FeedPage),
         (status = 400, description = "invalid_request: a bad or unknown parameter (`field` names it)", body = ErrorResponse),
         (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
-        (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
+        (status = 503, description = "unavailable: the database is unavailable; or busy: `http.max_long_polls` requests wait already and this one would wait too (`Retry-After`)", body = ErrorResponse)))]
 pub(crate) async fn feed(
     State(state): State<AppState>,
     caller: Option<axum::Extension<super::auth::Caller>>,
@@ -266,22 +329,31 @@ pub(crate) async fn feed(
     // wait below still wakes this request.
     let mut signal = state.completions.subscribe();
     let mut rechecking = !signal.borrow().listening;
+    // Taken before the first wait, kept until the answer.
+    let mut waiting: Option<OwnedSemaphorePermit> = None;
+    let visible = |row: &CompletionRow| {
+        caller.as_deref().is_none_or(|caller| {
+            row.submitter
+                .parse::<alloy::primitives::Address>()
+                .is_ok_and(|address| caller.may_use(&address))
+        })
+    };
     loop {
-        let (mut items, next) =
+        let (rows, _) =
             completions::read(&state.pool, state.chain_id, query.after, query.limit).await?;
-        let found = !items.is_empty();
-        if let Some(caller) = caller.as_deref() {
-            items.retain(|row| {
-                row.submitter
-                    .parse::<alloy::primitives::Address>()
-                    .is_ok_and(|address| caller.may_use(&address))
-            });
+        if !rows.is_empty() || Instant::now() >= deadline {
+            return Ok(Json(FeedPage::fill(
+                rows,
+                query.after,
+                visible,
+                state.limits.page_max_bytes,
+            )));
         }
-        if found || Instant::now() >= deadline {
-            return Ok(Json(FeedPage {
-                items,
-                next_after: next.map(|cursor| cursor.to_token()),
-            }));
+        if waiting.is_none() {
+            waiting = Some(state.completions.wait_permit().ok_or(ApiError::Busy {
+                what: "long polls waiting",
+                retry_after: BUSY_RETRY_AFTER,
+            })?);
         }
         if rechecking {
             // Woken before (or no listener): the rows may be held back by an
@@ -313,6 +385,53 @@ mod tests {
             ApiError::InvalidRequest { field, .. } => field,
             other => panic!("not a 400: {other:?}"),
         }
+    }
+
+    fn row(seq: i64, submitter: &str) -> CompletionRow {
+        CompletionRow {
+            cursor: FeedCursor::new(7, seq).to_token(),
+            tx_id: uuid::Uuid::nil(),
+            submitter: submitter.to_owned(),
+            request_id: Some("r".repeat(100)),
+            state: txmgr_actors::domain::TxState::Confirmed,
+            completed_at: sqlx::types::chrono::DateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_page_ends_at_its_byte_budget_and_continues_after_its_last_row() {
+        let rows: Vec<CompletionRow> = (1..=5).map(|seq| row(seq, "0xa")).collect();
+        let one = serde_json::to_vec(&rows[0]).expect("row").len() + 1;
+        let page = FeedPage::fill(rows.clone(), None, |_| true, 2 * one + one / 2);
+        assert_eq!(page.items.len(), 2);
+        assert_eq!(page.next_after.as_deref(), Some("7-2"));
+        // The first row is served even when it alone is over the budget.
+        let page = FeedPage::fill(rows.clone(), None, |_| true, 1);
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.next_after.as_deref(), Some("7-1"));
+        let page = FeedPage::fill(rows, None, |_| true, usize::MAX);
+        assert_eq!(page.items.len(), 5);
+        assert_eq!(page.next_after.as_deref(), Some("7-5"));
+    }
+
+    #[test]
+    fn rows_the_caller_may_not_see_move_the_cursor_without_weight() {
+        let rows = vec![row(1, "0xa"), row(2, "0xb"), row(3, "0xb"), row(4, "0xa")];
+        // Row 1 is served; the budget is spent, but rows 2 and 3 weigh
+        // nothing to this caller and are passed; row 4 waits for the next page.
+        let page = FeedPage::fill(rows.clone(), None, |r| r.submitter == "0xa", 1);
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.next_after.as_deref(), Some("7-3"));
+        let page = FeedPage::fill(
+            rows[1..3].to_vec(),
+            Some(FeedCursor::new(7, 1)),
+            |r| r.submitter == "0xa",
+            1,
+        );
+        assert!(page.items.is_empty());
+        assert_eq!(page.next_after.as_deref(), Some("7-3"));
+        let page = FeedPage::fill(Vec::new(), Some(FeedCursor::new(7, 3)), |_| true, 1);
+        assert_eq!(page.next_after.as_deref(), Some("7-3"));
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! transactions back.
 //!
 //! ```text
-//! request ─► errors normalised ─► timeout ─► body limit ─► router
-//!                                                          ├─ POST /v1/transactions ─► Submissions::create
-//!                                                          └─ GET  /v1/transactions… ─► store::tx_query
+//! request ─► errors normalised ─► timeout ─► body limit ─► auth ─► router
+//!   ├─ API routes (≤ http.max_concurrent_requests at once, else 503 busy)
+//!   │    ├─ POST /v1/transactions ─► Submissions::create
+//!   │    └─ GET  /v1/transactions… ─► store::tx_query
+//!   └─ /healthz /readyz /metrics (a small limit of their own)
 //! ```
 //!
 //! Every error leaves as `{"error":{"code","message","field"?}}` ([`ApiError`]),
@@ -16,6 +18,7 @@
 //! a socket, so tests drive it with `tower::ServiceExt::oneshot`.
 
 pub mod auth;
+mod capacity;
 mod completions;
 mod dashboard;
 mod direct;
@@ -30,6 +33,7 @@ pub mod ops_endpoints;
 mod ops_state;
 pub mod ops_views;
 mod path;
+pub mod readiness;
 mod transactions;
 pub mod tx_actions;
 
@@ -60,6 +64,7 @@ pub use intent_body::{
 pub use json::ApiJson;
 pub use ops_state::{OpsState, Reload, ReloadReport};
 pub use path::ApiPath;
+pub use readiness::Readiness;
 
 /// Where accepted intents go. The engine implements it (batching, back-pressure,
 /// PROTECT); [`DirectSubmissions`] is the minimal implementation for tests and
@@ -81,6 +86,10 @@ pub struct Limits {
     pub data_limit_bytes: usize,
     /// Time budget of one request; over it the client gets 503 `unavailable`.
     pub request_timeout: Duration,
+    /// API requests served at once; more get 503 `busy`.
+    pub max_concurrent_requests: usize,
+    /// JSON bytes of the items of one list or feed page.
+    pub page_max_bytes: usize,
 }
 
 impl Limits {
@@ -90,6 +99,8 @@ impl Limits {
             body_limit_bytes: http.body_limit_bytes,
             data_limit_bytes: http.data_limit_bytes,
             request_timeout: http.request_timeout,
+            max_concurrent_requests: http.max_concurrent_requests,
+            page_max_bytes: http.page_max_bytes,
         }
     }
 }
@@ -124,6 +135,13 @@ pub struct AppState {
 /// `#[utoipa::path]`, which is also its operation in the OpenAPI document.
 pub(crate) fn documented_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base())
+        .merge(api_routes())
+        .merge(probe_routes())
+}
+
+/// The API proper: under `http.max_concurrent_requests`.
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
         .routes(routes!(transactions::query, transactions::create))
         .routes(routes!(transactions::get_one))
         .routes(routes!(tx_actions::cancel))
@@ -138,18 +156,30 @@ pub(crate) fn documented_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(ops::unprotect))
         .routes(routes!(ops::reload))
         .routes(routes!(openapi::serve))
-        .routes(routes!(health::healthz))
-        .routes(routes!(health::readyz))
-        .routes(routes!(health::metrics))
         .routes(routes!(dashboard::page))
 }
 
-/// The API router with its body-limit and timeout layers. Does not bind a
-/// socket: serve it with `axum::serve`, or call it in tests with `oneshot`.
+/// Health and metrics: a small limit of their own, so probes answer while
+/// the API is saturated.
+fn probe_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(health::metrics))
+}
+
+/// The API router with its concurrency, auth, body-limit and timeout
+/// layers. Does not bind a socket: serve it with `axum::serve`, or call it
+/// in tests with `oneshot`. Each call has its own concurrency limits.
 pub fn app(state: AppState) -> Router {
     let limits = state.limits;
     let auth = middleware::from_fn_with_state(state.clone(), auth::require_token);
-    let (routes, mut doc) = documented_routes().split_for_parts();
+    let api_limit = capacity::shed_beyond(limits.max_concurrent_requests, "API requests");
+    let probe_limit = capacity::shed_beyond(capacity::PROBE_CONCURRENCY, "probe requests");
+    let (routes, mut doc) = OpenApiRouter::with_openapi(openapi::base())
+        .merge(api_routes().route_layer(api_limit))
+        .merge(probe_routes().route_layer(probe_limit))
+        .split_for_parts();
     openapi::complete(&mut doc);
     routes
         // Only a redirect to `/ops/`: not part of the document.

@@ -148,14 +148,10 @@ fn edge_responses(path: &str, operation: &mut Operation) {
     );
     add_error(
         operation,
-        429,
-        "overloaded: the node is at its limit of concurrent requests; retry after `Retry-After` seconds",
-    );
-    add_error(
-        operation,
         503,
-        "unavailable: the node is overloaded, or the request did not complete within \
-         `http.request_timeout`; retrying is safe",
+        "busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; \
+         the probes have their own), nothing was done, retry after `Retry-After` seconds; or \
+         unavailable: the request did not complete within `http.request_timeout`; retrying is safe",
     );
 }
 
@@ -203,7 +199,10 @@ fn error_response(status: u16, description: &str) -> Response {
     );
     let header = match status {
         401 => Some(("WWW-Authenticate", "`Bearer realm=\"txmgr\"`")),
-        429 => Some(("Retry-After", "whole seconds to wait before retrying")),
+        429 | 503 => Some((
+            "Retry-After",
+            "whole seconds to wait before retrying (`overloaded`, `busy`)",
+        )),
         _ => None,
     };
     if let Some((name, what)) = header {

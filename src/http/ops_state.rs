@@ -10,7 +10,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 use txmgr_actors::{chain::ChainClient, supervisor::Engine};
 
-use super::auth::Auth;
+use super::{auth::Auth, readiness::Readiness};
 use crate::config::{ConfigError, DEFAULT_HEARTBEAT_INTERVAL};
 
 /// Re-reads the configuration and applies it to the running node
@@ -49,8 +49,10 @@ pub struct OpsState {
     pub metrics: Option<PrometheusHandle>,
     /// `/metrics` without a token (`http.metrics_public`).
     pub metrics_public: bool,
-    /// The chain port, for `/readyz`.
+    /// The chain port (the RPC endpoints' health for the ops views).
     pub chain: Option<Arc<dyn ChainClient>>,
+    /// What `/readyz` answers from; `None` = not monitored (503).
+    pub readiness: Option<Readiness>,
     /// Applies configuration changes.
     pub reloader: Option<Arc<dyn Reload>>,
     /// `node.heartbeat_interval`: a node is alive when its heartbeat is
@@ -66,6 +68,7 @@ impl Default for OpsState {
             metrics: None,
             metrics_public: true,
             chain: None,
+            readiness: None,
             reloader: None,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
         }

@@ -8,6 +8,7 @@ use axum::{
     Extension, Json,
 };
 use serde::Serialize;
+use serde_json::value::RawValue;
 use txmgr_actors::{
     domain::{CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary},
     store::tx_query::{self, Cursor, TxView},
@@ -227,13 +228,49 @@ impl ListQuery {
     }
 }
 
-/// One page of a listing.
+/// One page of a listing: each item already serialised, so the page's
+/// byte budget is measured on exactly what is sent.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Page {
     /// In acceptance order.
-    items: Vec<TxView>,
+    #[schema(value_type = Vec<TxView>)]
+    items: Vec<Box<RawValue>>,
     /// Pass as `after` for the next page; `null` on the last page.
     next: Option<String>,
+}
+
+impl Page {
+    /// Takes `rows` in order while their JSON fits `budget` bytes (the first
+    /// always fits); `more` says rows follow them in the listing. The cursor
+    /// continues after the last item taken.
+    fn fill(
+        rows: Vec<(Cursor, TxView)>,
+        more: bool,
+        budget: usize,
+        head: Option<u64>,
+    ) -> Result<Page, serde_json::Error> {
+        let total = rows.len();
+        let mut items = Vec::with_capacity(total);
+        let mut used = 0usize;
+        let mut last = None;
+        for (cursor, view) in rows {
+            let item = serde_json::value::to_raw_value(&view.with_head(head))?;
+            // +1: the comma between items.
+            let size = item.get().len() + 1;
+            if !items.is_empty() && used + size > budget {
+                break;
+            }
+            used += size;
+            last = Some(cursor);
+            items.push(item);
+        }
+        let next = if more || items.len() < total {
+            last.map(|cursor| cursor.to_string())
+        } else {
+            None
+        };
+        Ok(Page { items, next })
+    }
 }
 
 /// `GET /v1/transactions`: one transaction (by `request_id`) or a page.
@@ -256,7 +293,7 @@ pub(crate) enum QueryAnswer {
         ("limit" = Option<u32>, Query, description = "page size (default 50)", minimum = 1, maximum = 500),
         ("after" = Option<String>, Query, description = "the `next` cursor of the previous page", pattern = "^[0-9]+$")),
     responses(
-        (status = 200, description = "with request_id: that transaction; otherwise a page", body = QueryAnswer),
+        (status = 200, description = "with request_id: that transaction; otherwise a page (it ends early once its items reach `http.page_max_bytes` of JSON; follow `next`)", body = QueryAnswer),
         (status = 400, description = "invalid_request: a bad or unknown parameter (`field` names it)", body = ErrorResponse),
         (status = 403, description = "forbidden: the token may not use this submitter", body = ErrorResponse),
         (status = 404, description = "not_found: no transaction with this request_id", body = ErrorResponse),
@@ -294,11 +331,19 @@ pub(crate) async fn query(
     }
 
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
-    let (items, next) =
-        tx_query::list(&state.pool, submitter, query.state, limit, query.after).await?;
-    let head = chain_head(&state);
-    Ok(Json(QueryAnswer::Page(Page {
-        items: items.into_iter().map(|view| view.with_head(head)).collect(),
-        next: next.map(|cursor| cursor.to_string()),
-    })))
+    let budget = state.limits.page_max_bytes;
+    let (rows, more) = tx_query::list_within(
+        &state.pool,
+        submitter,
+        query.state,
+        limit,
+        query.after,
+        budget,
+    )
+    .await?;
+    let page = Page::fill(rows, more, budget, chain_head(&state)).map_err(|err| {
+        tracing::error!(target: "http", error = %err, "a listed transaction did not serialise");
+        ApiError::Internal
+    })?;
+    Ok(Json(QueryAnswer::Page(page)))
 }

@@ -115,13 +115,18 @@ impl TestNode {
             config.chain.chain_id,
         ));
         let app = app(AppState {
-            completions: CompletionNotifier::listen(pool.clone(), config.chain.chain_id),
-            pool,
+            completions: CompletionNotifier::listen(
+                pool.clone(),
+                config.chain.chain_id,
+                config.http.max_long_polls,
+            ),
+            pool: pool.clone(),
             chain_id: config.chain.chain_id,
             submissions: Arc::new(EngineSubmissions(engine.clone())),
             limits: Limits::from_config(&config.http),
             ops: ops_state(
                 &config,
+                &pool,
                 &engine,
                 chain,
                 file.map(|path| -> Arc<dyn txmgr::http::Reload> {

@@ -279,36 +279,85 @@ pub async fn list(
     limit: u32,
     after: Option<Cursor>,
 ) -> StoreResult<(Vec<TxView>, Option<Cursor>)> {
+    let (rows, more) = list_within(pool, submitter, state, limit, after, usize::MAX).await?;
+    let next = if more {
+        rows.last().map(|(cursor, _)| *cursor)
+    } else {
+        None
+    };
+    Ok((rows.into_iter().map(|(_, view)| view).collect(), next))
+}
+
+/// What a listed row is estimated to weigh as JSON, from the columns that
+/// vary (`data` dominates: up to twice `http.data_limit_bytes` in hex) plus
+/// a generous allowance for the fixed fields. Computed by the server, so rows
+/// beyond a page's budget are never sent to this process.
+const ROW_BYTES_ESTIMATE: &str = "(1024 + octet_length(coalesce(m.intent->>'data', ''))
+       + 2 * octet_length(coalesce(m.request_id, ''))
+       + 2 * octet_length(coalesce(m.last_error, '')))";
+
+/// A listed row, with how many rows the page query found before the byte
+/// budget was applied.
+#[derive(sqlx::FromRow)]
+struct ListedRow {
+    #[sqlx(flatten)]
+    row: TxRow,
+    fetched: i64,
+}
+
+/// Like [`list`], but the page also ends once its rows are estimated to
+/// weigh `max_bytes` (it always holds at least one row), and each row comes
+/// with its cursor, so the caller can end the page earlier still. The flag
+/// says whether rows follow the returned ones.
+pub async fn list_within(
+    pool: &PgPool,
+    submitter: SubmitterKey,
+    state: Option<TxState>,
+    limit: u32,
+    after: Option<Cursor>,
+    max_bytes: usize,
+) -> StoreResult<(Vec<(Cursor, TxView)>, bool)> {
     let limit = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
     // One row more than asked tells whether another page exists.
     let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
+    // Innermost: the page by keyset; then a running total of the estimated
+    // size; outermost: the rows that start within the budget.
     let sql = format!(
-        "SELECT {COLUMNS} FROM managed_tx m
-          WHERE m.chain_id = $1 AND m.submitter = $2
-            AND ($3::text IS NULL OR m.state = $3)
-            AND ($4::bigint IS NULL OR m.ingress_seq > $4)
-          ORDER BY m.ingress_seq
-          LIMIT $5"
+        "SELECT * FROM (
+             SELECT p.*, count(*) OVER () AS fetched,
+                    sum(p.row_bytes) OVER (ORDER BY p.ingress_seq) - p.row_bytes AS bytes_before
+               FROM (SELECT {COLUMNS}, {ROW_BYTES_ESTIMATE} AS row_bytes
+                       FROM managed_tx m
+                      WHERE m.chain_id = $1 AND m.submitter = $2
+                        AND ($3::text IS NULL OR m.state = $3)
+                        AND ($4::bigint IS NULL OR m.ingress_seq > $4)
+                      ORDER BY m.ingress_seq
+                      LIMIT $5) p) w
+          WHERE w.bytes_before < $6
+          ORDER BY w.ingress_seq"
     );
-    let mut rows: Vec<TxRow> = sqlx::query_as(&sql)
+    let mut rows: Vec<ListedRow> = sqlx::query_as(&sql)
         .bind(submitter.chain_id_db())
         .bind(submitter.address_hex())
         .bind(state.map(TxState::as_str))
         .bind(after.map(|cursor| cursor.0))
         .bind(fetch)
+        .bind(i64::try_from(max_bytes.max(1)).unwrap_or(i64::MAX))
         .fetch_all(pool)
         .await?;
-    let next = if rows.len() > limit {
-        rows.truncate(limit);
-        rows.last().map(|row| Cursor(row.ingress_seq))
-    } else {
-        None
-    };
+    let fetched = rows
+        .first()
+        .map_or(0, |r| usize::try_from(r.fetched).unwrap_or(usize::MAX));
+    rows.truncate(limit);
+    let more = fetched > rows.len();
     let items = rows
         .into_iter()
-        .map(TxRow::into_view)
+        .map(|listed| {
+            let cursor = Cursor(listed.row.ingress_seq);
+            listed.row.into_view().map(|view| (cursor, view))
+        })
         .collect::<StoreResult<Vec<_>>>()?;
-    Ok((items, next))
+    Ok((items, more))
 }
 
 #[cfg(test)]

@@ -214,7 +214,11 @@ impl Node {
             config.chain.chain_id,
         ));
         let router = app(AppState {
-            completions: CompletionNotifier::listen(pool.clone(), config.chain.chain_id),
+            completions: CompletionNotifier::listen(
+                pool.clone(),
+                config.chain.chain_id,
+                config.http.max_long_polls,
+            ),
             pool,
             chain_id: config.chain.chain_id,
             submissions: Arc::new(EngineSubmissions(engine.clone())),
