@@ -26,7 +26,7 @@ pub const DEFAULT_DATA_LIMIT_BYTES: usize = 128 * 1024;
 /// Default time budget of one HTTP request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `http.max_concurrent_requests`: API requests served at once.
-pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 512;
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 1024;
 /// Default `http.max_long_polls`: `GET /v1/completions` waits at once.
 pub const DEFAULT_MAX_LONG_POLLS: usize = 128;
 /// Default `http.page_max_bytes`: JSON bytes of the items of one list page.
