@@ -473,6 +473,14 @@ async fn a_blocked_submitter_actor_holds_one_finality_report_not_one_per_head() 
         .map(|h| h.mailbox_depth())
         .sum();
     assert!(depth <= 3, "{depth} messages wait for the actor");
+    // The actor dies with a report in its mailbox: its successor (spawned
+    // by the supervisor) must still hear of the final intent, not find the
+    // report marked as queued forever.
+    for handle in node.engine.handles() {
+        if let Some(actor) = handle.actor() {
+            actor.kill();
+        }
+    }
     lock.rollback().await.expect("unlock");
     let confirmed = "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'";
     wait_until(Duration::from_secs(30), || async {

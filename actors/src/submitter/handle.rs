@@ -166,9 +166,17 @@ impl SubmitterHandle {
     }
 
     /// Attaches the actor spawned for this submitter (or detaches it).
+    ///
+    /// The previous actor's mailbox died with it, and the messages marked
+    /// as queued with it: the marks and the depth start over, or a report
+    /// coalesced behind a lost message would never be sent again.
     pub fn set_actor(&self, actor: Option<ActorRef<SubmitterMsg>>) {
         if let Ok(mut slot) = self.inner.actor.write() {
             *slot = actor;
+            self.inner.mailbox_depth.store(0, Ordering::Relaxed);
+            self.inner.work_queued.store(false, Ordering::Release);
+            self.inner.finalize_queued.taken();
+            self.inner.reorged_queued.taken();
         }
     }
 
