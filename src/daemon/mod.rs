@@ -37,8 +37,8 @@ pub use reload::Reloader;
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The operator surface of a node: engine, tokens, metrics, readiness
-/// (its background checks start here), reload.
-pub fn ops_state(
+/// (checked once here, then in the background), reload.
+pub async fn ops_state(
     config: &Config,
     pool: &PgPool,
     engine: &Engine,
@@ -50,12 +50,15 @@ pub fn ops_state(
         auth: Arc::new(Auth::from_config(&config.auth)),
         metrics: metrics_recorder(),
         metrics_public: config.http.metrics_public,
-        readiness: Some(Readiness::start(
-            pool.clone(),
-            Some(chain.clone()),
-            config.chain.chain_id,
-            config.http.readiness_interval,
-        )),
+        readiness: Some(
+            Readiness::start(
+                pool.clone(),
+                Some(chain.clone()),
+                config.chain.chain_id,
+                config.http.readiness_interval,
+            )
+            .await,
+        ),
         chain: Some(chain),
         reloader,
         heartbeat_interval: config.node.heartbeat_interval,
@@ -199,7 +202,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             config.chain.chain_id,
             config.http.max_long_polls,
         ),
-        ops: ops_state(&config, &pool, &engine, chain, Some(reloader)),
+        ops: ops_state(&config, &pool, &engine, chain, Some(reloader)).await,
     };
     let app = crate::http::app(state);
     match https {

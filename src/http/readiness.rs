@@ -1,7 +1,7 @@
 //! The state `GET /readyz` answers from, refreshed in the background.
 //!
 //! ```text
-//! refresher task ── every http.readiness_interval ──► database + chain checks ──► watch
+//! start ── first check ──► refresher task ── every http.readiness_interval ──► checks ──► watch
 //! GET /readyz ──► latest result (no query, no RPC) ──► too old? not ready
 //! ```
 //!
@@ -39,7 +39,7 @@ pub struct Readiness {
 }
 
 struct ReadinessInner {
-    latest: watch::Receiver<Option<Checked>>,
+    latest: watch::Receiver<Checked>,
     refresher: JoinHandle<()>,
     max_age: Duration,
 }
@@ -51,16 +51,18 @@ impl Drop for ReadinessInner {
 }
 
 impl Readiness {
-    /// Starts the refresher: checks the database (reachable, every embedded
-    /// migration applied) and the chain (a healthy RPC endpoint) now and
-    /// every `interval`. Must be called inside a Tokio runtime.
-    pub fn start(
+    /// Checks the database (reachable, every embedded migration applied) and
+    /// the chain (a healthy RPC endpoint) once — so `/readyz` has an answer
+    /// from the first request on — and starts the refresher that checks
+    /// again every `interval`.
+    pub async fn start(
         pool: PgPool,
         chain: Option<Arc<dyn ChainClient>>,
         chain_id: u64,
         interval: Duration,
     ) -> Self {
-        let (sender, latest) = watch::channel(None);
+        let first = check(&pool, chain.as_deref(), chain_id).await;
+        let (sender, latest) = watch::channel(first);
         let refresher = tokio::spawn(refresh_loop(pool, chain, chain_id, interval, sender));
         Self {
             inner: Arc::new(ReadinessInner {
@@ -80,7 +82,7 @@ impl Readiness {
     /// Why this node is not ready now; empty when it is.
     pub fn reasons(&self) -> Vec<String> {
         verdict(
-            self.inner.latest.borrow().as_ref(),
+            &self.inner.latest.borrow(),
             Instant::now(),
             self.inner.max_age,
         )
@@ -89,15 +91,15 @@ impl Readiness {
 
 /// The answer from the last result at `now`: its reasons, or why it cannot
 /// be trusted.
-fn verdict(latest: Option<&Checked>, now: Instant, max_age: Duration) -> Vec<String> {
-    match latest {
-        None => vec!["readiness: not checked yet".to_owned()],
-        Some(checked) if now.saturating_duration_since(checked.at) > max_age => vec![format!(
+fn verdict(latest: &Checked, now: Instant, max_age: Duration) -> Vec<String> {
+    let age = now.saturating_duration_since(latest.at);
+    if age > max_age {
+        return vec![format!(
             "readiness: last checked {}s ago (checks stalled)",
-            now.saturating_duration_since(checked.at).as_secs()
-        )],
-        Some(checked) => checked.reasons.clone(),
+            age.as_secs()
+        )];
     }
+    latest.reasons.clone()
 }
 
 async fn refresh_loop(
@@ -105,22 +107,26 @@ async fn refresh_loop(
     chain: Option<Arc<dyn ChainClient>>,
     chain_id: u64,
     interval: Duration,
-    sender: watch::Sender<Option<Checked>>,
+    sender: watch::Sender<Checked>,
 ) {
-    let mut tick = tokio::time::interval(interval);
+    let mut tick = tokio::time::interval_at(Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let at = Instant::now();
-        let (mut reasons, chain_reasons) = tokio::join!(
-            database_readiness(&pool),
-            chain_readiness(chain.as_deref(), chain_id)
-        );
-        reasons.extend(chain_reasons);
-        if sender.send(Some(Checked { at, reasons })).is_err() {
+        let checked = check(&pool, chain.as_deref(), chain_id).await;
+        if sender.send(checked).is_err() {
             return;
         }
     }
+}
+
+/// One round: the database and the chain, concurrently.
+async fn check(pool: &PgPool, chain: Option<&dyn ChainClient>, chain_id: u64) -> Checked {
+    let at = Instant::now();
+    let (mut reasons, chain_reasons) =
+        tokio::join!(database_readiness(pool), chain_readiness(chain, chain_id));
+    reasons.extend(chain_reasons);
+    Checked { at, reasons }
 }
 
 /// Reachable, and every embedded migration applied.
@@ -206,27 +212,23 @@ mod tests {
             at: now,
             reasons: Vec::new(),
         };
-        assert!(verdict(Some(&ready), now, Duration::from_secs(5)).is_empty());
+        assert!(verdict(&ready, now, Duration::from_secs(5)).is_empty());
         let down = Checked {
             at: now,
             reasons: vec!["database: unreachable or not migrated".to_owned()],
         };
-        assert_eq!(
-            verdict(Some(&down), now, Duration::from_secs(5)),
-            down.reasons
-        );
+        assert_eq!(verdict(&down, now, Duration::from_secs(5)), down.reasons);
     }
 
     #[test]
-    fn no_result_or_a_stale_one_is_not_ready() {
+    fn a_stale_result_is_not_ready() {
         let now = Instant::now();
-        assert!(!verdict(None, now, Duration::from_secs(5)).is_empty());
         let old = Checked {
             at: now,
             reasons: Vec::new(),
         };
         let later = now + Duration::from_secs(6);
-        let reasons = verdict(Some(&old), later, Duration::from_secs(5));
+        let reasons = verdict(&old, later, Duration::from_secs(5));
         assert_eq!(reasons.len(), 1);
         assert!(reasons[0].contains("stalled"), "{reasons:?}");
     }

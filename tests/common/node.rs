@@ -132,7 +132,8 @@ impl TestNode {
                 file.map(|path| -> Arc<dyn txmgr::http::Reload> {
                     Arc::new(Reloader::new(path, engine.clone(), config.clone()))
                 }),
-            ),
+            )
+            .await,
         });
         TestNode {
             engine,
