@@ -215,3 +215,6 @@ pub fn describe() {
         "Times reads moved to another RPC endpoint."
     );
 }
+
+/// Histogram: parts (leaders' write sets) per group-commit transaction.
+pub const GROUP_COMMIT_PARTS: &str = "txmgr_group_commit_parts";

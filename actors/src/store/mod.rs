@@ -12,6 +12,7 @@ pub mod completions;
 mod error;
 mod fenced;
 pub mod filler;
+pub mod group;
 pub mod intents;
 mod lease;
 pub mod node;

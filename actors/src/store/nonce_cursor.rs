@@ -3,7 +3,7 @@
 //! Reads take the pool; every change takes a [`FencedTx`], so only the lease
 //! holder can move the cursor, hand out nonces or flip PROTECT.
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use super::{FencedTx, StoreError, StoreResult};
 use crate::domain::SubmitterKey;
@@ -24,9 +24,10 @@ pub struct NonceCursor {
     pub protect_covered_below: Option<u64>,
 }
 
-type CursorRow = (i64, Vec<i64>, Option<String>, i64, Option<i64>);
+/// `(next_nonce, released, protect_reason, fencing_token, protect_covered_below)`.
+pub(super) type CursorRow = (i64, Vec<i64>, Option<String>, i64, Option<i64>);
 
-fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor> {
+pub(super) fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor> {
     let (next, released, protect_reason, fencing_token, covered) = row;
     let to_nonce = |n: i64| {
         u64::try_from(n).map_err(|_| {
@@ -45,11 +46,12 @@ fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor>
     })
 }
 
-fn to_db(nonce: u64) -> StoreResult<i64> {
+pub(super) fn to_db(nonce: u64) -> StoreResult<i64> {
     i64::try_from(nonce).map_err(|_| StoreError::Corrupt(format!("nonce {nonce} exceeds BIGINT")))
 }
 
-const COLUMNS: &str = "next_nonce, released, protect_reason, fencing_token, protect_covered_below";
+pub(super) const COLUMNS: &str =
+    "next_nonce, released, protect_reason, fencing_token, protect_covered_below";
 
 /// Reads the cursor without locking (status views, start-up checks).
 pub async fn load(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<NonceCursor>> {
@@ -66,13 +68,22 @@ pub async fn load(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<
 /// Reads and row-locks the cursor inside a fenced transaction.
 async fn lock(ftx: &mut FencedTx) -> StoreResult<NonceCursor> {
     let submitter = ftx.submitter();
+    lock_on(ftx.conn(), submitter).await
+}
+
+/// [`lock`] on a connection whose transaction the caller has fenced for
+/// `submitter` (the group committer).
+pub(super) async fn lock_on(
+    conn: &mut PgConnection,
+    submitter: SubmitterKey,
+) -> StoreResult<NonceCursor> {
     let row: Option<CursorRow> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM submitter_nonce_cursor
           WHERE chain_id = $1 AND submitter = $2 FOR UPDATE"
     ))
     .bind(submitter.chain_id_db())
     .bind(submitter.address_hex())
-    .fetch_optional(ftx.conn())
+    .fetch_optional(conn)
     .await?;
     match row {
         Some(row) => from_row(submitter, row),
@@ -85,12 +96,22 @@ async fn lock(ftx: &mut FencedTx) -> StoreResult<NonceCursor> {
 
 async fn store(ftx: &mut FencedTx, cursor: &NonceCursor) -> StoreResult<()> {
     let submitter = ftx.submitter();
+    let token = ftx.token();
+    store_on(ftx.conn(), submitter, token, cursor).await
+}
+
+/// [`store`] on a connection whose transaction the caller has fenced.
+pub(super) async fn store_on(
+    conn: &mut PgConnection,
+    submitter: SubmitterKey,
+    token: i64,
+    cursor: &NonceCursor,
+) -> StoreResult<()> {
     let released = cursor
         .released
         .iter()
         .map(|n| to_db(*n))
         .collect::<StoreResult<Vec<_>>>()?;
-    let token = ftx.token();
     sqlx::query(
         "UPDATE submitter_nonce_cursor
             SET next_nonce = $3, released = $4, protect_reason = $5,
@@ -104,7 +125,7 @@ async fn store(ftx: &mut FencedTx, cursor: &NonceCursor) -> StoreResult<()> {
     .bind(&cursor.protect_reason)
     .bind(token)
     .bind(cursor.protect_covered_below.map(to_db).transpose()?)
-    .execute(ftx.conn())
+    .execute(conn)
     .await?;
     Ok(())
 }
@@ -132,11 +153,7 @@ pub async fn init(ftx: &mut FencedTx, start_nonce: u64) -> StoreResult<NonceCurs
 /// close), then fresh ones from `next_nonce`. Returns them ascending.
 pub async fn allocate(ftx: &mut FencedTx, count: usize) -> StoreResult<Vec<u64>> {
     let mut cursor = lock(ftx).await?;
-    let reused = count.min(cursor.released.len());
-    let mut nonces: Vec<u64> = cursor.released.drain(..reused).collect();
-    let fresh = u64::try_from(count - reused).unwrap_or(u64::MAX);
-    nonces.extend(cursor.next_nonce..cursor.next_nonce + fresh);
-    cursor.next_nonce += fresh;
+    let nonces = cursor.draw(count);
     store(ftx, &cursor).await?;
     Ok(nonces)
 }
@@ -144,19 +161,52 @@ pub async fn allocate(ftx: &mut FencedTx, count: usize) -> StoreResult<Vec<u64>>
 /// Gives nonces back (their intents were rejected before any node accepted
 /// them) so the next intents reuse them and no gap is left.
 pub async fn release(ftx: &mut FencedTx, nonces: &[u64]) -> StoreResult<()> {
-    let mut cursor = lock(ftx).await?;
-    for &nonce in nonces {
-        if nonce >= cursor.next_nonce {
+    let submitter = ftx.submitter();
+    let token = ftx.token();
+    release_on(ftx.conn(), submitter, token, nonces).await
+}
+
+/// [`release`] on a connection whose transaction the caller has fenced.
+pub(super) async fn release_on(
+    conn: &mut PgConnection,
+    submitter: SubmitterKey,
+    token: i64,
+    nonces: &[u64],
+) -> StoreResult<()> {
+    let mut cursor = lock_on(conn, submitter).await?;
+    cursor.give_back(nonces)?;
+    store_on(conn, submitter, token, &cursor).await
+}
+
+impl NonceCursor {
+    /// Takes `count` nonces: released ones first (lowest first, so gaps
+    /// close), then fresh ones from `next_nonce`. Ascending.
+    pub fn draw(&mut self, count: usize) -> Vec<u64> {
+        let reused = count.min(self.released.len());
+        let mut nonces: Vec<u64> = self.released.drain(..reused).collect();
+        let fresh = u64::try_from(count - reused).unwrap_or(u64::MAX);
+        nonces.extend(self.next_nonce..self.next_nonce + fresh);
+        self.next_nonce += fresh;
+        nonces
+    }
+
+    /// Puts nonces back into the released list (kept ascending, no
+    /// duplicates). A nonce at or above `next_nonce` was never handed out:
+    /// that is corruption, and nothing is changed.
+    pub fn give_back(&mut self, nonces: &[u64]) -> StoreResult<()> {
+        if let Some(&bad) = nonces.iter().find(|&&n| n >= self.next_nonce) {
             return Err(StoreError::Corrupt(format!(
-                "cannot release nonce {nonce}: never allocated (next is {})",
-                cursor.next_nonce
+                "cannot release nonce {bad}: never allocated (next is {})",
+                self.next_nonce
             )));
         }
-        if let Err(at) = cursor.released.binary_search(&nonce) {
-            cursor.released.insert(at, nonce);
+        for &nonce in nonces {
+            if let Err(at) = self.released.binary_search(&nonce) {
+                self.released.insert(at, nonce);
+            }
         }
+        Ok(())
     }
-    store(ftx, &cursor).await
 }
 
 /// Takes the given nonces out of the released list (for fillers); returns

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use alloy::primitives::{Bytes, B256};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::{millis, nonce_cursor, FencedTx, StoreError, StoreResult};
@@ -19,11 +19,11 @@ pub struct QueuedTx {
     pub intent: Intent,
 }
 
-fn corrupt(e: impl std::fmt::Display) -> StoreError {
+pub(super) fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
 
-fn nonce_db(nonce: u64) -> StoreResult<i64> {
+pub(super) fn nonce_db(nonce: u64) -> StoreResult<i64> {
     i64::try_from(nonce).map_err(corrupt)
 }
 
@@ -75,27 +75,43 @@ pub async fn load_queued_within(
 /// the intent is no longer rejectable — an attempt was accepted meanwhile,
 /// or its bytes may be in a pool (`maybe_pooled`).
 pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResult<bool> {
+    let submitter = ftx.submitter();
     let token = ftx.token();
+    reject_on(ftx.conn(), submitter, token, tx_id, reason).await
+}
+
+/// [`reject`] on a connection whose transaction the caller has fenced for
+/// `submitter` (the group committer). Only an intent of that submitter is
+/// touched.
+pub(super) async fn reject_on(
+    conn: &mut PgConnection,
+    submitter: SubmitterKey,
+    token: i64,
+    tx_id: Uuid,
+    reason: &str,
+) -> StoreResult<bool> {
     let released: Option<(Option<i64>,)> = sqlx::query_as(
         "UPDATE managed_tx m SET state = 'REJECTED', sub_state = NULL, nonce = NULL, last_error = $2,
                 requested_action = NULL, requested_by = NULL, fencing_token = $3, updated_at = now()
            FROM (SELECT tx_id, nonce FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
           WHERE m.tx_id = old.tx_id AND m.state IN ('QUEUED', 'ALLOCATED') AND m.submit_attempts = 0
-            AND NOT m.maybe_pooled
+            AND NOT m.maybe_pooled AND m.chain_id = $4 AND m.submitter = $5
           RETURNING old.nonce",
     )
     .bind(tx_id)
     .bind(reason)
     .bind(token)
-    .fetch_optional(ftx.conn())
+    .bind(submitter.chain_id_db())
+    .bind(submitter.address_hex())
+    .fetch_optional(&mut *conn)
     .await?;
     let Some((nonce,)) = released else {
         return Ok(false);
     };
     if let Some(nonce) = nonce {
-        nonce_cursor::release(ftx, &[nonce_of(nonce)?]).await?;
+        nonce_cursor::release_on(conn, submitter, token, &[nonce_of(nonce)?]).await?;
     }
-    super::completions::record(ftx.conn(), tx_id).await?;
+    super::completions::record(conn, tx_id).await?;
     Ok(true)
 }
 

@@ -1,19 +1,21 @@
-//! Broadcasting attempts and recording the classified answers in one fenced
-//! commit (DESIGN.md section 8).
+//! Broadcasting attempts in nonce order and recording the judged answers
+//! through the group committer (DESIGN.md section 8).
 
 use std::time::{Duration, Instant};
 
 use super::{
     cycle::{CycleError, CycleMemory, CycleOutcome},
     lease_keep::renew_if_due,
+    verdict::{judge, Verdict},
     SubmitterContext,
 };
 use crate::{
     chain::{classify_rpc_error, BroadcastClass, ChainError},
     domain::TxState,
     store::{
-        pipeline::{self, NewAttempt, PendingAttempt, RetryLater},
-        FencedTx, LeaseGuard,
+        group::{BroadcastRecord, Write},
+        pipeline::{NewAttempt, PendingAttempt, RetryLater},
+        LeaseGuard,
     },
 };
 
@@ -62,9 +64,11 @@ pub(crate) async fn broadcast(
         }
         results.push(ctx.chain.send_raw(&attempt.raw).await);
     }
-    let mut accepted = Vec::new();
-    let mut retries = Vec::new();
-    let mut rejects = Vec::new();
+    let mut record = BroadcastRecord {
+        resubmit_interval: settings.resubmit_interval,
+        retry_after: settings.retry_backoff,
+        ..BroadcastRecord::default()
+    };
     for (attempt, result) in attempts.iter().zip(results) {
         let class = match &result {
             Ok(_) => BroadcastClass::Accepted,
@@ -72,76 +76,47 @@ pub(crate) async fn broadcast(
             Err(ChainError::Transport(_)) => BroadcastClass::Transient,
         };
         metrics::counter!(crate::metrics::BROADCASTS, "result" => class.label()).increment(1);
-        let error = result
-            .as_ref()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        let never_accepted = attempt.state == TxState::Allocated;
-        // A nonce is released only when no send of it could have reached a
-        // pool: an unknown answer, now or earlier, keeps it.
-        let releasable = never_accepted && !attempt.maybe_pooled;
-        let unknown = matches!(class, BroadcastClass::Transient);
-        let retry = |error: String| RetryLater {
-            tx_id: attempt.tx_id,
-            tx_hash: attempt.tx_hash,
-            error,
-            unknown,
-        };
-        match class {
-            c if c.counts_as_accepted() => {
-                accepted.push((attempt.tx_id, attempt.tx_hash, c.label()))
+        if matches!(class, BroadcastClass::InsufficientFunds) {
+            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, "insufficient funds");
+        }
+        let error = result.err().map(|e| e.to_string()).unwrap_or_default();
+        match judge(attempt, &class, error, settings.reject_after) {
+            Verdict::Accepted(label) => {
+                record
+                    .accepted
+                    .push((attempt.tx_id, attempt.tx_hash, label))
             }
-            BroadcastClass::NonceTooLow => {
-                outcome.sweep_now = true;
-                retries.push(retry(error));
+            Verdict::Retry {
+                error,
+                unknown,
+                nonce_too_low,
+            } => {
+                outcome.sweep_now |= nonce_too_low;
+                record.retries.push(RetryLater {
+                    tx_id: attempt.tx_id,
+                    tx_hash: attempt.tx_hash,
+                    error,
+                    unknown,
+                });
             }
-            c if c.is_definitive_refusal() && releasable => rejects.push((attempt.tx_id, error)),
-            BroadcastClass::InsufficientFunds
-                if releasable && attempt.age >= settings.reject_after =>
-            {
-                rejects.push((
-                    attempt.tx_id,
-                    format!("never accepted within reject_after: {error}"),
-                ))
-            }
-            c => {
-                if matches!(c, BroadcastClass::InsufficientFunds) {
-                    tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, "insufficient funds; will retry");
-                }
-                if c.is_definitive_refusal() && never_accepted {
-                    // Refused now, but an earlier send's answer was unknown:
-                    // the bytes may still be mined, so the nonce is kept and
-                    // the intent escalates (bump, STUCK) like any other.
-                    tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id,
-                        error, "refused, but an earlier send may have reached a pool; nonce kept");
-                    retries.push(retry(format!(
-                        "{error} (nonce kept: an earlier send's answer was unknown)"
-                    )));
-                } else {
-                    retries.push(retry(error));
-                }
-            }
+            Verdict::Reject(reason) => record.rejects.push((attempt.tx_id, reason)),
         }
     }
-    let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_broadcast").await?;
-    // Losing this record in a crash is harmless: recovery re-sends the
-    // identical (already persisted) bytes and the node answers "already
-    // known". So this commit need not wait for the WAL flush.
-    ftx.relax_durability().await?;
-    if !accepted.is_empty() {
-        pipeline::record_accepted(&mut ftx, &accepted, settings.resubmit_interval).await?;
-    }
-    if !retries.is_empty() {
-        pipeline::record_retry(&mut ftx, &retries, settings.retry_backoff).await?;
+    // The record's accepted and retried answers commit without waiting for
+    // the WAL flush (the committer decides): losing them in a crash is
+    // harmless, recovery re-sends the identical persisted bytes and the
+    // node answers "already known".
+    let retried = !record.retries.is_empty();
+    let accepted: Vec<_> = record.accepted.iter().map(|(id, _, _)| *id).collect();
+    let rejected = record.rejects.clone();
+    ctx.committer
+        .write(lease, Write::RecordBroadcast(record))
+        .await?;
+    if retried {
         outcome.retry_in = Some(settings.retry_backoff);
         memory.allocated_due_at = Some(Instant::now() + settings.retry_backoff);
     }
-    for (tx_id, reason) in &rejects {
-        pipeline::reject(&mut ftx, *tx_id, reason).await?;
-    }
-    ftx.commit().await?;
-    if !rejects.is_empty() {
+    if !rejected.is_empty() {
         // A released nonce may sit below allocated ones.
         memory.check_gaps = true;
     }
@@ -149,10 +124,10 @@ pub(crate) async fn broadcast(
         ctx.key.address,
         accepted
             .iter()
-            .map(|(id, _, _)| (*id, settings.resubmit_interval))
+            .map(|id| (*id, settings.resubmit_interval))
             .collect(),
     );
-    for (tx_id, reason) in &rejects {
+    for (tx_id, reason) in &rejected {
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "broadcast refused definitively; nonce released");
     }
     Ok(())

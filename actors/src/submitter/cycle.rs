@@ -26,7 +26,11 @@ use crate::{
     chain::ChainError,
     domain::Intent,
     signer::SignerError,
-    store::{filler, nonce_cursor, pipeline, FencedTx, LeaseGuard, StoreError},
+    store::{
+        filler,
+        group::{Answer, Write},
+        pipeline, FencedTx, LeaseGuard, StoreError,
+    },
 };
 
 /// Why a cycle stopped early.
@@ -112,9 +116,7 @@ pub(crate) async fn run(
             let quote = ctx.chain.fees().await?;
             let signed = sign_all(ctx, &unsigned, &quote).await;
             renew_if_due(ctx, lease).await?;
-            let mut ftx = FencedTx::begin(&ctx.pool, lease, "persist_attempts").await?;
-            persist(&mut ftx, &signed).await?;
-            ftx.commit().await?;
+            persist(ctx, lease, &signed).await?;
             signed.track(ctx);
             memory.check_gaps |= !signed.refused.is_empty();
             memory.allocated_due_at = Some(Instant::now());
@@ -202,44 +204,36 @@ pub(crate) async fn run(
     }
     let quote = ctx.chain.fees().await?;
 
-    // One fenced transaction draws the nonces; signing happens after its
-    // commit (a remote signer may take as long as its timeout, and nothing
-    // may hold the lease row's lock that long); a second fenced transaction
-    // persists the attempts. Nothing leaves the process before that commit.
+    // One fenced write draws the nonces; signing happens after its commit
+    // (a remote signer may take as long as its timeout, and nothing may hold
+    // the lease row's lock that long); a second fenced write persists the
+    // attempts. Nothing leaves the process before that commit. Both go
+    // through the node's group committer, merged with other leaders' writes.
     // A crash in between leaves ALLOCATED intents without an attempt, which
     // the next leader signs again with the same nonces.
     renew_if_due(ctx, lease).await?;
-    let mut ftx = FencedTx::begin(&ctx.pool, lease, "allocate").await?;
-    for (tx_id, reason) in &rejected {
-        pipeline::reject(&mut ftx, *tx_id, reason).await?;
-    }
     let ids: Vec<Uuid> = ready.iter().map(|(id, _)| *id).collect();
-    let still_queued = pipeline::lock_queued(&mut ftx, &ids).await?;
-    ready.retain(|(id, _)| still_queued.contains(id));
-    let nonces = nonce_cursor::allocate(&mut ftx, ready.len()).await?;
-    let assignments: Vec<(Uuid, u64)> = ready
-        .iter()
-        .zip(&nonces)
-        .map(|((id, _), n)| (*id, *n))
-        .collect();
-    let assigned =
-        pipeline::assign_nonces(&mut ftx, &assignments, settings.resubmit_interval).await?;
-    ftx.commit().await?;
+    let mut by_id: std::collections::HashMap<Uuid, Intent> = ready.into_iter().collect();
+    let allocate = Write::Allocate {
+        reject: rejected.clone(),
+        tx_ids: ids,
+        resubmit_interval: settings.resubmit_interval,
+    };
+    let assigned = match ctx.committer.write(lease, allocate).await? {
+        Answer::Allocated(assigned) => assigned,
+        Answer::Done => Vec::new(),
+    };
     // Until the attempts are persisted, the next cycle looks for unsigned
     // intents (this one may stop early on an error).
     let recover_before = memory.recover_unsigned;
     memory.recover_unsigned = true;
-    let prepared: Vec<(Uuid, u64, Intent)> = ready
-        .into_iter()
-        .zip(nonces)
-        .filter(|((id, _), _)| assigned.contains(id))
-        .map(|((id, intent), nonce)| (id, nonce, intent))
+    let prepared: Vec<(Uuid, u64, Intent)> = assigned
+        .iter()
+        .filter_map(|(id, nonce)| Some((*id, *nonce, by_id.remove(id)?)))
         .collect();
     let signed = sign_all(ctx, &prepared, &quote).await;
     renew_if_due(ctx, lease).await?;
-    let mut ftx = FencedTx::begin(&ctx.pool, lease, "persist_attempts").await?;
-    persist(&mut ftx, &signed).await?;
-    ftx.commit().await?;
+    persist(ctx, lease, &signed).await?;
     memory.recover_unsigned = recover_before || signed.transient_failure;
     // A signer's refusal released a nonce, maybe below others just drawn.
     memory.check_gaps |= !signed.refused.is_empty();
@@ -251,7 +245,7 @@ pub(crate) async fn run(
         ctx.key.address,
         assigned
             .iter()
-            .map(|id| (*id, settings.resubmit_interval))
+            .map(|(id, _)| (*id, settings.resubmit_interval))
             .collect(),
     );
     if signed.transient_failure {
@@ -319,14 +313,20 @@ async fn fill_gaps(
     Ok(())
 }
 
-/// Persists signed attempts and rejects refused intents, in the caller's
-/// fenced transaction.
-async fn persist(ftx: &mut FencedTx, signed: &Signed) -> Result<(), CycleError> {
-    if !signed.attempts.is_empty() {
-        pipeline::insert_attempts(ftx, &signed.attempts).await?;
+/// Persists signed attempts and rejects refused intents through the group
+/// committer; returns once committed (nothing is broadcast before).
+async fn persist(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+    signed: &Signed,
+) -> Result<(), CycleError> {
+    if signed.attempts.is_empty() && signed.refused.is_empty() {
+        return Ok(());
     }
-    for (tx_id, reason) in &signed.refused {
-        pipeline::reject(ftx, *tx_id, reason).await?;
-    }
+    let write = Write::PersistAttempts {
+        attempts: signed.attempts.clone(),
+        refused: signed.refused.clone(),
+    };
+    ctx.committer.write(lease, write).await?;
     Ok(())
 }

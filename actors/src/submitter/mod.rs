@@ -21,6 +21,7 @@ mod settings;
 mod signing;
 mod status;
 mod sweep;
+mod verdict;
 
 use std::{
     sync::{Arc, RwLock},
@@ -34,7 +35,7 @@ use crate::{
     cluster::Membership,
     domain::SubmitterKey,
     signer::TxSigner,
-    store::LeaseOwner,
+    store::{group::GroupCommitter, LeaseOwner},
     tracker::{ReceiptIndex, ResubmitTimers},
 };
 
@@ -81,6 +82,8 @@ pub struct SubmitterContext {
     pub timers: Arc<ResubmitTimers>,
     /// Live nodes and preferred lease holders.
     pub membership: Arc<Membership>,
+    /// The node-wide group committer of the hot-path fenced writes.
+    pub committer: GroupCommitter,
     /// Intents the last sweep saw with their nonce consumed and no receipt
     /// of theirs: acted on only if the next sweep sees the same.
     pub consumed_suspects: std::sync::Mutex<std::collections::HashSet<uuid::Uuid>>,

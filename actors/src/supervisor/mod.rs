@@ -23,7 +23,7 @@ use crate::{
     cluster::{BalanceConfig, Membership},
     domain::{CreateError, CreateOutcome, NewIntent},
     signer::TxSigner,
-    store::LeaseOwner,
+    store::{group::GroupCommitter, LeaseOwner},
     submitter::{
         Finality, IngressLimits, IngressWriter, LeaseTiming, Role, SubmitterContext,
         SubmitterHandle, SubmitterMsg, SubmitterSettings,
@@ -103,6 +103,8 @@ pub struct EngineShared {
     removed: DashMap<Address, ()>,
     /// The node-wide writer of QUEUED creates (group commit across submitters).
     ingress: IngressWriter,
+    /// The node-wide writer of the leaders' hot-path fenced writes.
+    committer: GroupCommitter,
 }
 
 /// Creates persisted per ingress transaction at most.
@@ -287,32 +289,13 @@ impl Engine {
         let index = Arc::new(ReceiptIndex::default());
         let timers = Arc::new(ResubmitTimers::default());
         let membership = Arc::new(Membership::new(config.balance));
-        let contexts = submitters
-            .into_iter()
-            .map(|spec| {
-                let ctx = SubmitterContext {
-                    key: crate::SubmitterKey::new(config.chain_id, spec.address),
-                    owner: config.owner.clone(),
-                    pool: pool.clone(),
-                    chain: chain.clone(),
-                    signer: spec.signer,
-                    settings: std::sync::RwLock::new(spec.settings),
-                    lease: config.lease,
-                    sweep_interval: config.sweep_interval,
-                    index: index.clone(),
-                    timers: timers.clone(),
-                    membership: membership.clone(),
-                    consumed_suspects: Default::default(),
-                };
-                (spec.address, Arc::new(ctx))
-            })
-            .collect();
         let ingress = IngressWriter::start(pool.clone(), INGRESS_MAX_BATCH, config.ingress);
         let shared = Arc::new(EngineShared {
             config,
             ingress,
+            committer: GroupCommitter::spawn(pool.clone()),
             pool,
-            contexts: std::sync::RwLock::new(contexts),
+            contexts: std::sync::RwLock::new(HashMap::new()),
             handles: DashMap::new(),
             chain: chain.clone(),
             index: index.clone(),
@@ -320,6 +303,11 @@ impl Engine {
             membership: membership.clone(),
             removed: DashMap::new(),
         });
+        if let Ok(mut contexts) = shared.contexts.write() {
+            for spec in submitters {
+                contexts.insert(spec.address, shared.new_context(spec));
+            }
+        }
         let (supervisor, _) = Actor::spawn(None, Supervisor, shared.clone()).await?;
         let tracker = spawn_tracker(&shared, chain, index).await?;
         let members = {

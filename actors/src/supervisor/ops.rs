@@ -134,7 +134,7 @@ pub struct Unprotected {
 }
 
 impl EngineShared {
-    fn new_context(&self, spec: SubmitterSpec) -> Arc<SubmitterContext> {
+    pub(super) fn new_context(&self, spec: SubmitterSpec) -> Arc<SubmitterContext> {
         Arc::new(SubmitterContext {
             key: SubmitterKey::new(self.config.chain_id, spec.address),
             owner: self.config.owner.clone(),
@@ -147,6 +147,7 @@ impl EngineShared {
             index: self.index.clone(),
             timers: self.timers.clone(),
             membership: self.membership.clone(),
+            committer: self.committer.clone(),
             consumed_suspects: Default::default(),
         })
     }

@@ -1,0 +1,173 @@
+//! Writing one batch of parts: the fence for all, the merged writes, one
+//! commit; and the fall-back to one transaction per part.
+
+use sqlx::{PgConnection, PgPool};
+
+use super::{
+    writes::{self, AllocatePart, PersistPart, RecordPart},
+    Answer, Part, Write,
+};
+use crate::{
+    metrics::{FENCED_WRITES, GROUP_COMMIT_PARTS},
+    store::{StoreError, StoreResult},
+};
+
+/// Writes `parts` in one transaction and answers each leader. When the
+/// transaction fails as a whole, each part is written alone, so a part that
+/// cannot be stored fails only its own leader.
+pub(super) async fn write(pool: &PgPool, parts: Vec<Part>) {
+    if parts.is_empty() {
+        return;
+    }
+    metrics::histogram!(GROUP_COMMIT_PARTS).record(parts.len() as f64);
+    match attempt(pool, &parts).await {
+        Ok(answers) => deliver(parts, answers),
+        Err(err) if parts.len() > 1 => {
+            tracing::warn!(target: "txmgr::store", parts = parts.len(), error = %err,
+                "group commit failed; writing its parts one by one");
+            for part in parts {
+                let answers = match attempt(pool, std::slice::from_ref(&part)).await {
+                    Ok(answers) => answers,
+                    Err(err) => vec![Err(err)],
+                };
+                deliver(vec![part], answers);
+            }
+        }
+        Err(err) => deliver(parts, vec![Err(err)]),
+    }
+}
+
+fn deliver(parts: Vec<Part>, answers: Vec<StoreResult<Answer>>) {
+    for (part, answer) in parts.into_iter().zip(answers) {
+        let result = match &answer {
+            Ok(_) => "ok",
+            Err(err) if err.is_fenced() => "fenced",
+            Err(_) => "error",
+        };
+        metrics::counter!(FENCED_WRITES, "operation" => part.write.operation(), "result" => result)
+            .increment(1);
+        // The leader may have stopped waiting (its actor was killed).
+        let _ = part.reply.send(answer);
+    }
+}
+
+/// One transaction for `parts`: an answer per part, or the error that made
+/// the whole transaction fail (nothing of it was committed then).
+async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<Answer>>> {
+    let mut tx = pool.begin().await?;
+    if parts.iter().all(|p| p.write.may_relax()) {
+        sqlx::query("SET LOCAL synchronous_commit = off")
+            .execute(&mut *tx)
+            .await?;
+    }
+    let held = fence(&mut tx, parts).await?;
+    let mut answers: Vec<StoreResult<Answer>> = parts
+        .iter()
+        .zip(&held)
+        .map(|(part, held)| {
+            if *held {
+                Ok(Answer::Done)
+            } else {
+                tracing::warn!(target: "txmgr::lease", submitter = %part.fence.submitter,
+                    fencing_token = part.fence.token, owner = %part.fence.owner,
+                    operation = part.write.operation(), "fenced write refused: lease lost");
+                Err(StoreError::Fenced {
+                    submitter: part.fence.submitter,
+                    token: part.fence.token,
+                })
+            }
+        })
+        .collect();
+
+    let mut allocating = Vec::new();
+    let mut persisting = Vec::new();
+    let mut recording = Vec::new();
+    for (i, part) in parts.iter().enumerate().filter(|(i, _)| held[*i]) {
+        match &part.write {
+            Write::Allocate {
+                reject,
+                tx_ids,
+                resubmit_interval,
+            } => allocating.push((
+                i,
+                AllocatePart {
+                    fence: &part.fence,
+                    reject,
+                    tx_ids,
+                    resubmit_interval: *resubmit_interval,
+                },
+            )),
+            Write::PersistAttempts { attempts, refused } => persisting.push(PersistPart {
+                fence: &part.fence,
+                attempts,
+                refused,
+            }),
+            Write::RecordBroadcast(record) => recording.push(RecordPart {
+                fence: &part.fence,
+                record,
+            }),
+        }
+    }
+    if !allocating.is_empty() {
+        let (at, allocate): (Vec<usize>, Vec<AllocatePart>) = allocating.into_iter().unzip();
+        let drawn = writes::allocate(&mut tx, &allocate).await?;
+        for (i, result) in at.into_iter().zip(drawn) {
+            answers[i] = result.map(Answer::Allocated);
+        }
+    }
+    if !persisting.is_empty() {
+        writes::persist(&mut tx, &persisting).await?;
+    }
+    if !recording.is_empty() {
+        writes::record(&mut tx, &recording).await?;
+    }
+    tx.commit().await?;
+    Ok(answers)
+}
+
+/// Locks the lease row of every part `FOR SHARE` (in key order, so two
+/// batches never wait on each other in a cycle) and tells, per part,
+/// whether its owner and token still hold a live lease by the database
+/// clock. The share locks last until commit: a take-over waits for this
+/// transaction, and the new owner sees everything it wrote.
+async fn fence(conn: &mut PgConnection, parts: &[Part]) -> StoreResult<Vec<bool>> {
+    let index: Vec<i32> = (0..parts.len())
+        .map(|i| i32::try_from(i).unwrap_or(i32::MAX))
+        .collect();
+    let chains: Vec<i64> = parts
+        .iter()
+        .map(|p| p.fence.submitter.chain_id_db())
+        .collect();
+    let addresses: Vec<String> = parts
+        .iter()
+        .map(|p| p.fence.submitter.address_hex())
+        .collect();
+    let nodes: Vec<&str> = parts.iter().map(|p| &*p.fence.owner.node_id).collect();
+    let instances: Vec<&str> = parts.iter().map(|p| &*p.fence.owner.instance).collect();
+    let tokens: Vec<i64> = parts.iter().map(|p| p.fence.token).collect();
+    let valid: Vec<i32> = sqlx::query_scalar(
+        "SELECT r.i FROM submitter_lease l
+           JOIN UNNEST($1::int4[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[])
+                AS r(i, chain_id, submitter, owner_node, owner_instance, token)
+             ON l.chain_id = r.chain_id AND l.submitter = r.submitter
+          WHERE l.owner_node = r.owner_node AND l.owner_instance = r.owner_instance
+            AND l.fencing_token = r.token AND l.expires_at > now()
+          ORDER BY l.chain_id, l.submitter
+            FOR SHARE OF l",
+    )
+    .bind(&index)
+    .bind(&chains)
+    .bind(&addresses)
+    .bind(&nodes)
+    .bind(&instances)
+    .bind(&tokens)
+    .fetch_all(conn)
+    .await?;
+    let mut held = vec![false; parts.len()];
+    for i in valid {
+        if let Some(slot) = usize::try_from(i).ok().and_then(|i| held.get_mut(i)) {
+            *slot = true;
+        }
+    }
+    Ok(held)
+}

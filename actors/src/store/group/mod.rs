@@ -1,0 +1,260 @@
+//! The group committer: the leaders' hot-path fenced writes of a whole node,
+//! merged into few PostgreSQL transactions.
+//!
+//! With many submitters every work cycle carries few intents, and a
+//! transaction per leader per step made PostgreSQL spend most of its time
+//! on transaction overhead. Here the leaders hand their write sets ([`Part`])
+//! to a node-wide committer; a worker takes every part waiting (up to
+//! [`MAX_PARTS`]) and writes them in one transaction:
+//!
+//! 1. one statement locks every involved lease row `FOR SHARE` and returns
+//!    the parts whose (submitter, owner node, instance, token) still holds a
+//!    live lease — the same proof [`FencedTx`](super::FencedTx) gives, per
+//!    part; a refused part writes nothing and its leader gets
+//!    [`StoreError::Fenced`];
+//! 2. set-based statements write the valid parts of each kind together, each
+//!    row checked against its part's submitter;
+//! 3. one commit, durable unless every part allows relaxed durability.
+//!
+//! A batch that fails for another reason (a conflict, a bad row) is rolled
+//! back and each of its parts is retried alone, so one part never fails
+//! another leader's write. Each leader still waits for its own answer before
+//! it goes on, so "committed before broadcast" holds per part.
+
+mod batch;
+mod writes;
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use alloy::primitives::B256;
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot, Mutex};
+use uuid::Uuid;
+
+use super::{
+    pipeline::{NewAttempt, RetryLater},
+    LeaseGuard, LeaseOwner, StoreError, StoreResult,
+};
+use crate::domain::SubmitterKey;
+
+/// Most parts one transaction carries.
+pub const MAX_PARTS: usize = 256;
+
+/// Concurrent group transactions per node: while one commits (waiting for
+/// the WAL flush), the next batch gathers and is written.
+pub const WORKERS: usize = 2;
+
+/// Waiting parts the queue holds before leaders wait to hand theirs over.
+const QUEUE_DEPTH: usize = 4 * MAX_PARTS;
+
+/// The lease proof of one leader, as the committer checks it.
+#[derive(Debug, Clone)]
+pub struct Fence {
+    /// The submitter written for.
+    pub submitter: SubmitterKey,
+    /// The leader's process.
+    pub owner: LeaseOwner,
+    /// Its fencing token.
+    pub token: i64,
+}
+
+impl From<&LeaseGuard> for Fence {
+    fn from(lease: &LeaseGuard) -> Self {
+        Fence {
+            submitter: lease.submitter,
+            owner: lease.owner.clone(),
+            token: lease.token,
+        }
+    }
+}
+
+/// What a leader writes through the committer.
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// Reject `reject` (QUEUED, no nonce yet), then draw nonces for
+    /// `tx_ids` (in this order, released nonces first) and make the ones
+    /// still QUEUED ALLOCATED; a nonce drawn for an intent that left QUEUED
+    /// meanwhile goes back to the cursor in the same transaction.
+    Allocate {
+        /// Intents rejected before allocation, with the reason.
+        reject: Vec<(Uuid, String)>,
+        /// Intents to allocate, in acceptance order.
+        tx_ids: Vec<Uuid>,
+        /// First re-broadcast due after this.
+        resubmit_interval: Duration,
+    },
+    /// Persist signed attempts (before any byte is broadcast) and reject the
+    /// intents the signer refused (their nonces go back).
+    PersistAttempts {
+        /// The signed attempts.
+        attempts: Vec<NewAttempt>,
+        /// Intents the signer refused, with the reason.
+        refused: Vec<(Uuid, String)>,
+    },
+    /// Record a broadcast's classified answers.
+    RecordBroadcast(BroadcastRecord),
+}
+
+/// The classified answers of one broadcast batch.
+#[derive(Debug, Clone, Default)]
+pub struct BroadcastRecord {
+    /// Accepted (or already known): `(tx_id, hash, result label)`.
+    pub accepted: Vec<(Uuid, B256, &'static str)>,
+    /// Not accepted yet: retried after `retry_after`.
+    pub retries: Vec<RetryLater>,
+    /// Refused for good with the nonce releasable: REJECTED.
+    pub rejects: Vec<(Uuid, String)>,
+    /// Next re-broadcast of accepted ones after this.
+    pub resubmit_interval: Duration,
+    /// Broadcast retry delay.
+    pub retry_after: Duration,
+}
+
+impl BroadcastRecord {
+    /// True when nothing is to be written.
+    pub fn is_empty(&self) -> bool {
+        self.accepted.is_empty() && self.retries.is_empty() && self.rejects.is_empty()
+    }
+}
+
+impl Write {
+    /// The operation name for metrics and logs.
+    pub fn operation(&self) -> &'static str {
+        match self {
+            Write::Allocate { .. } => "allocate",
+            Write::PersistAttempts { .. } => "persist_attempts",
+            Write::RecordBroadcast(_) => "record_broadcast",
+        }
+    }
+
+    /// True when losing this write in a crash is harmless: only a
+    /// broadcast's accepted and retried answers without an unknown one
+    /// (recovery re-sends the identical persisted bytes). Allocation,
+    /// attempts, rejections and the `maybe_pooled` mark must be durable.
+    pub fn may_relax(&self) -> bool {
+        match self {
+            Write::RecordBroadcast(r) => {
+                r.rejects.is_empty() && !r.retries.iter().any(|r| r.unknown)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A committed part's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// `Allocate`: the intents that got a nonce, with it, in draw order.
+    Allocated(Vec<(Uuid, u64)>),
+    /// Any other write.
+    Done,
+}
+
+/// One leader's write set and where its answer goes.
+#[derive(Debug)]
+struct Part {
+    fence: Fence,
+    write: Write,
+    reply: oneshot::Sender<StoreResult<Answer>>,
+}
+
+/// The handle leaders write through; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GroupCommitter {
+    queue: mpsc::Sender<Part>,
+}
+
+impl GroupCommitter {
+    /// Starts [`WORKERS`] workers writing to `pool`. They stop when every
+    /// handle is dropped.
+    pub fn spawn(pool: PgPool) -> GroupCommitter {
+        let (queue, parts) = mpsc::channel(QUEUE_DEPTH);
+        let parts = Arc::new(Mutex::new(parts));
+        for _ in 0..WORKERS {
+            tokio::spawn(work(pool.clone(), parts.clone()));
+        }
+        GroupCommitter { queue }
+    }
+
+    /// Writes `write` for the lease holder `lease`, merged with other
+    /// leaders' parts, and waits until it is committed (or refused).
+    pub async fn write(&self, lease: &LeaseGuard, write: Write) -> StoreResult<Answer> {
+        let (reply, answer) = oneshot::channel();
+        let part = Part {
+            fence: Fence::from(lease),
+            write,
+            reply,
+        };
+        self.queue
+            .send(part)
+            .await
+            .map_err(|_| StoreError::Corrupt("group committer stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Corrupt("group committer dropped a write".into()))?
+    }
+}
+
+/// Writes `parts` as one batch right away, bypassing the queue: what a
+/// worker does with the parts it took (for tests and tools that need to
+/// know which parts share a transaction). Parts must be of distinct
+/// submitters. Answers come in the order of `parts`.
+pub async fn write_together(
+    pool: &PgPool,
+    parts: Vec<(LeaseGuard, Write)>,
+) -> Vec<StoreResult<Answer>> {
+    let mut answers = Vec::with_capacity(parts.len());
+    let parts: Vec<Part> = parts
+        .into_iter()
+        .map(|(lease, write)| {
+            let (reply, answer) = oneshot::channel();
+            answers.push(answer);
+            Part {
+                fence: Fence::from(&lease),
+                write,
+                reply,
+            }
+        })
+        .collect();
+    batch::write(pool, parts).await;
+    let mut out = Vec::with_capacity(answers.len());
+    for answer in answers {
+        out.push(
+            answer.await.unwrap_or_else(|_| {
+                Err(StoreError::Corrupt("group commit dropped a write".into()))
+            }),
+        );
+    }
+    out
+}
+
+/// One worker: takes the first waiting part, then every part already
+/// waiting (one per submitter; a second one of the same submitter waits for
+/// the next batch), and writes them together.
+async fn work(pool: PgPool, parts: Arc<Mutex<mpsc::Receiver<Part>>>) {
+    let mut carry: Vec<Part> = Vec::new();
+    loop {
+        let mut batch = std::mem::take(&mut carry);
+        {
+            let mut queue = parts.lock().await;
+            if batch.is_empty() {
+                match queue.recv().await {
+                    Some(part) => batch.push(part),
+                    None => return,
+                }
+            }
+            while batch.len() < MAX_PARTS {
+                match queue.try_recv() {
+                    Ok(part) => batch.push(part),
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        let (now, later): (Vec<Part>, Vec<Part>) = batch
+            .into_iter()
+            .partition(|part| seen.insert(part.fence.submitter));
+        carry = later;
+        batch::write(&pool, now).await;
+    }
+}

@@ -1,0 +1,445 @@
+//! The merged statements of a group transaction: one statement per kind of
+//! row for all parts together. Every row carries its part's submitter and
+//! token, and a row of another submitter is never touched.
+
+use std::{collections::HashMap, time::Duration};
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{BroadcastRecord, Fence};
+use crate::store::{
+    millis,
+    nonce_cursor::{self, CursorRow, NonceCursor},
+    pipeline::{self, NewAttempt},
+    StoreError, StoreResult,
+};
+
+/// An `Allocate` part, borrowed from the batch.
+pub(super) struct AllocatePart<'a> {
+    pub(super) fence: &'a Fence,
+    pub(super) reject: &'a [(Uuid, String)],
+    pub(super) tx_ids: &'a [Uuid],
+    pub(super) resubmit_interval: Duration,
+}
+
+/// A `PersistAttempts` part.
+pub(super) struct PersistPart<'a> {
+    pub(super) fence: &'a Fence,
+    pub(super) attempts: &'a [NewAttempt],
+    pub(super) refused: &'a [(Uuid, String)],
+}
+
+/// A `RecordBroadcast` part.
+pub(super) struct RecordPart<'a> {
+    pub(super) fence: &'a Fence,
+    pub(super) record: &'a BroadcastRecord,
+}
+
+/// `(chain_id, address)` as stored: the key of a submitter's rows.
+type RowKey = (i64, String);
+
+/// A cursor row with its key: `(chain_id, address, ..CursorRow)`.
+type KeyedCursorRow = (i64, String, i64, Vec<i64>, Option<String>, i64, Option<i64>);
+
+/// One part's draw: its index, the cursor after drawing, `(intent, nonce)`.
+type Drawn = (usize, NonceCursor, Vec<(Uuid, u64)>);
+
+fn row_key(fence: &Fence) -> RowKey {
+    (fence.submitter.chain_id_db(), fence.submitter.address_hex())
+}
+
+/// Rejections, then nonces for every allocate part: the cursors of all
+/// parts are read and locked in one statement, the nonces drawn here, the
+/// intents updated in one statement and the cursors written in one. Returns
+/// per part the intents that got a nonce (or why the part failed alone: a
+/// missing cursor).
+pub(super) async fn allocate(
+    conn: &mut PgConnection,
+    parts: &[AllocatePart<'_>],
+) -> StoreResult<Vec<StoreResult<Vec<(Uuid, u64)>>>> {
+    for part in parts {
+        for (tx_id, reason) in part.reject {
+            let (submitter, token) = (part.fence.submitter, part.fence.token);
+            pipeline::reject_on(conn, submitter, token, *tx_id, reason).await?;
+        }
+    }
+    let mut answers: Vec<StoreResult<Vec<(Uuid, u64)>>> =
+        parts.iter().map(|_| Ok(Vec::new())).collect();
+    // Lock the intents still QUEUED before drawing: an operator's cancel
+    // that got there first has committed (they are skipped, and no nonce is
+    // drawn for them), one that comes later waits and then finds them
+    // ALLOCATED. So every nonce drawn is assigned and none leaves a gap.
+    let queued = lock_queued(conn, parts).await?;
+    let still: Vec<Vec<Uuid>> = parts
+        .iter()
+        .map(|part| {
+            part.tx_ids
+                .iter()
+                .copied()
+                .filter(|id| queued.contains(id))
+                .collect()
+        })
+        .collect();
+    let drawing: Vec<usize> = (0..parts.len()).filter(|i| !still[*i].is_empty()).collect();
+    if drawing.is_empty() {
+        return Ok(answers);
+    }
+    let (chains, addresses): (Vec<i64>, Vec<String>) =
+        drawing.iter().map(|i| row_key(parts[*i].fence)).unzip();
+    let rows: Vec<KeyedCursorRow> = sqlx::query_as(&format!(
+        "SELECT chain_id, submitter, {} FROM submitter_nonce_cursor
+              WHERE (chain_id, submitter) IN (SELECT * FROM UNNEST($1::bigint[], $2::text[]))
+              ORDER BY chain_id, submitter FOR UPDATE",
+        nonce_cursor::COLUMNS
+    ))
+    .bind(&chains)
+    .bind(&addresses)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut cursors: HashMap<RowKey, CursorRow> = rows
+        .into_iter()
+        .map(|(chain, address, next, released, reason, token, covered)| {
+            ((chain, address), (next, released, reason, token, covered))
+        })
+        .collect();
+
+    // Draw per part; one row per intent for the merged update.
+    let mut drawn: Vec<Drawn> = Vec::new();
+    for &i in &drawing {
+        let part = &parts[i];
+        let Some(row) = cursors.remove(&row_key(part.fence)) else {
+            answers[i] = Err(StoreError::Missing {
+                what: "nonce cursor",
+                submitter: part.fence.submitter,
+            });
+            continue;
+        };
+        let mut cursor = nonce_cursor::from_row(part.fence.submitter, row)?;
+        let nonces = cursor.draw(still[i].len());
+        let assignments = still[i].iter().copied().zip(nonces).collect();
+        drawn.push((i, cursor, assignments));
+    }
+    let assigned = assign(conn, parts, &drawn).await?;
+
+    // Nonces of intents that left QUEUED meanwhile go back to the cursor.
+    let mut cursor_rows = CursorWrites::default();
+    for (i, mut cursor, assignments) in drawn {
+        let (kept, unused): (Vec<_>, Vec<_>) = assignments
+            .into_iter()
+            .partition(|(id, _)| assigned.contains(id));
+        let mut back: Vec<u64> = unused.iter().map(|(_, n)| *n).collect();
+        back.sort_unstable();
+        cursor.give_back(&back)?;
+        cursor_rows.push(parts[i].fence, &cursor)?;
+        answers[i] = Ok(kept);
+    }
+    cursor_rows.write(conn).await?;
+    Ok(answers)
+}
+
+/// Locks, in one statement, every part's intents that are still QUEUED
+/// (in a fixed order, so concurrent lockers never wait on each other in a
+/// cycle).
+async fn lock_queued(
+    conn: &mut PgConnection,
+    parts: &[AllocatePart<'_>],
+) -> StoreResult<std::collections::HashSet<Uuid>> {
+    let mut rows = Columns::default();
+    for part in parts {
+        for tx_id in part.tx_ids {
+            rows.push(part.fence, *tx_id);
+        }
+    }
+    if rows.tx_ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let locked: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT m.tx_id FROM managed_tx m
+           JOIN UNNEST($1::uuid[], $2::bigint[], $3::text[]) AS a(tx_id, chain_id, submitter)
+             ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
+          WHERE m.state = 'QUEUED'
+          ORDER BY m.tx_id FOR UPDATE OF m",
+    )
+    .bind(&rows.tx_ids)
+    .bind(&rows.chains)
+    .bind(&rows.addresses)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(locked.into_iter().collect())
+}
+
+/// The merged ALLOCATED update; returns the intents it changed.
+async fn assign(
+    conn: &mut PgConnection,
+    parts: &[AllocatePart<'_>],
+    drawn: &[Drawn],
+) -> StoreResult<std::collections::HashSet<Uuid>> {
+    let mut rows = Columns::default();
+    for (i, _, assignments) in drawn {
+        let part = &parts[*i];
+        for (tx_id, nonce) in assignments {
+            rows.push(part.fence, *tx_id);
+            rows.numbers.push(pipeline::nonce_db(*nonce)?);
+            rows.millis.push(millis(part.resubmit_interval));
+        }
+    }
+    let assigned: Vec<Uuid> = sqlx::query_scalar(
+        "UPDATE managed_tx m SET state = 'ALLOCATED', nonce = a.nonce, sub_state = NULL,
+                fencing_token = a.token, updated_at = now(), retry_at = now(), allocated_at = now(),
+                maybe_pooled = false, next_resubmit_at = now() + a.resubmit_ms * interval '1 millisecond'
+           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
+                AS a(tx_id, chain_id, submitter, token, nonce, resubmit_ms)
+          WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
+            AND m.state = 'QUEUED'
+         RETURNING m.tx_id",
+    )
+    .bind(&rows.tx_ids)
+    .bind(&rows.chains)
+    .bind(&rows.addresses)
+    .bind(&rows.tokens)
+    .bind(&rows.numbers)
+    .bind(&rows.millis)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(assigned.into_iter().collect())
+}
+
+/// Per-row columns of a merged statement: the intent, its part's submitter
+/// and token, and a number and a duration the statement needs.
+#[derive(Default)]
+struct Columns {
+    tx_ids: Vec<Uuid>,
+    chains: Vec<i64>,
+    addresses: Vec<String>,
+    tokens: Vec<i64>,
+    numbers: Vec<i64>,
+    millis: Vec<i64>,
+}
+
+impl Columns {
+    fn push(&mut self, fence: &Fence, tx_id: Uuid) {
+        let (chain, address) = row_key(fence);
+        self.tx_ids.push(tx_id);
+        self.chains.push(chain);
+        self.addresses.push(address);
+        self.tokens.push(fence.token);
+    }
+}
+
+/// Cursor rows to write back in one statement.
+#[derive(Default)]
+struct CursorWrites {
+    chains: Vec<i64>,
+    addresses: Vec<String>,
+    next: Vec<i64>,
+    /// `released` as array literals: PostgreSQL has no array of arrays of
+    /// different lengths to unnest.
+    released: Vec<String>,
+    tokens: Vec<i64>,
+}
+
+impl CursorWrites {
+    fn push(&mut self, fence: &Fence, cursor: &NonceCursor) -> StoreResult<()> {
+        let (chain, address) = row_key(fence);
+        self.chains.push(chain);
+        self.addresses.push(address);
+        self.next.push(nonce_cursor::to_db(cursor.next_nonce)?);
+        let released: Vec<String> = cursor.released.iter().map(u64::to_string).collect();
+        self.released.push(format!("{{{}}}", released.join(",")));
+        self.tokens.push(fence.token);
+        Ok(())
+    }
+
+    async fn write(self, conn: &mut PgConnection) -> StoreResult<()> {
+        if self.chains.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE submitter_nonce_cursor c
+                SET next_nonce = u.next_nonce, released = u.released::bigint[],
+                    fencing_token = u.token, updated_at = now()
+               FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
+                    AS u(chain_id, submitter, next_nonce, released, token)
+              WHERE c.chain_id = u.chain_id AND c.submitter = u.submitter",
+        )
+        .bind(&self.chains)
+        .bind(&self.addresses)
+        .bind(&self.next)
+        .bind(&self.released)
+        .bind(&self.tokens)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+}
+
+/// Every part's attempts in one insert (numbered after the intent's newest
+/// attempt) and one update of the intents' current hash; then the signer's
+/// refusals, one by one (rare).
+pub(super) async fn persist(conn: &mut PgConnection, parts: &[PersistPart<'_>]) -> StoreResult<()> {
+    let mut rows = Columns::default();
+    let mut attempts: Vec<&NewAttempt> = Vec::new();
+    for part in parts {
+        for attempt in part.attempts {
+            rows.push(part.fence, attempt.tx_id);
+            rows.numbers.push(pipeline::nonce_db(attempt.nonce)?);
+            attempts.push(attempt);
+        }
+    }
+    if !attempts.is_empty() {
+        let amount = |v: Option<u128>| v.map(|v| v.to_string());
+        let hashes: Vec<String> = attempts
+            .iter()
+            .map(|a| format!("{:#x}", a.tx_hash))
+            .collect();
+        sqlx::query(
+            "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
+                     max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
+             SELECT a.tx_id,
+                    COALESCE((SELECT max(t.attempt_no) FROM tx_attempt t WHERE t.tx_id = a.tx_id), 0) + 1,
+                    a.nonce, a.tx_hash, a.raw_tx, a.max_fee::numeric,
+                    a.max_prio::numeric, a.gas_price::numeric, a.gas_limit, a.kind, a.token
+               FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::text[],
+                           $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[],
+                           $11::bigint[], $12::text[])
+                    AS a(tx_id, nonce, tx_hash, raw_tx, max_fee, max_prio, gas_price, gas_limit,
+                         kind, token, chain_id, submitter)
+               JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
+                                AND m.submitter = a.submitter",
+        )
+        .bind(&rows.tx_ids)
+        .bind(&rows.numbers)
+        .bind(&hashes)
+        .bind(attempts.iter().map(|a| a.raw.to_vec()).collect::<Vec<_>>())
+        .bind(attempts.iter().map(|a| amount(a.max_fee_per_gas)).collect::<Vec<_>>())
+        .bind(attempts.iter().map(|a| amount(a.max_priority_fee_per_gas)).collect::<Vec<_>>())
+        .bind(attempts.iter().map(|a| amount(a.gas_price)).collect::<Vec<_>>())
+        .bind(attempts.iter().map(|a| i64::try_from(a.gas_limit).unwrap_or(i64::MAX)).collect::<Vec<_>>())
+        .bind(attempts.iter().map(|a| a.kind.as_str()).collect::<Vec<_>>())
+        .bind(&rows.tokens)
+        .bind(&rows.chains)
+        .bind(&rows.addresses)
+        .execute(&mut *conn)
+        .await?;
+        sqlx::query(
+            "UPDATE managed_tx m SET tx_hash = a.tx_hash, fencing_token = a.token, updated_at = now()
+               FROM UNNEST($1::uuid[], $2::text[], $3::bigint[], $4::bigint[], $5::text[])
+                    AS a(tx_id, tx_hash, token, chain_id, submitter)
+              WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter",
+        )
+        .bind(&rows.tx_ids)
+        .bind(&hashes)
+        .bind(&rows.tokens)
+        .bind(&rows.chains)
+        .bind(&rows.addresses)
+        .execute(&mut *conn)
+        .await?;
+    }
+    for part in parts {
+        for (tx_id, reason) in part.refused {
+            let (submitter, token) = (part.fence.submitter, part.fence.token);
+            pipeline::reject_on(conn, submitter, token, *tx_id, reason).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Every part's broadcast answers: accepted ones to TRACKING, retries
+/// stay ALLOCATED with their retry time (and `maybe_pooled` after an
+/// unknown answer), each attempt's answer recorded; definitive refusals
+/// rejected one by one (rare).
+pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) -> StoreResult<()> {
+    let mut accepted = Columns::default();
+    let mut retried = Columns::default();
+    let mut errors: Vec<String> = Vec::new();
+    let mut unknown: Vec<bool> = Vec::new();
+    let mut results = Columns::default();
+    let mut labels: Vec<String> = Vec::new();
+    let mut hashes: Vec<String> = Vec::new();
+    for part in parts {
+        let record = part.record;
+        for (tx_id, hash, label) in &record.accepted {
+            accepted.push(part.fence, *tx_id);
+            accepted.millis.push(millis(record.resubmit_interval));
+            results.push(part.fence, *tx_id);
+            hashes.push(format!("{hash:#x}"));
+            labels.push((*label).to_owned());
+        }
+        for retry in &record.retries {
+            retried.push(part.fence, retry.tx_id);
+            retried.millis.push(millis(record.retry_after));
+            errors.push(retry.error.clone());
+            unknown.push(retry.unknown);
+            results.push(part.fence, retry.tx_id);
+            hashes.push(format!("{:#x}", retry.tx_hash));
+            labels.push(retry.error.clone());
+        }
+    }
+    if !accepted.tx_ids.is_empty() {
+        sqlx::query(
+            "UPDATE managed_tx m SET state = CASE WHEN m.state = 'STUCK' THEN 'STUCK' ELSE 'TRACKING' END,
+                    sub_state = COALESCE(m.sub_state, 'awaiting_receipt'),
+                    submit_attempts = submit_attempts + 1, last_submit_at = now(),
+                    first_broadcast_at = COALESCE(m.first_broadcast_at, now()),
+                    next_resubmit_at = now() + a.resubmit_ms * interval '1 millisecond',
+                    last_error = NULL, retry_at = NULL, fencing_token = a.token, updated_at = now()
+               FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[])
+                    AS a(tx_id, chain_id, submitter, token, resubmit_ms)
+              WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
+                AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+        )
+        .bind(&accepted.tx_ids)
+        .bind(&accepted.chains)
+        .bind(&accepted.addresses)
+        .bind(&accepted.tokens)
+        .bind(&accepted.millis)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !retried.tx_ids.is_empty() {
+        sqlx::query(
+            "UPDATE managed_tx m SET last_error = a.error,
+                    retry_at = now() + a.retry_ms * interval '1 millisecond',
+                    maybe_pooled = m.maybe_pooled OR a.unknown, fencing_token = a.token,
+                    updated_at = now()
+               FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
+                           $6::text[], $7::bool[])
+                    AS a(tx_id, chain_id, submitter, token, retry_ms, error, unknown)
+              WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter",
+        )
+        .bind(&retried.tx_ids)
+        .bind(&retried.chains)
+        .bind(&retried.addresses)
+        .bind(&retried.tokens)
+        .bind(&retried.millis)
+        .bind(&errors)
+        .bind(&unknown)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !results.tx_ids.is_empty() {
+        sqlx::query(
+            "UPDATE tx_attempt t SET broadcast_result = a.result
+               FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[])
+                    AS a(tx_id, chain_id, submitter, tx_hash, result)
+               JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
+                                AND m.submitter = a.submitter
+              WHERE t.tx_id = a.tx_id AND t.tx_hash = a.tx_hash",
+        )
+        .bind(&results.tx_ids)
+        .bind(&results.chains)
+        .bind(&results.addresses)
+        .bind(&hashes)
+        .bind(&labels)
+        .execute(&mut *conn)
+        .await?;
+    }
+    for part in parts {
+        for (tx_id, reason) in &part.record.rejects {
+            let (submitter, token) = (part.fence.submitter, part.fence.token);
+            pipeline::reject_on(conn, submitter, token, *tx_id, reason).await?;
+        }
+    }
+    Ok(())
+}
