@@ -93,6 +93,9 @@ pub const RPC_ENDPOINT_HEAD_LAG: &str = "txmgr_rpc_endpoint_head_lag_blocks";
 /// Counter: times reads moved to another RPC endpoint.
 pub const RPC_READ_SWITCHES: &str = "txmgr_rpc_read_switches_total";
 
+/// Histogram: parts (leaders' write sets) per group-commit transaction.
+pub const GROUP_COMMIT_PARTS: &str = "txmgr_group_commit_parts";
+
 /// Registers the help text (and unit) of every metric above with the
 /// installed recorder, so each is exposed with `# HELP` and `# TYPE` lines.
 /// Call once after installing the recorder; metrics recorded before still
@@ -196,6 +199,11 @@ pub fn describe() {
         "Calls per RPC endpoint by result (ok, error, unavailable)."
     );
     describe_histogram!(
+        GROUP_COMMIT_PARTS,
+        Unit::Count,
+        "Leaders' write sets merged into one group-commit transaction."
+    );
+    describe_histogram!(
         RPC_ENDPOINT_LATENCY,
         Unit::Seconds,
         "Duration of one call to an RPC endpoint."
@@ -215,6 +223,3 @@ pub fn describe() {
         "Times reads moved to another RPC endpoint."
     );
 }
-
-/// Histogram: parts (leaders' write sets) per group-commit transaction.
-pub const GROUP_COMMIT_PARTS: &str = "txmgr_group_commit_parts";

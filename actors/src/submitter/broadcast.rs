@@ -35,15 +35,40 @@ pub(crate) fn new_attempts_as_pending(attempts: &[NewAttempt]) -> Vec<PendingAtt
         .collect()
 }
 
+/// What a broadcast found that the cycle must act on.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BroadcastReport {
+    /// Some attempt waits for a retry after this delay.
+    pub(crate) retry_in: Option<Duration>,
+    /// A node said a nonce is consumed: the sweep must look now.
+    pub(crate) sweep_now: bool,
+    /// A nonce was released, maybe below allocated ones: look for gaps.
+    pub(crate) released_nonce: bool,
+}
+
+impl BroadcastReport {
+    /// Folds the report into the cycle's outcome and memory.
+    pub(crate) fn apply(self, outcome: &mut CycleOutcome, memory: &mut CycleMemory) {
+        outcome.sweep_now |= self.sweep_now;
+        memory.check_gaps |= self.released_nonce;
+        if let Some(wait) = self.retry_in {
+            outcome.retry_in = Some(outcome.retry_in.map_or(wait, |r| r.min(wait)));
+            let at = Instant::now() + wait;
+            memory.allocated_due_at = Some(memory.allocated_due_at.map_or(at, |m| m.min(at)));
+        }
+    }
+}
+
+/// Sends `attempts` in nonce order, judges every answer and records them
+/// through the group committer; returns what the cycle must act on.
 pub(crate) async fn broadcast(
     ctx: &SubmitterContext,
     lease: &mut LeaseGuard,
     attempts: Vec<PendingAttempt>,
-    outcome: &mut CycleOutcome,
-    memory: &mut CycleMemory,
-) -> Result<(), CycleError> {
+) -> Result<BroadcastReport, CycleError> {
+    let mut report = BroadcastReport::default();
     if attempts.is_empty() {
-        return Ok(());
+        return Ok(report);
     }
     // Never let bytes out on a lease this node may already have lost.
     if !lease.is_locally_valid() {
@@ -91,7 +116,7 @@ pub(crate) async fn broadcast(
                 unknown,
                 nonce_too_low,
             } => {
-                outcome.sweep_now |= nonce_too_low;
+                report.sweep_now |= nonce_too_low;
                 record.retries.push(RetryLater {
                     tx_id: attempt.tx_id,
                     tx_hash: attempt.tx_hash,
@@ -113,13 +138,9 @@ pub(crate) async fn broadcast(
         .write(lease, Write::RecordBroadcast(record))
         .await?;
     if retried {
-        outcome.retry_in = Some(settings.retry_backoff);
-        memory.allocated_due_at = Some(Instant::now() + settings.retry_backoff);
+        report.retry_in = Some(settings.retry_backoff);
     }
-    if !rejected.is_empty() {
-        // A released nonce may sit below allocated ones.
-        memory.check_gaps = true;
-    }
+    report.released_nonce = !rejected.is_empty();
     ctx.timers.schedule(
         ctx.key.address,
         accepted
@@ -130,5 +151,5 @@ pub(crate) async fn broadcast(
     for (tx_id, reason) in &rejected {
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "broadcast refused definitively; nonce released");
     }
-    Ok(())
+    Ok(report)
 }

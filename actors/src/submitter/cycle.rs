@@ -134,7 +134,9 @@ pub(crate) async fn run(
         let due = pipeline::load_due_allocated(&ctx.pool, ctx.key, batch).await?;
         let full = due.len() == batch;
         if !due.is_empty() {
-            broadcast(ctx, lease, due, &mut outcome, memory).await?;
+            broadcast(ctx, lease, due)
+                .await?
+                .apply(&mut outcome, memory);
         }
         // Remember the next ALLOCATED retry that was not due yet (or that
         // did not fit the batch), whatever this batch's answers were.
@@ -252,14 +254,9 @@ pub(crate) async fn run(
         // Left ALLOCATED without an attempt: signed again next cycle.
         outcome.retry_in = Some(settings.retry_backoff);
     }
-    broadcast(
-        ctx,
-        lease,
-        new_attempts_as_pending(&signed.attempts),
-        &mut outcome,
-        memory,
-    )
-    .await?;
+    broadcast(ctx, lease, new_attempts_as_pending(&signed.attempts))
+        .await?
+        .apply(&mut outcome, memory);
     Ok(outcome)
 }
 

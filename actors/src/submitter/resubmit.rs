@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{
     cycle::CycleError,
+    escalation::{plan, stuck_reason, Plan},
     fees::{self, Fees},
     lease_keep::renew_if_due,
     SubmitterContext, SubmitterSettings,
@@ -23,7 +24,7 @@ use crate::{
     metrics::{HEAD_OF_LINE_BLOCKED, RESUBMITS, STUCK},
     store::{
         pipeline::NewAttempt,
-        resubmit::{self, ClaimedResubmit, OperatorAction},
+        resubmit::{self, ClaimedResubmit},
         tracking, FencedTx, LeaseGuard,
     },
 };
@@ -44,107 +45,6 @@ pub(crate) struct ResubmitOutcome {
     pub sweep_now: bool,
     /// The lowest unmined nonce is STUCK.
     pub head_of_line_blocked: bool,
-}
-
-/// What to send for one claimed intent.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Plan {
-    /// The newest attempt's identical bytes.
-    Rebroadcast,
-    /// A new attempt at the same nonce with raised fees.
-    Replace {
-        /// `Bump` (same intent) or `Cancel` (0-value self-transfer).
-        kind: AttemptKind,
-        /// Fee factor (at least 1.10 is applied).
-        multiplier: f64,
-    },
-}
-
-/// Chooses the action for a claimed intent. `head_nonce` is the lowest
-/// unmined nonce of the submitter: only the head of the line is cancelled by
-/// the `cancel` stuck policy (later nonces wait behind it anyway).
-pub(crate) fn plan(
-    claimed: &ClaimedResubmit,
-    settings: &SubmitterSettings,
-    head_nonce: Option<u64>,
-) -> Plan {
-    let cancelling = claimed.latest_kind == AttemptKind::Cancel;
-    let follow_up = if cancelling {
-        AttemptKind::Cancel
-    } else {
-        AttemptKind::Bump
-    };
-    match claimed.requested {
-        Some(OperatorAction::Cancel) if !cancelling => Plan::Replace {
-            kind: AttemptKind::Cancel,
-            multiplier: settings.forced_bump_multiplier,
-        },
-        Some(OperatorAction::Speedup) => Plan::Replace {
-            kind: follow_up,
-            multiplier: settings
-                .bump_multiplier
-                .unwrap_or(settings.forced_bump_multiplier),
-        },
-        Some(OperatorAction::Rebroadcast) => Plan::Rebroadcast,
-        _ if claimed.state == TxState::Stuck
-            && settings.cancel_when_stuck
-            && !cancelling
-            && head_nonce == Some(claimed.nonce) =>
-        {
-            Plan::Replace {
-                kind: AttemptKind::Cancel,
-                multiplier: settings.forced_bump_multiplier,
-            }
-        }
-        _ => match settings.bump_multiplier {
-            Some(multiplier) => Plan::Replace {
-                kind: follow_up,
-                multiplier,
-            },
-            None => Plan::Rebroadcast,
-        },
-    }
-}
-
-/// Why an open intent is STUCK now, if it is: an accepted one counts from
-/// its first accepted broadcast, one no node has accepted yet from its
-/// allocation — the same rules for both.
-pub(crate) fn stuck_reason(
-    claimed: &ClaimedResubmit,
-    settings: &SubmitterSettings,
-) -> Option<(&'static str, String)> {
-    let (since, what) = match claimed.state {
-        TxState::Tracking => (claimed.since_first_broadcast, "the first broadcast"),
-        TxState::Allocated => (
-            claimed.since_allocated,
-            "its nonce was assigned, and no node has accepted it",
-        ),
-        _ => return None,
-    };
-    if let Some(age) = since {
-        if age >= settings.stuck_after {
-            return Some((
-                "stuck_after",
-                format!(
-                    "no receipt {}s after {what} (stuck_after {}s)",
-                    age.as_secs(),
-                    settings.stuck_after.as_secs()
-                ),
-            ));
-        }
-    }
-    // `resubmits` counts this claim: STUCK once max_resubmits were made.
-    if claimed.resubmits > settings.max_resubmits {
-        return Some((
-            "max_resubmits",
-            format!(
-                "no receipt after {} resubmits (max_resubmits {})",
-                claimed.resubmits - 1,
-                settings.max_resubmits
-            ),
-        ));
-    }
-    None
 }
 
 /// One pass: claim due intents (restricted to `only`), mark STUCK ones, and
