@@ -118,3 +118,16 @@ async fn an_intent_no_node_accepts_can_be_sped_up_and_becomes_stuck_loudly() {
     node.stop().await;
     invariants::check(&db.pool, &anvil, DEV_ADDRESS_0, 0).await;
 }
+
+/// With no ALLOCATED intent waiting for a broadcast retry there is nothing
+/// to schedule: an answer of "due now" made every idle leader run its cycle
+/// again at once, forever (three reads per turn).
+#[tokio::test]
+async fn no_allocated_intent_means_no_retry_to_schedule() {
+    let db = TestDb::migrated().await;
+    let key = txmgr_actors::SubmitterKey::new(31337, DEV_ADDRESS_0.parse().expect("address"));
+    let next = txmgr_actors::store::pipeline::next_allocated_retry(&db.pool, key)
+        .await
+        .expect("query");
+    assert_eq!(next, None);
+}

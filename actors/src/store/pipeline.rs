@@ -307,7 +307,9 @@ pub async fn next_allocated_retry(
     key: SubmitterKey,
 ) -> StoreResult<Option<Duration>> {
     let ms: Option<i64> = sqlx::query_scalar(
-        "SELECT GREATEST(0, (EXTRACT(EPOCH FROM (min(m.retry_at) - now())) * 1000)::bigint)
+        // No GREATEST here: it skips NULLs, so "no row" would read as
+        // "due now" (0). The clamp to zero is done below.
+        "SELECT (EXTRACT(EPOCH FROM (min(m.retry_at) - now())) * 1000)::bigint
            FROM managed_tx m
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED' AND m.retry_at IS NOT NULL
             -- Unsigned ones wait for the recovery signing, not for a retry.
