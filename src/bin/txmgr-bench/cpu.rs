@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use sqlx::PgPool;
+
+use crate::node::BenchDb;
 
 /// `/proc/<pid>/stat` counts in USER_HZ, which is 100 on every Linux ABI.
 const TICKS_PER_SECOND: f64 = 100.0;
@@ -33,17 +34,11 @@ pub(crate) struct CpuCost {
 }
 
 impl CpuSample {
-    /// Reads the counters now; `pool` (if given) lists the backends.
-    pub(crate) async fn take(anvil_pid: Option<u32>, pool: Option<&PgPool>) -> CpuSample {
+    /// Reads the counters now; the backends are those of `db`, if given.
+    pub(crate) async fn take(anvil_pid: Option<u32>, db: Option<&BenchDb>) -> CpuSample {
         let mut postgres = HashMap::new();
-        if let Some(pool) = pool {
-            let pids: Vec<i32> = sqlx::query_scalar(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()",
-            )
-            .fetch_all(pool)
-            .await
-            .unwrap_or_default();
-            for pid in pids {
+        if let Some(db) = db {
+            for pid in db.backend_pids().await {
                 if let Some(secs) = process_cpu(&pid.to_string()) {
                     postgres.insert(pid, secs);
                 }
@@ -76,7 +71,7 @@ impl CpuSample {
 }
 
 /// utime + stime of `/proc/<pid>/stat`, in seconds.
-fn process_cpu(pid: &str) -> Option<f64> {
+pub(crate) fn process_cpu(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain spaces; fields resume after its ')'.
     let rest = &stat[stat.rfind(')')? + 2..];

@@ -2,7 +2,16 @@
 //! `i` as 8 big-endian bytes.
 //!
 //! Every phase draws from its own index range, so no two phases share a
-//! sender and their nonces never collide on the one anvil.
+//! sender and their nonces never collide on the one anvil:
+//!
+//! ```text
+//! raw, 1 key          0
+//! raw, K keys         100_000 + slot × 1_000 + 0..K    (slot = position of K in --submitters)
+//! txmgr, 1 submitter  200_000
+//! txmgr, K submitters 300_000 + slot × 1_000 + 0..K
+//! HTTPS variants      400_000 / 500_000 + …            (--rpc-tls)
+//! idle daemon         1_000_000 + 0..--idle-submitters
+//! ```
 
 use alloy::{
     primitives::{keccak256, Address},
@@ -10,22 +19,26 @@ use alloy::{
 };
 use anyhow::Context;
 
-/// First key index of the raw-send phase with one key.
-pub(crate) const RAW_ONE_BASE: u64 = 0;
-/// First key index of the raw-send phase with many keys.
-pub(crate) const RAW_MANY_BASE: u64 = 1_000;
+/// Key index of the raw-send phase with one key.
+const RAW_ONE_BASE: u64 = 0;
+/// First key index of the raw-send phases with many keys.
+const RAW_MANY_BASE: u64 = 100_000;
 /// Key index of the one-submitter txmgr phase.
-pub(crate) const TXMGR_ONE_BASE: u64 = 2_000;
+const TXMGR_ONE_BASE: u64 = 200_000;
 /// First key index of the many-submitter txmgr phases (closed and open loop).
-pub(crate) const TXMGR_MANY_BASE: u64 = 3_000;
-
+const TXMGR_MANY_BASE: u64 = 300_000;
 /// Key index of the one-submitter txmgr phase with RPC over HTTPS.
-pub(crate) const TXMGR_TLS_ONE_BASE: u64 = 4_000;
-/// First key index of the many-submitter txmgr phase with RPC over HTTPS.
-pub(crate) const TXMGR_TLS_MANY_BASE: u64 = 5_000;
+const TXMGR_TLS_ONE_BASE: u64 = 400_000;
+/// First key index of the many-submitter txmgr phases with RPC over HTTPS.
+const TXMGR_TLS_MANY_BASE: u64 = 500_000;
+/// First key index of the idle daemon's submitters.
+pub(crate) const IDLE_BASE: u64 = 1_000_000;
 
-/// The largest key count a range may hold without reaching the next one.
-pub(crate) const MAX_KEYS_PER_RANGE: usize = 1_000;
+/// Keys of one many-submitter phase; consecutive phases are this far apart.
+pub(crate) const MAX_KEYS_PER_SLOT: usize = 1_000;
+
+/// Many-submitter phases per run: slots must stay inside their 100,000 range.
+pub(crate) const MAX_SLOTS: usize = 100;
 
 /// The private key with index `i`.
 pub(crate) fn bench_key(i: u64) -> anyhow::Result<PrivateKeySigner> {
@@ -39,11 +52,16 @@ pub(crate) fn bench_key(i: u64) -> anyhow::Result<PrivateKeySigner> {
 
 /// `count` keys starting at index `base`.
 pub(crate) fn bench_keys(base: u64, count: usize) -> anyhow::Result<Vec<PrivateKeySigner>> {
-    anyhow::ensure!(
-        count <= MAX_KEYS_PER_RANGE,
-        "at most {MAX_KEYS_PER_RANGE} keys per phase"
-    );
     (0..count as u64).map(|i| bench_key(base + i)).collect()
+}
+
+/// The keys of slot `slot` of a many-key range.
+fn slot_keys(base: u64, slot: usize, count: usize) -> anyhow::Result<Vec<PrivateKeySigner>> {
+    anyhow::ensure!(
+        count <= MAX_KEYS_PER_SLOT && slot < MAX_SLOTS,
+        "at most {MAX_KEYS_PER_SLOT} keys per phase and {MAX_SLOTS} phases"
+    );
+    bench_keys(base + (slot * MAX_KEYS_PER_SLOT) as u64, count)
 }
 
 /// Addresses of `keys`.
@@ -60,31 +78,44 @@ pub(crate) fn private_key_hex(key: &PrivateKeySigner) -> String {
 /// `env` signers read them from the environment.
 pub(crate) struct KeyPlan {
     pub(crate) raw_one: Vec<PrivateKeySigner>,
-    pub(crate) raw_many: Vec<PrivateKeySigner>,
+    /// One key set per `--submitters` count.
+    pub(crate) raw_many: Vec<Vec<PrivateKeySigner>>,
     pub(crate) txmgr: TxmgrKeys,
     /// The same phases with the RPC over HTTPS (empty without `--rpc-tls`).
     pub(crate) txmgr_tls: TxmgrKeys,
 }
 
-/// The submitters of one node: one for the "one" phase, the rest for "many".
+/// The submitters of one node: one for the "one" phase, one set per
+/// `--submitters` count for the "many" phases.
 pub(crate) struct TxmgrKeys {
     pub(crate) one: Vec<PrivateKeySigner>,
-    pub(crate) many: Vec<PrivateKeySigner>,
+    pub(crate) many: Vec<Vec<PrivateKeySigner>>,
 }
 
 impl TxmgrKeys {
-    fn new(one_base: u64, many_base: u64, submitters: usize) -> anyhow::Result<TxmgrKeys> {
+    fn new(one_base: u64, many_base: u64, counts: &[usize]) -> anyhow::Result<TxmgrKeys> {
         Ok(TxmgrKeys {
             one: bench_keys(one_base, 1)?,
-            many: bench_keys(many_base, submitters)?,
+            many: counts
+                .iter()
+                .enumerate()
+                .map(|(slot, count)| slot_keys(many_base, slot, *count))
+                .collect::<anyhow::Result<_>>()?,
         })
+    }
+
+    fn none() -> TxmgrKeys {
+        TxmgrKeys {
+            one: Vec::new(),
+            many: Vec::new(),
+        }
     }
 
     /// Each submitter with the variable holding its key.
     pub(crate) fn submitters(&self) -> Vec<(Address, String, &PrivateKeySigner)> {
         self.one
             .iter()
-            .chain(&self.many)
+            .chain(self.many.iter().flatten())
             .map(|key| (key.address(), key_var(key.address()), key))
             .collect()
     }
@@ -96,18 +127,21 @@ fn key_var(address: Address) -> String {
 }
 
 impl KeyPlan {
-    pub(crate) fn new(submitters: usize, rpc_tls: bool) -> anyhow::Result<KeyPlan> {
-        let tls_submitters = if rpc_tls { submitters } else { 0 };
-        let mut txmgr_tls =
-            TxmgrKeys::new(TXMGR_TLS_ONE_BASE, TXMGR_TLS_MANY_BASE, tls_submitters)?;
-        if !rpc_tls {
-            txmgr_tls.one.clear();
-        }
+    /// Keys for the phases with 1 and with each of `counts` keys.
+    pub(crate) fn new(counts: &[usize], rpc_tls: bool) -> anyhow::Result<KeyPlan> {
         Ok(KeyPlan {
             raw_one: bench_keys(RAW_ONE_BASE, 1)?,
-            raw_many: bench_keys(RAW_MANY_BASE, submitters)?,
-            txmgr: TxmgrKeys::new(TXMGR_ONE_BASE, TXMGR_MANY_BASE, submitters)?,
-            txmgr_tls,
+            raw_many: counts
+                .iter()
+                .enumerate()
+                .map(|(slot, count)| slot_keys(RAW_MANY_BASE, slot, *count))
+                .collect::<anyhow::Result<_>>()?,
+            txmgr: TxmgrKeys::new(TXMGR_ONE_BASE, TXMGR_MANY_BASE, counts)?,
+            txmgr_tls: if rpc_tls {
+                TxmgrKeys::new(TXMGR_TLS_ONE_BASE, TXMGR_TLS_MANY_BASE, counts)?
+            } else {
+                TxmgrKeys::none()
+            },
         })
     }
 

@@ -13,10 +13,9 @@ use std::{
 use alloy::primitives::Address;
 use anyhow::{bail, Context};
 use serde_json::json;
-use sqlx::PgPool;
 use tokio::task::JoinSet;
 
-use crate::{report::LatencyStats, SINK};
+use crate::{node::BenchDb, report::LatencyStats, SINK};
 
 /// How often PostgreSQL is asked how many intents are TRACKING.
 const TRACKING_POLL: Duration = Duration::from_millis(20);
@@ -200,42 +199,83 @@ impl Acks {
     }
 }
 
-/// Intents of `submitters` in state TRACKING.
-pub(crate) async fn tracking_count(pool: &PgPool, submitters: &[String]) -> anyhow::Result<usize> {
+/// Intents of `submitters` in one of `states`.
+pub(crate) async fn count_in_states(
+    db: &BenchDb,
+    submitters: &[String],
+    states: &[&str],
+) -> anyhow::Result<usize> {
+    db.count_own_query();
     let count: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM managed_tx WHERE state = 'TRACKING' AND submitter = ANY($1)",
+        "SELECT count(*) FROM managed_tx WHERE state = ANY($1) AND submitter = ANY($2)",
     )
+    .bind(states)
     .bind(submitters)
-    .fetch_one(pool)
+    .fetch_one(&db.pool)
     .await
-    .context("counting TRACKING intents")?;
+    .context("counting intents by state")?;
     Ok(usize::try_from(count).unwrap_or(0))
+}
+
+/// Intents of `submitters` in state TRACKING.
+pub(crate) async fn tracking_count(db: &BenchDb, submitters: &[String]) -> anyhow::Result<usize> {
+    count_in_states(db, submitters, &["TRACKING"]).await
 }
 
 /// Polls every 20 ms until `target` intents of `submitters` are TRACKING;
 /// returns when that was first seen, or fails at `deadline` with the
 /// state breakdown.
 pub(crate) async fn wait_tracking(
-    pool: &PgPool,
+    db: &BenchDb,
     submitters: &[String],
     target: usize,
     deadline: Instant,
 ) -> anyhow::Result<Instant> {
+    wait_states(
+        db,
+        submitters,
+        &["TRACKING"],
+        target,
+        deadline,
+        TRACKING_POLL,
+    )
+    .await
+}
+
+/// Polls every `poll` until `target` intents of `submitters` are in one of
+/// `states`; returns when that was first seen, or fails at `deadline` with
+/// the state breakdown.
+pub(crate) async fn wait_states(
+    db: &BenchDb,
+    submitters: &[String],
+    states: &[&str],
+    target: usize,
+    deadline: Instant,
+    poll: Duration,
+) -> anyhow::Result<Instant> {
     loop {
-        if tracking_count(pool, submitters).await? >= target {
+        if count_in_states(db, submitters, states).await? >= target {
             return Ok(Instant::now());
         }
         if Instant::now() >= deadline {
-            let states: Vec<(String, i64)> = sqlx::query_as(
-                "SELECT state, count(*) FROM managed_tx WHERE submitter = ANY($1)
-                  GROUP BY state ORDER BY state",
-            )
-            .bind(submitters)
-            .fetch_all(pool)
-            .await
-            .unwrap_or_default();
-            bail!("only part of {target} intents reached TRACKING in time; states now: {states:?}");
+            bail!(
+                "only part of {target} intents reached {states:?} in time; states now: {:?}",
+                state_breakdown(db, submitters).await
+            );
         }
-        tokio::time::sleep(TRACKING_POLL).await;
+        tokio::time::sleep(poll).await;
     }
+}
+
+/// `(state, count)` of the intents of `submitters`, for error messages.
+pub(crate) async fn state_breakdown(db: &BenchDb, submitters: &[String]) -> Vec<(String, i64)> {
+    db.count_own_query();
+    sqlx::query_as(
+        "SELECT state, count(*) FROM managed_tx WHERE submitter = ANY($1)
+          GROUP BY state ORDER BY state",
+    )
+    .bind(submitters)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap_or_default()
 }

@@ -5,38 +5,47 @@
 //! ```text
 //!  raw:  pre-signed transfers ──eth_sendRawTransaction──────────────────► anvil --no-mining
 //!  one:  HTTP client ──POST /v1/transactions──► axum ─► engine ─► PG ─► anvil  (1 submitter)
-//!  many: the same over --submitters submitters          ▲ poll TRACKING every 20 ms
+//!  many: the same over each --submitters count          ▲ poll TRACKING every 20 ms
 //!  ack:  open-loop creates at --ack-rate for --ack-duration (latency only)
+//!  idle: a real `txmgr run` process with --idle-submitters submitters: time
+//!        to ready, RSS and database transactions/s while idle, before and
+//!        after --idle-used of them did work; then SIGKILL fail-over to a
+//!        second process
 //! ```
 //!
 //! Every phase uses its own deterministic keys, so nonces never collide.
-//! Nothing is mined: in-flight slots never free, so `max_in_flight` covers
-//! every intent of the run. Run it in release:
-//! `cargo run --release --bin txmgr-bench -- -n 2000 -c 64`.
+//! Nothing is mined in the closed-loop phases: in-flight slots never free,
+//! so `max_in_flight` covers every intent of the run. Run it in release:
+//! `cargo build --release --bins && target/release/txmgr-bench -n 2000 -c 64`.
 
 mod anvil;
 mod chain_stats;
 mod cpu;
+mod daemon;
+mod idle;
+mod idle_failover;
+mod idle_report;
 mod keys;
 mod load;
 mod node;
 mod phases;
 mod raw;
 mod report;
+mod session;
+mod table;
 mod tls_proxy;
 
 use std::{process::ExitCode, time::Duration};
 
-use alloy::primitives::Address;
-use anyhow::Context;
 use clap::{Parser, ValueEnum};
 
 use crate::{
     anvil::Anvil,
-    keys::{KeyPlan, TxmgrKeys},
-    node::{BenchDb, Node, NodeSettings},
-    phases::TxmgrBench,
+    idle::IdleArgs,
+    keys::KeyPlan,
+    node::BenchDb,
     report::Report,
+    session::{run_txmgr, RpcTarget},
 };
 
 /// Recipient of every benchmark transfer.
@@ -46,28 +55,30 @@ pub(crate) const SINK: &str = "0x000000000000000000000000000000000000beef";
 const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// Gas limit given to each intent unless `--estimate-gas`.
-const TRANSFER_GAS: u64 = 21_000;
+pub(crate) const TRANSFER_GAS: u64 = 21_000;
 
 /// Benchmark txmgr end to end against the raw-send ceiling.
 #[derive(Debug, Parser)]
-#[command(about, long_about = None)]
-struct Args {
+#[command(name = "txmgr-bench", about, long_about = None)]
+pub(crate) struct Args {
     /// Transfers per phase.
     #[arg(short = 'n', long = "count", default_value_t = 2000)]
     count: usize,
     /// Requests in flight at once (raw sends and closed-loop creates).
     #[arg(short = 'c', long, default_value_t = 64)]
     concurrency: usize,
-    /// Submitters (and raw keys) of the "many" phases.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=1000))]
-    submitters: u16,
+    /// Submitters (and raw keys) of the "many" phases, comma separated: one
+    /// raw and one txmgr phase per count, e.g. `100,1000`.
+    #[arg(long, value_delimiter = ',', default_value = "100",
+          value_parser = clap::value_parser!(u16).range(1..=1000))]
+    submitters: Vec<u16>,
     /// Engine `batch_size`.
     #[arg(long, default_value_t = 64)]
     batch_size: u32,
     /// Omit `gas_limit` from intents so the engine estimates gas.
     #[arg(long)]
     estimate_gas: bool,
-    /// Phases to run, comma separated.
+    /// Phases to run, comma separated (`idle` needs the `txmgr` binary).
     #[arg(long, value_delimiter = ',', default_value = "raw,one,many")]
     phases: Vec<Phase>,
     /// Also offer open-loop creates at this rate per second (over
@@ -87,7 +98,7 @@ struct Args {
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     tracking_timeout: Duration,
     /// Bound on the whole run.
-    #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     deadline: Duration,
     /// Diagnostic only: `synchronous_commit = off` on the bench database, so
     /// acks are no longer durable. Shows how much of the time is WAL flushes.
@@ -101,28 +112,38 @@ struct Args {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    idle: IdleArgs,
 }
 
-/// A closed-loop phase.
+/// A phase of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Phase {
-    /// Pre-signed `eth_sendRawTransaction` with 1 and with `--submitters` keys.
+pub(crate) enum Phase {
+    /// Pre-signed `eth_sendRawTransaction` with 1 key and with each
+    /// `--submitters` count of keys.
     Raw,
     /// txmgr with one submitter.
     One,
-    /// txmgr with `--submitters` submitters.
+    /// txmgr with each `--submitters` count of submitters.
     Many,
+    /// A real daemon with `--idle-submitters` submitters: start-up, idle
+    /// cost before and after work, fail-over.
+    Idle,
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    // A count given twice would run twice under the same request ids.
+    let mut seen = std::collections::HashSet::new();
+    args.submitters.retain(|count| seen.insert(*count));
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let plan = match KeyPlan::new(usize::from(args.submitters), args.rpc_tls) {
+    let counts: Vec<usize> = args.submitters.iter().map(|c| usize::from(*c)).collect();
+    let plan = match KeyPlan::new(&counts, args.rpc_tls) {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("txmgr-bench: {e:#}");
@@ -207,24 +228,29 @@ async fn run_phases(
         fixed_gas_limit: !args.estimate_gas,
         async_commit: args.unsafe_async_commit,
         raw_one: None,
-        raw_many: None,
+        raw_many: Vec::new(),
         one: None,
-        many: None,
+        many: Vec::new(),
         ack: None,
         one_tls: None,
-        many_tls: None,
+        many_tls: Vec::new(),
+        idle: None,
     };
     if args.phases.contains(&Phase::Raw) {
         anvil.fund(&keys::addresses(&plan.raw_one)).await?;
-        anvil.fund(&keys::addresses(&plan.raw_many)).await?;
         let one = raw::run(anvil, &plan.raw_one, args.count, args.concurrency).await?;
         anvil.drop_all_transactions().await?;
         report.raw_one = Some(one);
-        let many = raw::run(anvil, &plan.raw_many, args.count, args.concurrency).await?;
-        anvil.drop_all_transactions().await?;
-        report.raw_many = Some(many);
+        for keys_of_phase in &plan.raw_many {
+            anvil.fund(&keys::addresses(keys_of_phase)).await?;
+            let many = raw::run(anvil, keys_of_phase, args.count, args.concurrency).await?;
+            anvil.drop_all_transactions().await?;
+            report.raw_many.push(many);
+        }
     }
-    let wants_txmgr = args.phases.iter().any(|p| *p != Phase::Raw) || args.ack_rate.is_some();
+    let wants_txmgr = args.phases.contains(&Phase::One)
+        || args.phases.contains(&Phase::Many)
+        || args.ack_rate.is_some();
     if wants_txmgr {
         let rpc = RpcTarget {
             url: anvil.url.clone(),
@@ -248,111 +274,30 @@ async fn run_phases(
         let phases = phases?;
         (report.one_tls, report.many_tls) = (phases.one, phases.many);
     }
-    for (phase, raw) in [
-        (&mut report.one, &report.raw_one),
-        (&mut report.many, &report.raw_many),
-        (&mut report.one_tls, &report.raw_one),
-        (&mut report.many_tls, &report.raw_many),
-    ] {
-        if let (Some(phase), Some(raw)) = (phase, raw) {
-            phase.ratio_vs_raw = Some(phase.e2e_tx_per_s / raw.tx_per_s);
-        }
+    if args.phases.contains(&Phase::Idle) {
+        report.idle = Some(idle::run(args, anvil, admin_url).await?);
     }
+    set_ratios(&mut report);
     Ok(report)
 }
 
-/// Where the node under test sends its JSON-RPC.
-struct RpcTarget {
-    url: String,
-    ca_file: Option<std::path::PathBuf>,
-}
-
-/// What one node measured.
-struct TxmgrPhases {
-    one: Option<report::TxmgrPhase>,
-    many: Option<report::TxmgrPhase>,
-    ack: Option<report::AckPhase>,
-}
-
-/// Starts one node with `keys` as submitters, its RPC at `rpc`, and runs the
-/// txmgr phases (the open-loop one only with `with_ack`).
-async fn run_txmgr(
-    args: &Args,
-    keys_of_node: &TxmgrKeys,
-    rpc: &RpcTarget,
-    anvil: &Anvil,
-    db: &BenchDb,
-    with_ack: bool,
-) -> anyhow::Result<TxmgrPhases> {
-    let submitters = keys_of_node.submitters();
-    let addresses: Vec<Address> = submitters.iter().map(|(a, _, _)| *a).collect();
-    anvil.fund(&addresses).await?;
-    let ack_total = args
-        .ack_rate
-        .map_or(0, |r| (r * args.ack_duration.as_secs_f64()).ceil() as u64);
-    let settings = NodeSettings {
-        // Nothing is mined: every intent of the run (plus warm-ups) holds a slot.
-        max_in_flight: args.count as u64 + ack_total + 16,
-        batch_size: args.batch_size,
-        ingress_capacity: (args.concurrency * 2).max(10_000),
-        db_connections: args.db_connections,
-        poll_interval: args.poll_interval.clone(),
-    };
-    let env_submitters: Vec<(Address, String)> = submitters
+/// Each txmgr phase's end-to-end rate over the raw rate with as many keys.
+fn set_ratios(report: &mut Report) {
+    let raws: Vec<(usize, f64)> = report
+        .raw_one
         .iter()
-        .map(|(a, var, _)| (*a, var.clone()))
+        .chain(&report.raw_many)
+        .map(|raw| (raw.keys, raw.tx_per_s))
         .collect();
-    let mut toml = node::config_toml(&db.url, &rpc.url, &settings, &env_submitters);
-    if let Some(ca_file) = &rpc.ca_file {
-        toml = toml.replace(
-            "[chain]\n",
-            &format!("[chain]\nca_file = \"{}\"\n", ca_file.display()),
-        );
+    for phase in report
+        .one
+        .iter_mut()
+        .chain(&mut report.many)
+        .chain(&mut report.one_tls)
+        .chain(&mut report.many_tls)
+    {
+        if let Some((_, raw_rate)) = raws.iter().find(|(keys, _)| *keys == phase.submitters) {
+            phase.ratio_vs_raw = Some(phase.e2e_tx_per_s / raw_rate);
+        }
     }
-    let node = Node::start(&toml).await.context("starting the node")?;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.concurrency.max(256))
-        .tcp_nodelay(true)
-        .timeout(Duration::from_secs(60))
-        .build()
-        .context("HTTP client")?;
-    let bench = TxmgrBench {
-        client,
-        node: &node,
-        db,
-        concurrency: args.concurrency,
-        gas_limit: (!args.estimate_gas).then_some(TRANSFER_GAS),
-        tracking_timeout: args.tracking_timeout,
-        anvil_pid: anvil.pid(),
-    };
-    let one_address = keys::addresses(&keys_of_node.one);
-    let many_addresses = keys::addresses(&keys_of_node.many);
-    let mut phases = TxmgrPhases {
-        one: None,
-        many: None,
-        ack: None,
-    };
-    let outcome = async {
-        if args.phases.contains(&Phase::One) {
-            phases.one = Some(bench.closed_loop(&one_address, args.count, "one").await?);
-        }
-        if args.phases.contains(&Phase::Many) {
-            phases.many = Some(
-                bench
-                    .closed_loop(&many_addresses, args.count, "many")
-                    .await?,
-            );
-        }
-        if let (Some(rate), true) = (args.ack_rate, with_ack) {
-            phases.ack = Some(
-                bench
-                    .open_loop(&many_addresses, rate, args.ack_duration)
-                    .await?,
-            );
-        }
-        anyhow::Ok(())
-    }
-    .await;
-    node.stop().await;
-    outcome.map(|()| phases)
 }

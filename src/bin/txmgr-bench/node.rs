@@ -2,13 +2,20 @@
 //! like `txmgr run` does it (with a counting chain client), and the HTTP
 //! router served on a loopback port so creates cross a real socket.
 
-use std::{str::FromStr, sync::Arc, time::Duration};
+use std::{
+    str::FromStr,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 use alloy::primitives::Address;
 use anyhow::Context;
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
-    ConnectOptions, Connection, PgPool,
+    ConnectOptions, PgPool,
 };
 use tokio::task::JoinHandle;
 use txmgr::{
@@ -35,7 +42,12 @@ pub(crate) struct BenchDb {
     /// The bench's own small pool (progress polling, diagnostics), separate
     /// from the engine's so polling never waits behind engine writes.
     pub(crate) pool: PgPool,
-    admin_url: String,
+    /// One session on the admin database: reads `pg_stat_*` without adding
+    /// transactions to the bench database, and drops it at the end.
+    admin: PgPool,
+    /// Transactions the bench itself ran on the bench database (progress
+    /// polls), subtracted from the database's count.
+    own_queries: AtomicU64,
 }
 
 impl BenchDb {
@@ -49,24 +61,27 @@ impl BenchDb {
             "txmgr_bench_{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
         );
-        let mut admin = PgConnectOptions::from_str(admin_url)
+        // DROP … WITH (FORCE) is routinely slower than sqlx's 1 s warning.
+        let options = PgConnectOptions::from_str(admin_url)
             .with_context(|| format!("DATABASE_URL {admin_url}"))?
-            .connect()
+            .disable_statement_logging();
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
             .await
             .with_context(|| format!("connecting to PostgreSQL at {admin_url}"))?;
         sqlx::query(&format!(r#"CREATE DATABASE "{name}""#))
-            .execute(&mut admin)
+            .execute(&admin)
             .await
             .with_context(|| format!("creating database {name}"))?;
         if async_commit {
             sqlx::query(&format!(
                 r#"ALTER DATABASE "{name}" SET synchronous_commit = off"#
             ))
-            .execute(&mut admin)
+            .execute(&admin)
             .await
             .context("turning synchronous_commit off")?;
         }
-        admin.close().await.ok();
         let url = database_url(admin_url, &name);
         let pool = PgPoolOptions::new()
             .max_connections(2)
@@ -80,24 +95,53 @@ impl BenchDb {
             name,
             url,
             pool,
-            admin_url: admin_url.to_owned(),
+            admin,
+            own_queries: AtomicU64::new(0),
         })
+    }
+
+    /// Committed plus rolled-back transactions of the bench database so
+    /// far (`pg_stat_database`), minus the bench's own polls. PostgreSQL
+    /// publishes a session's counts when it goes idle, at most once a
+    /// second (an idle session's last ones within 10 s), so a reading lags
+    /// the truth by about that much at both ends of an interval.
+    pub(crate) async fn transactions(&self) -> anyhow::Result<i64> {
+        let total: i64 = sqlx::query_scalar(
+            "SELECT (xact_commit + xact_rollback)::int8 FROM pg_stat_database WHERE datname = $1",
+        )
+        .bind(&self.name)
+        .fetch_one(&self.admin)
+        .await
+        .context("reading pg_stat_database")?;
+        let own = i64::try_from(self.own_queries.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        Ok(total - own)
+    }
+
+    /// Process ids of the sessions connected to the bench database.
+    pub(crate) async fn backend_pids(&self) -> Vec<i32> {
+        sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = $1")
+            .bind(&self.name)
+            .fetch_all(&self.admin)
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Notes one transaction the bench ran on the bench database itself.
+    pub(crate) fn count_own_query(&self) {
+        self.own_queries.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Drops the database (`WITH (FORCE)` ends the engine's sessions).
     pub(crate) async fn drop_db(self) -> anyhow::Result<()> {
         self.pool.close().await;
-        let mut admin = PgConnectOptions::from_str(&self.admin_url)?
-            .connect()
-            .await?;
         sqlx::query(&format!(
             r#"DROP DATABASE IF EXISTS "{}" WITH (FORCE)"#,
             self.name
         ))
-        .execute(&mut admin)
+        .execute(&self.admin)
         .await
         .with_context(|| format!("dropping database {}", self.name))?;
-        admin.close().await.ok();
+        self.admin.close().await;
         Ok(())
     }
 }

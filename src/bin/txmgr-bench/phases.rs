@@ -14,9 +14,13 @@ use crate::{
     report::{AckPhase, PipelineStats, TxmgrPhase},
 };
 
-/// How long warm-up intents may take to reach TRACKING (lease acquisition,
-/// nonce reconciliation).
-const WARM_UP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Least time warm-up intents may take to reach TRACKING (lease
+/// acquisition, nonce reconciliation); `--tracking-timeout` when longer.
+const MIN_WARM_UP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Warm-up creates in flight at once, at most: one per submitter, so each
+/// submitter's lease acquisition overlaps the others'.
+const MAX_WARM_UP_CONCURRENCY: usize = 256;
 
 /// What every txmgr phase shares.
 pub(crate) struct TxmgrBench<'a> {
@@ -39,9 +43,12 @@ pub(crate) struct TxmgrBench<'a> {
 impl TxmgrBench<'_> {
     /// One create per submitter, waited on until TRACKING, so the measured
     /// phase does not include lease acquisition and nonce reconciliation.
-    async fn warm_up(&self, submitters: &[Address], tag: &str) -> anyhow::Result<()> {
+    /// The creates go out concurrently (up to one per submitter), so 1,000
+    /// submitters warm up in about the time of a few lease acquisitions.
+    async fn warm_up(&self, submitters: &[Address], tag: &str) -> anyhow::Result<Duration> {
+        let started = Instant::now();
         let hex = lower_hex(submitters);
-        let before = load::tracking_count(&self.db.pool, &hex).await?;
+        let before = load::tracking_count(self.db, &hex).await?;
         let batch = CreateBatch::new(
             &self.node.base_url,
             submitters,
@@ -49,13 +56,16 @@ impl TxmgrBench<'_> {
             &format!("{tag}-w"),
             self.gas_limit,
         );
-        let acks = load::closed_loop(&self.client, &batch, self.concurrency).await;
+        let concurrency = self
+            .concurrency
+            .max(submitters.len().min(MAX_WARM_UP_CONCURRENCY));
+        let acks = load::closed_loop(&self.client, &batch, concurrency).await;
         fail_on_errors(&acks, "warm-up")?;
-        let deadline = Instant::now() + WARM_UP_TIMEOUT;
-        load::wait_tracking(&self.db.pool, &hex, before + submitters.len(), deadline)
+        let deadline = started + self.tracking_timeout.max(MIN_WARM_UP_TIMEOUT);
+        load::wait_tracking(self.db, &hex, before + submitters.len(), deadline)
             .await
             .context("warm-up")?;
-        Ok(())
+        Ok(started.elapsed())
     }
 
     /// Creates `count` intents over `submitters` at the configured
@@ -66,9 +76,9 @@ impl TxmgrBench<'_> {
         count: usize,
         tag: &str,
     ) -> anyhow::Result<TxmgrPhase> {
-        self.warm_up(submitters, tag).await?;
+        let warm_up = self.warm_up(submitters, tag).await?;
         let hex = lower_hex(submitters);
-        let baseline = load::tracking_count(&self.db.pool, &hex).await?;
+        let baseline = load::tracking_count(self.db, &hex).await?;
         let batch = CreateBatch::new(
             &self.node.base_url,
             submitters,
@@ -77,7 +87,8 @@ impl TxmgrBench<'_> {
             self.gas_limit,
         );
         let chain_before = self.node.chain_stats.snapshot();
-        let cpu_before = CpuSample::take(self.anvil_pid, Some(&self.db.pool)).await;
+        let cpu_before = CpuSample::take(self.anvil_pid, Some(self.db)).await;
+        let db_before = self.db.transactions().await?;
 
         let started = Instant::now();
         let client = self.client.clone();
@@ -85,7 +96,7 @@ impl TxmgrBench<'_> {
         let mut creates =
             tokio::spawn(async move { load::closed_loop(&client, &batch, concurrency).await });
         let tracking = load::wait_tracking(
-            &self.db.pool,
+            self.db,
             &hex,
             baseline + count,
             started + self.tracking_timeout,
@@ -105,13 +116,16 @@ impl TxmgrBench<'_> {
             None => tracking.await?,
         };
         let e2e = tracked_at.duration_since(started);
-        let cpu = CpuSample::take(self.anvil_pid, Some(&self.db.pool))
+        let db_transactions = self.db.transactions().await? - db_before;
+        let cpu = CpuSample::take(self.anvil_pid, Some(self.db))
             .await
             .since(&cpu_before, count);
         let chain_calls = self.node.chain_stats.snapshot().since(&chain_before, count);
+        let intents = count.max(1) as f64;
 
         Ok(TxmgrPhase {
             submitters: submitters.len(),
+            warm_up_ms: millis(warm_up),
             count,
             concurrency: self.concurrency,
             ack_elapsed_ms: millis(acks.elapsed),
@@ -120,7 +134,11 @@ impl TxmgrBench<'_> {
             e2e_ms: millis(e2e),
             e2e_tx_per_s: per_second(count, e2e),
             ratio_vs_raw: None,
+            chain_calls_per_intent: chain_calls.iter().map(|c| c.per_intent).sum(),
+            rpc_requests_per_intent: chain_calls.iter().map(|c| c.rpc_per_intent).sum(),
             chain_calls,
+            db_transactions,
+            db_transactions_per_intent: db_transactions as f64 / intents,
             cpu,
             pipeline: self.pipeline_stats(&hex, &format!("{tag}-n-%")).await?,
         })
@@ -160,6 +178,8 @@ impl TxmgrBench<'_> {
         submitters: &[String],
         request_ids: &str,
     ) -> anyhow::Result<PipelineStats> {
+        self.db.count_own_query();
+        self.db.count_own_query();
         let (ingress, broadcast, p50, p99): (i64, i64, Option<f64>, Option<f64>) = sqlx::query_as(
             "SELECT count(DISTINCT (submitter, created_at)),
                         count(DISTINCT (submitter, last_submit_at)),

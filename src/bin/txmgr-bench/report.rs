@@ -6,6 +6,8 @@ use serde::Serialize;
 
 use crate::{chain_stats::MethodCost, cpu::CpuCost};
 
+pub(crate) use crate::idle_report::IdlePhase;
+
 /// Percentiles of a set of latencies, in milliseconds.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LatencyStats {
@@ -79,6 +81,8 @@ pub(crate) struct PipelineStats {
 pub(crate) struct TxmgrPhase {
     /// Submitters the intents were spread over.
     pub(crate) submitters: usize,
+    /// Warm-up (one intent per submitter, untimed) until all TRACKING.
+    pub(crate) warm_up_ms: f64,
     /// Intents created.
     pub(crate) count: usize,
     /// Client requests in flight at once.
@@ -97,6 +101,16 @@ pub(crate) struct TxmgrPhase {
     pub(crate) ratio_vs_raw: Option<f64>,
     /// Engine chain calls over the phase (warm-up excluded).
     pub(crate) chain_calls: Vec<MethodCost>,
+    /// Chain-port calls per intent, all methods.
+    pub(crate) chain_calls_per_intent: f64,
+    /// JSON-RPC requests per intent, all methods (a `fees` call is three).
+    pub(crate) rpc_requests_per_intent: f64,
+    /// Transactions of the bench database over the phase
+    /// (`pg_stat_database` commits + rollbacks, the bench's own polls
+    /// subtracted).
+    pub(crate) db_transactions: i64,
+    /// `db_transactions / count`.
+    pub(crate) db_transactions_per_intent: f64,
     /// CPU per intent, first POST → all TRACKING (includes the bench's own
     /// client and its 20 ms polling).
     pub(crate) cpu: CpuCost,
@@ -137,139 +151,18 @@ pub(crate) struct Report {
     pub(crate) async_commit: bool,
     /// Raw send with one key.
     pub(crate) raw_one: Option<RawPhase>,
-    /// Raw send with as many keys as submitters.
-    pub(crate) raw_many: Option<RawPhase>,
+    /// Raw send with as many keys as submitters, one per `--submitters`.
+    pub(crate) raw_many: Vec<RawPhase>,
     /// txmgr, one submitter.
     pub(crate) one: Option<TxmgrPhase>,
-    /// txmgr, many submitters.
-    pub(crate) many: Option<TxmgrPhase>,
+    /// txmgr, many submitters, one per `--submitters`.
+    pub(crate) many: Vec<TxmgrPhase>,
     /// Open-loop ack latency.
     pub(crate) ack: Option<AckPhase>,
     /// `--rpc-tls`: txmgr, one submitter, JSON-RPC over HTTPS.
     pub(crate) one_tls: Option<TxmgrPhase>,
     /// `--rpc-tls`: txmgr, many submitters, JSON-RPC over HTTPS.
-    pub(crate) many_tls: Option<TxmgrPhase>,
-}
-
-impl Report {
-    /// The human-readable table.
-    pub(crate) fn print_table(&self) {
-        println!(
-            "txmgr-bench: n={} c={} batch_size={} gas_limit={} cpus={}{}",
-            self.count,
-            self.concurrency,
-            self.batch_size,
-            if self.fixed_gas_limit {
-                "21000"
-            } else {
-                "estimated"
-            },
-            self.cpus,
-            if self.async_commit {
-                " synchronous_commit=off (DIAGNOSTIC: acks not durable)"
-            } else {
-                ""
-            }
-        );
-        println!(
-            "{:<24} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}",
-            "phase", "keys", "tx/s", "acks/s", "p50 ms", "p99 ms", "max ms", "vs raw"
-        );
-        for raw in [&self.raw_one, &self.raw_many].into_iter().flatten() {
-            let l = &raw.send_latency;
-            println!(
-                "{:<24} {:>5} {:>10.0} {:>10} {:>9.2} {:>9.2} {:>9.2} {:>8}",
-                "raw eth_sendRawTx",
-                raw.keys,
-                raw.tx_per_s,
-                "-",
-                l.p50_ms,
-                l.p99_ms,
-                l.max_ms,
-                "1.00"
-            );
-        }
-        for (name, phase) in [
-            ("txmgr HTTP→TRACKING", &self.one),
-            ("txmgr HTTP→TRACKING", &self.many),
-            ("txmgr, RPC over HTTPS", &self.one_tls),
-            ("txmgr, RPC over HTTPS", &self.many_tls),
-        ] {
-            let Some(p) = phase else { continue };
-            let l = &p.ack_latency;
-            let ratio = p.ratio_vs_raw.map_or("-".to_owned(), |r| format!("{r:.2}"));
-            println!(
-                "{:<24} {:>5} {:>10.0} {:>10.0} {:>9.2} {:>9.2} {:>9.2} {:>8}",
-                name,
-                p.submitters,
-                p.e2e_tx_per_s,
-                p.acks_per_s,
-                l.p50_ms,
-                l.p99_ms,
-                l.max_ms,
-                ratio
-            );
-        }
-        if let Some(a) = &self.ack {
-            let l = &a.ack_latency;
-            println!(
-                "{:<24} {:>5} {:>10} {:>10.0} {:>9.2} {:>9.2} {:>9.2} {:>8}",
-                "open-loop creates",
-                a.submitters,
-                "-",
-                a.rate_per_s,
-                l.p50_ms,
-                l.p99_ms,
-                l.max_ms,
-                "-"
-            );
-        }
-        println!(
-            "(raw rows: latency of one send; txmgr rows: tx/s = end to end, latency = create ack)"
-        );
-        for raw in [&self.raw_one, &self.raw_many].into_iter().flatten() {
-            println!(
-                "raw send, {} key(s): CPU per tx: sender {:.3} ms, anvil {:.3} ms",
-                raw.keys, raw.cpu.bench_ms_per_tx, raw.cpu.anvil_ms_per_tx
-            );
-        }
-        for phase in [&self.one, &self.many].into_iter().flatten() {
-            print_diagnostics(phase);
-        }
-        for phase in [&self.one_tls, &self.many_tls].into_iter().flatten() {
-            println!("\n(RPC over HTTPS)");
-            print_diagnostics(phase);
-        }
-    }
-}
-
-fn print_diagnostics(p: &TxmgrPhase) {
-    let s = &p.pipeline;
-    println!(
-        "\n{} submitter(s): {} ingress commits, {} broadcast batches (mean {:.1} intents), \
-         insert→TRACKING p50 {:.1} ms p99 {:.1} ms; ack phase {:.0} ms, e2e {:.0} ms",
-        p.submitters,
-        s.ingress_commits,
-        s.broadcast_commits,
-        s.mean_batch,
-        s.queue_to_tracking_p50_ms,
-        s.queue_to_tracking_p99_ms,
-        p.ack_elapsed_ms,
-        p.e2e_ms
-    );
-    println!(
-        "  CPU per intent: bench process (client+HTTP+engine) {:.3} ms, anvil {:.3} ms, \
-         postgres {:.3} ms",
-        p.cpu.bench_ms_per_tx, p.cpu.anvil_ms_per_tx, p.cpu.postgres_ms_per_tx
-    );
-    println!(
-        "  {:<14} {:>8} {:>10} {:>10} {:>9}",
-        "chain call", "calls", "per intent", "RPC/intent", "mean ms"
-    );
-    for c in &p.chain_calls {
-        println!(
-            "  {:<14} {:>8} {:>10.3} {:>10.3} {:>9.2}",
-            c.method, c.calls, c.per_intent, c.rpc_per_intent, c.mean_ms
-        );
-    }
+    pub(crate) many_tls: Vec<TxmgrPhase>,
+    /// Phase "idle": a real daemon with `--idle-submitters` submitters.
+    pub(crate) idle: Option<IdlePhase>,
 }

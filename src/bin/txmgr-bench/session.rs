@@ -1,0 +1,114 @@
+//! One in-process node serving the closed-loop txmgr phases ("one", then
+//! "many" once per `--submitters` count) and the open-loop ack phase.
+
+use std::time::Duration;
+
+use alloy::primitives::Address;
+use anyhow::Context;
+
+use crate::{
+    anvil::Anvil,
+    keys::{self, TxmgrKeys},
+    node::{self, BenchDb, Node, NodeSettings},
+    phases::TxmgrBench,
+    report, Args, Phase, TRANSFER_GAS,
+};
+
+/// Where the node under test sends its JSON-RPC.
+pub(crate) struct RpcTarget {
+    pub(crate) url: String,
+    pub(crate) ca_file: Option<std::path::PathBuf>,
+}
+
+/// What one node measured.
+pub(crate) struct TxmgrPhases {
+    pub(crate) one: Option<report::TxmgrPhase>,
+    /// One per `--submitters` count, in order.
+    pub(crate) many: Vec<report::TxmgrPhase>,
+    pub(crate) ack: Option<report::AckPhase>,
+}
+
+/// Starts one node with `keys_of_node` as submitters, its RPC at `rpc`, and
+/// runs the txmgr phases (the open-loop one only with `with_ack`, over the
+/// first `--submitters` count).
+pub(crate) async fn run_txmgr(
+    args: &Args,
+    keys_of_node: &TxmgrKeys,
+    rpc: &RpcTarget,
+    anvil: &Anvil,
+    db: &BenchDb,
+    with_ack: bool,
+) -> anyhow::Result<TxmgrPhases> {
+    let submitters = keys_of_node.submitters();
+    let addresses: Vec<Address> = submitters.iter().map(|(a, _, _)| *a).collect();
+    anvil.fund(&addresses).await?;
+    let ack_total = args
+        .ack_rate
+        .map_or(0, |r| (r * args.ack_duration.as_secs_f64()).ceil() as u64);
+    let settings = NodeSettings {
+        // Nothing is mined: every intent of the run (plus warm-ups) holds a slot.
+        max_in_flight: args.count as u64 + ack_total + 16,
+        batch_size: args.batch_size,
+        ingress_capacity: (args.concurrency * 2).max(10_000),
+        db_connections: args.db_connections,
+        poll_interval: args.poll_interval.clone(),
+    };
+    let env_submitters: Vec<(Address, String)> = submitters
+        .iter()
+        .map(|(a, var, _)| (*a, var.clone()))
+        .collect();
+    let mut toml = node::config_toml(&db.url, &rpc.url, &settings, &env_submitters);
+    if let Some(ca_file) = &rpc.ca_file {
+        toml = toml.replace(
+            "[chain]\n",
+            &format!("[chain]\nca_file = \"{}\"\n", ca_file.display()),
+        );
+    }
+    let node = Node::start(&toml).await.context("starting the node")?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency.max(256))
+        .tcp_nodelay(true)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .context("HTTP client")?;
+    let bench = TxmgrBench {
+        client,
+        node: &node,
+        db,
+        concurrency: args.concurrency,
+        gas_limit: (!args.estimate_gas).then_some(TRANSFER_GAS),
+        tracking_timeout: args.tracking_timeout,
+        anvil_pid: anvil.pid(),
+    };
+    let one_address = keys::addresses(&keys_of_node.one);
+    let many_addresses: Vec<Vec<Address>> = keys_of_node
+        .many
+        .iter()
+        .map(|set| keys::addresses(set))
+        .collect();
+    let mut phases = TxmgrPhases {
+        one: None,
+        many: Vec::new(),
+        ack: None,
+    };
+    let outcome = async {
+        if args.phases.contains(&Phase::One) {
+            phases.one = Some(bench.closed_loop(&one_address, args.count, "one").await?);
+        }
+        if args.phases.contains(&Phase::Many) {
+            for set in &many_addresses {
+                let tag = format!("many{}", set.len());
+                phases
+                    .many
+                    .push(bench.closed_loop(set, args.count, &tag).await?);
+            }
+        }
+        if let (Some(rate), true, Some(set)) = (args.ack_rate, with_ack, many_addresses.first()) {
+            phases.ack = Some(bench.open_loop(set, rate, args.ack_duration).await?);
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    node.stop().await;
+    outcome.map(|()| phases)
+}

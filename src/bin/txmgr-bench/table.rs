@@ -1,0 +1,224 @@
+//! The human-readable report: throughput, then cost per intent, then the
+//! per-phase diagnostics and the idle phase.
+
+use crate::report::{RawPhase, Report, TxmgrPhase};
+
+/// One row of the two main tables.
+struct Row<'a> {
+    name: &'static str,
+    raw: Option<&'a RawPhase>,
+    txmgr: Option<&'a TxmgrPhase>,
+}
+
+impl Report {
+    /// Prints the report as tables.
+    pub(crate) fn print_table(&self) {
+        println!(
+            "txmgr-bench: n={} c={} batch_size={} gas_limit={} cpus={}{}",
+            self.count,
+            self.concurrency,
+            self.batch_size,
+            if self.fixed_gas_limit {
+                "21000"
+            } else {
+                "estimated"
+            },
+            self.cpus,
+            if self.async_commit {
+                " synchronous_commit=off (DIAGNOSTIC: acks not durable)"
+            } else {
+                ""
+            }
+        );
+        let rows = self.rows();
+        println!(
+            "{:<24} {:>5} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9}",
+            "phase", "keys", "tx/s", "vs raw", "acks/s", "p50 ms", "p99 ms", "max ms"
+        );
+        for row in &rows {
+            print_rate_row(row);
+        }
+        if let Some(a) = &self.ack {
+            let l = &a.ack_latency;
+            println!(
+                "{:<24} {:>5} {:>9} {:>7} {:>9.0} {:>9.2} {:>9.2} {:>9.2}",
+                "open-loop creates",
+                a.submitters,
+                "-",
+                "-",
+                a.rate_per_s,
+                l.p50_ms,
+                l.p99_ms,
+                l.max_ms
+            );
+        }
+        println!(
+            "(raw rows: sends/s and the latency of one send; txmgr rows: tx/s end to end \
+             (first POST → all TRACKING), latency of the create ack)"
+        );
+        println!(
+            "\n{:<24} {:>5} {:>22} {:>10} {:>10} {:>10}",
+            "cost per intent", "keys", "CPU ms bench/anvil/pg", "DB tx", "RPC reqs", "chain calls"
+        );
+        for row in &rows {
+            print_cost_row(row);
+        }
+        println!(
+            "(CPU: this process (client + HTTP + engine, or the raw sender), anvil, PostgreSQL \
+             backends of the bench database; DB tx: commits + rollbacks of the bench database; \
+             RPC reqs: JSON-RPC requests; chain calls: calls of the engine's chain port)"
+        );
+        for phase in self.one.iter().chain(&self.many) {
+            print_diagnostics(phase);
+        }
+        for phase in self.one_tls.iter().chain(&self.many_tls) {
+            println!("\n(RPC over HTTPS)");
+            print_diagnostics(phase);
+        }
+        if let Some(idle) = &self.idle {
+            idle.print();
+        }
+    }
+
+    /// Rows grouped by key count: raw, then txmgr, then txmgr over HTTPS.
+    fn rows(&self) -> Vec<Row<'_>> {
+        let mut keys: Vec<usize> = self
+            .raw_one
+            .iter()
+            .chain(&self.raw_many)
+            .map(|r| r.keys)
+            .chain(
+                self.one
+                    .iter()
+                    .chain(&self.many)
+                    .chain(&self.one_tls)
+                    .chain(&self.many_tls)
+                    .map(|p| p.submitters),
+            )
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut rows = Vec::new();
+        for k in keys {
+            if let Some(raw) = self
+                .raw_one
+                .iter()
+                .chain(&self.raw_many)
+                .find(|r| r.keys == k)
+            {
+                rows.push(Row {
+                    name: "raw eth_sendRawTx",
+                    raw: Some(raw),
+                    txmgr: None,
+                });
+            }
+            let plain = self
+                .one
+                .iter()
+                .chain(&self.many)
+                .find(|p| p.submitters == k);
+            if let Some(p) = plain {
+                rows.push(Row {
+                    name: "txmgr HTTP→TRACKING",
+                    raw: None,
+                    txmgr: Some(p),
+                });
+            }
+            let tls = self
+                .one_tls
+                .iter()
+                .chain(&self.many_tls)
+                .find(|p| p.submitters == k);
+            if let Some(p) = tls {
+                rows.push(Row {
+                    name: "txmgr, RPC over HTTPS",
+                    raw: None,
+                    txmgr: Some(p),
+                });
+            }
+        }
+        rows
+    }
+}
+
+fn print_rate_row(row: &Row<'_>) {
+    if let Some(raw) = row.raw {
+        let l = &raw.send_latency;
+        println!(
+            "{:<24} {:>5} {:>9.0} {:>7} {:>9} {:>9.2} {:>9.2} {:>9.2}",
+            row.name, raw.keys, raw.tx_per_s, "1.00", "-", l.p50_ms, l.p99_ms, l.max_ms
+        );
+    }
+    if let Some(p) = row.txmgr {
+        let l = &p.ack_latency;
+        let ratio = p.ratio_vs_raw.map_or("-".to_owned(), |r| format!("{r:.2}"));
+        println!(
+            "{:<24} {:>5} {:>9.0} {:>7} {:>9.0} {:>9.2} {:>9.2} {:>9.2}",
+            row.name,
+            p.submitters,
+            p.e2e_tx_per_s,
+            ratio,
+            p.acks_per_s,
+            l.p50_ms,
+            l.p99_ms,
+            l.max_ms
+        );
+    }
+}
+
+fn print_cost_row(row: &Row<'_>) {
+    if let Some(raw) = row.raw {
+        let cpu = format!(
+            "{:.3}/{:.3}/-",
+            raw.cpu.bench_ms_per_tx, raw.cpu.anvil_ms_per_tx
+        );
+        println!(
+            "{:<24} {:>5} {:>22} {:>10} {:>10.3} {:>10}",
+            row.name, raw.keys, cpu, "-", 1.0, "-"
+        );
+    }
+    if let Some(p) = row.txmgr {
+        let cpu = format!(
+            "{:.3}/{:.3}/{:.3}",
+            p.cpu.bench_ms_per_tx, p.cpu.anvil_ms_per_tx, p.cpu.postgres_ms_per_tx
+        );
+        println!(
+            "{:<24} {:>5} {:>22} {:>10.2} {:>10.3} {:>10.3}",
+            row.name,
+            p.submitters,
+            cpu,
+            p.db_transactions_per_intent,
+            p.rpc_requests_per_intent,
+            p.chain_calls_per_intent
+        );
+    }
+}
+
+fn print_diagnostics(p: &TxmgrPhase) {
+    let s = &p.pipeline;
+    println!(
+        "\n{} submitter(s): warm-up {:.0} ms; {} ingress commits, {} broadcast batches \
+         (mean {:.1} intents), insert→TRACKING p50 {:.1} ms p99 {:.1} ms; ack phase {:.0} ms, \
+         e2e {:.0} ms; {} DB transactions",
+        p.submitters,
+        p.warm_up_ms,
+        s.ingress_commits,
+        s.broadcast_commits,
+        s.mean_batch,
+        s.queue_to_tracking_p50_ms,
+        s.queue_to_tracking_p99_ms,
+        p.ack_elapsed_ms,
+        p.e2e_ms,
+        p.db_transactions
+    );
+    println!(
+        "  {:<14} {:>8} {:>10} {:>10} {:>9}",
+        "chain call", "calls", "per intent", "RPC/intent", "mean ms"
+    );
+    for c in &p.chain_calls {
+        println!(
+            "  {:<14} {:>8} {:>10.3} {:>10.3} {:>9.2}",
+            c.method, c.calls, c.per_intent, c.rpc_per_intent, c.mean_ms
+        );
+    }
+}
