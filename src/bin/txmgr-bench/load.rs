@@ -267,6 +267,28 @@ pub(crate) async fn wait_states(
     }
 }
 
+/// Polls every [`TRACKING_POLL`] until no intent of `submitters` is QUEUED
+/// or ALLOCATED (a scan of the few pending rows, whatever the table holds);
+/// returns when that was first seen, or fails at `deadline`.
+pub(crate) async fn wait_none_pending(
+    db: &BenchDb,
+    submitters: &[String],
+    deadline: Instant,
+) -> anyhow::Result<Instant> {
+    loop {
+        if count_in_states(db, submitters, &["QUEUED", "ALLOCATED"]).await? == 0 {
+            return Ok(Instant::now());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "intents still pending at the deadline; states now: {:?}",
+                state_breakdown(db, submitters).await
+            );
+        }
+        tokio::time::sleep(TRACKING_POLL).await;
+    }
+}
+
 /// `(state, count)` of the intents of `submitters`, for error messages.
 pub(crate) async fn state_breakdown(db: &BenchDb, submitters: &[String]) -> Vec<(String, i64)> {
     db.count_own_query();
