@@ -107,7 +107,10 @@ impl TxmgrBench<'_> {
             load::wait_none_pending(self.db, &hex, started + self.tracking_timeout).await?;
         let tracked = load::tracking_count(self.db, &hex).await?;
         if tracked < baseline + count {
-            bail!("{tag}: only {} of {count} intents reached TRACKING", tracked - baseline);
+            bail!(
+                "{tag}: only {} of {count} intents reached TRACKING",
+                tracked - baseline
+            );
         }
         let e2e = tracked_at.duration_since(started);
         let db_transactions = self.db.transactions().await? - db_before;

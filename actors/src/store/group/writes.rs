@@ -275,8 +275,10 @@ impl CursorWrites {
 }
 
 /// Every part's attempts in one insert (numbered after the intent's newest
-/// attempt) and one update of the intents' current hash; then the signer's
-/// refusals, one by one (rare).
+/// attempt); then the signer's refusals, one by one (rare). The intents'
+/// `tx_hash` is set when the broadcast is recorded ([`record`]): one update
+/// of the intent row fewer per attempt (each is a new row version with its
+/// index entries), and the intent names the attempt that was last sent.
 pub(super) async fn persist(conn: &mut PgConnection, parts: &[PersistPart<'_>]) -> StoreResult<()> {
     let mut rows = Columns::default();
     let mut attempts: Vec<&NewAttempt> = Vec::new();
@@ -322,19 +324,6 @@ pub(super) async fn persist(conn: &mut PgConnection, parts: &[PersistPart<'_>]) 
         .bind(&rows.addresses)
         .execute(&mut *conn)
         .await?;
-        sqlx::query(
-            "UPDATE managed_tx m SET tx_hash = a.tx_hash, fencing_token = a.token, updated_at = now()
-               FROM UNNEST($1::uuid[], $2::text[], $3::bigint[], $4::bigint[], $5::text[])
-                    AS a(tx_id, tx_hash, token, chain_id, submitter)
-              WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter",
-        )
-        .bind(&rows.tx_ids)
-        .bind(&hashes)
-        .bind(&rows.tokens)
-        .bind(&rows.chains)
-        .bind(&rows.addresses)
-        .execute(&mut *conn)
-        .await?;
     }
     for part in parts {
         for (tx_id, reason) in part.refused {
@@ -347,8 +336,9 @@ pub(super) async fn persist(conn: &mut PgConnection, parts: &[PersistPart<'_>]) 
 
 /// Every part's broadcast answers: accepted ones to TRACKING, retries
 /// stay ALLOCATED with their retry time (and `maybe_pooled` after an
-/// unknown answer), each attempt's answer recorded; definitive refusals
-/// rejected one by one (rare).
+/// unknown answer), both pointing the intent's `tx_hash` at the attempt
+/// sent, each attempt's answer recorded; definitive refusals rejected one
+/// by one (rare).
 pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) -> StoreResult<()> {
     let mut accepted = Columns::default();
     let mut retried = Columns::default();
@@ -357,11 +347,14 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
     let mut results = Columns::default();
     let mut labels: Vec<String> = Vec::new();
     let mut hashes: Vec<String> = Vec::new();
+    let mut accepted_hashes: Vec<String> = Vec::new();
+    let mut retried_hashes: Vec<String> = Vec::new();
     for part in parts {
         let record = part.record;
         for (tx_id, hash, label) in &record.accepted {
             accepted.push(part.fence, *tx_id);
             accepted.millis.push(millis(record.resubmit_interval));
+            accepted_hashes.push(format!("{hash:#x}"));
             results.push(part.fence, *tx_id);
             hashes.push(format!("{hash:#x}"));
             labels.push((*label).to_owned());
@@ -369,6 +362,7 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
         for retry in &record.retries {
             retried.push(part.fence, retry.tx_id);
             retried.millis.push(millis(record.retry_after));
+            retried_hashes.push(format!("{:#x}", retry.tx_hash));
             errors.push(retry.error.clone());
             unknown.push(retry.unknown);
             results.push(part.fence, retry.tx_id);
@@ -383,9 +377,11 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
                     submit_attempts = submit_attempts + 1, last_submit_at = now(),
                     first_broadcast_at = COALESCE(m.first_broadcast_at, now()),
                     next_resubmit_at = now() + a.resubmit_ms * interval '1 millisecond',
-                    last_error = NULL, retry_at = NULL, fencing_token = a.token, updated_at = now()
-               FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[])
-                    AS a(tx_id, chain_id, submitter, token, resubmit_ms)
+                    last_error = NULL, retry_at = NULL, fencing_token = a.token, updated_at = now(),
+                    tx_hash = a.tx_hash
+               FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
+                           $6::text[])
+                    AS a(tx_id, chain_id, submitter, token, resubmit_ms, tx_hash)
               WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
                 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
         )
@@ -394,6 +390,7 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
         .bind(&accepted.addresses)
         .bind(&accepted.tokens)
         .bind(&accepted.millis)
+        .bind(&accepted_hashes)
         .execute(&mut *conn)
         .await?;
     }
@@ -402,10 +399,10 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
             "UPDATE managed_tx m SET last_error = a.error,
                     retry_at = now() + a.retry_ms * interval '1 millisecond',
                     maybe_pooled = m.maybe_pooled OR a.unknown, fencing_token = a.token,
-                    updated_at = now()
+                    updated_at = now(), tx_hash = a.tx_hash
                FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
-                           $6::text[], $7::bool[])
-                    AS a(tx_id, chain_id, submitter, token, retry_ms, error, unknown)
+                           $6::text[], $7::bool[], $8::text[])
+                    AS a(tx_id, chain_id, submitter, token, retry_ms, error, unknown, tx_hash)
               WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter",
         )
         .bind(&retried.tx_ids)
@@ -415,6 +412,7 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
         .bind(&retried.millis)
         .bind(&errors)
         .bind(&unknown)
+        .bind(&retried_hashes)
         .execute(&mut *conn)
         .await?;
     }
