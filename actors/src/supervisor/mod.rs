@@ -409,6 +409,12 @@ impl Engine {
         }
     }
 
+    /// Leases this node holds and its lease keeper renews (one statement
+    /// per renew interval for all of them; none while this is zero).
+    pub fn leases_held(&self) -> usize {
+        self.shared.keeper.held_count()
+    }
+
     /// How far the head watcher and the finality workers have got.
     pub fn progress(&self) -> &TrackerProgress {
         &self.tracker.progress
