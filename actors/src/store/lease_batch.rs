@@ -27,7 +27,9 @@ pub struct HeldLease {
 /// that has not expired, in one `UPDATE ... FROM UNNEST`, for `duration` from
 /// the database's `now()`. Returns, for each entry of `held` in order,
 /// whether it was renewed. Row locks make it wait for in-flight fenced
-/// transactions of those submitters, as a single renewal would.
+/// transactions of those submitters, as a single renewal would; it takes
+/// them in key order, the order the group committer locks lease rows in
+/// (`store::group`), so the two never deadlock.
 pub async fn renew_all(
     pool: &PgPool,
     owner: &LeaseOwner,
@@ -41,14 +43,21 @@ pub async fn renew_all(
     let submitters: Vec<String> = held.iter().map(|h| h.submitter.address_hex()).collect();
     let tokens: Vec<i64> = held.iter().map(|h| h.token).collect();
     let renewed: Vec<i64> = sqlx::query_scalar(
-        "UPDATE submitter_lease l
+        "WITH held AS (
+             SELECT l.chain_id, l.submitter, h.position
+               FROM submitter_lease l
+               JOIN UNNEST($1::bigint[], $2::text[], $3::bigint[])
+                    WITH ORDINALITY AS h(chain_id, submitter, token, position)
+                 ON l.chain_id = h.chain_id AND l.submitter = h.submitter
+                AND l.fencing_token = h.token
+              WHERE l.owner_node = $4 AND l.owner_instance = $5 AND l.expires_at > now()
+              ORDER BY l.chain_id, l.submitter
+                FOR UPDATE OF l)
+         UPDATE submitter_lease l
             SET expires_at = now() + $6 * interval '1 millisecond', updated_at = now()
-           FROM UNNEST($1::bigint[], $2::text[], $3::bigint[])
-                WITH ORDINALITY AS h(chain_id, submitter, token, position)
-          WHERE l.chain_id = h.chain_id AND l.submitter = h.submitter
-            AND l.fencing_token = h.token AND l.owner_node = $4 AND l.owner_instance = $5
-            AND l.expires_at > now()
-      RETURNING h.position",
+           FROM held
+          WHERE l.chain_id = held.chain_id AND l.submitter = held.submitter
+      RETURNING held.position",
     )
     .bind(&chain_ids)
     .bind(&submitters)
