@@ -5,8 +5,17 @@
 //! per-transaction.
 
 /// Counter: lease acquisition attempts, label `result` =
-/// `acquired` | `renewed` | `taken_over` | `not_owner` | `released` | `handed_over`.
+/// `acquired` | `renewed` | `taken_over` | `not_owner` | `released` |
+/// `handed_over` | `lost` (not renewed by the node's batch renewal) |
+/// `idle_released` (given up by an idle leader).
 pub const LEASE_ACQUISITIONS: &str = "txmgr_lease_acquisitions_total";
+
+/// Counter: statements of the node's lease keeper, each renewing every lease
+/// the node holds (one per renew interval while it holds any, none otherwise).
+pub const LEASE_RENEW_STATEMENTS: &str = "txmgr_lease_renew_statements_total";
+
+/// Gauge: leases this node's lease keeper renews.
+pub const LEASES_HELD: &str = "txmgr_leases_held";
 
 /// Counter: leases handed to their preferred node (lease balancing).
 pub const LEASE_HANDOVERS: &str = "txmgr_lease_handovers_total";
@@ -102,7 +111,17 @@ pub const GROUP_COMMIT_PARTS: &str = "txmgr_group_commit_parts";
 /// get their description.
 pub fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!(LEASE_ACQUISITIONS, Unit::Count, "Lease acquisition attempts by result (acquired, renewed, taken_over, not_owner, released, handed_over).");
+    describe_counter!(LEASE_ACQUISITIONS, Unit::Count, "Lease acquisition attempts by result (acquired, renewed, taken_over, not_owner, released, handed_over, lost, idle_released).");
+    describe_counter!(
+        LEASE_RENEW_STATEMENTS,
+        Unit::Count,
+        "Statements renewing all of this node's leases at once."
+    );
+    describe_gauge!(
+        LEASES_HELD,
+        Unit::Count,
+        "Leases this node holds and renews."
+    );
     describe_counter!(
         LEASE_HANDOVERS,
         Unit::Count,

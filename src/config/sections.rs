@@ -59,6 +59,8 @@ pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(10);
 pub const DEFAULT_LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(3);
 /// Default tolerance for clock differences between nodes and the database.
 pub const DEFAULT_CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(1);
+/// Default `lease.idle_release_after`.
+pub const DEFAULT_IDLE_RELEASE_AFTER: Duration = Duration::from_secs(30);
 /// Default node heartbeat interval.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
 /// Default interval between lease/peer discovery rounds.
@@ -317,6 +319,11 @@ pub struct LeaseConfig {
     /// off the local validity; must be below `duration`.
     #[serde(with = "humantime_serde")]
     pub clock_skew_allowance: Duration,
+    /// A leader with no open intent (nothing queued, in flight, tracked or
+    /// stuck) for this long releases its lease and stops until new work
+    /// arrives, so an idle node holds no lease and renews nothing.
+    #[serde(with = "humantime_serde")]
+    pub idle_release_after: Duration,
 }
 
 impl Default for LeaseConfig {
@@ -325,6 +332,7 @@ impl Default for LeaseConfig {
             duration: DEFAULT_LEASE_DURATION,
             renew_interval: DEFAULT_LEASE_RENEW_INTERVAL,
             clock_skew_allowance: DEFAULT_CLOCK_SKEW_ALLOWANCE,
+            idle_release_after: DEFAULT_IDLE_RELEASE_AFTER,
         }
     }
 }

@@ -243,6 +243,11 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
         "lease.clock_skew_allowance",
         lease.clock_skew_allowance,
     );
+    positive(
+        &mut push,
+        "lease.idle_release_after",
+        lease.idle_release_after,
+    );
     if !lease.renew_interval.is_zero() && lease.renew_interval >= lease.duration / 2 {
         push(
             "lease.renew_interval",

@@ -136,6 +136,7 @@ pub async fn start_engine(
             duration: config.lease.duration,
             renew_interval: config.lease.renew_interval,
             clock_skew: config.lease.clock_skew_allowance,
+            idle_release_after: config.lease.idle_release_after,
         },
         poll_interval: config.chain.poll_interval,
         sweep_interval: config.chain.stale_receipt_timeout,

@@ -153,3 +153,18 @@ pub async fn insert_queued_quiet(
     tx.commit().await?;
     Ok(outcomes)
 }
+
+/// Open (not terminal) intents of a submitter: QUEUED, ALLOCATED, TRACKING
+/// or STUCK. Zero means nothing awaits a nonce, a receipt or finality.
+pub async fn open_count(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<i64> {
+    let count: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM managed_tx
+          WHERE chain_id = $1 AND submitter = $2
+            AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')",
+    )
+    .bind(submitter.chain_id_db())
+    .bind(submitter.address_hex())
+    .fetch_one(pool)
+    .await?;
+    Ok(count)
+}

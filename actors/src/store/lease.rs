@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 
-use super::{millis, LeaseOwner, StoreResult};
+use super::{lease_deadline::LeaseDeadline, millis, LeaseOwner, StoreResult};
 use crate::{domain::SubmitterKey, metrics::LEASE_ACQUISITIONS};
 
 /// What a node asks for when it acquires or renews a lease.
@@ -31,8 +31,9 @@ pub struct LeaseRequest {
 /// Proof that this node held the lease with `token` when it was granted.
 ///
 /// Writes made with it are still checked on the database by
-/// [`FencedTx`](super::FencedTx); `valid_until` only tells the holder when to
-/// stop acting without asking.
+/// [`FencedTx`](super::FencedTx); the deadline only tells the holder when to
+/// stop acting without asking. Clones share the deadline: a renewal by the
+/// node's lease keeper extends it for the leader too.
 #[derive(Debug, Clone)]
 pub struct LeaseGuard {
     /// The leased submitter.
@@ -41,19 +42,34 @@ pub struct LeaseGuard {
     pub owner: LeaseOwner,
     /// The fencing token every critical write is checked against.
     pub token: i64,
-    /// Monotonic deadline: time the request was sent + duration − skew.
-    pub valid_until: Instant,
+    /// Monotonic deadline: time the last successful (re)newal request was
+    /// sent + duration − skew; ended when the lease was found lost.
+    pub deadline: LeaseDeadline,
 }
 
 impl LeaseGuard {
     /// True while the local, conservative view says the lease still holds.
     pub fn is_locally_valid(&self) -> bool {
-        Instant::now() < self.valid_until
+        self.deadline.until().is_some_and(|t| Instant::now() < t)
     }
 
-    /// Time left before the local deadline (zero once passed).
+    /// Time left before the local deadline (zero once passed or lost).
     pub fn time_left(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
+        self.deadline.until().map_or(Duration::ZERO, |t| {
+            t.saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// Takes a renewal of this lease (same token) into the shared deadline.
+    /// False when `renewed` is another lease: nothing changes then.
+    pub fn absorb_renewal(&self, renewed: &LeaseGuard) -> bool {
+        if renewed.token != self.token || renewed.submitter != self.submitter {
+            return false;
+        }
+        if let Some(until) = renewed.deadline.until() {
+            self.deadline.extend_to(until);
+        }
+        true
     }
 }
 
@@ -267,7 +283,7 @@ fn guard(req: &LeaseRequest, token: i64, sent_at: Instant) -> LeaseGuard {
         submitter: req.submitter,
         owner: req.owner.clone(),
         token,
-        valid_until: sent_at + req.duration.saturating_sub(req.clock_skew),
+        deadline: LeaseDeadline::new(sent_at + req.duration.saturating_sub(req.clock_skew)),
     }
 }
 

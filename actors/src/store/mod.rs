@@ -15,6 +15,8 @@ pub mod filler;
 pub mod group;
 pub mod intents;
 mod lease;
+mod lease_batch;
+mod lease_deadline;
 pub mod node;
 pub mod nonce_cursor;
 mod owner;
@@ -31,6 +33,8 @@ pub use lease::{
     acquire_or_renew, acquire_or_renew_deferring, current_lease, hand_over, notify_handover,
     release, LeaseGuard, LeaseInfo, LeaseOutcome, LeaseRequest, LEASE_SUFFIX,
 };
+pub use lease_batch::{renew_all, HeldLease};
+pub use lease_deadline::LeaseDeadline;
 pub use nonce_cursor::NonceCursor;
 pub use owner::LeaseOwner;
 

@@ -16,8 +16,11 @@ use super::{
     status::Role,
     sweep, SubmitterContext, SubmitterHandle,
 };
+mod idle;
 mod leadership;
 
+pub(crate) use idle::IDLE_STOP;
+use idle::{arm_idle, on_idle_tick};
 use leadership::{on_lease_tick, ready_to_lead};
 
 use crate::store::{self, tracking::MinedReceipt, LeaseGuard, LeaseRequest};
@@ -29,8 +32,13 @@ pub enum SubmitterMsg {
     Work,
     /// Timer: run the work cycle again (retry or continuation).
     WorkTimer,
-    /// Timer: renew the lease (leader) or try to acquire it (standby).
+    /// Check the lease now: a standby tries to acquire it (woken by the
+    /// node's lease scan or a hand-over); a leader renews it and hands it
+    /// over if asked (the node's lease keeper found it lost, or preferred
+    /// elsewhere).
     LeaseTick,
+    /// Timer: a leader with nothing open for a while releases its lease.
+    IdleTick,
     /// Timer: check the chain (receipts, external nonce use).
     SweepTick,
     /// Release the lease and stop (graceful shutdown, removal, restart).
@@ -54,6 +62,7 @@ impl SubmitterMsg {
             self,
             SubmitterMsg::WorkTimer
                 | SubmitterMsg::LeaseTick
+                | SubmitterMsg::IdleTick
                 | SubmitterMsg::SweepTick
                 | SubmitterMsg::Drain(_)
         )
@@ -84,6 +93,12 @@ pub struct SubmitterState {
     lease_timer: Option<Timer>,
     work_timer: Option<Timer>,
     sweep_timer: Option<Timer>,
+    idle_timer: Option<Timer>,
+    /// When the actor last handled work or a tracking report (idle release).
+    last_activity: std::time::Instant,
+    /// Standby: until when the foreign lease last seen is live (by the local
+    /// clock, skew included); a wake-up after that tries to acquire it.
+    foreign_until: Option<std::time::Instant>,
     /// When this node last became leader (hand-over hysteresis).
     leader_since: Option<std::time::Instant>,
     /// The lease holder last seen (lease balancing).
@@ -120,7 +135,7 @@ impl SubmitterState {
         let status = self.handle.status();
         status.set_role(role);
         status.set_fencing_token(self.lease.as_ref().map_or(0, |l| l.token));
-        status.set_lease_valid_until(self.lease.as_ref().map(|l| l.valid_until));
+        status.set_lease_deadline(self.lease.as_ref().map(|l| l.deadline.clone()));
         status.set_protect_reason(self.protect_reason.clone());
     }
 
@@ -166,6 +181,9 @@ impl Actor for SubmitterActor {
             lease_timer: None,
             work_timer: None,
             sweep_timer: None,
+            idle_timer: None,
+            last_activity: std::time::Instant::now(),
+            foreign_until: None,
             leader_since: None,
             last_owner: None,
             taken_up: false,
@@ -181,18 +199,24 @@ impl Actor for SubmitterActor {
             state.lease_timer.take(),
             state.work_timer.take(),
             state.sweep_timer.take(),
+            state.idle_timer.take(),
         ]
         .into_iter()
         .flatten()
         {
             timer.abort();
         }
+        // A stopped actor's lease is renewed no more: it lapses unless the
+        // actor released it first.
+        if let Some(lease) = state.lease.take() {
+            state.ctx.keeper.forget(&lease);
+        }
         state.ctx.index.remove_submitter(state.ctx.key.address);
         state.ctx.timers.forget_submitter(state.ctx.key.address);
         state.handle.status().set_head_of_line_blocked(false);
         state.handle.status().set_role(Role::Idle);
         state.handle.status().set_fencing_token(0);
-        state.handle.status().set_lease_valid_until(None);
+        state.handle.status().set_lease_deadline(None);
         Ok(())
     }
 
@@ -204,6 +228,7 @@ impl Actor for SubmitterActor {
     ) -> Result<(), ActorProcessingErr> {
         if msg.is_counted() {
             state.handle.message_taken(&msg);
+            state.last_activity = std::time::Instant::now();
         }
         let span = tracing::info_span!(
             "submitter",
@@ -224,11 +249,13 @@ async fn dispatch(
 ) -> Result<(), ActorProcessingErr> {
     match msg {
         SubmitterMsg::LeaseTick => on_lease_tick(&myself, state).await,
+        SubmitterMsg::IdleTick => on_idle_tick(&myself, state).await,
         SubmitterMsg::Work | SubmitterMsg::WorkTimer => on_work(&myself, state).await,
         SubmitterMsg::SweepTick => on_sweep(&myself, state).await,
         SubmitterMsg::Drain(reply) => {
             state.handle.status().set_role(Role::Stopping);
             if let Some(lease) = state.lease.take() {
+                state.ctx.keeper.forget(&lease);
                 if let Err(err) = store::release(&state.ctx.pool, &lease).await {
                     tracing::warn!(target: "txmgr::submitter", submitter = %state.ctx.key, error = %err, "lease release failed; it will expire");
                 }

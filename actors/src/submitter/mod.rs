@@ -16,6 +16,7 @@ mod fees;
 mod follow;
 mod handle;
 mod ingress;
+mod keeper;
 mod lease_keep;
 mod resubmit;
 mod settings;
@@ -40,9 +41,11 @@ use crate::{
     tracker::{ReceiptIndex, ResubmitTimers},
 };
 
+pub(crate) use actor::IDLE_STOP;
 pub use actor::{SubmitterActor, SubmitterArgs, SubmitterMsg};
 pub use handle::{SubmitterHandle, BUSY_RETRY_AFTER, OVERLOADED_RETRY_AFTER};
 pub use ingress::{queued_bytes, IngressLimits, IngressWriter, INGRESS_ITEM_OVERHEAD_BYTES};
+pub use keeper::LeaseKeeper;
 pub use settings::{Finality, SubmitterSettings};
 pub use status::{Role, SubmitterStatus};
 
@@ -55,6 +58,9 @@ pub struct LeaseTiming {
     pub renew_interval: Duration,
     /// Skew allowance for take-overs and the local validity margin.
     pub clock_skew: Duration,
+    /// How long a leader with no open intent keeps its lease before it
+    /// releases it and stops (a create brings it back at once).
+    pub idle_release_after: Duration,
 }
 
 /// Everything a SubmitterActor works with; shared with its handle and the
@@ -85,6 +91,8 @@ pub struct SubmitterContext {
     pub membership: Arc<Membership>,
     /// The node-wide group committer of the hot-path fenced writes.
     pub committer: GroupCommitter,
+    /// Renews every lease of this node in one statement.
+    pub keeper: Arc<LeaseKeeper>,
     /// Intents the last sweep saw with their nonce consumed and no receipt
     /// of theirs: acted on only if the next sweep sees the same.
     pub consumed_suspects: std::sync::Mutex<std::collections::HashSet<uuid::Uuid>>,

@@ -7,6 +7,8 @@ use std::sync::{
     RwLock,
 };
 
+use crate::store::LeaseDeadline;
+
 /// A submitter actor's role on this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -14,7 +16,8 @@ pub enum Role {
     Idle,
     /// Holds the lease and does the work.
     Leader,
-    /// Another node holds the lease; retries every lease period.
+    /// Another node holds the lease; this node's lease scan wakes it when
+    /// that lease can be taken over.
     Standby,
     /// PROTECT: external use of the key was seen; no new work.
     Protected,
@@ -56,7 +59,7 @@ pub struct SubmitterStatus {
     head_of_line_blocked: AtomicBool,
     protect_reason: RwLock<Option<String>>,
     last_error: RwLock<Option<String>>,
-    lease_valid_until: RwLock<Option<std::time::Instant>>,
+    lease_deadline: RwLock<Option<LeaseDeadline>>,
 }
 
 impl SubmitterStatus {
@@ -119,18 +122,19 @@ impl SubmitterStatus {
     }
 
     /// Time left on the lease by the local, conservative clock (None: no lease).
+    /// Read live from the lease's deadline, which the node's lease keeper
+    /// moves on; zero once the lease was found lost.
     pub fn lease_time_left(&self) -> Option<std::time::Duration> {
-        self.lease_valid_until
-            .read()
-            .ok()
-            .and_then(|v| *v)
-            .map(|until| until.saturating_duration_since(std::time::Instant::now()))
+        let deadline = self.lease_deadline.read().ok()?.clone()?;
+        Some(deadline.until().map_or(std::time::Duration::ZERO, |until| {
+            until.saturating_duration_since(std::time::Instant::now())
+        }))
     }
 
-    /// Records the local deadline of the lease held (None: none held).
-    pub fn set_lease_valid_until(&self, until: Option<std::time::Instant>) {
-        if let Ok(mut slot) = self.lease_valid_until.write() {
-            *slot = until;
+    /// Records the deadline of the lease held (None: none held).
+    pub fn set_lease_deadline(&self, deadline: Option<LeaseDeadline>) {
+        if let Ok(mut slot) = self.lease_deadline.write() {
+            *slot = deadline;
         }
     }
 

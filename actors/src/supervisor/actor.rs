@@ -10,7 +10,10 @@ use alloy::primitives::Address;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use super::{discovery, EngineShared};
-use crate::submitter::{Role, SubmitterActor, SubmitterArgs, SubmitterMsg};
+use crate::{
+    store,
+    submitter::{Role, SubmitterActor, SubmitterArgs, SubmitterMsg, IDLE_STOP},
+};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -24,7 +27,8 @@ pub enum SupervisorMsg {
     Ensure(Address),
     /// Backoff over: spawn again.
     Respawn(Address),
-    /// Timer: scan the database for unfinished work whose lease is free.
+    /// Timer: the node's lease scan (unfinished work whose lease is free or
+    /// can be taken over).
     Discover,
     /// Drain every child and answer when done.
     Shutdown(RpcReplyPort<()>),
@@ -120,6 +124,70 @@ impl SupervisorState {
         myself.send_after(backoff, move || SupervisorMsg::Respawn(address));
     }
 
+    /// One lease scan: wakes (or starts) the actors of submitters with open
+    /// work whose lease can be taken now, and says when to scan again.
+    async fn discover(&mut self, myself: &ActorRef<SupervisorMsg>) -> Duration {
+        let config = &self.shared.config;
+        let interval = config.discovery_interval;
+        let rows = match discovery::scan(&self.shared).await {
+            Ok(rows) => rows,
+            Err(err) => {
+                tracing::warn!(target: "txmgr::supervisor", error = %err, "lease scan failed");
+                return interval;
+            }
+        };
+        let membership = self.shared.membership.clone();
+        let me = config.owner.node_id.clone();
+        let plan = discovery::plan(&rows, config.lease.clock_skew, |address, owner| {
+            membership.defer_for(address, &me, owner)
+        });
+        let mut woke = false;
+        for address in plan.wake {
+            woke |= self.wake(myself, address).await;
+        }
+        self.refresh_standby_protect().await;
+        let mut next = plan.next_in.unwrap_or(interval).min(interval);
+        if woke {
+            next = next.min(discovery::AFTER_WAKING);
+        }
+        next.max(Duration::from_millis(20))
+    }
+
+    /// Tells a running actor to try for the lease, or starts one. False when
+    /// neither was possible (paused, backing off, given up on).
+    async fn wake(&mut self, myself: &ActorRef<SupervisorMsg>, address: Address) -> bool {
+        let actor = self.shared.handle(address).and_then(|h| h.actor());
+        if let Some(actor) = actor {
+            return actor.send_message(SubmitterMsg::LeaseTick).is_ok();
+        }
+        self.spawn(myself, address).await;
+        self.running.contains_key(&address)
+    }
+
+    /// Standbys show PROTECT so this node answers 423 too; the leader's node
+    /// may have cleared it (unprotect): re-read those few reasons.
+    async fn refresh_standby_protect(&self) {
+        let shown: Vec<Address> = self
+            .shared
+            .handles
+            .iter()
+            .filter(|h| h.status().role() == Role::Standby && h.status().protect_reason().is_some())
+            .map(|h| *h.key())
+            .collect();
+        match discovery::protect_reasons(&self.shared, &shown).await {
+            Ok(reasons) => {
+                for (address, reason) in reasons {
+                    if let Some(handle) = self.shared.handle(address) {
+                        handle.status().set_protect_reason(reason);
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::debug!(target: "txmgr::supervisor", error = %err, "re-reading PROTECT reasons failed")
+            }
+        }
+    }
+
     /// Drains the actor (it releases its lease), waits for it to stop, kills
     /// it if it does not within [`PAUSE_TIMEOUT`], and forgets it so the
     /// later termination event triggers no restart.
@@ -180,19 +248,8 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::Discover => {
                 if !state.shutting_down {
-                    match discovery::submitters_with_free_work(&state.shared).await {
-                        Ok(found) => {
-                            for address in found {
-                                state.spawn(&myself, address).await;
-                            }
-                        }
-                        Err(err) => {
-                            tracing::warn!(target: "txmgr::supervisor", error = %err, "discovery scan failed")
-                        }
-                    }
-                    myself.send_after(state.shared.config.discovery_interval, || {
-                        SupervisorMsg::Discover
-                    });
+                    let next = state.discover(&myself).await;
+                    myself.send_after(next, || SupervisorMsg::Discover);
                 }
             }
             SupervisorMsg::Shutdown(reply) => {
@@ -249,6 +306,22 @@ impl Actor for Supervisor {
             handle.set_actor(None);
         }
         if state.shutting_down || why == "drained" {
+            return Ok(());
+        }
+        if why == IDLE_STOP {
+            // Idle: started again by new work. A create committed while it
+            // stopped woke nobody (its wake-up found the old actor); one more
+            // look, after the handle was detached above, finds it.
+            let pool = state.shared.pool.clone();
+            let key = crate::SubmitterKey::new(state.shared.config.chain_id, address);
+            tokio::spawn(async move {
+                if store::intents::open_count(&pool, key)
+                    .await
+                    .map_or(true, |n| n > 0)
+                {
+                    let _ = myself.send_message(SupervisorMsg::Ensure(address));
+                }
+            });
             return Ok(());
         }
         state.schedule_restart(&myself, address, &why);

@@ -25,7 +25,7 @@ use crate::{
     signer::TxSigner,
     store::{group::GroupCommitter, LeaseOwner},
     submitter::{
-        Finality, IngressLimits, IngressWriter, LeaseTiming, Role, SubmitterContext,
+        Finality, IngressLimits, IngressWriter, LeaseKeeper, LeaseTiming, Role, SubmitterContext,
         SubmitterHandle, SubmitterMsg, SubmitterSettings,
     },
     tracker::{
@@ -105,6 +105,8 @@ pub struct EngineShared {
     ingress: IngressWriter,
     /// The node-wide writer of the leaders' hot-path fenced writes.
     committer: GroupCommitter,
+    /// Renews every lease this node holds, in one statement per interval.
+    keeper: Arc<LeaseKeeper>,
 }
 
 /// Creates persisted per ingress transaction at most.
@@ -163,6 +165,8 @@ pub struct Engine {
     tracker: Arc<TrackerRefs>,
     /// The membership refresh task.
     members: Arc<tokio::task::JoinHandle<()>>,
+    /// The lease keeper's task.
+    keeper: Arc<tokio::task::JoinHandle<()>>,
 }
 
 /// The chain-following actors of this node.
@@ -289,6 +293,12 @@ impl Engine {
         let index = Arc::new(ReceiptIndex::default());
         let timers = Arc::new(ResubmitTimers::default());
         let membership = Arc::new(Membership::new(config.balance));
+        let keeper = Arc::new(LeaseKeeper::new(
+            pool.clone(),
+            config.owner.clone(),
+            config.lease,
+            membership.clone(),
+        ));
         let ingress = IngressWriter::start(pool.clone(), INGRESS_MAX_BATCH, config.ingress);
         let shared = Arc::new(EngineShared {
             config,
@@ -302,6 +312,7 @@ impl Engine {
             timers,
             membership: membership.clone(),
             removed: DashMap::new(),
+            keeper: keeper.clone(),
         });
         if let Ok(mut contexts) = shared.contexts.write() {
             for spec in submitters {
@@ -318,11 +329,13 @@ impl Engine {
                 move || shared.configured_submitters(),
             ))
         };
+        let keeper = tokio::spawn(keeper.run());
         Ok(Engine {
             shared,
             supervisor,
             tracker: Arc::new(tracker),
             members: Arc::new(members),
+            keeper: Arc::new(keeper),
         })
     }
 
@@ -335,7 +348,15 @@ impl Engine {
         if handle.actor().is_none() {
             let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
         }
-        handle.create(intent).await
+        let outcome = handle.create(intent).await;
+        // The actor may have stopped idle between the first look and the
+        // commit, and the wake-up after the commit found none: start one.
+        // (One that was still there then got the wake-up, or its stop is
+        // followed by the supervisor's look for open work.)
+        if outcome.is_ok() && handle.actor().is_none() {
+            let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+        }
+        outcome
     }
 
     /// Another node (or this one) reported new work for a submitter.
@@ -388,6 +409,12 @@ impl Engine {
         }
     }
 
+    /// Leases this node holds and its lease keeper renews (one statement
+    /// per renew interval for all of them; none while this is zero).
+    pub fn leases_held(&self) -> usize {
+        self.shared.keeper.held_count()
+    }
+
     /// How far the head watcher and the finality workers have got.
     pub fn progress(&self) -> &TrackerProgress {
         &self.tracker.progress
@@ -406,6 +433,8 @@ impl Engine {
     /// what a crash looks like to the rest of the cluster (tests, and the
     /// last resort of a shutdown that timed out).
     pub fn kill(&self) {
+        // Renewals first: a dead process renews nothing.
+        self.keeper.abort();
         self.members.abort();
         self.supervisor.kill();
         self.tracker.stop();
@@ -429,5 +458,6 @@ impl Engine {
         self.supervisor.stop(None);
         self.tracker.stop();
         self.members.abort();
+        self.keeper.abort();
     }
 }

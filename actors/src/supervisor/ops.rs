@@ -148,6 +148,7 @@ impl EngineShared {
             timers: self.timers.clone(),
             membership: self.membership.clone(),
             committer: self.committer.clone(),
+            keeper: self.keeper.clone(),
             consumed_suspects: Default::default(),
         })
     }
