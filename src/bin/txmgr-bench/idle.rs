@@ -155,6 +155,10 @@ impl<'a> IdleRun<'a> {
         self.anvil.fund(&self.used).await?;
         let work_to_final_ms = self.work_until_final(&a).await?;
         let after_work = self.sample(&a).await?;
+        // The first window after the work holds the leaders' idle linger
+        // (`lease.idle_release_after`) and their lease releases; the next
+        // one is the steady state.
+        let settled = self.sample(&a).await?;
         let failover = if idle.idle_no_failover {
             None
         } else {
@@ -168,6 +172,7 @@ impl<'a> IdleRun<'a> {
             before_work,
             work_to_final_ms,
             after_work,
+            settled,
             failover,
         })
     }

@@ -66,8 +66,11 @@ pub(crate) struct IdlePhase {
     /// One intent per used submitter: first POST → all CONFIRMED (mining a
     /// block every 250 ms), milliseconds.
     pub(crate) work_to_final_ms: f64,
-    /// Idle again after the work was final: the figure that matters.
+    /// Idle again after the work was final; holds the leaders' idle linger
+    /// and their lease releases.
     pub(crate) after_work: IdleSample,
+    /// The window after that: the steady idle state, the figure that matters.
+    pub(crate) settled: IdleSample,
     /// The fail-over step (absent with `--idle-no-failover`).
     pub(crate) failover: Option<IdleFailover>,
 }
@@ -92,6 +95,7 @@ impl IdlePhase {
         for (name, s) in [
             ("idle, before any work", &self.before_work),
             ("idle, after work (final)", &self.after_work),
+            ("idle, one window later", &self.settled),
         ] {
             println!(
                 "  {:<26} {:>8.1} {:>9.1} {:>10.1} {:>9.1} {:>9.1} {:>11.2}",
