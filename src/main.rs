@@ -5,6 +5,11 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::{Parser, Subcommand};
 use txmgr::{config::Config, daemon};
 
+/// mimalloc instead of glibc malloc: the engine allocates and frees many
+/// small buffers per intent (JSON, RPC, SQL), which glibc made costly.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// txmgr — durable, fenced EVM transaction submission for many signers.
 #[derive(Debug, Parser)]
 #[command(version, about)]

@@ -39,6 +39,11 @@ use std::{process::ExitCode, time::Duration};
 
 use clap::{Parser, ValueEnum};
 
+/// mimalloc instead of glibc malloc: the engine allocates and frees many
+/// small buffers per intent (JSON, RPC, SQL), which glibc made costly.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use crate::{
     anvil::Anvil,
     idle::IdleArgs,
