@@ -5,10 +5,14 @@
 //!    intents without an attempt (re-sign, same nonce) and due re-broadcasts;
 //! 2. one read: the next QUEUED intents that fit the free in-flight slots;
 //! 3. prepare (gas estimate) before any nonce is used;
-//! 4. one fenced transaction: reject, allocate nonces; then sign outside any
-//!    transaction, and a second fenced transaction persists every attempt —
+//! 4. one fenced write: reject, allocate nonces; then sign outside any
+//!    transaction, and a second fenced write persists every attempt —
 //!    committed before any byte is broadcast;
-//! 5. broadcast concurrently, then one fenced transaction records the results.
+//! 5. broadcast in nonce order, one request at a time, then one fenced write
+//!    records the results.
+//!
+//! The three fenced writes go through the node's group committer
+//! (`store::group`), merged with other leaders' writes into one transaction.
 
 use std::time::{Duration, Instant};
 
