@@ -172,6 +172,50 @@ pub async fn assign_nonces(
     Ok(assigned)
 }
 
+/// Inserts attempts in one statement, each numbered after its intent's
+/// newest attempt and stamped with its writer's `(submitter, token)`; an
+/// attempt for an intent of another submitter is not inserted. Runs in the
+/// caller's fenced transaction (a [`FencedTx`] or a group commit).
+pub(super) async fn insert_attempt_rows(
+    conn: &mut PgConnection,
+    rows: &[(&NewAttempt, (SubmitterKey, i64))],
+) -> StoreResult<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let amount = |v: Option<u128>| v.map(|v| v.to_string());
+    sqlx::query(
+        "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
+                 max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
+         SELECT a.tx_id,
+                COALESCE((SELECT max(t.attempt_no) FROM tx_attempt t WHERE t.tx_id = a.tx_id), 0) + 1,
+                a.nonce, a.tx_hash, a.raw_tx, a.max_fee::numeric,
+                a.max_prio::numeric, a.gas_price::numeric, a.gas_limit, a.kind, a.token
+           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::text[],
+                       $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[],
+                       $11::bigint[], $12::text[])
+                AS a(tx_id, nonce, tx_hash, raw_tx, max_fee, max_prio, gas_price, gas_limit,
+                     kind, token, chain_id, submitter)
+           JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
+                            AND m.submitter = a.submitter",
+    )
+    .bind(rows.iter().map(|(a, _)| a.tx_id).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| nonce_db(a.nonce)).collect::<StoreResult<Vec<_>>>()?)
+    .bind(rows.iter().map(|(a, _)| format!("{:#x}", a.tx_hash)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| a.raw.to_vec()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| amount(a.max_fee_per_gas)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| amount(a.max_priority_fee_per_gas)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| amount(a.gas_price)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| i64::try_from(a.gas_limit).unwrap_or(i64::MAX)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| a.kind.as_str()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(_, (_, token))| *token).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(_, (key, _))| key.chain_id_db()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(_, (key, _))| key.address_hex()).collect::<Vec<_>>())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// A signed transaction about to be persisted.
 #[derive(Debug, Clone)]
 pub struct NewAttempt {
@@ -199,31 +243,11 @@ pub struct NewAttempt {
 /// each intent's `tx_hash` at its newest attempt.
 pub async fn insert_attempts(ftx: &mut FencedTx, attempts: &[NewAttempt]) -> StoreResult<()> {
     let token = ftx.token();
-    let amount = |v: Option<u128>| v.map(|v| v.to_string());
     let hash = |h: &B256| format!("{h:#x}");
-    sqlx::query(
-        "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
-                 max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
-         SELECT a.tx_id,
-                COALESCE((SELECT max(t.attempt_no) FROM tx_attempt t WHERE t.tx_id = a.tx_id), 0) + 1,
-                a.nonce, a.tx_hash, a.raw_tx, a.max_fee::numeric,
-                a.max_prio::numeric, a.gas_price::numeric, a.gas_limit, a.kind, $10
-           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::text[],
-                       $6::text[], $7::text[], $8::bigint[], $9::text[])
-                AS a(tx_id, nonce, tx_hash, raw_tx, max_fee, max_prio, gas_price, gas_limit, kind)",
-    )
-    .bind(attempts.iter().map(|a| a.tx_id).collect::<Vec<_>>())
-    .bind(attempts.iter().map(|a| nonce_db(a.nonce)).collect::<StoreResult<Vec<_>>>()?)
-    .bind(attempts.iter().map(|a| hash(&a.tx_hash)).collect::<Vec<_>>())
-    .bind(attempts.iter().map(|a| a.raw.to_vec()).collect::<Vec<_>>())
-    .bind(attempts.iter().map(|a| amount(a.max_fee_per_gas)).collect::<Vec<_>>())
-    .bind(attempts.iter().map(|a| amount(a.max_priority_fee_per_gas)).collect::<Vec<_>>())
-    .bind(attempts.iter().map(|a| amount(a.gas_price)).collect::<Vec<_>>())
-    .bind(attempts.iter().map(|a| i64::try_from(a.gas_limit).unwrap_or(i64::MAX)).collect::<Vec<_>>())
-    .bind(attempts.iter().map(|a| a.kind.as_str()).collect::<Vec<_>>())
-    .bind(token)
-    .execute(ftx.conn())
-    .await?;
+    let writer = (ftx.submitter(), token);
+    let rows: Vec<(&NewAttempt, (SubmitterKey, i64))> =
+        attempts.iter().map(|a| (a, writer)).collect();
+    insert_attempt_rows(ftx.conn(), &rows).await?;
     sqlx::query(
         "UPDATE managed_tx m SET tx_hash = a.tx_hash, fencing_token = $3, updated_at = now()
            FROM UNNEST($1::uuid[], $2::text[]) AS a(tx_id, tx_hash) WHERE m.tx_id = a.tx_id",

@@ -8,11 +8,14 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{BroadcastRecord, Fence};
-use crate::store::{
-    millis,
-    nonce_cursor::{self, CursorRow, NonceCursor},
-    pipeline::{self, NewAttempt},
-    StoreError, StoreResult,
+use crate::{
+    domain::SubmitterKey,
+    store::{
+        millis,
+        nonce_cursor::{self, CursorRow, NonceCursor},
+        pipeline::{self, NewAttempt},
+        StoreError, StoreResult,
+    },
 };
 
 /// An `Allocate` part, borrowed from the batch.
@@ -280,51 +283,14 @@ impl CursorWrites {
 /// of the intent row fewer per attempt (each is a new row version with its
 /// index entries), and the intent names the attempt that was last sent.
 pub(super) async fn persist(conn: &mut PgConnection, parts: &[PersistPart<'_>]) -> StoreResult<()> {
-    let mut rows = Columns::default();
-    let mut attempts: Vec<&NewAttempt> = Vec::new();
-    for part in parts {
-        for attempt in part.attempts {
-            rows.push(part.fence, attempt.tx_id);
-            rows.numbers.push(pipeline::nonce_db(attempt.nonce)?);
-            attempts.push(attempt);
-        }
-    }
-    if !attempts.is_empty() {
-        let amount = |v: Option<u128>| v.map(|v| v.to_string());
-        let hashes: Vec<String> = attempts
-            .iter()
-            .map(|a| format!("{:#x}", a.tx_hash))
-            .collect();
-        sqlx::query(
-            "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
-                     max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
-             SELECT a.tx_id,
-                    COALESCE((SELECT max(t.attempt_no) FROM tx_attempt t WHERE t.tx_id = a.tx_id), 0) + 1,
-                    a.nonce, a.tx_hash, a.raw_tx, a.max_fee::numeric,
-                    a.max_prio::numeric, a.gas_price::numeric, a.gas_limit, a.kind, a.token
-               FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::text[],
-                           $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[],
-                           $11::bigint[], $12::text[])
-                    AS a(tx_id, nonce, tx_hash, raw_tx, max_fee, max_prio, gas_price, gas_limit,
-                         kind, token, chain_id, submitter)
-               JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
-                                AND m.submitter = a.submitter",
-        )
-        .bind(&rows.tx_ids)
-        .bind(&rows.numbers)
-        .bind(&hashes)
-        .bind(attempts.iter().map(|a| a.raw.to_vec()).collect::<Vec<_>>())
-        .bind(attempts.iter().map(|a| amount(a.max_fee_per_gas)).collect::<Vec<_>>())
-        .bind(attempts.iter().map(|a| amount(a.max_priority_fee_per_gas)).collect::<Vec<_>>())
-        .bind(attempts.iter().map(|a| amount(a.gas_price)).collect::<Vec<_>>())
-        .bind(attempts.iter().map(|a| i64::try_from(a.gas_limit).unwrap_or(i64::MAX)).collect::<Vec<_>>())
-        .bind(attempts.iter().map(|a| a.kind.as_str()).collect::<Vec<_>>())
-        .bind(&rows.tokens)
-        .bind(&rows.chains)
-        .bind(&rows.addresses)
-        .execute(&mut *conn)
-        .await?;
-    }
+    let rows: Vec<(&NewAttempt, (SubmitterKey, i64))> = parts
+        .iter()
+        .flat_map(|part| {
+            let writer = (part.fence.submitter, part.fence.token);
+            part.attempts.iter().map(move |attempt| (attempt, writer))
+        })
+        .collect();
+    pipeline::insert_attempt_rows(conn, &rows).await?;
     for part in parts {
         for (tx_id, reason) in part.refused {
             let (submitter, token) = (part.fence.submitter, part.fence.token);
