@@ -11,10 +11,8 @@ use alloy::primitives::B256;
 use uuid::Uuid;
 
 use super::{
-    cycle::{self, CycleError},
-    follow, resubmit,
-    status::Role,
-    sweep, SubmitterContext, SubmitterHandle,
+    cycle, error::LeaderError, follow, resubmit, status::Role, sweep, SubmitterContext,
+    SubmitterHandle,
 };
 mod idle;
 mod leadership;
@@ -149,7 +147,7 @@ impl SubmitterState {
 
 /// Turns a cycle error into the actor's reaction: `Err` stops the actor (the
 /// supervisor restarts it); anything else is logged and retried.
-fn fatal(state: &SubmitterState, err: CycleError) -> Result<(), ActorProcessingErr> {
+fn fatal(state: &SubmitterState, err: LeaderError) -> Result<(), ActorProcessingErr> {
     state.handle.status().set_last_error(Some(err.to_string()));
     if err.is_fenced() {
         tracing::warn!(target: "txmgr::submitter", submitter = %state.ctx.key, "fenced: lease lost, stopping");
@@ -316,7 +314,7 @@ async fn on_tracking(
             Ok(())
         }
         Ok(_) => Ok(()),
-        Err(CycleError::LeaseExpired) => {
+        Err(LeaderError::LeaseExpired) => {
             rearm(
                 &mut state.lease_timer,
                 myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
@@ -375,7 +373,7 @@ async fn on_work(
             }
             Ok(())
         }
-        Err(CycleError::LeaseExpired) => {
+        Err(LeaderError::LeaseExpired) => {
             rearm(
                 &mut state.lease_timer,
                 myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
@@ -467,7 +465,7 @@ async fn on_resubmit(
             }
             Ok(())
         }
-        Err(CycleError::LeaseExpired) => {
+        Err(LeaderError::LeaseExpired) => {
             rearm(
                 &mut state.lease_timer,
                 myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),

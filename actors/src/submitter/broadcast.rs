@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    cycle::{CycleError, CycleMemory, CycleOutcome},
+    cycle::{CycleMemory, CycleOutcome},
+    error::LeaderError,
     lease_keep::renew_if_due,
     verdict::{judge, Verdict},
     SubmitterContext,
@@ -65,14 +66,14 @@ pub(crate) async fn broadcast(
     ctx: &SubmitterContext,
     lease: &mut LeaseGuard,
     attempts: Vec<PendingAttempt>,
-) -> Result<BroadcastReport, CycleError> {
+) -> Result<BroadcastReport, LeaderError> {
     let mut report = BroadcastReport::default();
     if attempts.is_empty() {
         return Ok(report);
     }
     // Never let bytes out on a lease this node may already have lost.
     if !lease.is_locally_valid() {
-        return Err(CycleError::LeaseExpired);
+        return Err(LeaderError::LeaseExpired);
     }
     let settings = ctx.settings();
     let mut attempts = attempts;
@@ -85,7 +86,7 @@ pub(crate) async fn broadcast(
         // Long batches: keep the lease renewed, and never send on a lapsed one.
         renew_if_due(ctx, lease).await?;
         if !lease.is_locally_valid() {
-            return Err(CycleError::LeaseExpired);
+            return Err(LeaderError::LeaseExpired);
         }
         results.push(ctx.chain.send_raw(&attempt.raw).await);
     }

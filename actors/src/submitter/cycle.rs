@@ -21,49 +21,20 @@ use uuid::Uuid;
 
 use super::{
     broadcast::{broadcast, new_attempts_as_pending},
+    error::LeaderError,
     fees,
     lease_keep::renew_if_due,
     signing::{sign_all, Signed},
     SubmitterContext,
 };
 use crate::{
-    chain::ChainError,
     domain::Intent,
-    signer::SignerError,
     store::{
         filler,
         group::{Answer, Write},
-        pipeline, FencedTx, LeaseGuard, StoreError,
+        pipeline, FencedTx, LeaseGuard,
     },
 };
-
-/// Why a cycle stopped early.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum CycleError {
-    /// Database failure, or `Fenced` (the lease is gone: stop).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The chain node could not be asked.
-    #[error("chain: {0}")]
-    Chain(#[from] ChainError),
-    /// The signer could not sign.
-    #[error("signer: {0}")]
-    Signer(#[from] SignerError),
-    /// The local lease deadline passed: renew before acting.
-    #[error("lease deadline passed; renew first")]
-    LeaseExpired,
-    /// Renewing in line found the lease gone or its token changed: stop.
-    #[error("lease lost while working")]
-    LeaseLost,
-}
-
-impl CycleError {
-    /// The lease is lost: the actor must stop.
-    pub(crate) fn is_fenced(&self) -> bool {
-        matches!(self, CycleError::LeaseLost)
-            || matches!(self, CycleError::Store(e) if e.is_fenced())
-    }
-}
 
 /// What the actor should do after a cycle.
 #[derive(Debug, Default, Clone, Copy)]
@@ -106,9 +77,9 @@ pub(crate) async fn run(
     lease: &mut LeaseGuard,
     protected: bool,
     memory: &mut CycleMemory,
-) -> Result<CycleOutcome, CycleError> {
+) -> Result<CycleOutcome, LeaderError> {
     if !lease.is_locally_valid() {
-        return Err(CycleError::LeaseExpired);
+        return Err(LeaderError::LeaseExpired);
     }
     let settings = ctx.settings();
     let batch = settings.batch_size.max(1) as usize;
@@ -273,7 +244,7 @@ async fn fill_gaps(
     lease: &mut LeaseGuard,
     memory: &mut CycleMemory,
     outcome: &mut CycleOutcome,
-) -> Result<(), CycleError> {
+) -> Result<(), LeaderError> {
     let gaps = filler::gaps(&ctx.pool, ctx.key).await?;
     if gaps.is_empty() {
         memory.check_gaps = false;
@@ -320,7 +291,7 @@ async fn persist(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
     signed: &Signed,
-) -> Result<(), CycleError> {
+) -> Result<(), LeaderError> {
     if signed.attempts.is_empty() && signed.refused.is_empty() {
         return Ok(());
     }

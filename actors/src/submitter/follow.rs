@@ -5,7 +5,7 @@
 use alloy::primitives::{Bytes, B256};
 use uuid::Uuid;
 
-use super::{cycle::CycleError, SubmitterContext};
+use super::{error::LeaderError, SubmitterContext};
 use crate::{
     store::{
         tracking::{self, MinedReceipt},
@@ -15,7 +15,7 @@ use crate::{
 };
 
 /// Puts every open attempt of the submitter in the receipt index (new leader).
-pub(crate) async fn index_open_attempts(ctx: &SubmitterContext) -> Result<(), CycleError> {
+pub(crate) async fn index_open_attempts(ctx: &SubmitterContext) -> Result<(), LeaderError> {
     for (tx_id, hash) in tracking::open_attempt_hashes(&ctx.pool, ctx.key).await? {
         track(ctx, tx_id, hash);
     }
@@ -38,7 +38,7 @@ pub(crate) async fn record_receipts(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
     found: &[(Uuid, MinedReceipt)],
-) -> Result<usize, CycleError> {
+) -> Result<usize, LeaderError> {
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_receipts").await?;
     for (tx_id, receipt) in found {
         tracking::record_receipt(&mut ftx, *tx_id, receipt).await?;
@@ -52,7 +52,7 @@ pub(crate) async fn finalize(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
     decided: &[(Uuid, bool)],
-) -> Result<usize, CycleError> {
+) -> Result<usize, LeaderError> {
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "finalize").await?;
     let mut done = Vec::new();
     for (tx_id, succeeded) in decided {
@@ -77,7 +77,7 @@ pub(crate) async fn reorged_out(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
     lost: &[(Uuid, B256)],
-) -> Result<(), CycleError> {
+) -> Result<(), LeaderError> {
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "clear_reorged_receipt").await?;
     let mut rebroadcast = Vec::new();
     for (tx_id, block) in lost {
@@ -87,7 +87,7 @@ pub(crate) async fn reorged_out(
     }
     ftx.commit().await?;
     if !lease.is_locally_valid() {
-        return Err(CycleError::LeaseExpired);
+        return Err(LeaderError::LeaseExpired);
     }
     for (tx_id, raw) in rebroadcast {
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, "receipt reorged out; re-broadcasting");

@@ -4,7 +4,7 @@
 //! wait), so long steps renew in line when the keeper has missed its round
 //! by half an interval. Either way the renewal lands in the same deadline.
 
-use super::{cycle::CycleError, SubmitterContext};
+use super::{error::LeaderError, SubmitterContext};
 use crate::store::{self, LeaseGuard, LeaseOutcome, LeaseRequest};
 
 /// Renews `lease` in line when the keeper is late. Anything but a renewal
@@ -13,7 +13,7 @@ use crate::store::{self, LeaseGuard, LeaseOutcome, LeaseRequest};
 pub(crate) async fn renew_if_due(
     ctx: &SubmitterContext,
     lease: &mut LeaseGuard,
-) -> Result<(), CycleError> {
+) -> Result<(), LeaderError> {
     if !in_line_renewal_due(lease.time_left(), ctx) {
         return Ok(());
     }
@@ -29,10 +29,10 @@ pub(crate) async fn renew_if_due(
                 Ok(())
             } else {
                 // The keeper found the lease lost meanwhile.
-                Err(CycleError::LeaseLost)
+                Err(LeaderError::LeaseLost)
             }
         }
-        _ => Err(CycleError::LeaseLost),
+        _ => Err(LeaderError::LeaseLost),
     }
 }
 

@@ -11,6 +11,7 @@
 mod actor;
 mod broadcast;
 mod cycle;
+mod error;
 mod escalation;
 mod fees;
 mod follow;

@@ -12,7 +12,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{
-    cycle::CycleError,
+    error::LeaderError,
     escalation::{plan, stuck_reason, Plan},
     fees::{self, Fees},
     lease_keep::renew_if_due,
@@ -53,7 +53,7 @@ pub(crate) async fn run(
     ctx: &SubmitterContext,
     lease: &mut LeaseGuard,
     only: Option<&[Uuid]>,
-) -> Result<ResubmitOutcome, CycleError> {
+) -> Result<ResubmitOutcome, LeaderError> {
     let settings = ctx.settings();
     let limit = settings.batch_size.max(1) as usize;
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "claim_resubmit").await?;
@@ -148,7 +148,7 @@ async fn resubmit_one(
     settings: &SubmitterSettings,
     quote: &mut Option<FeeQuote>,
     outcome: &mut ResubmitOutcome,
-) -> Result<bool, CycleError> {
+) -> Result<bool, LeaderError> {
     let Plan::Replace {
         kind,
         mut multiplier,
@@ -222,7 +222,7 @@ async fn rebroadcast(
     lease: &mut LeaseGuard,
     item: &ClaimedResubmit,
     outcome: &mut ResubmitOutcome,
-) -> Result<(), CycleError> {
+) -> Result<(), LeaderError> {
     let class = send(ctx, lease, item.tx_id, item.resend_hash, &item.resend_raw).await?;
     metrics::counter!(RESUBMITS, "kind" => "rebroadcast").increment(1);
     record(ctx, lease, item.tx_id, item.resend_hash, class, outcome).await
@@ -235,7 +235,7 @@ async fn sign_replacement(
     item: &ClaimedResubmit,
     kind: AttemptKind,
     new_fees: Fees,
-) -> Result<Option<NewAttempt>, CycleError> {
+) -> Result<Option<NewAttempt>, LeaderError> {
     let (intent, gas_limit) = if kind == AttemptKind::Cancel {
         let mut cancel = Intent {
             to: Some(ctx.key.address),
@@ -286,10 +286,10 @@ async fn send(
     tx_id: Uuid,
     hash: B256,
     raw: &Bytes,
-) -> Result<BroadcastClass, CycleError> {
+) -> Result<BroadcastClass, LeaderError> {
     renew_if_due(ctx, lease).await?;
     if !lease.is_locally_valid() {
-        return Err(CycleError::LeaseExpired);
+        return Err(LeaderError::LeaseExpired);
     }
     let class = match ctx.chain.send_raw(raw).await {
         Ok(_) => BroadcastClass::Accepted,
@@ -309,7 +309,7 @@ async fn record(
     hash: B256,
     class: BroadcastClass,
     outcome: &mut ResubmitOutcome,
-) -> Result<(), CycleError> {
+) -> Result<(), LeaderError> {
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_resubmit").await?;
     ftx.relax_durability().await?;
     if class.counts_as_accepted() {

@@ -7,7 +7,7 @@
 
 use uuid::Uuid;
 
-use super::{cycle::CycleError, SubmitterContext};
+use super::{error::LeaderError, SubmitterContext};
 use crate::{
     metrics::EXTERNAL_NONCE,
     store::{
@@ -24,7 +24,7 @@ use crate::{
 pub(crate) async fn on_acquired(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
-) -> Result<SweepResult, CycleError> {
+) -> Result<SweepResult, LeaderError> {
     let nonces = ctx.chain.nonces(ctx.key.address).await?;
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "acquire_reconcile").await?;
     nonce_cursor::init(&mut ftx, nonces.pending).await?;
@@ -54,7 +54,7 @@ pub(crate) struct SweepResult {
 pub(crate) async fn run(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
-) -> Result<SweepResult, CycleError> {
+) -> Result<SweepResult, LeaderError> {
     let settings = ctx.settings();
     let nonces = ctx.chain.nonces(ctx.key.address).await?;
     let Some(cursor) = nonce_cursor::load(&ctx.pool, ctx.key).await? else {
@@ -192,7 +192,7 @@ pub(crate) async fn run(
 async fn confirmed_consumed(
     ctx: &SubmitterContext,
     candidates: Vec<(tracking::Unmined, OwnAttemptMined)>,
-) -> Result<Vec<(tracking::Unmined, OwnAttemptMined)>, CycleError> {
+) -> Result<Vec<(tracking::Unmined, OwnAttemptMined)>, LeaderError> {
     if candidates.is_empty() {
         if let Ok(mut suspects) = ctx.consumed_suspects.lock() {
             suspects.clear();
@@ -223,7 +223,7 @@ type OwnAttemptMined = Option<(Uuid, MinedReceipt)>;
 async fn other_attempt_mined(
     ctx: &SubmitterContext,
     intent: &tracking::Unmined,
-) -> Result<OwnAttemptMined, CycleError> {
+) -> Result<OwnAttemptMined, LeaderError> {
     for (owner, hash) in
         tracking::other_attempts_at_nonce(&ctx.pool, ctx.key, intent.nonce, intent.tx_id).await?
     {

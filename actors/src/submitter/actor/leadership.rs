@@ -8,10 +8,7 @@ use ractor::{ActorProcessingErr, ActorRef};
 use super::{arm_idle, fatal, rearm, SubmitterMsg, SubmitterState};
 use crate::{
     store::{self, LeaseGuard, LeaseOutcome},
-    submitter::{
-        cycle::{self, CycleError},
-        follow, sweep,
-    },
+    submitter::{cycle, error::LeaderError, follow, sweep},
 };
 
 /// The lease check (first message of a new actor, the node's lease scan, a
@@ -177,7 +174,7 @@ async fn hand_over_if_preferred_elsewhere(state: &mut SubmitterState, lease: &Le
 /// the chain (creating it for a new submitter), index every open attempt for
 /// the block matcher, rebuild the resubmit timers, and ask for an immediate
 /// resubmit pass (anything overdue, or requested by an operator meanwhile).
-async fn take_up(state: &mut SubmitterState) -> Result<(), CycleError> {
+async fn take_up(state: &mut SubmitterState) -> Result<(), LeaderError> {
     let Some(lease) = state.lease.clone() else {
         return Ok(());
     };
