@@ -255,6 +255,56 @@ async fn work(pool: PgPool, parts: Arc<Mutex<mpsc::Receiver<Part>>>) {
             .into_iter()
             .partition(|part| seen.insert(part.fence.submitter));
         carry = later;
-        batch::write(&pool, now).await;
+        // On a task of its own: should writing a batch ever panic, its
+        // leaders see their write dropped (and retry) and this worker goes on.
+        let pool = pool.clone();
+        if let Err(err) = tokio::spawn(async move { batch::write(&pool, now).await }).await {
+            tracing::error!(target: "txmgr::store", error = %err, "a group commit task failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::pipeline::RetryLater;
+
+    fn record(retries: Vec<RetryLater>, rejects: Vec<(Uuid, String)>) -> Write {
+        Write::RecordBroadcast(BroadcastRecord {
+            accepted: vec![(Uuid::nil(), B256::ZERO, "accepted")],
+            retries,
+            rejects,
+            ..BroadcastRecord::default()
+        })
+    }
+
+    fn retry(unknown: bool) -> RetryLater {
+        RetryLater {
+            tx_id: Uuid::nil(),
+            tx_hash: B256::ZERO,
+            error: "x".into(),
+            unknown,
+        }
+    }
+
+    #[test]
+    fn only_reconstructible_broadcast_records_may_skip_the_wal_flush() {
+        assert!(record(vec![retry(false)], Vec::new()).may_relax());
+        assert!(
+            !record(vec![retry(true)], Vec::new()).may_relax(),
+            "maybe_pooled must survive a crash"
+        );
+        assert!(!record(Vec::new(), vec![(Uuid::nil(), "refused".into())]).may_relax());
+        let allocate = Write::Allocate {
+            reject: Vec::new(),
+            tx_ids: vec![Uuid::nil()],
+            resubmit_interval: Duration::from_secs(1),
+        };
+        assert!(!allocate.may_relax());
+        let persist = Write::PersistAttempts {
+            attempts: Vec::new(),
+            refused: Vec::new(),
+        };
+        assert!(!persist.may_relax());
     }
 }
