@@ -46,15 +46,26 @@ async fn leader_with_queue(
     n: usize,
     lease_for: Duration,
 ) -> (LeaseGuard, Vec<Uuid>) {
-    let outcome = store::acquire_or_renew(&db.pool, &request(key, "a", lease_for))
-        .await
-        .expect("lease");
-    let lease = outcome.lease().cloned().expect("a leads");
+    let (lease, ids) = leader_without_cursor(db, key, n, lease_for).await;
     let mut ftx = FencedTx::begin(&db.pool, &lease, "init")
         .await
         .expect("fenced");
     nonce_cursor::init(&mut ftx, 0).await.expect("cursor");
     ftx.commit().await.expect("commit");
+    (lease, ids)
+}
+
+/// A leader of `key` with `n` QUEUED intents and no nonce cursor yet.
+async fn leader_without_cursor(
+    db: &TestDb,
+    key: SubmitterKey,
+    n: usize,
+    lease_for: Duration,
+) -> (LeaseGuard, Vec<Uuid>) {
+    let outcome = store::acquire_or_renew(&db.pool, &request(key, "a", lease_for))
+        .await
+        .expect("lease");
+    let lease = outcome.lease().cloned().expect("a leads");
     let new: Vec<NewIntent> = (0..n)
         .map(|i| {
             let intent = Intent {
@@ -263,4 +274,41 @@ async fn a_part_that_breaks_the_shared_transaction_fails_alone() {
         .await
         .expect("count");
     assert_eq!(attempts, 2, "the good part's second attempt committed");
+}
+
+#[tokio::test]
+async fn a_part_that_cannot_be_written_fails_whole_and_alone() {
+    let db = TestDb::migrated().await;
+    let (good, good_ids) = leader_with_queue(&db, submitter(6), 1, Duration::from_secs(30)).await;
+    let (bad, bad_ids) = leader_without_cursor(&db, submitter(7), 2, Duration::from_secs(30)).await;
+    // The bad part rejects one intent and allocates the other, but has no
+    // nonce cursor: nothing of it may be written, not even the rejection.
+    let answers = group::write_together(
+        &db.pool,
+        vec![
+            (
+                bad.clone(),
+                Write::Allocate {
+                    reject: vec![(bad_ids[0], "gas estimation failed".into())],
+                    tx_ids: vec![bad_ids[1]],
+                    resubmit_interval: RESUBMIT,
+                },
+            ),
+            (good.clone(), allocate(&good_ids)),
+        ],
+    )
+    .await;
+    assert!(
+        matches!(&answers[0], Err(StoreError::Missing { .. })),
+        "{:?}",
+        answers[0]
+    );
+    assert_eq!(
+        answers[1].as_ref().expect("the other part commits"),
+        &Answer::Allocated(vec![(good_ids[0], 0)])
+    );
+    assert!(states(&db, submitter(7))
+        .await
+        .iter()
+        .all(|(state, nonce, _)| state == "QUEUED" && nonce.is_none()));
 }

@@ -111,8 +111,8 @@ async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<A
     if !allocating.is_empty() {
         let (at, allocate): (Vec<usize>, Vec<AllocatePart>) = allocating.into_iter().unzip();
         let drawn = writes::allocate(&mut tx, &allocate).await?;
-        for (i, result) in at.into_iter().zip(drawn) {
-            answers[i] = result.map(Answer::Allocated);
+        for (i, assigned) in at.into_iter().zip(drawn) {
+            answers[i] = Ok(Answer::Allocated(assigned));
         }
     }
     if !persisting.is_empty() {

@@ -55,20 +55,18 @@ fn row_key(fence: &Fence) -> RowKey {
 /// Rejections, then nonces for every allocate part: the cursors of all
 /// parts are read and locked in one statement, the nonces drawn here, the
 /// intents updated in one statement and the cursors written in one. Returns
-/// per part the intents that got a nonce (or why the part failed alone: a
-/// missing cursor).
+/// per part the intents that got a nonce.
 pub(super) async fn allocate(
     conn: &mut PgConnection,
     parts: &[AllocatePart<'_>],
-) -> StoreResult<Vec<StoreResult<Vec<(Uuid, u64)>>>> {
+) -> StoreResult<Vec<Vec<(Uuid, u64)>>> {
     for part in parts {
         for (tx_id, reason) in part.reject {
             let (submitter, token) = (part.fence.submitter, part.fence.token);
             pipeline::reject_on(conn, submitter, token, *tx_id, reason).await?;
         }
     }
-    let mut answers: Vec<StoreResult<Vec<(Uuid, u64)>>> =
-        parts.iter().map(|_| Ok(Vec::new())).collect();
+    let mut answers: Vec<Vec<(Uuid, u64)>> = parts.iter().map(|_| Vec::new()).collect();
     // Lock the intents still QUEUED before drawing: an operator's cancel
     // that got there first has committed (they are skipped, and no nonce is
     // drawn for them), one that comes later waits and then finds them
@@ -111,12 +109,13 @@ pub(super) async fn allocate(
     let mut drawn: Vec<Drawn> = Vec::new();
     for &i in &drawing {
         let part = &parts[i];
+        // A part without a cursor fails the batch: written alone then, it
+        // fails whole (its rejections too), never half.
         let Some(row) = cursors.remove(&row_key(part.fence)) else {
-            answers[i] = Err(StoreError::Missing {
+            return Err(StoreError::Missing {
                 what: "nonce cursor",
                 submitter: part.fence.submitter,
             });
-            continue;
         };
         let mut cursor = nonce_cursor::from_row(part.fence.submitter, row)?;
         let nonces = cursor.draw(still[i].len());
@@ -135,7 +134,7 @@ pub(super) async fn allocate(
         back.sort_unstable();
         cursor.give_back(&back)?;
         cursor_rows.push(parts[i].fence, &cursor)?;
-        answers[i] = Ok(kept);
+        answers[i] = kept;
     }
     cursor_rows.write(conn).await?;
     Ok(answers)
