@@ -373,32 +373,6 @@ pub async fn load_allocated_unsigned(
         .collect()
 }
 
-/// Broadcast accepted (or already known): TRACKING, next re-broadcast due
-/// after `resubmit_interval`.
-pub async fn record_accepted(
-    ftx: &mut FencedTx,
-    accepted: &[(Uuid, B256, &'static str)],
-    resubmit_interval: Duration,
-) -> StoreResult<()> {
-    let token = ftx.token();
-    sqlx::query(
-        "UPDATE managed_tx m SET state = CASE WHEN m.state = 'STUCK' THEN 'STUCK' ELSE 'TRACKING' END,
-                sub_state = COALESCE(m.sub_state, 'awaiting_receipt'),
-                submit_attempts = submit_attempts + 1, last_submit_at = now(),
-                first_broadcast_at = COALESCE(m.first_broadcast_at, now()),
-                next_resubmit_at = now() + $3 * interval '1 millisecond', last_error = NULL,
-                retry_at = NULL, fencing_token = $2, updated_at = now()
-           FROM UNNEST($1::uuid[]) AS a(tx_id)
-          WHERE m.tx_id = a.tx_id AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
-    )
-    .bind(accepted.iter().map(|a| a.0).collect::<Vec<_>>())
-    .bind(token)
-    .bind(millis(resubmit_interval))
-    .execute(ftx.conn())
-    .await?;
-    record_attempt_results(ftx, accepted.iter().map(|(_, h, r)| (*h, r.to_string()))).await
-}
-
 /// A broadcast that was not accepted, to retry.
 #[derive(Debug, Clone)]
 pub struct RetryLater {
