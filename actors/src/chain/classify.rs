@@ -283,6 +283,17 @@ const RULES: &[(&str, BroadcastClass)] = &[
     ("timed out", C::Transient),
 ];
 
+/// The class of a broadcast's outcome: accepted, the node's error
+/// classified by its text, or transient when no answer came (whether the
+/// send reached the node is unknown).
+pub fn classify_send<T>(result: &Result<T, super::ChainError>) -> BroadcastClass {
+    match result {
+        Ok(_) => C::Accepted,
+        Err(super::ChainError::Rpc { code, message }) => classify_rpc_error(Some(*code), message),
+        Err(super::ChainError::Transport(_)) => C::Transient,
+    }
+}
+
 /// JSON-RPC code for "execution reverted" on geth, reth, anvil, nethermind
 /// and besu, with the revert data in `error.data`.
 const CODE_EXECUTION_REVERTED: i64 = 3;

@@ -12,7 +12,7 @@
 
 use alloy::primitives::B256;
 
-use super::{classify_rpc_error, BroadcastClass, ChainError};
+use super::{classify_send, BroadcastClass, ChainError};
 
 /// How final a refusal is: lower ranks win when endpoints disagree.
 fn finality_rank(class: BroadcastClass) -> u8 {
@@ -32,22 +32,13 @@ fn finality_rank(class: BroadcastClass) -> u8 {
     }
 }
 
-/// The class of one endpoint's answer.
-pub(crate) fn class_of(result: &Result<B256, ChainError>) -> BroadcastClass {
-    match result {
-        Ok(_) => BroadcastClass::Accepted,
-        Err(ChainError::Rpc { code, message }) => classify_rpc_error(Some(*code), message),
-        Err(ChainError::Transport(_)) => BroadcastClass::Transient,
-    }
-}
-
 /// The combined answer of all endpoints (see the module docs). `answers`
 /// must not be empty.
 pub(crate) fn combine(answers: Vec<Result<B256, ChainError>>) -> Result<B256, ChainError> {
     let mut unknown = Vec::new();
     let mut best: Option<(u8, ChainError)> = None;
     for answer in answers {
-        let class = class_of(&answer);
+        let class = classify_send(&answer);
         match answer {
             Ok(hash) => return Ok(hash),
             Err(err @ ChainError::Transport(_)) => unknown.push(err.to_string()),
@@ -95,15 +86,15 @@ mod tests {
             rpc("insufficient funds for gas"),
             rpc("already known"),
         ]);
-        assert_eq!(class_of(&known), BroadcastClass::AlreadyKnown);
+        assert_eq!(classify_send(&known), BroadcastClass::AlreadyKnown);
     }
 
     #[test]
     fn an_unknown_answer_outweighs_every_refusal() {
         let out = combine(vec![rpc("intrinsic gas too low"), transport()]);
-        assert_eq!(class_of(&out), BroadcastClass::Transient);
+        assert_eq!(classify_send(&out), BroadcastClass::Transient);
         let text = combine(vec![rpc("exceeds block gas limit"), rpc("something new")]);
-        assert_eq!(class_of(&text), BroadcastClass::Transient);
+        assert_eq!(classify_send(&text), BroadcastClass::Transient);
     }
 
     #[test]
@@ -112,12 +103,12 @@ mod tests {
             rpc("intrinsic gas too low"),
             rpc("replacement transaction underpriced"),
         ]);
-        assert_eq!(class_of(&out), BroadcastClass::ReplacementUnderpriced);
+        assert_eq!(classify_send(&out), BroadcastClass::ReplacementUnderpriced);
         let all = combine(vec![
             rpc("intrinsic gas too low"),
             rpc("intrinsic gas too low"),
         ]);
-        assert!(class_of(&all).is_definitive_refusal());
+        assert!(classify_send(&all).is_definitive_refusal());
     }
 
     #[test]
@@ -126,6 +117,6 @@ mod tests {
             rpc("insufficient funds for gas * price + value"),
             rpc("nonce too low"),
         ]);
-        assert_eq!(class_of(&out), BroadcastClass::NonceTooLow);
+        assert_eq!(classify_send(&out), BroadcastClass::NonceTooLow);
     }
 }

@@ -8,7 +8,7 @@
 
 mod classify;
 
-pub use classify::{classify_rpc_error, BroadcastClass, InvalidReason};
+pub use classify::{classify_rpc_error, classify_send, BroadcastClass, InvalidReason};
 
 mod endpoint_client;
 mod endpoints;

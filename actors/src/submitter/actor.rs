@@ -11,8 +11,8 @@ use alloy::primitives::B256;
 use uuid::Uuid;
 
 use super::{
-    cycle, error::LeaderError, follow, resubmit, status::Role, sweep, SubmitterContext,
-    SubmitterHandle,
+    cycle, error::LeaderError, follow, leader_lease::LeaderLease, resubmit, status::Role, sweep,
+    SubmitterContext, SubmitterHandle,
 };
 mod idle;
 mod leadership;
@@ -334,18 +334,16 @@ async fn on_work(
     if !ready_to_lead(myself, state).await? {
         return Ok(());
     }
-    let Some(mut lease) = state.lease.clone() else {
+    let Some(lease) = state.lease.clone() else {
         return Ok(());
     };
     let result = cycle::run(
         &state.ctx,
-        &mut lease,
+        LeaderLease::new(&state.ctx, &lease),
         state.protect_reason.is_some(),
         &mut state.memory,
     )
     .await;
-    // The cycle may have renewed the lease in line (same token).
-    state.lease = Some(lease);
     state.set_role();
     match result {
         Ok(outcome) => {
@@ -435,12 +433,11 @@ async fn on_resubmit(
     if !ready_to_lead(myself, state).await? {
         return Ok(());
     }
-    let Some(mut lease) = state.lease.clone() else {
+    let Some(lease) = state.lease.clone() else {
         return Ok(());
     };
     let only = (!ids.is_empty()).then_some(ids.as_slice());
-    let result = resubmit::run(&state.ctx, &mut lease, only).await;
-    state.lease = Some(lease);
+    let result = resubmit::run(&state.ctx, LeaderLease::new(&state.ctx, &lease), only).await;
     state.set_role();
     match result {
         Ok(outcome) => {

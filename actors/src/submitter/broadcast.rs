@@ -6,17 +6,16 @@ use std::time::{Duration, Instant};
 use super::{
     cycle::{CycleMemory, CycleOutcome},
     error::LeaderError,
-    lease_keep::renew_if_due,
+    leader_lease::LeaderLease,
     verdict::{judge, Verdict},
     SubmitterContext,
 };
 use crate::{
-    chain::{classify_rpc_error, BroadcastClass, ChainError},
+    chain::{classify_send, BroadcastClass},
     domain::TxState,
     store::{
         group::{BroadcastRecord, Write},
         pipeline::{NewAttempt, PendingAttempt, RetryLater},
-        LeaseGuard,
     },
 };
 
@@ -64,7 +63,7 @@ impl BroadcastReport {
 /// through the group committer; returns what the cycle must act on.
 pub(crate) async fn broadcast(
     ctx: &SubmitterContext,
-    lease: &mut LeaseGuard,
+    lease: LeaderLease<'_>,
     attempts: Vec<PendingAttempt>,
 ) -> Result<BroadcastReport, LeaderError> {
     let mut report = BroadcastReport::default();
@@ -72,9 +71,7 @@ pub(crate) async fn broadcast(
         return Ok(report);
     }
     // Never let bytes out on a lease this node may already have lost.
-    if !lease.is_locally_valid() {
-        return Err(LeaderError::LeaseExpired);
-    }
+    lease.check_valid()?;
     let settings = ctx.settings();
     let mut attempts = attempts;
     attempts.sort_by_key(|a| a.nonce);
@@ -84,10 +81,7 @@ pub(crate) async fn broadcast(
     let mut results = Vec::with_capacity(attempts.len());
     for attempt in &attempts {
         // Long batches: keep the lease renewed, and never send on a lapsed one.
-        renew_if_due(ctx, lease).await?;
-        if !lease.is_locally_valid() {
-            return Err(LeaderError::LeaseExpired);
-        }
+        lease.check_may_send().await?;
         results.push(ctx.chain.send_raw(&attempt.raw).await);
     }
     let mut record = BroadcastRecord {
@@ -96,11 +90,7 @@ pub(crate) async fn broadcast(
         ..BroadcastRecord::default()
     };
     for (attempt, result) in attempts.iter().zip(results) {
-        let class = match &result {
-            Ok(_) => BroadcastClass::Accepted,
-            Err(ChainError::Rpc { code, message }) => classify_rpc_error(Some(*code), message),
-            Err(ChainError::Transport(_)) => BroadcastClass::Transient,
-        };
+        let class = classify_send(&result);
         metrics::counter!(crate::metrics::BROADCASTS, "result" => class.label()).increment(1);
         if matches!(class, BroadcastClass::InsufficientFunds) {
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, "insufficient funds");
@@ -136,7 +126,7 @@ pub(crate) async fn broadcast(
     let accepted: Vec<_> = record.accepted.iter().map(|(id, _, _)| *id).collect();
     let rejected = record.rejects.clone();
     ctx.committer
-        .write(lease, Write::RecordBroadcast(record))
+        .write(lease.guard(), Write::RecordBroadcast(record))
         .await?;
     if retried {
         report.retry_in = Some(settings.retry_backoff);

@@ -23,7 +23,7 @@ use super::{
     broadcast::{broadcast, new_attempts_as_pending},
     error::LeaderError,
     fees,
-    lease_keep::renew_if_due,
+    leader_lease::LeaderLease,
     signing::{sign_all, Signed},
     SubmitterContext,
 };
@@ -32,7 +32,7 @@ use crate::{
     store::{
         filler,
         group::{Answer, Write},
-        pipeline, FencedTx, LeaseGuard,
+        pipeline, FencedTx,
     },
 };
 
@@ -74,13 +74,11 @@ impl CycleMemory {
 /// Runs one cycle as leader.
 pub(crate) async fn run(
     ctx: &SubmitterContext,
-    lease: &mut LeaseGuard,
+    lease: LeaderLease<'_>,
     protected: bool,
     memory: &mut CycleMemory,
 ) -> Result<CycleOutcome, LeaderError> {
-    if !lease.is_locally_valid() {
-        return Err(LeaderError::LeaseExpired);
-    }
+    lease.check_valid()?;
     let settings = ctx.settings();
     let batch = settings.batch_size.max(1) as usize;
     let mut outcome = CycleOutcome::default();
@@ -90,7 +88,7 @@ pub(crate) async fn run(
         if !unsigned.is_empty() {
             let quote = ctx.chain.fees().await?;
             let signed = sign_all(ctx, &unsigned, &quote).await;
-            renew_if_due(ctx, lease).await?;
+            lease.renew_if_due().await?;
             persist(ctx, lease, &signed).await?;
             signed.track(ctx);
             memory.check_gaps |= !signed.refused.is_empty();
@@ -188,7 +186,7 @@ pub(crate) async fn run(
     // through the node's group committer, merged with other leaders' writes.
     // A crash in between leaves ALLOCATED intents without an attempt, which
     // the next leader signs again with the same nonces.
-    renew_if_due(ctx, lease).await?;
+    lease.renew_if_due().await?;
     let ids: Vec<Uuid> = ready.iter().map(|(id, _)| *id).collect();
     let mut by_id: std::collections::HashMap<Uuid, Intent> = ready.into_iter().collect();
     let allocate = Write::Allocate {
@@ -196,7 +194,7 @@ pub(crate) async fn run(
         tx_ids: ids,
         resubmit_interval: settings.resubmit_interval,
     };
-    let assigned = match ctx.committer.write(lease, allocate).await? {
+    let assigned = match ctx.committer.write(lease.guard(), allocate).await? {
         Answer::Allocated(assigned) => assigned,
         Answer::Done => Vec::new(),
     };
@@ -209,7 +207,7 @@ pub(crate) async fn run(
         .filter_map(|(id, nonce)| Some((*id, *nonce, by_id.remove(id)?)))
         .collect();
     let signed = sign_all(ctx, &prepared, &quote).await;
-    renew_if_due(ctx, lease).await?;
+    lease.renew_if_due().await?;
     persist(ctx, lease, &signed).await?;
     memory.recover_unsigned = recover_before || signed.transient_failure;
     // A signer's refusal released a nonce, maybe below others just drawn.
@@ -241,7 +239,7 @@ pub(crate) async fn run(
 /// signs and broadcasts them through the recovery path.
 async fn fill_gaps(
     ctx: &SubmitterContext,
-    lease: &mut LeaseGuard,
+    lease: LeaderLease<'_>,
     memory: &mut CycleMemory,
     outcome: &mut CycleOutcome,
 ) -> Result<(), LeaderError> {
@@ -251,8 +249,8 @@ async fn fill_gaps(
         return Ok(());
     }
     let settings = ctx.settings();
-    renew_if_due(ctx, lease).await?;
-    let mut ftx = FencedTx::begin(&ctx.pool, lease, "fill_gaps").await?;
+    lease.renew_if_due().await?;
+    let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "fill_gaps").await?;
     let made = filler::create(
         &mut ftx,
         &gaps,
@@ -289,7 +287,7 @@ async fn fill_gaps(
 /// committer; returns once committed (nothing is broadcast before).
 async fn persist(
     ctx: &SubmitterContext,
-    lease: &LeaseGuard,
+    lease: LeaderLease<'_>,
     signed: &Signed,
 ) -> Result<(), LeaderError> {
     if signed.attempts.is_empty() && signed.refused.is_empty() {
@@ -299,6 +297,6 @@ async fn persist(
         attempts: signed.attempts.clone(),
         refused: signed.refused.clone(),
     };
-    ctx.committer.write(lease, write).await?;
+    ctx.committer.write(lease.guard(), write).await?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 use alloy::primitives::{Bytes, B256};
 use uuid::Uuid;
 
-use super::{error::LeaderError, SubmitterContext};
+use super::{error::LeaderError, leader_lease::LeaderLease, SubmitterContext};
 use crate::{
     store::{
         tracking::{self, MinedReceipt},
@@ -86,9 +86,7 @@ pub(crate) async fn reorged_out(
         }
     }
     ftx.commit().await?;
-    if !lease.is_locally_valid() {
-        return Err(LeaderError::LeaseExpired);
-    }
+    LeaderLease::new(ctx, lease).check_valid()?;
     for (tx_id, raw) in rebroadcast {
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, "receipt reorged out; re-broadcasting");
         // "already known" / "nonce too low" are fine: the block matcher and

@@ -15,7 +15,7 @@
 //! the keeper share one [`LeaseDeadline`](crate::store::LeaseDeadline) cell, so
 //! `is_locally_valid` sees the keeper's renewals; a leader whose keeper is
 //! late (a slow database) still renews in line before broadcasting
-//! (`lease_keep::renew_if_due`).
+//! (`LeaderLease::renew_if_due`).
 
 use std::{
     collections::HashMap,

@@ -18,7 +18,7 @@ mod follow;
 mod handle;
 mod ingress;
 mod keeper;
-mod lease_keep;
+mod leader_lease;
 mod resubmit;
 mod settings;
 mod signing;

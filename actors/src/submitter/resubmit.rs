@@ -15,17 +15,17 @@ use super::{
     error::LeaderError,
     escalation::{plan, stuck_reason, Plan},
     fees::{self, Fees},
-    lease_keep::renew_if_due,
+    leader_lease::LeaderLease,
     SubmitterContext, SubmitterSettings,
 };
 use crate::{
-    chain::{classify_rpc_error, BroadcastClass, ChainError, FeeQuote},
+    chain::{classify_send, BroadcastClass, FeeQuote},
     domain::{AttemptKind, Intent, TxState},
     metrics::{HEAD_OF_LINE_BLOCKED, RESUBMITS, STUCK},
     store::{
         pipeline::NewAttempt,
         resubmit::{self, ClaimedResubmit},
-        tracking, FencedTx, LeaseGuard,
+        tracking, FencedTx,
     },
 };
 
@@ -51,12 +51,12 @@ pub(crate) struct ResubmitOutcome {
 /// act on each.
 pub(crate) async fn run(
     ctx: &SubmitterContext,
-    lease: &mut LeaseGuard,
+    lease: LeaderLease<'_>,
     only: Option<&[Uuid]>,
 ) -> Result<ResubmitOutcome, LeaderError> {
     let settings = ctx.settings();
     let limit = settings.batch_size.max(1) as usize;
-    let mut ftx = FencedTx::begin(&ctx.pool, lease, "claim_resubmit").await?;
+    let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "claim_resubmit").await?;
     let mut claimed =
         resubmit::claim_due(&mut ftx, only, limit, settings.resubmit_interval).await?;
     let mut newly_stuck = Vec::new();
@@ -142,7 +142,7 @@ pub(crate) fn report_head_of_line(ctx: &SubmitterContext, head: Option<(u64, TxS
 
 async fn resubmit_one(
     ctx: &SubmitterContext,
-    lease: &mut LeaseGuard,
+    lease: LeaderLease<'_>,
     item: &ClaimedResubmit,
     plan: Plan,
     settings: &SubmitterSettings,
@@ -171,7 +171,7 @@ async fn resubmit_one(
             } else {
                 "fee_cap_reached"
             };
-            let mut ftx = FencedTx::begin(&ctx.pool, lease, "resubmit_sub_state").await?;
+            let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "resubmit_sub_state").await?;
             resubmit::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
             ftx.commit().await?;
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id,
@@ -185,8 +185,8 @@ async fn resubmit_one(
             Some(attempt) => attempt,
             None => return Ok(false),
         };
-        renew_if_due(ctx, lease).await?;
-        let mut ftx = FencedTx::begin(&ctx.pool, lease, "persist_replacement").await?;
+        lease.renew_if_due().await?;
+        let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "persist_replacement").await?;
         crate::store::pipeline::insert_attempts(&mut ftx, std::slice::from_ref(&attempt)).await?;
         let sub_state = if kind == AttemptKind::Cancel {
             "cancelling"
@@ -219,7 +219,7 @@ async fn resubmit_one(
 /// Re-sends the newest attempt a node accepted (else the newest).
 async fn rebroadcast(
     ctx: &SubmitterContext,
-    lease: &mut LeaseGuard,
+    lease: LeaderLease<'_>,
     item: &ClaimedResubmit,
     outcome: &mut ResubmitOutcome,
 ) -> Result<(), LeaderError> {
@@ -282,20 +282,13 @@ async fn sign_replacement(
 /// Broadcasts once on a lease this node still holds; returns the class.
 async fn send(
     ctx: &SubmitterContext,
-    lease: &mut LeaseGuard,
+    lease: LeaderLease<'_>,
     tx_id: Uuid,
     hash: B256,
     raw: &Bytes,
 ) -> Result<BroadcastClass, LeaderError> {
-    renew_if_due(ctx, lease).await?;
-    if !lease.is_locally_valid() {
-        return Err(LeaderError::LeaseExpired);
-    }
-    let class = match ctx.chain.send_raw(raw).await {
-        Ok(_) => BroadcastClass::Accepted,
-        Err(ChainError::Rpc { code, message }) => classify_rpc_error(Some(code), &message),
-        Err(ChainError::Transport(_)) => BroadcastClass::Transient,
-    };
+    lease.check_may_send().await?;
+    let class = classify_send(&ctx.chain.send_raw(raw).await);
     metrics::counter!(crate::metrics::BROADCASTS, "result" => class.label()).increment(1);
     tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, %hash, result = class.label(), "resubmitted");
     Ok(class)
@@ -304,13 +297,13 @@ async fn send(
 /// Records a resubmit's answer (fenced).
 async fn record(
     ctx: &SubmitterContext,
-    lease: &LeaseGuard,
+    lease: LeaderLease<'_>,
     tx_id: Uuid,
     hash: B256,
     class: BroadcastClass,
     outcome: &mut ResubmitOutcome,
 ) -> Result<(), LeaderError> {
-    let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_resubmit").await?;
+    let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "record_resubmit").await?;
     ftx.relax_durability().await?;
     if class.counts_as_accepted() {
         resubmit::record_resubmitted(&mut ftx, &[(tx_id, hash, class.label().to_string())]).await?;

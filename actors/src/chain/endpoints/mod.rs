@@ -278,7 +278,7 @@ impl RpcEndpoints {
         while let Some(joined) = sends.next().await {
             let answer = joined
                 .unwrap_or_else(|e| Err(ChainError::Transport(format!("send task failed: {e}"))));
-            if fanout::class_of(&answer).counts_as_accepted() {
+            if super::classify_send(&answer).counts_as_accepted() {
                 return answer;
             }
             answers.push(answer);
