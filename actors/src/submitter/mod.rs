@@ -20,6 +20,7 @@ mod ingress;
 mod keeper;
 mod leader_lease;
 mod resubmit;
+mod sending;
 mod settings;
 mod signing;
 mod status;
