@@ -11,8 +11,8 @@ use alloy::primitives::B256;
 use uuid::Uuid;
 
 use super::{
-    cycle, error::LeaderError, follow, leader_lease::LeaderLease, resubmit, sending::SendPipeline,
-    status::Role, sweep, SubmitterContext, SubmitterHandle,
+    cycle, error::LeaderError, follow, leader_lease::LeaderLease, resubmit, status::Role, sweep,
+    SubmitterContext, SubmitterHandle,
 };
 mod idle;
 mod leadership;
@@ -50,9 +50,6 @@ pub enum SubmitterMsg {
     /// Resubmit timers expired for these intents; empty = look for anything
     /// due or requested by an operator.
     ResubmitDue(Vec<Uuid>),
-    /// The batch on the send pipeline has been sent and recorded: take its
-    /// report (retries, a nonce to check).
-    Sent,
 }
 
 impl SubmitterMsg {
@@ -66,7 +63,6 @@ impl SubmitterMsg {
                 | SubmitterMsg::IdleTick
                 | SubmitterMsg::SweepTick
                 | SubmitterMsg::Drain(_)
-                | SubmitterMsg::Sent
         )
     }
 }
@@ -92,12 +88,8 @@ pub struct SubmitterState {
     lease: Option<LeaseGuard>,
     protect_reason: Option<String>,
     memory: cycle::CycleMemory,
-    /// The batch being broadcast while the next cycle runs.
-    sends: SendPipeline,
     lease_timer: Option<Timer>,
     work_timer: Option<Timer>,
-    /// When `work_timer` fires.
-    work_due: Option<std::time::Instant>,
     sweep_timer: Option<Timer>,
     idle_timer: Option<Timer>,
     /// When the actor last handled work or a tracking report (idle release).
@@ -145,18 +137,7 @@ impl SubmitterState {
         status.set_protect_reason(self.protect_reason.clone());
     }
 
-    /// Runs the work cycle after `after`, unless a pending timer runs it
-    /// sooner: a cycle run early is harmless, one run late may leave a
-    /// continuation waiting (a batch's report can arrive between a cycle and
-    /// the immediate run it asked for).
     fn schedule_work(&mut self, myself: &ActorRef<SubmitterMsg>, after: Duration) {
-        let due = std::time::Instant::now() + after;
-        let pending_sooner = self.work_timer.as_ref().is_some_and(|t| !t.is_finished())
-            && self.work_due.is_some_and(|d| d <= due);
-        if pending_sooner {
-            return;
-        }
-        self.work_due = Some(due);
         rearm(
             &mut self.work_timer,
             myself.send_after(after, || SubmitterMsg::WorkTimer),
@@ -190,7 +171,6 @@ impl Actor for SubmitterActor {
         // Uncounted: the first lease attempt comes straight from the actor.
         myself.send_message(SubmitterMsg::LeaseTick)?;
         Ok(SubmitterState {
-            sends: SendPipeline::new(Arc::clone(&args.ctx), myself.clone()),
             ctx: args.ctx,
             handle: args.handle,
             lease: None,
@@ -198,7 +178,6 @@ impl Actor for SubmitterActor {
             memory: cycle::CycleMemory::fresh(),
             lease_timer: None,
             work_timer: None,
-            work_due: None,
             sweep_timer: None,
             idle_timer: None,
             last_activity: std::time::Instant::now(),
@@ -225,7 +204,6 @@ impl Actor for SubmitterActor {
         {
             timer.abort();
         }
-        state.sends.cancel().await;
         // A stopped actor's lease is renewed no more: it lapses unless the
         // actor released it first.
         if let Some(lease) = state.lease.take() {
@@ -274,7 +252,6 @@ async fn dispatch(
         SubmitterMsg::SweepTick => on_sweep(&myself, state).await,
         SubmitterMsg::Drain(reply) => {
             state.handle.status().set_role(Role::Stopping);
-            state.sends.cancel().await;
             if let Some(lease) = state.lease.take() {
                 state.ctx.keeper.forget(&lease);
                 if let Err(err) = store::release(&state.ctx.pool, &lease).await {
@@ -295,7 +272,6 @@ async fn dispatch(
             on_tracking(&myself, state, Tracking::Reorged(lost)).await
         }
         SubmitterMsg::ResubmitDue(ids) => on_resubmit(&myself, state, ids).await,
-        SubmitterMsg::Sent => on_sent(&myself, state).await,
     }
 }
 
@@ -316,12 +292,6 @@ async fn on_tracking(
     let Some(lease) = state.lease.clone() else {
         return Ok(());
     };
-    if matches!(report, Tracking::Reorged(_)) {
-        // Re-broadcasts lower nonces: not while a batch is being sent.
-        // (Receipts and finality may land before a batch is recorded; their
-        // writes accept an ALLOCATED intent, the record then leaves it.)
-        settle_sends(myself, state).await?;
-    }
     let result = match &report {
         Tracking::Receipts(found) => follow::record_receipts(&state.ctx, &lease, found).await,
         Tracking::Finalize(decided) => follow::finalize(&state.ctx, &lease, decided).await,
@@ -372,46 +342,9 @@ async fn on_work(
         LeaderLease::new(&state.ctx, &lease),
         state.protect_reason.is_some(),
         &mut state.memory,
-        &mut state.sends,
     )
     .await;
     state.set_role();
-    after_cycle(myself, state, result)
-}
-
-/// The batch on the send pipeline is done: applies its report like a
-/// cycle's outcome (nothing to do if a cycle settled it already).
-async fn on_sent(
-    myself: &ActorRef<SubmitterMsg>,
-    state: &mut SubmitterState,
-) -> Result<(), ActorProcessingErr> {
-    if state.sends.is_busy() {
-        // A later batch is in flight: its own message comes.
-        return Ok(());
-    }
-    let mut outcome = cycle::CycleOutcome::default();
-    let result = cycle::absorb(state.sends.settle().await, &mut outcome, &mut state.memory);
-    after_cycle(myself, state, result.map(|()| outcome))
-}
-
-/// Settles the send pipeline before a step that sends by itself; its report
-/// is applied as a cycle's would be.
-async fn settle_sends(
-    myself: &ActorRef<SubmitterMsg>,
-    state: &mut SubmitterState,
-) -> Result<(), ActorProcessingErr> {
-    let mut outcome = cycle::CycleOutcome::default();
-    let result = cycle::absorb(state.sends.settle().await, &mut outcome, &mut state.memory);
-    after_cycle(myself, state, result.map(|()| outcome))
-}
-
-/// Schedules what a cycle's (or a settled batch's) outcome asks for, and
-/// turns its error into the actor's reaction.
-fn after_cycle(
-    myself: &ActorRef<SubmitterMsg>,
-    state: &mut SubmitterState,
-    result: Result<cycle::CycleOutcome, LeaderError>,
-) -> Result<(), ActorProcessingErr> {
     match result {
         Ok(outcome) => {
             if outcome.sweep_now {
@@ -475,8 +408,6 @@ async fn on_sweep(
         &mut state.sweep_timer,
         myself.send_after(state.ctx.sweep_interval, || SubmitterMsg::SweepTick),
     );
-    // The sweep compares the chain's nonce with what was recorded.
-    settle_sends(myself, state).await?;
     match sweep::run(&state.ctx, &lease).await {
         Ok(found) => {
             state.protect_reason = found.protect_reason;
@@ -505,8 +436,6 @@ async fn on_resubmit(
     let Some(lease) = state.lease.clone() else {
         return Ok(());
     };
-    // A resubmit sends at nonces the batch in flight may hold.
-    settle_sends(myself, state).await?;
     let only = (!ids.is_empty()).then_some(ids.as_slice());
     let result = resubmit::run(&state.ctx, LeaderLease::new(&state.ctx, &lease), only).await;
     state.set_role();

@@ -9,9 +9,7 @@
 //!    transaction, and a second fenced write persists every attempt —
 //!    committed before any byte is broadcast;
 //! 5. broadcast in nonce order, one request at a time, then one fenced write
-//!    records the results — on the send pipeline's task (`sending`), so the
-//!    next cycle's steps 2–4 overlap this batch's sends; anything else that
-//!    sends settles the batch in flight first.
+//!    records the results.
 //!
 //! The three fenced writes go through the node's group committer
 //! (`store::group`), merged with other leaders' writes into one transaction.
@@ -22,11 +20,10 @@ use futures::future::join_all;
 use uuid::Uuid;
 
 use super::{
-    broadcast::{broadcast, new_attempts_as_pending, BroadcastReport},
+    broadcast::{broadcast, new_attempts_as_pending},
     error::LeaderError,
     fees,
     leader_lease::LeaderLease,
-    sending::SendPipeline,
     signing::{sign_all, Signed},
     SubmitterContext,
 };
@@ -80,7 +77,6 @@ pub(crate) async fn run(
     lease: LeaderLease<'_>,
     protected: bool,
     memory: &mut CycleMemory,
-    sends: &mut SendPipeline,
 ) -> Result<CycleOutcome, LeaderError> {
     lease.check_valid()?;
     let settings = ctx.settings();
@@ -107,9 +103,6 @@ pub(crate) async fn run(
         .allocated_due_at
         .is_some_and(|due| due <= Instant::now())
     {
-        // The batch in flight is ALLOCATED and due too: it must be sent and
-        // recorded before anything is sent again.
-        absorb(sends.settle().await, &mut outcome, memory)?;
         memory.allocated_due_at = None;
         let due = pipeline::load_due_allocated(&ctx.pool, ctx.key, batch).await?;
         let full = due.len() == batch;
@@ -234,32 +227,10 @@ pub(crate) async fn run(
         // Left ALLOCATED without an attempt: signed again next cycle.
         outcome.retry_in = Some(settings.retry_backoff);
     }
-    // The previous batch is settled first: nonces leave in order.
-    let settled = sends
-        .send_next(lease.guard(), new_attempts_as_pending(&signed.attempts))
-        .await;
-    absorb(settled, &mut outcome, memory)?;
+    broadcast(ctx, lease, new_attempts_as_pending(&signed.attempts))
+        .await?
+        .apply(&mut outcome, memory);
     Ok(outcome)
-}
-
-/// Folds a settled batch's report into the cycle. A batch that stopped
-/// early (lease, database) may have left attempts unsent or unrecorded:
-/// they are ALLOCATED and due, so the next cycle's recovery sends them.
-pub(crate) fn absorb(
-    settled: Result<BroadcastReport, LeaderError>,
-    outcome: &mut CycleOutcome,
-    memory: &mut CycleMemory,
-) -> Result<(), LeaderError> {
-    match settled {
-        Ok(report) => {
-            report.apply(outcome, memory);
-            Ok(())
-        }
-        Err(err) => {
-            memory.allocated_due_at = Some(Instant::now());
-            Err(err)
-        }
-    }
 }
 
 /// Released nonces below allocated ones hold every later nonce of the

@@ -23,10 +23,6 @@ pub(crate) enum LeaderError {
     /// Renewing in line found the lease gone or its token changed: stop.
     #[error("lease lost while working")]
     LeaseLost,
-    /// The task broadcasting a batch ended without a report (it panicked):
-    /// its attempts are persisted and go out again through recovery.
-    #[error("send task ended without a report: {0}")]
-    SendTask(String),
 }
 
 impl LeaderError {

@@ -20,7 +20,6 @@ mod ingress;
 mod keeper;
 mod leader_lease;
 mod resubmit;
-mod sending;
 mod settings;
 mod signing;
 mod status;

@@ -133,8 +133,6 @@ async fn hand_over_if_preferred_elsewhere(state: &mut SubmitterState, lease: &Le
     else {
         return false;
     };
-    // Nothing may be sent on our behalf once the lease is handed over.
-    state.sends.cancel().await;
     match store::hand_over(&ctx.pool, lease, &to).await {
         Ok(true) => {}
         Ok(false) => return false,
