@@ -8,8 +8,10 @@
 //!                                                          └──► ConfigError ◄─┘  (key: reason per line)
 //! ```
 //!
-//! Per-submitter settings are `[defaults]` merged with the overrides of each
-//! `[submitters."0x…"]` entry; [`Config::resolved_submitters`] does the merge.
+//! Per-submitter settings are the engine's own
+//! [`SubmitterSettings`](txmgr_actors::submitter::SubmitterSettings)
+//! (`[defaults]`), merged with the overrides of each `[submitters."0x…"]`
+//! entry; [`Config::resolved_submitters`] does the merge.
 
 mod auth;
 mod endpoints;
@@ -18,10 +20,8 @@ mod error;
 mod overrides;
 mod sections;
 mod signer;
-mod submitter;
 mod url;
 mod validate;
-mod values;
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -31,6 +31,7 @@ use figment::{
     Figment,
 };
 use serde::{Deserialize, Serialize};
+use txmgr_actors::submitter::SubmitterSettings;
 
 pub use auth::{AuthConfig, Role, TokenConfig};
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
@@ -38,10 +39,8 @@ pub use error::{ConfigError, ConfigIssue};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SubmitterConfig};
 pub use sections::*;
 pub use signer::SignerConfig;
-pub use submitter::*;
 pub use url::{redact_password, shown_url};
 pub use validate::{check_address, check_node_id};
-pub use values::{Finality, Wei, DEFAULT_CONFIRMATIONS};
 
 /// The whole, validated configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,6 +9,7 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
+use txmgr_actors::submitter::SubmitterSettings;
 
 use super::url::{redact_password, shown_url};
 
@@ -278,6 +279,12 @@ pub struct ChainConfig {
 }
 
 impl ChainConfig {
+    /// Wait before retrying a transiently refused broadcast: the engine's
+    /// `retry_backoff`, derived from `poll_interval`.
+    pub fn retry_backoff(&self) -> Duration {
+        SubmitterSettings::retry_backoff_for(self.poll_interval)
+    }
+
     /// The configured endpoints: `rpc_urls`, or the `rpc_url` shorthand as
     /// one endpoint named `default`.
     pub fn endpoints(&self) -> Vec<RpcEndpointConfig> {
