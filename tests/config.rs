@@ -5,6 +5,8 @@
 
 // Crate roots resolve modules next to themselves, where cargo would take
 // them for separate test targets; `tests/config/` keeps them private.
+#[path = "config/deprecated.rs"]
+mod deprecated;
 #[path = "config/env.rs"]
 mod env;
 #[path = "config/submitters.rs"]

@@ -12,8 +12,12 @@
 //! [`SubmitterSettings`](txmgr_actors::submitter::SubmitterSettings)
 //! (`[defaults]`), merged with the overrides of each `[submitters."0x…"]`
 //! entry; [`Config::resolved_submitters`] does the merge.
+//!
+//! A renamed key is still read under its old name, with a warning
+//! ([`Config::warnings`], see `deprecated.rs`).
 
 mod auth;
+mod deprecated;
 mod endpoints;
 mod env;
 mod error;
@@ -34,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use txmgr_actors::submitter::SubmitterSettings;
 
 pub use auth::{AuthConfig, Role, TokenConfig};
+pub use deprecated::RENAMED_KEYS;
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SubmitterConfig};
@@ -75,6 +80,10 @@ pub struct Config {
     /// Log output.
     #[serde(default)]
     pub log: LogConfig,
+    /// What loaded but deserves the operator's attention (renamed keys);
+    /// shown by `txmgr config check`, logged at start and on reload.
+    #[serde(skip)]
+    warnings: Vec<ConfigIssue>,
 }
 
 impl Config {
@@ -106,12 +115,28 @@ impl Config {
             _ => Vec::new(),
         };
         let figment = file.merge(env::EnvOverrides::new(env, &submitter_keys));
+        let warnings = deprecated::renamed_keys_used(&figment)?;
         let mut config: Config = figment.extract().map_err(ConfigError::from_figment)?;
+        config.warnings = warnings;
         let issues = validate::normalise_and_validate(&mut config);
         if issues.is_empty() {
             Ok(config)
         } else {
             Err(ConfigError { issues })
+        }
+    }
+
+    /// Keys that loaded but deserve attention (deprecated names), as
+    /// `key: reason`.
+    pub fn warnings(&self) -> &[ConfigIssue] {
+        &self.warnings
+    }
+
+    /// Logs [`Config::warnings`]; for after the tracing subscriber is up
+    /// (the file is read before it).
+    pub fn log_warnings(&self) {
+        for warning in &self.warnings {
+            tracing::warn!(target: "txmgr::config", key = %warning.key, "{}", warning.reason);
         }
     }
 

@@ -214,11 +214,7 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
     }
     positive(&mut push, "chain.poll_interval", chain.poll_interval);
     positive(&mut push, "chain.rpc_timeout", chain.rpc_timeout);
-    positive(
-        &mut push,
-        "chain.stale_receipt_timeout",
-        chain.stale_receipt_timeout,
-    );
+    positive(&mut push, "chain.sweep_interval", chain.sweep_interval);
     if !(1..=64).contains(&chain.receipt_workers) {
         push(
             "chain.receipt_workers",

@@ -100,7 +100,7 @@ pub async fn start_engine(
             idle_release_after: config.lease.idle_release_after,
         },
         poll_interval: config.chain.poll_interval,
-        sweep_interval: config.chain.stale_receipt_timeout,
+        sweep_interval: config.chain.sweep_interval,
         receipt_workers: config.chain.receipt_workers as usize,
         finality_workers: config.chain.finality_workers as usize,
         resubmit_workers: config.chain.resubmit_workers as usize,

@@ -127,6 +127,7 @@ fn parse(address: &str) -> Result<Address, ConfigError> {
 impl Reload for Reloader {
     async fn reload(&self) -> Result<ReloadReport, ConfigError> {
         let mut new = Config::load(&self.path)?;
+        new.log_warnings();
         let mut running = self.running.lock().await;
         let mut report = ReloadReport {
             restart_required: restart_keys(&running, &new),
