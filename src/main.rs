@@ -97,6 +97,9 @@ fn main() -> ExitCode {
         command: ConfigCommand::Check,
     } = cli.command
     {
+        for warning in config.warnings() {
+            eprintln!("warning: {warning}");
+        }
         print!("{}", config.redacted_toml());
         return ExitCode::SUCCESS;
     }
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         }
     };
     daemon::init_tracing(&config.log);
+    config.log_warnings();
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run { no_migrate } => daemon::run(config, cli.config, !no_migrate).await,

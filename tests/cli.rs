@@ -54,6 +54,73 @@ fn config_check_names_the_bad_key_and_fails() {
     assert!(stderr.contains("lease.renew_interval"), "{stderr}");
 }
 
+/// The shipped configuration with `chain.sweep_interval` under its old
+/// name, in a file of its own (removed on drop).
+struct OldNameConfig(PathBuf);
+
+impl OldNameConfig {
+    fn write() -> Self {
+        let text = std::fs::read_to_string(shipped_config()).expect("read config.toml");
+        assert!(text.contains("\nsweep_interval = "), "shipped key moved");
+        let path =
+            std::env::temp_dir().join(format!("txmgr-old-name-{}.toml", uuid::Uuid::new_v4()));
+        std::fs::write(
+            &path,
+            text.replace("\nsweep_interval = ", "\nstale_receipt_timeout = "),
+        )
+        .expect("write config");
+        Self(path)
+    }
+}
+
+impl Drop for OldNameConfig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn config_check_warns_about_a_renamed_key_and_shows_the_new_name() {
+    let file = OldNameConfig::write();
+    let output = txmgr()
+        .args(["config", "check", "--config"])
+        .arg(&file.0)
+        .output()
+        .expect("run txmgr");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stderr: {stderr}");
+    assert!(
+        stderr.contains("warning: chain.stale_receipt_timeout: deprecated")
+            && stderr.contains("chain.sweep_interval"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("\nsweep_interval = \"1m\""), "{stdout}");
+    assert!(!stdout.contains("stale_receipt_timeout"), "{stdout}");
+}
+
+#[tokio::test]
+async fn a_renamed_key_is_logged_as_a_warning_at_start() {
+    let db = TestDb::create().await;
+    let file = OldNameConfig::write();
+    let output = txmgr()
+        .args(["migrate", "--config"])
+        .arg(&file.0)
+        .env("TXMGR_DATABASE__URL", &db.url)
+        .output()
+        .expect("run txmgr");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stderr: {stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("chain.stale_receipt_timeout"))
+        .unwrap_or_else(|| panic!("no warning logged: {stderr}"));
+    assert!(
+        line.contains("WARN") && line.contains("chain.sweep_interval"),
+        "{line}"
+    );
+}
+
 #[tokio::test]
 async fn migrate_applies_the_schema() {
     let db = TestDb::create().await;

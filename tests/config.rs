@@ -5,6 +5,8 @@
 
 // Crate roots resolve modules next to themselves, where cargo would take
 // them for separate test targets; `tests/config/` keeps them private.
+#[path = "config/deprecated.rs"]
+mod deprecated;
 #[path = "config/env.rs"]
 mod env;
 #[path = "config/submitters.rs"]
@@ -12,7 +14,7 @@ mod submitters;
 
 use std::path::Path;
 
-use txmgr::config::{Config, ConfigError, SignerConfig, Wei, DEFAULT_LEASE_DURATION};
+use txmgr::config::{Config, ConfigError, SignerConfig, DEFAULT_LEASE_DURATION};
 
 const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const OTHER: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
@@ -238,13 +240,10 @@ fn amounts_accept_integer_decimal_and_hex() {
          gas_price_cap = \"1000000000000000000000000\"\n"
     );
     let config = parse(&text).expect("amounts");
-    assert_eq!(
-        config.defaults.max_fee_per_gas_cap,
-        Some(Wei(100_000_000_000))
-    );
-    assert_eq!(config.defaults.gas_price_cap, Some(Wei(10u128.pow(24))));
+    assert_eq!(config.defaults.max_fee_per_gas_cap, Some(100_000_000_000));
+    assert_eq!(config.defaults.gas_price_cap, Some(10u128.pow(24)));
     let dev = config.submitter(DEV).expect("dev");
-    assert_eq!(dev.settings.max_fee_per_gas_cap, Some(Wei(100_000_000_000)));
+    assert_eq!(dev.settings.max_fee_per_gas_cap, Some(100_000_000_000));
 }
 
 #[test]

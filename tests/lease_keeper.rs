@@ -33,7 +33,7 @@ max_connections = 8
 rpc_url = "{rpc}"
 chain_id = 31337
 poll_interval = "200ms"
-stale_receipt_timeout = "1s"
+sweep_interval = "1s"
 [lease]
 duration = "3s"
 renew_interval = "1s"

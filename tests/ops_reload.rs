@@ -13,7 +13,7 @@ use common::{
     wait_until, Anvil, TestDb,
 };
 use serde_json::json;
-use txmgr_actors::submitter::Finality;
+use txmgr_actors::domain::Finality;
 
 const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const SECOND: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";

@@ -24,10 +24,8 @@ async fn calls_while_following(tracked: usize) -> BTreeMap<&'static str, usize> 
     let anvil = Anvil::start_with(&["--no-mining"]).await;
     let extra = "max_in_flight = 2000\nbatch_size = 500\nresubmit_interval = \"1h\"";
     // No slow sweep during the measurement: only per-block work is counted.
-    let toml = config_toml(&db.url, &anvil.rpc_url(), "n1", extra).replace(
-        "stale_receipt_timeout = \"1s\"",
-        "stale_receipt_timeout = \"1h\"",
-    );
+    let toml = config_toml(&db.url, &anvil.rpc_url(), "n1", extra)
+        .replace("sweep_interval = \"1s\"", "sweep_interval = \"1h\"");
     let counter = std::sync::Mutex::new(None);
     let node = TestNode::start_with(&toml, |chain| {
         let wrapped = FaultyChain::new(chain, SendFault::None);

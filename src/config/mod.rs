@@ -8,20 +8,24 @@
 //!                                                          └──► ConfigError ◄─┘  (key: reason per line)
 //! ```
 //!
-//! Per-submitter settings are `[defaults]` merged with the overrides of each
-//! `[submitters."0x…"]` entry; [`Config::resolved_submitters`] does the merge.
+//! Per-submitter settings are the engine's own
+//! [`SubmitterSettings`](txmgr_actors::submitter::SubmitterSettings)
+//! (`[defaults]`), merged with the overrides of each `[submitters."0x…"]`
+//! entry; [`Config::resolved_submitters`] does the merge.
+//!
+//! A renamed key is still read under its old name, with a warning
+//! ([`Config::warnings`], see `deprecated.rs`).
 
 mod auth;
+mod deprecated;
 mod endpoints;
 mod env;
 mod error;
 mod overrides;
 mod sections;
 mod signer;
-mod submitter;
 mod url;
 mod validate;
-mod values;
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -31,17 +35,17 @@ use figment::{
     Figment,
 };
 use serde::{Deserialize, Serialize};
+use txmgr_actors::submitter::SubmitterSettings;
 
 pub use auth::{AuthConfig, Role, TokenConfig};
+pub use deprecated::RENAMED_KEYS;
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SubmitterConfig};
 pub use sections::*;
 pub use signer::SignerConfig;
-pub use submitter::*;
 pub use url::{redact_password, shown_url};
 pub use validate::{check_address, check_node_id};
-pub use values::{Finality, Wei, DEFAULT_CONFIRMATIONS};
 
 /// The whole, validated configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +80,10 @@ pub struct Config {
     /// Log output.
     #[serde(default)]
     pub log: LogConfig,
+    /// What loaded but deserves the operator's attention (renamed keys);
+    /// shown by `txmgr config check`, logged at start and on reload.
+    #[serde(skip)]
+    warnings: Vec<ConfigIssue>,
 }
 
 impl Config {
@@ -107,12 +115,28 @@ impl Config {
             _ => Vec::new(),
         };
         let figment = file.merge(env::EnvOverrides::new(env, &submitter_keys));
+        let warnings = deprecated::renamed_keys_used(&figment)?;
         let mut config: Config = figment.extract().map_err(ConfigError::from_figment)?;
+        config.warnings = warnings;
         let issues = validate::normalise_and_validate(&mut config);
         if issues.is_empty() {
             Ok(config)
         } else {
             Err(ConfigError { issues })
+        }
+    }
+
+    /// Keys that loaded but deserve attention (deprecated names), as
+    /// `key: reason`.
+    pub fn warnings(&self) -> &[ConfigIssue] {
+        &self.warnings
+    }
+
+    /// Logs [`Config::warnings`]; for after the tracing subscriber is up
+    /// (the file is read before it).
+    pub fn log_warnings(&self) {
+        for warning in &self.warnings {
+            tracing::warn!(target: "txmgr::config", key = %warning.key, "{}", warning.reason);
         }
     }
 

@@ -3,17 +3,18 @@
 //!
 //! The override fields are spelled out rather than `#[serde(flatten)]`ed,
 //! because serde cannot combine `flatten` with `deny_unknown_fields`, and a
-//! misspelt override must be an error, not a silent default.
+//! misspelt override must be an error, not a silent default. Each field has
+//! the name, file key and file syntax of its [`SubmitterSettings`] field.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-
-use super::{
-    signer::SignerConfig,
-    submitter::{AdvanceAfter, FeeMode, OnExternalNonce, StuckPolicy, SubmitterSettings},
-    values::{Finality, Wei},
+use txmgr_actors::{
+    domain::Finality,
+    submitter::{settings::file_format, GasBump, SubmitterSettings},
 };
+
+use super::signer::SignerConfig;
 
 /// One configured submitter as written in the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,11 +32,21 @@ pub struct SubmitterConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress_capacity: Option<u32>,
     /// Overrides `defaults.advance_after`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub advance_after: Option<AdvanceAfter>,
+    #[serde(
+        rename = "advance_after",
+        default,
+        with = "file_format::advance_after::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub hold_slot_until_final: Option<bool>,
     /// Overrides `defaults.on_external_nonce`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_external_nonce: Option<OnExternalNonce>,
+    #[serde(
+        rename = "on_external_nonce",
+        default,
+        with = "file_format::on_external_nonce::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub protect_on_external_nonce: Option<bool>,
     /// Overrides `defaults.finality`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finality: Option<Finality>,
@@ -57,8 +68,13 @@ pub struct SubmitterConfig {
     )]
     pub stuck_after: Option<Duration>,
     /// Overrides `defaults.stuck_policy`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stuck_policy: Option<StuckPolicy>,
+    #[serde(
+        rename = "stuck_policy",
+        default,
+        with = "file_format::stuck_policy::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cancel_when_stuck: Option<bool>,
     /// Overrides `defaults.reject_after`.
     #[serde(
         default,
@@ -70,17 +86,34 @@ pub struct SubmitterConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gas_limit_margin: Option<f64>,
     /// Overrides `defaults.fee_mode`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fee_mode: Option<FeeMode>,
+    #[serde(
+        rename = "fee_mode",
+        default,
+        with = "file_format::fee_mode::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub legacy_fees: Option<bool>,
     /// Overrides `defaults.max_fee_per_gas_cap`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_fee_per_gas_cap: Option<Wei>,
+    #[serde(
+        default,
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_fee_per_gas_cap: Option<u128>,
     /// Overrides `defaults.max_priority_fee_per_gas_cap`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_priority_fee_per_gas_cap: Option<Wei>,
+    #[serde(
+        default,
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_priority_fee_per_gas_cap: Option<u128>,
     /// Overrides `defaults.gas_price_cap`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gas_price_cap: Option<Wei>,
+    #[serde(
+        default,
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub gas_price_cap: Option<u128>,
     /// Overrides parts of `defaults.gas_bump`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gas_bump: Option<GasBumpOverride>,
@@ -106,16 +139,16 @@ impl SubmitterConfig {
             max_in_flight: None,
             batch_size: None,
             ingress_capacity: None,
-            advance_after: None,
-            on_external_nonce: None,
+            hold_slot_until_final: None,
+            protect_on_external_nonce: None,
             finality: None,
             resubmit_interval: None,
             max_resubmits: None,
             stuck_after: None,
-            stuck_policy: None,
+            cancel_when_stuck: None,
             reject_after: None,
             gas_limit_margin: None,
-            fee_mode: None,
+            legacy_fees: None,
             max_fee_per_gas_cap: None,
             max_priority_fee_per_gas_cap: None,
             gas_price_cap: None,
@@ -131,25 +164,31 @@ impl SubmitterConfig {
             max_in_flight: self.max_in_flight.unwrap_or(d.max_in_flight),
             batch_size: self.batch_size.unwrap_or(d.batch_size),
             ingress_capacity: self.ingress_capacity.unwrap_or(d.ingress_capacity),
-            advance_after: self.advance_after.unwrap_or(d.advance_after),
-            on_external_nonce: self.on_external_nonce.unwrap_or(d.on_external_nonce),
+            hold_slot_until_final: self
+                .hold_slot_until_final
+                .unwrap_or(d.hold_slot_until_final),
+            protect_on_external_nonce: self
+                .protect_on_external_nonce
+                .unwrap_or(d.protect_on_external_nonce),
             finality: self.finality.unwrap_or(d.finality),
             resubmit_interval: self.resubmit_interval.unwrap_or(d.resubmit_interval),
             max_resubmits: self.max_resubmits.unwrap_or(d.max_resubmits),
             stuck_after: self.stuck_after.unwrap_or(d.stuck_after),
-            stuck_policy: self.stuck_policy.unwrap_or(d.stuck_policy),
+            cancel_when_stuck: self.cancel_when_stuck.unwrap_or(d.cancel_when_stuck),
             reject_after: self.reject_after.unwrap_or(d.reject_after),
             gas_limit_margin: self.gas_limit_margin.unwrap_or(d.gas_limit_margin),
-            fee_mode: self.fee_mode.unwrap_or(d.fee_mode),
+            legacy_fees: self.legacy_fees.unwrap_or(d.legacy_fees),
             max_fee_per_gas_cap: self.max_fee_per_gas_cap.or(d.max_fee_per_gas_cap),
             max_priority_fee_per_gas_cap: self
                 .max_priority_fee_per_gas_cap
                 .or(d.max_priority_fee_per_gas_cap),
             gas_price_cap: self.gas_price_cap.or(d.gas_price_cap),
-            gas_bump: super::submitter::GasBump {
+            gas_bump: GasBump {
                 enabled: bump.enabled.unwrap_or(d.gas_bump.enabled),
                 multiplier: bump.multiplier.unwrap_or(d.gas_bump.multiplier),
             },
+            // Node-wide (derived from `chain.poll_interval`), never overridden.
+            retry_backoff: d.retry_backoff,
         }
     }
 }
@@ -162,7 +201,7 @@ pub struct ResolvedSubmitter {
     pub address: String,
     /// Where the private key comes from.
     pub signer: SignerConfig,
-    /// Defaults merged with this submitter's overrides.
+    /// Defaults merged with this submitter's overrides: what the engine runs.
     pub settings: SubmitterSettings,
 }
 
@@ -175,7 +214,7 @@ mod tests {
         let defaults = SubmitterSettings::default();
         let mut entry = SubmitterConfig::new(SignerConfig::Env { env: "K".into() });
         entry.max_in_flight = Some(1);
-        entry.advance_after = Some(AdvanceAfter::Confirmed);
+        entry.hold_slot_until_final = Some(true);
         entry.gas_bump = Some(GasBumpOverride {
             enabled: Some(true),
             multiplier: None,

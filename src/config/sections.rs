@@ -9,6 +9,7 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
+use txmgr_actors::submitter::SubmitterSettings;
 
 use super::url::{redact_password, shown_url};
 
@@ -41,8 +42,8 @@ pub const DEFAULT_INGRESS_MAX_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Default timeout of one RPC call.
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default `chain.stale_receipt_timeout`.
-pub const DEFAULT_STALE_RECEIPT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default `chain.sweep_interval`.
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 /// Default `chain.unhealthy_after_failures`.
 pub const DEFAULT_UNHEALTHY_AFTER_FAILURES: u32 = 3;
 /// Default `chain.max_head_lag`.
@@ -264,8 +265,14 @@ pub struct ChainConfig {
     /// Period of the slow sweep that re-checks, per submitter, the chain's
     /// nonces (external use of the key) and the receipts of intents whose
     /// nonce is consumed but whose receipt the block matcher did not see.
-    #[serde(default = "default_stale_receipt_timeout", with = "humantime_serde")]
-    pub stale_receipt_timeout: Duration,
+    /// Formerly `stale_receipt_timeout`, still read (with a warning, see
+    /// `deprecated.rs`).
+    #[serde(
+        alias = "stale_receipt_timeout",
+        default = "default_sweep_interval",
+        with = "humantime_serde"
+    )]
+    pub sweep_interval: Duration,
     /// Receipt matcher workers (blocks are spread over them).
     #[serde(default = "default_tracker_workers")]
     pub receipt_workers: u32,
@@ -278,6 +285,12 @@ pub struct ChainConfig {
 }
 
 impl ChainConfig {
+    /// Wait before retrying a transiently refused broadcast: the engine's
+    /// `retry_backoff`, derived from `poll_interval`.
+    pub fn retry_backoff(&self) -> Duration {
+        SubmitterSettings::retry_backoff_for(self.poll_interval)
+    }
+
     /// The configured endpoints: `rpc_urls`, or the `rpc_url` shorthand as
     /// one endpoint named `default`.
     pub fn endpoints(&self) -> Vec<RpcEndpointConfig> {
@@ -443,8 +456,8 @@ fn default_rpc_timeout() -> Duration {
     DEFAULT_RPC_TIMEOUT
 }
 
-fn default_stale_receipt_timeout() -> Duration {
-    DEFAULT_STALE_RECEIPT_TIMEOUT
+fn default_sweep_interval() -> Duration {
+    DEFAULT_SWEEP_INTERVAL
 }
 
 fn default_unhealthy_after_failures() -> u32 {

@@ -3,13 +3,15 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use super::{
-    error::ConfigIssue,
-    submitter::{SubmitterSettings, MAX_BATCH_SIZE, MIN_BUMP_MULTIPLIER},
-    url::check_url,
-    values::Finality,
-    Config, SubmitterConfig,
+use txmgr_actors::{
+    domain::Finality,
+    submitter::{
+        settings::{MAX_BATCH_SIZE, MIN_BUMP_MULTIPLIER},
+        SubmitterSettings,
+    },
 };
+
+use super::{error::ConfigIssue, url::check_url, Config, SubmitterConfig};
 
 /// Checks an address is `0x` + 40 hex digits and returns it lower-cased.
 pub fn check_address(addr: &str) -> Result<String, String> {
@@ -39,10 +41,11 @@ pub fn check_node_id(id: &str) -> Result<(), String> {
     }
 }
 
-/// Normalises `config` in place (lower-case addresses) and returns every
-/// issue found.
+/// Normalises `config` in place (lower-case addresses, the engine's
+/// `retry_backoff` from `chain.poll_interval`) and returns every issue found.
 pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
+    config.defaults.retry_backoff = config.chain.retry_backoff();
     if let Err(reason) = check_node_id(&config.node_id) {
         issues.push(ConfigIssue::new("node_id", reason));
     }
@@ -211,11 +214,7 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
     }
     positive(&mut push, "chain.poll_interval", chain.poll_interval);
     positive(&mut push, "chain.rpc_timeout", chain.rpc_timeout);
-    positive(
-        &mut push,
-        "chain.stale_receipt_timeout",
-        chain.stale_receipt_timeout,
-    );
+    positive(&mut push, "chain.sweep_interval", chain.sweep_interval);
     if !(1..=64).contains(&chain.receipt_workers) {
         push(
             "chain.receipt_workers",
@@ -336,7 +335,7 @@ pub(crate) fn check_settings(s: &SubmitterSettings) -> Vec<(&'static str, String
         ),
         ("gas_price_cap", s.gas_price_cap),
     ] {
-        if cap.is_some_and(|c| c.0 == 0) {
+        if cap == Some(0) {
             out.push((field, "must be > 0 (omit the key for no cap)".to_string()));
         }
     }

@@ -8,22 +8,17 @@ use anyhow::Context;
 use async_trait::async_trait;
 use sqlx::{postgres::PgListener, PgPool};
 use txmgr_actors::{
-    chain::{ChainClient, FeeCache, FinalityTag},
+    chain::{ChainClient, FeeCache},
     cluster::BalanceConfig,
-    domain::{CreateError, CreateOutcome, NewIntent},
+    domain::{CreateError, CreateOutcome, Finality, NewIntent},
     signer::{build_signer, SignerSpec},
     store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LeaseOwner, LEASE_SUFFIX},
-    submitter::{
-        Finality as EngineFinality, IngressLimits, LeaseTiming, SubmitterSettings as EngineSettings,
-    },
+    submitter::{IngressLimits, LeaseTiming},
     supervisor::{Engine, EngineConfig, SubmitterSpec},
 };
 
 use crate::{
-    config::{
-        AdvanceAfter, Config, FeeMode, OnExternalNonce, SignerConfig, StuckPolicy,
-        SubmitterSettings,
-    },
+    config::{Config, SignerConfig},
     http::Submissions,
 };
 
@@ -35,54 +30,20 @@ const RESTART_WINDOW: Duration = Duration::from_secs(300);
 /// Canonical history kept by the head watcher: the deepest confirmation
 /// setting plus a margin, at least 128 blocks.
 fn window_blocks(config: &Config) -> usize {
+    let depth = |finality: Finality| match finality {
+        Finality::Confirmations(n) => n,
+        Finality::Tag(_) => 0,
+    };
     let deepest = config
         .resolved_submitters()
         .iter()
-        .map(|s| match s.settings.finality {
-            crate::config::Finality::Confirmations(n) => n,
-            _ => 0,
-        })
-        .chain(std::iter::once(match config.defaults.finality {
-            crate::config::Finality::Confirmations(n) => n,
-            _ => 0,
-        }))
+        .map(|s| depth(s.settings.finality))
+        .chain(std::iter::once(depth(config.defaults.finality)))
         .max()
         .unwrap_or(0);
     usize::try_from(deepest.saturating_add(64))
         .unwrap_or(usize::MAX)
         .max(128)
-}
-
-/// The engine's view of one submitter's settings.
-pub fn engine_settings(settings: &SubmitterSettings, poll_interval: Duration) -> EngineSettings {
-    EngineSettings {
-        max_in_flight: settings.max_in_flight,
-        batch_size: settings.batch_size,
-        ingress_capacity: settings.ingress_capacity,
-        hold_slot_until_final: settings.advance_after == AdvanceAfter::Confirmed,
-        finality: match settings.finality {
-            crate::config::Finality::Confirmations(n) => EngineFinality::Confirmations(n),
-            crate::config::Finality::Safe => EngineFinality::Tag(FinalityTag::Safe),
-            crate::config::Finality::Finalized => EngineFinality::Tag(FinalityTag::Finalized),
-        },
-        protect_on_external_nonce: settings.on_external_nonce == OnExternalNonce::Protect,
-        resubmit_interval: settings.resubmit_interval,
-        max_resubmits: settings.max_resubmits,
-        stuck_after: settings.stuck_after,
-        cancel_when_stuck: settings.stuck_policy == StuckPolicy::Cancel,
-        bump_multiplier: settings
-            .gas_bump
-            .enabled
-            .then_some(settings.gas_bump.multiplier),
-        forced_bump_multiplier: settings.gas_bump.multiplier,
-        reject_after: settings.reject_after,
-        retry_backoff: poll_interval.max(Duration::from_millis(500)),
-        gas_limit_margin: settings.gas_limit_margin,
-        legacy_fees: settings.fee_mode == FeeMode::Legacy,
-        max_fee_per_gas_cap: settings.max_fee_per_gas_cap.map(|w| w.0),
-        max_priority_fee_per_gas_cap: settings.max_priority_fee_per_gas_cap.map(|w| w.0),
-        gas_price_cap: settings.gas_price_cap.map(|w| w.0),
-    }
 }
 
 pub(crate) fn signer_spec(signer: &SignerConfig) -> SignerSpec {
@@ -126,7 +87,7 @@ pub async fn start_engine(
         specs.push(SubmitterSpec {
             address,
             signer,
-            settings: engine_settings(&submitter.settings, config.chain.poll_interval),
+            settings: submitter.settings,
         });
     }
     let engine_config = EngineConfig {
@@ -139,7 +100,7 @@ pub async fn start_engine(
             idle_release_after: config.lease.idle_release_after,
         },
         poll_interval: config.chain.poll_interval,
-        sweep_interval: config.chain.stale_receipt_timeout,
+        sweep_interval: config.chain.sweep_interval,
         receipt_workers: config.chain.receipt_workers as usize,
         finality_workers: config.chain.finality_workers as usize,
         resubmit_workers: config.chain.resubmit_workers as usize,

@@ -28,7 +28,7 @@ use crate::{
 };
 
 pub use chain::{connect_chain, endpoint_settings};
-pub use engine::{engine_settings, listen_for_work, start_engine, EngineSubmissions};
+pub use engine::{listen_for_work, start_engine, EngineSubmissions};
 pub use observe::{gauge_loop, metrics_recorder, CountingChain};
 use registration::NodeRegistration;
 pub use reload::Reloader;

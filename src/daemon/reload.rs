@@ -23,7 +23,7 @@ use txmgr_actors::{
     supervisor::{Engine, SubmitterSpec},
 };
 
-use super::engine::{engine_settings, signer_spec};
+use super::engine::signer_spec;
 use crate::{
     config::{Config, ConfigError, ResolvedSubmitter},
     http::{Reload, ReloadReport},
@@ -103,6 +103,20 @@ fn restart_keys(old: &Config, new: &Config) -> Vec<String> {
     keys
 }
 
+/// Node-level sections take effect only at a restart: `new` keeps the
+/// running ones, and what the submitters' settings derive from them.
+fn keep_node_level(new: &mut Config, running: &Config) {
+    new.node_id = running.node_id.clone();
+    new.database = running.database.clone();
+    new.http = running.http.clone();
+    new.chain = running.chain.clone();
+    new.lease = running.lease;
+    new.node = running.node;
+    new.auth = running.auth.clone();
+    new.log = running.log.clone();
+    new.defaults.retry_backoff = new.chain.retry_backoff();
+}
+
 fn parse(address: &str) -> Result<Address, ConfigError> {
     address
         .parse()
@@ -113,12 +127,13 @@ fn parse(address: &str) -> Result<Address, ConfigError> {
 impl Reload for Reloader {
     async fn reload(&self) -> Result<ReloadReport, ConfigError> {
         let mut new = Config::load(&self.path)?;
+        new.log_warnings();
         let mut running = self.running.lock().await;
         let mut report = ReloadReport {
             restart_required: restart_keys(&running, &new),
             ..ReloadReport::default()
         };
-        let poll = running.chain.poll_interval;
+        keep_node_level(&mut new, &running);
         let old_subs = by_address(&running);
         let new_subs = by_address(&new);
 
@@ -142,7 +157,7 @@ impl Reload for Reloader {
             added.push(SubmitterSpec {
                 address: parsed,
                 signer,
-                settings: engine_settings(&resolved.settings, poll),
+                settings: resolved.settings.clone(),
             });
         }
         let mut updates = Vec::new();
@@ -164,8 +179,7 @@ impl Reload for Reloader {
         }
 
         for (parsed, address, settings) in updates {
-            self.engine
-                .apply_settings(parsed, engine_settings(&settings, poll));
+            self.engine.apply_settings(parsed, settings);
             report.updated.push(address);
         }
         for spec in added {
@@ -176,15 +190,6 @@ impl Reload for Reloader {
             self.engine.remove_submitter(parsed);
             report.removed.push(address);
         }
-        // Node-level sections did not take effect: keep the running ones.
-        new.node_id = running.node_id.clone();
-        new.database = running.database.clone();
-        new.http = running.http.clone();
-        new.chain = running.chain.clone();
-        new.lease = running.lease;
-        new.node = running.node;
-        new.auth = running.auth.clone();
-        new.log = running.log.clone();
         // A submitter whose signer changed keeps running with the old one.
         for address in &report.signer_changed {
             if let (Some(old), Some(entry)) = (

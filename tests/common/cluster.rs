@@ -139,7 +139,7 @@ rpc_url = "{rpc}"
 chain_id = 31337
 poll_interval = "200ms"
 rpc_timeout = "2s"
-stale_receipt_timeout = "1s"
+sweep_interval = "1s"
 [lease]
 {LEASE}
 [node]

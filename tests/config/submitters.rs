@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use txmgr::config::{AdvanceAfter, Finality};
+use txmgr_actors::{chain::FinalityTag, domain::Finality};
 
 use super::{assert_rejects, parse, BASE, DEV, OTHER};
 
@@ -110,8 +110,11 @@ fn submitter_overrides_merge_with_defaults() {
     let config = parse(&text).expect("overrides");
     let dev = config.submitter(DEV).expect("dev");
     assert!(dev.settings.is_strict());
-    assert_eq!(dev.settings.advance_after, AdvanceAfter::Confirmed);
-    assert_eq!(dev.settings.finality, Finality::Finalized);
+    assert!(
+        dev.settings.hold_slot_until_final,
+        "advance_after = \"confirmed\""
+    );
+    assert_eq!(dev.settings.finality, Finality::Tag(FinalityTag::Finalized));
     assert!(dev.settings.gas_bump.enabled);
     assert_eq!(dev.settings.gas_bump.multiplier, 1.125);
     assert_eq!(dev.settings.resubmit_interval, Duration::from_secs(30));

@@ -39,13 +39,11 @@ pub(crate) fn plan(
     match claimed.requested {
         Some(OperatorAction::Cancel) if !cancelling => Plan::Replace {
             kind: AttemptKind::Cancel,
-            multiplier: settings.forced_bump_multiplier,
+            multiplier: settings.gas_bump.multiplier,
         },
         Some(OperatorAction::Speedup) => Plan::Replace {
             kind: follow_up,
-            multiplier: settings
-                .bump_multiplier
-                .unwrap_or(settings.forced_bump_multiplier),
+            multiplier: settings.gas_bump.multiplier,
         },
         Some(OperatorAction::Rebroadcast) => Plan::Rebroadcast,
         _ if claimed.state == TxState::Stuck
@@ -55,10 +53,10 @@ pub(crate) fn plan(
         {
             Plan::Replace {
                 kind: AttemptKind::Cancel,
-                multiplier: settings.forced_bump_multiplier,
+                multiplier: settings.gas_bump.multiplier,
             }
         }
-        _ => match settings.bump_multiplier {
+        _ => match settings.gas_bump.on_resubmit() {
             Some(multiplier) => Plan::Replace {
                 kind: follow_up,
                 multiplier,
@@ -117,7 +115,11 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::{domain::Intent, store::resubmit::AttemptFees};
+    use crate::{
+        domain::Intent,
+        store::resubmit::AttemptFees,
+        submitter::{settings::DEFAULT_BUMP_MULTIPLIER, GasBump},
+    };
 
     fn claimed(state: TxState, kind: AttemptKind) -> ClaimedResubmit {
         ClaimedResubmit {
@@ -153,7 +155,10 @@ mod tests {
 
     fn settings(bump: Option<f64>, cancel_when_stuck: bool) -> SubmitterSettings {
         SubmitterSettings {
-            bump_multiplier: bump,
+            gas_bump: GasBump {
+                enabled: bump.is_some(),
+                multiplier: bump.unwrap_or(DEFAULT_BUMP_MULTIPLIER),
+            },
             cancel_when_stuck,
             ..SubmitterSettings::default()
         }
@@ -195,7 +200,7 @@ mod tests {
             plan(&c, &s, Some(9)),
             Plan::Replace {
                 kind: AttemptKind::Cancel,
-                multiplier: s.forced_bump_multiplier
+                multiplier: s.gas_bump.multiplier
             }
         );
         c.requested = Some(OperatorAction::Speedup);
@@ -203,7 +208,7 @@ mod tests {
             plan(&c, &s, Some(9)),
             Plan::Replace {
                 kind: AttemptKind::Bump,
-                multiplier: s.forced_bump_multiplier
+                multiplier: s.gas_bump.multiplier
             }
         );
         c.requested = Some(OperatorAction::Rebroadcast);
@@ -221,7 +226,7 @@ mod tests {
             plan(&c, &s, Some(4)),
             Plan::Replace {
                 kind: AttemptKind::Cancel,
-                multiplier: s.forced_bump_multiplier
+                multiplier: s.gas_bump.multiplier
             }
         );
         assert_eq!(plan(&c, &s, Some(3)), Plan::Rebroadcast, "not the head");

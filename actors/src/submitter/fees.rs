@@ -5,7 +5,7 @@ use alloy::{
     primitives::TxKind,
 };
 
-use super::SubmitterSettings;
+use super::{settings::MIN_BUMP_MULTIPLIER, SubmitterSettings};
 use crate::{chain::FeeQuote, domain::Intent};
 
 /// Fees chosen for one attempt.
@@ -77,10 +77,6 @@ pub(crate) fn price(intent: &Intent, quote: &FeeQuote, settings: &SubmitterSetti
     }
 }
 
-/// Smallest raise a node accepts for a replacement at the same nonce (geth's
-/// 10% rule; most nodes copy it).
-pub(crate) const MIN_BUMP: f64 = 1.10;
-
 /// The market price now, uncapped: `max_fee = 2 × base_fee + priority`.
 pub(crate) fn market(quote: &FeeQuote, legacy: bool) -> Fees {
     if legacy {
@@ -101,7 +97,7 @@ pub(crate) fn market(quote: &FeeQuote, legacy: bool) -> Fees {
 fn raise(value: u128, factor: f64) -> u128 {
     // Rounded to the nearest thousandth (1.1 × 1000 is 1100.000…01 in floating
     // point), never below the 10% nodes demand.
-    let milli = ((factor * 1000.0).round() as u128).max(1100);
+    let milli = (factor.max(MIN_BUMP_MULTIPLIER) * 1000.0).round() as u128;
     value.saturating_mul(milli).div_ceil(1000)
 }
 
@@ -116,7 +112,7 @@ pub(crate) fn bump(
     multiplier: f64,
     settings: &SubmitterSettings,
 ) -> Option<Fees> {
-    let factor = multiplier.max(MIN_BUMP);
+    let factor = multiplier.max(MIN_BUMP_MULTIPLIER);
     let cap = |value: u128, cap: Option<u128>| cap.map_or(value, |c| value.min(c));
     // A reload may have switched pricing: compare in the current shape.
     let (prev_max, prev_priority) = match previous {

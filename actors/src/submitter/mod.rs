@@ -20,7 +20,7 @@ mod ingress;
 mod keeper;
 mod leader_lease;
 mod resubmit;
-mod settings;
+pub mod settings;
 mod signing;
 mod status;
 mod sweep;
@@ -47,7 +47,9 @@ pub use actor::{SubmitterActor, SubmitterArgs, SubmitterMsg};
 pub use handle::{SubmitterHandle, BUSY_RETRY_AFTER, OVERLOADED_RETRY_AFTER};
 pub use ingress::{queued_bytes, IngressLimits, IngressWriter, INGRESS_ITEM_OVERHEAD_BYTES};
 pub use keeper::LeaseKeeper;
-pub use settings::{Finality, SubmitterSettings};
+pub use settings::{GasBump, SubmitterSettings};
+// The finality workers name it through here.
+pub(crate) use crate::domain::Finality;
 pub use status::{Role, SubmitterStatus};
 
 /// Lease timing of the deployment (`[lease]`).

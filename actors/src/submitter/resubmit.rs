@@ -16,6 +16,7 @@ use super::{
     escalation::{plan, stuck_reason, Plan},
     fees::{self, Fees},
     leader_lease::LeaderLease,
+    settings::MIN_BUMP_MULTIPLIER,
     SubmitterContext, SubmitterSettings,
 };
 use crate::{
@@ -211,7 +212,7 @@ async fn resubmit_one(
         }
         // The pool holds a pricier transaction at this nonce: go higher.
         previous = new_fees;
-        multiplier = multiplier.max(fees::MIN_BUMP) * multiplier.max(fees::MIN_BUMP);
+        multiplier = multiplier.max(MIN_BUMP_MULTIPLIER) * multiplier.max(MIN_BUMP_MULTIPLIER);
     }
     Ok(true)
 }

@@ -51,7 +51,9 @@ pub struct SupervisorState {
     children: HashMap<ActorId, Address>,
     running: HashMap<Address, ActorId>,
     restarts: HashMap<Address, VecDeque<Instant>>,
-    backing_off: HashMap<Address, ()>,
+    /// Submitters whose restart is scheduled (`Respawn` after a backoff):
+    /// nothing else spawns them before it fires.
+    backing_off: HashSet<Address>,
     paused: HashSet<Address>,
     shutting_down: bool,
 }
@@ -61,7 +63,7 @@ impl SupervisorState {
         if self.shutting_down
             || self.paused.contains(&address)
             || self.running.contains_key(&address)
-            || self.backing_off.contains_key(&address)
+            || self.backing_off.contains(&address)
         {
             return;
         }
@@ -120,7 +122,7 @@ impl SupervisorState {
             .saturating_mul(1 << count.saturating_sub(1).min(16))
             .min(MAX_BACKOFF);
         tracing::info!(target: "txmgr::supervisor", %address, ?backoff, reason = why, "restarting submitter actor");
-        self.backing_off.insert(address, ());
+        self.backing_off.insert(address);
         myself.send_after(backoff, move || SupervisorMsg::Respawn(address));
     }
 
@@ -228,7 +230,7 @@ impl Actor for Supervisor {
             children: HashMap::new(),
             running: HashMap::new(),
             restarts: HashMap::new(),
-            backing_off: HashMap::new(),
+            backing_off: HashSet::new(),
             paused: HashSet::new(),
             shutting_down: false,
         })

@@ -21,11 +21,11 @@ use sqlx::PgPool;
 use crate::{
     chain::ChainClient,
     cluster::{BalanceConfig, Membership},
-    domain::{CreateError, CreateOutcome, NewIntent},
+    domain::{CreateError, CreateOutcome, Finality, NewIntent},
     signer::TxSigner,
     store::{group::GroupCommitter, LeaseOwner},
     submitter::{
-        Finality, IngressLimits, IngressWriter, LeaseKeeper, LeaseTiming, Role, SubmitterContext,
+        IngressLimits, IngressWriter, LeaseKeeper, LeaseTiming, Role, SubmitterContext,
         SubmitterHandle, SubmitterMsg, SubmitterSettings,
     },
     tracker::{

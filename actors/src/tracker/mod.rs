@@ -29,7 +29,7 @@ use std::fmt;
 
 use alloy::primitives::Address;
 
-use crate::submitter::{Finality, SubmitterMsg};
+use crate::{domain::Finality, submitter::SubmitterMsg};
 
 pub use coalesce::Coalesced;
 pub use finality::{FinalityMsg, FinalityWorker, FinalityWorkerArgs};
