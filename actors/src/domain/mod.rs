@@ -1,9 +1,13 @@
 //! Domain vocabulary shared by the store, the actors and the HTTP edge.
 
+mod chain_id;
 mod intent;
 mod state;
+mod sub_state;
 mod submitter;
 
+pub use chain_id::{ChainId, ChainIdOutOfRange};
 pub use intent::{CreateError, CreateOutcome, Intent, NewIntent, TxSummary};
 pub use state::{AttemptKind, TxState};
+pub use sub_state::{SubState, UnknownSubState};
 pub use submitter::SubmitterKey;
