@@ -17,7 +17,8 @@ pub struct SubmitterKey {
 }
 
 impl SubmitterKey {
-    /// Builds a key from its parts.
+    /// Builds a key from its parts; the chain id as a [`ChainId`] or as the
+    /// `u64` configuration holds.
     pub fn new(chain_id: impl Into<ChainId>, address: Address) -> Self {
         Self {
             chain_id: chain_id.into(),

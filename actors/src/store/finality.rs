@@ -50,14 +50,15 @@ impl MinedRow {
     }
 }
 
-/// The TRACKING or STUCK intents of `submitters` (lower-case `0x` hex) that
-/// have a receipt in a block above `above` (`None`: any block).
+/// The TRACKING or STUCK intents of `submitters` that have a receipt in a
+/// block above `above` (`None`: any block).
 pub async fn mined_not_final(
     pool: &PgPool,
     chain_id: ChainId,
-    submitters: &[String],
+    submitters: &[Address],
     above: Option<u64>,
 ) -> StoreResult<Vec<MinedIntent>> {
+    let submitters: Vec<String> = submitters.iter().map(|a| format!("{a:#x}")).collect();
     let rows: Vec<MinedRow> = sqlx::query_as(
         "SELECT tx_id, submitter, receipt_block_number, receipt_block_hash,
                 receipt->>'status' AS status
@@ -66,7 +67,7 @@ pub async fn mined_not_final(
             AND receipt IS NOT NULL AND ($3::bigint IS NULL OR receipt_block_number > $3)",
     )
     .bind(chain_id)
-    .bind(submitters)
+    .bind(&submitters)
     .bind(above.map(block_db))
     .fetch_all(pool)
     .await?;

@@ -5,6 +5,10 @@
 //! writer still holds the submitter's lease and fencing token. The functions
 //! that write critical state take `&mut FencedTx`, so an unfenced critical
 //! write does not compile.
+//!
+//! Every SQL statement of the engine and the daemon is here, one module per
+//! topic, and rows are read into named structs: elsewhere only the benchmark
+//! binaries and the tests query the database (to measure and to verify).
 
 pub mod actions;
 pub mod audit;

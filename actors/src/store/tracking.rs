@@ -19,6 +19,13 @@ pub struct Unmined {
     pub attempt_hashes: Vec<B256>,
 }
 
+#[derive(sqlx::FromRow)]
+struct UnminedRow {
+    tx_id: Uuid,
+    nonce: i64,
+    attempt_hashes: Vec<String>,
+}
+
 /// Intents holding a nonce below `below_nonce` (the chain's latest nonce: so
 /// their nonce is consumed) that have no receipt yet.
 pub async fn load_unmined_below(
@@ -26,10 +33,11 @@ pub async fn load_unmined_below(
     key: SubmitterKey,
     below_nonce: u64,
 ) -> StoreResult<Vec<Unmined>> {
-    let rows: Vec<(Uuid, i64, Vec<String>)> = sqlx::query_as(
+    let rows: Vec<UnminedRow> = sqlx::query_as(
         "SELECT m.tx_id, m.nonce,
                 COALESCE((SELECT array_agg(a.tx_hash ORDER BY a.attempt_no DESC)
                             FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce), '{}')
+                    AS attempt_hashes
            FROM managed_tx m
           WHERE m.chain_id = $1 AND m.submitter = $2
             AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
@@ -44,11 +52,12 @@ pub async fn load_unmined_below(
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(tx_id, nonce, hashes)| {
+        .map(|row| {
             Ok(Unmined {
-                tx_id,
-                nonce: u64::try_from(nonce).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                attempt_hashes: hashes
+                tx_id: row.tx_id,
+                nonce: u64::try_from(row.nonce).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                attempt_hashes: row
+                    .attempt_hashes
                     .iter()
                     .map(|h| {
                         h.parse()

@@ -124,7 +124,7 @@ async fn on_head(state: &FinalityWorkerArgs, head: u64) -> Result<(), FinalityEr
     if led.is_empty() {
         return Ok(());
     }
-    let submitters: Vec<String> = led.keys().map(|a| format!("{a:#x}")).collect();
+    let submitters: Vec<Address> = led.keys().copied().collect();
     let rows = finality::mined_not_final(&state.pool, state.chain_id, &submitters, None).await?;
     let mut tags: HashMap<FinalityTag, Option<u64>> = HashMap::new();
     let mut finalize: HashMap<Address, Vec<(Uuid, bool)>> = HashMap::new();
@@ -195,7 +195,7 @@ async fn on_reorg(state: &FinalityWorkerArgs, fork: u64) -> Result<(), FinalityE
     if led.is_empty() {
         return Ok(());
     }
-    let submitters: Vec<String> = led.keys().map(|a| format!("{a:#x}")).collect();
+    let submitters: Vec<Address> = led.keys().copied().collect();
     let mut orphaned: HashMap<Address, Vec<(Uuid, B256)>> = HashMap::new();
     for mined in
         finality::mined_not_final(&state.pool, state.chain_id, &submitters, Some(fork)).await?

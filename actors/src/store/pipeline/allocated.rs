@@ -106,13 +106,20 @@ pub async fn next_allocated_retry(
     Ok(ms.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
 }
 
+#[derive(sqlx::FromRow)]
+struct UnsignedRow {
+    tx_id: Uuid,
+    nonce: i64,
+    intent: serde_json::Value,
+}
+
 /// ALLOCATED intents with no attempt (a crash between allocation and
 /// persisting the signature): they are signed again with the same nonce.
 pub async fn load_allocated_unsigned(
     pool: &PgPool,
     key: SubmitterKey,
 ) -> StoreResult<Vec<(Uuid, u64, Intent)>> {
-    let rows: Vec<(Uuid, i64, serde_json::Value)> = sqlx::query_as(
+    let rows: Vec<UnsignedRow> = sqlx::query_as(
         "SELECT m.tx_id, m.nonce, m.intent FROM managed_tx m
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
             AND NOT EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)
@@ -123,11 +130,11 @@ pub async fn load_allocated_unsigned(
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(id, nonce, intent)| {
+        .map(|row| {
             Ok((
-                id,
-                nonce_of(nonce)?,
-                serde_json::from_value(intent).map_err(corrupt)?,
+                row.tx_id,
+                nonce_of(row.nonce)?,
+                serde_json::from_value(row.intent).map_err(corrupt)?,
             ))
         })
         .collect()
