@@ -80,7 +80,7 @@ async fn read(
     after: Option<FeedCursor>,
     limit: u32,
 ) -> (Vec<CompletionRow>, Option<FeedCursor>) {
-    completions::read(pool, CHAIN, after, limit)
+    completions::read(pool, CHAIN.into(), after, limit)
         .await
         .expect("read feed")
 }
@@ -372,7 +372,7 @@ fn router(db: &TestDb, request_timeout: Duration) -> Router {
     let known = [SUBMITTER.parse::<Address>().expect("address literal")];
     app(AppState {
         pool: db.pool.clone(),
-        chain_id: CHAIN,
+        chain_id: CHAIN.into(),
         submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
         limits: Limits {
             request_timeout,

@@ -64,7 +64,7 @@ impl Api {
         let known = [ALICE.parse::<Address>().expect("address literal")];
         let state = AppState {
             pool: db.pool.clone(),
-            chain_id: CHAIN,
+            chain_id: CHAIN.into(),
             submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
             limits: limits(),
             completions: CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS),
@@ -448,7 +448,7 @@ async fn engine_refusals_map_to_their_codes() {
     for (refusal, status, code) in cases {
         let state = AppState {
             pool: db.pool.clone(),
-            chain_id: CHAIN,
+            chain_id: CHAIN.into(),
             submissions: Arc::new(Refusing(refusal)),
             limits: Limits {
                 request_timeout: Duration::from_millis(200),

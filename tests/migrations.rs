@@ -3,12 +3,38 @@
 
 mod common;
 
+use std::{collections::BTreeSet, path::PathBuf};
+
 use common::TestDb;
-use sqlx::PgPool;
-use txmgr_actors::{store, TxState};
+use sqlx::{migrate::Migrator, PgPool};
+use txmgr_actors::{store, SubState, TxState};
 use uuid::Uuid;
 
 const SUBMITTER: &str = "0x1111111111111111111111111111111111111111";
+
+/// The migration that closed the set of sub-states.
+const SUB_STATE_CHECK_VERSION: i64 = 20261128000001;
+
+/// Every sub-state any version of txmgr wrote before the set was closed (from
+/// the git history of the engine's SQL and of the sub-states passed from
+/// Rust), spelled as stored: written here, not taken from `SubState`, so a
+/// renamed variant cannot hide a value old rows still hold.
+const SUB_STATES_EVER_WRITTEN: [&str; 14] = [
+    "awaiting_receipt",
+    "mined",
+    "reorged",
+    "fee_bumped",
+    "cancelling",
+    "fee_cap_reached",
+    "cancel_at_fee_cap",
+    "stuck_stuck_after",
+    "stuck_max_resubmits",
+    "nonce_consumed_externally",
+    "cancelled_by_operator",
+    "requeued_by_operator",
+    "filler",
+    "filler_not_included",
+];
 
 async fn insert_tx(pool: &PgPool, state: &str, nonce: Option<i64>) -> Result<Uuid, sqlx::Error> {
     let tx_id = Uuid::new_v4();
@@ -24,6 +50,55 @@ async fn insert_tx(pool: &PgPool, state: &str, nonce: Option<i64>) -> Result<Uui
     .execute(pool)
     .await?;
     Ok(tx_id)
+}
+
+/// A QUEUED intent with `sub_state`.
+async fn insert_with_sub_state(
+    pool: &PgPool,
+    sub_state: Option<&str>,
+) -> Result<Uuid, sqlx::Error> {
+    let tx_id = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_hash, intent, state, sub_state)
+         VALUES ($1, 31337, $2, $3, '{}'::jsonb, 'QUEUED', $4)",
+    )
+    .bind(tx_id)
+    .bind(SUBMITTER)
+    .bind(vec![0u8; 32])
+    .bind(sub_state)
+    .execute(pool)
+    .await?;
+    Ok(tx_id)
+}
+
+/// Applies the migrations older than `version`, as a database last migrated
+/// by an older release has them: the same files, so the current migrator
+/// finds them applied.
+async fn migrate_before(pool: &PgPool, version: i64) {
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let older = std::env::temp_dir().join(format!("txmgr-migrations-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir(&older).expect("temp dir");
+    for entry in std::fs::read_dir(&source).expect("migrations dir") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("file name");
+        let file_version: i64 = name
+            .split('_')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("versioned file name");
+        if file_version < version {
+            std::fs::copy(&path, older.join(name)).expect("copy migration");
+        }
+    }
+    let migrator = Migrator::new(older.as_path())
+        .await
+        .expect("older migrations");
+    let result = migrator.run(pool).await;
+    std::fs::remove_dir_all(&older).ok();
+    result.expect("older migrations apply");
 }
 
 fn constraint_of(err: sqlx::Error) -> String {
@@ -218,4 +293,79 @@ async fn completion_rows_record_the_writing_transaction_id() {
     .await
     .expect_err("not a completion state");
     assert_eq!(constraint_of(err), "tx_completion_state_check");
+}
+
+#[tokio::test]
+async fn the_sub_state_check_holds_exactly_the_engine_sub_states() {
+    let db = TestDb::migrated().await;
+    for sub_state in SubState::ALL {
+        insert_with_sub_state(&db.pool, Some(sub_state.as_str()))
+            .await
+            .unwrap_or_else(|e| panic!("{sub_state} is storable: {e}"));
+    }
+    insert_with_sub_state(&db.pool, None)
+        .await
+        .expect("no sub-state is storable");
+    // Lower-case names the older pattern check lets through.
+    for unknown in ["final", "stuck_after", "bogus"] {
+        let err = insert_with_sub_state(&db.pool, Some(unknown))
+            .await
+            .expect_err(unknown);
+        assert_eq!(
+            constraint_of(err),
+            "managed_tx_sub_state_known",
+            "{unknown}"
+        );
+    }
+    // And it lists nothing the engine cannot read back.
+    let definition: String = sqlx::query_scalar(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+          WHERE conname = 'managed_tx_sub_state_known'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("constraint");
+    let listed: BTreeSet<&str> = definition.split('\'').skip(1).step_by(2).collect();
+    let engine: BTreeSet<&str> = SubState::ALL.iter().map(|s| s.as_str()).collect();
+    assert_eq!(listed, engine, "{definition}");
+}
+
+#[tokio::test]
+async fn rows_of_older_releases_pass_the_sub_state_check() {
+    let db = TestDb::create().await;
+    migrate_before(&db.pool, SUB_STATE_CHECK_VERSION).await;
+    for value in SUB_STATES_EVER_WRITTEN {
+        insert_with_sub_state(&db.pool, Some(value))
+            .await
+            .unwrap_or_else(|e| panic!("{value} was storable before: {e}"));
+    }
+    insert_with_sub_state(&db.pool, None)
+        .await
+        .expect("no sub-state");
+    store::migrate(&db.pool)
+        .await
+        .expect("every value an older release wrote passes");
+    let valid: bool = sqlx::query_scalar(
+        "SELECT convalidated FROM pg_constraint WHERE conname = 'managed_tx_sub_state_known'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("constraint");
+    assert!(valid, "the existing rows were checked");
+}
+
+#[tokio::test]
+async fn a_sub_state_no_release_wrote_stops_the_migration_by_name() {
+    let db = TestDb::create().await;
+    migrate_before(&db.pool, SUB_STATE_CHECK_VERSION).await;
+    insert_with_sub_state(&db.pool, Some("final"))
+        .await
+        .expect("the older pattern check lets it through");
+    let err = store::migrate(&db.pool)
+        .await
+        .expect_err("an unknown sub-state is not silently kept");
+    assert!(
+        err.to_string().contains("managed_tx_sub_state_known"),
+        "{err}"
+    );
 }

@@ -201,7 +201,7 @@ async fn authenticated_app(db: &TestDb) -> Router {
     let known = [ALICE.parse().expect("address literal")];
     app(AppState {
         pool: db.pool.clone(),
-        chain_id: CHAIN,
+        chain_id: CHAIN.into(),
         submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
         limits: Limits {
             request_timeout: Duration::from_secs(10),

@@ -258,9 +258,15 @@ async fn a_queued_cancel_racing_the_allocation_never_leaves_a_nonce_gap() {
 
     // The cancel commits while the allocator is still pricing: skipped.
     let first = queue(&["a", "b", "c"]).await;
-    let cancelled = actions::request(&db.pool, 31337, first[1], OperatorAction::Cancel, &who)
-        .await
-        .expect("cancel");
+    let cancelled = actions::request(
+        &db.pool,
+        31337_u64.into(),
+        first[1],
+        OperatorAction::Cancel,
+        &who,
+    )
+    .await
+    .expect("cancel");
     assert_eq!(cancelled, ActionOutcome::Cancelled);
     let mut ftx = FencedTx::begin(&db.pool, &lease, "allocate")
         .await
@@ -287,7 +293,7 @@ async fn a_queued_cancel_racing_the_allocation_never_leaves_a_nonce_gap() {
                 reason: None,
                 node_id: "t",
             };
-            actions::request(&pool, 31337, id, OperatorAction::Cancel, &who).await
+            actions::request(&pool, 31337_u64.into(), id, OperatorAction::Cancel, &who).await
         })
     };
     someone_waits_on_a_lock(&db).await;

@@ -14,7 +14,7 @@ use txmgr_actors::{
         intents::insert_queued,
         tx_query::{self, Cursor},
     },
-    SubmitterKey, TxState,
+    SubState, SubmitterKey, TxState,
 };
 use uuid::Uuid;
 
@@ -85,7 +85,7 @@ async fn confirm(
         .expect("insert attempt");
     }
     sqlx::query(
-        "UPDATE managed_tx SET state = 'CONFIRMED', sub_state = 'final', nonce = $2,
+        "UPDATE managed_tx SET state = 'CONFIRMED', sub_state = 'mined', nonce = $2,
                 tx_hash = $3, mined_tx_hash = $3, receipt = $4, receipt_block_number = 7,
                 receipt_block_hash = $5, submit_attempts = $6, fencing_token = 1,
                 confirmed_at = now(), updated_at = now()
@@ -113,7 +113,7 @@ async fn queued_intent_reads_back_with_the_api_shape() {
     )
     .await;
 
-    let view = tx_query::get(&db.pool, CHAIN, tx_id)
+    let view = tx_query::get(&db.pool, CHAIN.into(), tx_id)
         .await
         .expect("get")
         .expect("row exists");
@@ -178,11 +178,11 @@ async fn queued_intent_reads_back_with_the_api_shape() {
 async fn get_is_scoped_to_the_chain_and_misses_cleanly() {
     let db = TestDb::migrated().await;
     let tx_id = create(&db.pool, alice(), "r-1", transfer(1)).await;
-    assert!(tx_query::get(&db.pool, CHAIN + 1, tx_id)
+    assert!(tx_query::get(&db.pool, (CHAIN + 1).into(), tx_id)
         .await
         .expect("get")
         .is_none());
-    assert!(tx_query::get(&db.pool, CHAIN, Uuid::now_v7())
+    assert!(tx_query::get(&db.pool, CHAIN.into(), Uuid::now_v7())
         .await
         .expect("get")
         .is_none());
@@ -196,7 +196,7 @@ async fn contract_creation_has_no_recipient() {
         ..transfer(0)
     };
     let tx_id = create(&db.pool, alice(), "deploy", intent).await;
-    let view = tx_query::get(&db.pool, CHAIN, tx_id)
+    let view = tx_query::get(&db.pool, CHAIN.into(), tx_id)
         .await
         .expect("get")
         .expect("row");
@@ -228,7 +228,7 @@ async fn confirmed_transaction_shows_receipt_and_attempts() {
         .expect("row");
     assert_eq!(view.tx_id, tx_id);
     assert_eq!(view.state, TxState::Confirmed);
-    assert_eq!(view.sub_state.as_deref(), Some("final"));
+    assert_eq!(view.sub_state, Some(SubState::Mined));
     assert_eq!(view.nonce, Some(0));
     assert_eq!(view.attempts, 2);
     assert_eq!(view.mined_tx_hash, Some(hash(0x22)));
@@ -258,7 +258,7 @@ async fn odd_receipt_json_degrades_to_nulls_not_errors() {
         json!({"status": true, "gasUsed": "lots"}),
     )
     .await;
-    let view = tx_query::get(&db.pool, CHAIN, tx_id)
+    let view = tx_query::get(&db.pool, CHAIN.into(), tx_id)
         .await
         .expect("get")
         .expect("row");

@@ -27,5 +27,5 @@ pub mod supervisor;
 pub mod tls;
 pub mod tracker;
 
-pub use domain::{AttemptKind, SubmitterKey, TxState};
+pub use domain::{AttemptKind, ChainId, SubState, SubmitterKey, TxState};
 pub use store::{FencedTx, LeaseGuard, LeaseOutcome, LeaseOwner, LeaseRequest, StoreError};

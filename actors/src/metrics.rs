@@ -4,6 +4,8 @@
 //! Prometheus exporter. Label values are bounded (results, operations), never
 //! per-transaction.
 
+use crate::domain::SubState;
+
 /// Counter: lease acquisition attempts, label `result` =
 /// `acquired` | `renewed` | `taken_over` | `not_owner` | `released` |
 /// `handed_over` | `lost` (not renewed by the node's batch renewal) |
@@ -43,8 +45,18 @@ pub const RECEIPT_CHECKS: &str = "txmgr_receipt_checks_total";
 pub const RESUBMITS: &str = "txmgr_resubmits_total";
 
 /// Counter: intents that became STUCK, label `reason` = `stuck_after` |
-/// `max_resubmits` | `nonce_consumed_externally`.
+/// `max_resubmits` | `nonce_consumed_externally` ([`stuck_reason`]).
 pub const STUCK: &str = "txmgr_stuck_total";
+
+/// The `reason` label of [`STUCK`] for the sub-state an intent became STUCK
+/// with: the setting or event that made it so.
+pub fn stuck_reason(sub_state: SubState) -> &'static str {
+    match sub_state {
+        SubState::StuckAfter => "stuck_after",
+        SubState::StuckMaxResubmits => "max_resubmits",
+        other => other.as_str(),
+    }
+}
 
 /// Counter: intents that were REJECTED with their nonce released and were
 /// mined after all (their bytes were in a pool); each ends CONFIRMED or

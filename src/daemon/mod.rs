@@ -185,7 +185,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     let gauges = tokio::spawn(gauge_loop(
         pool.clone(),
         engine.clone(),
-        config.chain.chain_id,
+        config.chain.chain_id.into(),
         recorder,
         GAUGE_INTERVAL,
     ));
@@ -194,7 +194,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     let hangups = tokio::spawn(reload_on_sighup(reloader.clone()));
     let state = AppState {
         pool: pool.clone(),
-        chain_id: config.chain.chain_id,
+        chain_id: config.chain.chain_id.into(),
         submissions: Arc::new(EngineSubmissions(engine.clone())),
         limits: Limits::from_config(&config.http),
         completions: CompletionNotifier::listen(

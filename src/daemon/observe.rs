@@ -16,11 +16,12 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sqlx::PgPool;
 use txmgr_actors::{
     chain::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag},
-    domain::Intent,
+    domain::{ChainId, Intent, TxState},
     metrics::{
         MAILBOX_DEPTH, OLDEST_PENDING_AGE, RPC_CALLS, RPC_ENDPOINT_LATENCY, SUBMITTER_ROLES,
         TRANSACTIONS,
     },
+    store::{open_work, StoreError},
     supervisor::Engine,
 };
 
@@ -35,7 +36,12 @@ const RPC_LATENCY_BUCKETS: &[f64] = &[
 ];
 
 /// The non-terminal states the transactions gauge counts.
-const OPEN_STATES: [&str; 4] = ["QUEUED", "ALLOCATED", "TRACKING", "STUCK"];
+const OPEN_STATES: [TxState; 4] = [
+    TxState::Queued,
+    TxState::Allocated,
+    TxState::Tracking,
+    TxState::Stuck,
+];
 
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -147,16 +153,15 @@ impl ChainClient for CountingChain {
 pub async fn gauge_loop(
     pool: PgPool,
     engine: Engine,
-    chain_id: u64,
+    chain_id: ChainId,
     recorder: Option<PrometheusHandle>,
     every: Duration,
 ) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let chain = i64::try_from(chain_id).unwrap_or(i64::MAX);
     loop {
         tick.tick().await;
-        if let Err(err) = refresh_states(&pool, chain).await {
+        if let Err(err) = refresh_states(&pool, chain_id).await {
             tracing::debug!(error = %err, "transactions gauge not refreshed");
         }
         refresh_engine(&engine);
@@ -166,27 +171,18 @@ pub async fn gauge_loop(
     }
 }
 
-async fn refresh_states(pool: &PgPool, chain: i64) -> Result<(), sqlx::Error> {
-    let rows: Vec<(String, i64, Option<f64>)> = sqlx::query_as(
-        "SELECT state, count(*),
-                EXTRACT(EPOCH FROM (now() - min(created_at)))::float8
-           FROM managed_tx
-          WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
-          GROUP BY state",
-    )
-    .bind(chain)
-    .fetch_all(pool)
-    .await?;
-    let mut oldest: f64 = 0.0;
+async fn refresh_states(pool: &PgPool, chain_id: ChainId) -> Result<(), StoreError> {
+    let counts = open_work::by_state(pool, chain_id).await?;
+    let mut oldest = Duration::ZERO;
     for state in OPEN_STATES {
-        let row = rows.iter().find(|(s, _, _)| s == state);
-        let count = row.map_or(0, |(_, c, _)| *c);
-        metrics::gauge!(TRANSACTIONS, "state" => state).set(count as f64);
-        if let Some((_, _, Some(age))) = row {
-            oldest = oldest.max(*age);
+        let open = counts.iter().find(|c| c.state == state);
+        let count = open.map_or(0, |c| c.count);
+        metrics::gauge!(TRANSACTIONS, "state" => state.as_str()).set(count as f64);
+        if let Some(open) = open {
+            oldest = oldest.max(open.oldest_age);
         }
     }
-    metrics::gauge!(OLDEST_PENDING_AGE).set(oldest);
+    metrics::gauge!(OLDEST_PENDING_AGE).set(oldest.as_secs_f64());
     Ok(())
 }
 

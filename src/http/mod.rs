@@ -50,7 +50,7 @@ use axum::{
 };
 use sqlx::PgPool;
 use tower_http::{limit::RequestBodyLimitLayer, timeout::TimeoutLayer};
-use txmgr_actors::domain::{CreateError, CreateOutcome, NewIntent};
+use txmgr_actors::domain::{ChainId, CreateError, CreateOutcome, NewIntent};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::config::HttpConfig;
@@ -119,7 +119,7 @@ pub struct AppState {
     /// Reads (`GET`) go straight to PostgreSQL, the authority.
     pub pool: PgPool,
     /// The one chain this deployment serves; part of every submitter key.
-    pub chain_id: u64,
+    pub chain_id: ChainId,
     /// Where creates go.
     pub submissions: Arc<dyn Submissions>,
     /// Request bounds.

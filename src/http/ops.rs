@@ -12,7 +12,11 @@ use std::collections::HashMap;
 
 use axum::{extract::State, Extension, Json};
 use txmgr_actors::{
-    store::{audit::AuditOutcome, node},
+    store::{
+        audit::AuditOutcome,
+        lease_scan, node,
+        open_work::{self, SubmitterWork},
+    },
     supervisor::{Engine, OpsError},
 };
 
@@ -52,41 +56,12 @@ fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Counts per submitter from one grouped query.
-#[derive(Default)]
-struct WorkCounts {
-    queued: i64,
-    in_flight: i64,
-    stuck: i64,
-    oldest_ms: Option<i64>,
-}
-
-async fn work_counts(state: &AppState) -> ApiResult<HashMap<String, WorkCounts>> {
-    let rows: Vec<(String, i64, i64, i64, Option<i64>)> = sqlx::query_as(
-        "SELECT submitter,
-                count(*) FILTER (WHERE state = 'QUEUED'),
-                count(*) FILTER (WHERE state IN ('ALLOCATED', 'TRACKING', 'STUCK')),
-                count(*) FILTER (WHERE state = 'STUCK'),
-                (EXTRACT(EPOCH FROM (now() - min(created_at))) * 1000)::bigint
-           FROM managed_tx
-          WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
-          GROUP BY submitter",
-    )
-    .bind(i64::try_from(state.chain_id).unwrap_or(i64::MAX))
-    .fetch_all(&state.pool)
-    .await
-    .map_err(txmgr_actors::StoreError::from)?;
-    Ok(rows
+/// Open work per submitter (lower-case `0x` hex), from one grouped query.
+async fn work_counts(state: &AppState) -> ApiResult<HashMap<String, SubmitterWork>> {
+    Ok(open_work::by_submitter(&state.pool, state.chain_id)
+        .await?
         .into_iter()
-        .map(|(submitter, queued, in_flight, stuck, oldest_ms)| {
-            let counts = WorkCounts {
-                queued,
-                in_flight,
-                stuck,
-                oldest_ms,
-            };
-            (submitter, counts)
-        })
+        .map(|work| (format!("{:#x}", work.submitter), work))
         .collect())
 }
 
@@ -104,7 +79,7 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
         .into_iter()
         .map(|s| {
             let address = format!("{:#x}", s.address);
-            let work = counts.remove(&address).unwrap_or_default();
+            let work = counts.remove(&address);
             ActorView {
                 submitter: address,
                 role: s.role.as_str(),
@@ -114,10 +89,10 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
                     .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                 mailbox_depth: s.mailbox_depth,
                 ingress_depth: s.ingress_depth,
-                queued: work.queued,
-                in_flight: work.in_flight,
-                stuck: work.stuck,
-                oldest_pending_age_ms: work.oldest_ms,
+                queued: work.map_or(0, |w| w.queued),
+                in_flight: work.map_or(0, |w| w.in_flight),
+                stuck: work.map_or(0, |w| w.stuck),
+                oldest_pending_age_ms: work.and_then(|w| w.oldest_ms),
                 restarts: s.restarts,
                 last_error: s.last_error,
                 protect_reason: s.protect_reason,
@@ -172,34 +147,22 @@ pub(crate) async fn cluster(State(state): State<AppState>) -> ApiResult<Json<Clu
             alive: n.alive,
         })
         .collect();
-    let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
-        "SELECT submitter, owner_node, owner_instance, fencing_token,
-                GREATEST(0, (EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::bigint)
-           FROM submitter_lease WHERE chain_id = $1 ORDER BY submitter",
-    )
-    .bind(i64::try_from(state.chain_id).unwrap_or(i64::MAX))
-    .fetch_all(&state.pool)
-    .await
-    .map_err(txmgr_actors::StoreError::from)?;
-    let leases = rows
+    let leases = lease_scan::list(&state.pool, state.chain_id)
+        .await?
         .into_iter()
-        .map(
-            |(submitter, owner, owner_instance, fencing_token, expires_in_ms)| LeaseView {
-                preferred_node: submitter.parse().ok().and_then(|address| {
-                    state
-                        .ops
-                        .engine
-                        .as_ref()
-                        .and_then(|e| e.membership().preferred(&address))
-                }),
-                submitter,
-                owner,
-                owner_instance,
-                fencing_token,
-                expires_in_ms,
-                expired: expires_in_ms == 0,
-            },
-        )
+        .map(|lease| LeaseView {
+            preferred_node: state
+                .ops
+                .engine
+                .as_ref()
+                .and_then(|e| e.membership().preferred(&lease.submitter)),
+            submitter: format!("{:#x}", lease.submitter),
+            owner: lease.owner_node,
+            owner_instance: lease.owner_instance,
+            fencing_token: lease.fencing_token,
+            expires_in_ms: lease.expires_in_ms,
+            expired: lease.expires_in_ms == 0,
+        })
         .collect();
     Ok(Json(ClusterView { nodes, leases }))
 }

@@ -16,7 +16,7 @@ use std::{sync::Arc, time::Duration};
 
 use sqlx::PgPool;
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
-use txmgr_actors::{chain::ChainClient, store::MIGRATOR};
+use txmgr_actors::{chain::ChainClient, store::unapplied_migrations};
 
 /// Budget of each readiness check, so a hanging dependency is reported
 /// rather than waited for.
@@ -131,22 +131,9 @@ async fn check(pool: &PgPool, chain: Option<&dyn ChainClient>, chain_id: u64) ->
 
 /// Reachable, and every embedded migration applied.
 async fn database_readiness(pool: &PgPool) -> Vec<String> {
-    let applied = tokio::time::timeout(
-        PROBE_TIMEOUT,
-        sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations WHERE success")
-            .fetch_all(pool),
-    )
-    .await;
-    match applied {
-        Ok(Ok(applied)) => {
-            let missing: Vec<i64> = MIGRATOR
-                .iter()
-                .filter(|m| {
-                    m.migration_type.is_up_migration() || !m.migration_type.is_down_migration()
-                })
-                .map(|m| m.version)
-                .filter(|v| !applied.contains(v))
-                .collect();
+    let unapplied = tokio::time::timeout(PROBE_TIMEOUT, unapplied_migrations(pool)).await;
+    match unapplied {
+        Ok(Ok(missing)) => {
             if missing.is_empty() {
                 Vec::new()
             } else {

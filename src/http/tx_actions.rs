@@ -8,7 +8,6 @@
 //! claims it, fenced, and acts. Each request is audited (log and `ops_audit`)
 //! with who asked and why.
 
-use alloy::primitives::Address;
 use axum::{
     body::Bytes,
     extract::State,
@@ -181,18 +180,10 @@ async fn act(
     let tx_id =
         Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
     let body = parse_body(&body)?;
-    let submitter: Option<String> =
-        sqlx::query_scalar("SELECT submitter FROM managed_tx WHERE tx_id = $1 AND chain_id = $2")
-            .bind(tx_id)
-            .bind(i64::try_from(state.chain_id).unwrap_or(i64::MAX))
-            .fetch_optional(&state.pool)
-            .await
-            .map_err(txmgr_actors::StoreError::from)?;
     let not_found = || ApiError::NotFound(format!("no transaction {tx_id}"));
-    let address: Address = submitter
-        .ok_or_else(not_found)?
-        .parse()
-        .map_err(|_| ApiError::Internal)?;
+    let address = actions::submitter_of(&state.pool, state.chain_id, tx_id)
+        .await?
+        .ok_or_else(not_found)?;
     // Another submitter's transaction is reported as absent (as by GET):
     // its id alone must not reveal that it exists or whose it is.
     if check_submitter(caller.as_deref(), &address).is_err() {

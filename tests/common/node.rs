@@ -121,7 +121,7 @@ impl TestNode {
                 config.http.max_long_polls,
             ),
             pool: pool.clone(),
-            chain_id: config.chain.chain_id,
+            chain_id: config.chain.chain_id.into(),
             submissions: Arc::new(EngineSubmissions(engine.clone())),
             limits: Limits::from_config(&config.http),
             ops: ops_state(

@@ -11,7 +11,7 @@ use alloy::primitives::Address;
 use sqlx::PgPool;
 
 use super::assign;
-use crate::store::StoreResult;
+use crate::store::{node, StoreResult};
 
 /// Lease balancing settings (`[node]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,20 +138,13 @@ async fn read_nodes(
     pool: &PgPool,
     config: &BalanceConfig,
 ) -> StoreResult<(Vec<String>, Vec<String>)> {
-    let rows: Vec<(String, bool)> = sqlx::query_as(
-        "SELECT node_id, started_at <= now() - $2 * interval '1 millisecond'
-           FROM txmgr_node WHERE heartbeat_at > now() - $1 * interval '1 millisecond'",
-    )
-    .bind(i64::try_from(config.liveness.as_millis()).unwrap_or(i64::MAX))
-    .bind(i64::try_from(config.settle.as_millis()).unwrap_or(i64::MAX))
-    .fetch_all(pool)
-    .await?;
-    let settled = rows
+    let nodes = node::live(pool, config.liveness, config.settle).await?;
+    let settled = nodes
         .iter()
-        .filter(|(_, settled)| *settled)
-        .map(|(id, _)| id.clone())
+        .filter(|n| n.settled)
+        .map(|n| n.node_id.clone())
         .collect();
-    Ok((rows.into_iter().map(|(id, _)| id).collect(), settled))
+    Ok((nodes.into_iter().map(|n| n.node_id).collect(), settled))
 }
 
 /// Refreshes `membership` every `config.refresh` for the submitters

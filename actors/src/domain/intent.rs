@@ -68,7 +68,7 @@ impl Intent {
         // serde_json of this struct is deterministic (field order fixed, no
         // maps) and cannot fail: every field is a string, a bool-free number
         // of at most 64 bits, or null.
-        let body = serde_json::to_vec(&(submitter.chain_id, submitter.address, self))
+        let body = serde_json::to_vec(&(submitter.chain_id.get(), submitter.address, self))
             .expect("an intent always serialises (amounts above 64 bits are strings)");
         keccak256(body)
     }

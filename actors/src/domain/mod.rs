@@ -1,11 +1,15 @@
 //! Domain vocabulary shared by the store, the actors and the HTTP edge.
 
+mod chain_id;
 mod finality;
 mod intent;
 mod state;
+mod sub_state;
 mod submitter;
 
+pub use chain_id::{ChainId, ChainIdOutOfRange};
 pub use finality::{Finality, DEFAULT_CONFIRMATIONS};
 pub use intent::{CreateError, CreateOutcome, Intent, NewIntent, TxSummary};
 pub use state::{AttemptKind, TxState};
+pub use sub_state::{SubState, UnknownSubState};
 pub use submitter::SubmitterKey;

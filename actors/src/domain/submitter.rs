@@ -4,31 +4,31 @@ use std::fmt;
 
 use alloy::primitives::Address;
 
+use super::ChainId;
+
 /// A submitter is identified by `(chain_id, address)`: the same key is often
 /// used on several chains, and one database may serve one deployment per chain.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SubmitterKey {
     /// EIP-155 chain id of the deployment this submitter belongs to.
-    pub chain_id: u64,
+    pub chain_id: ChainId,
     /// The signing address.
     pub address: Address,
 }
 
 impl SubmitterKey {
-    /// Builds a key from its parts.
-    pub fn new(chain_id: u64, address: Address) -> Self {
-        Self { chain_id, address }
+    /// Builds a key from its parts; the chain id as a [`ChainId`] or as the
+    /// `u64` configuration holds.
+    pub fn new(chain_id: impl Into<ChainId>, address: Address) -> Self {
+        Self {
+            chain_id: chain_id.into(),
+            address,
+        }
     }
 
     /// The address as stored in the database: lower-case `0x` hex.
     pub fn address_hex(&self) -> String {
         format!("{:#x}", self.address)
-    }
-
-    /// The chain id as stored in the database (`BIGINT`). Chain ids above
-    /// `i64::MAX` are refused by configuration validation, so this is lossless.
-    pub fn chain_id_db(&self) -> i64 {
-        i64::try_from(self.chain_id).unwrap_or(i64::MAX)
     }
 }
 

@@ -9,6 +9,7 @@
 //! Anything later needs the leader: the request is stored on the intent and
 //! the leader claims it, fenced, like a due resubmit.
 
+use alloy::primitives::Address;
 use uuid::Uuid;
 
 use super::{
@@ -17,7 +18,7 @@ use super::{
     resubmit::OperatorAction,
     StoreError, StoreResult,
 };
-use crate::domain::TxState;
+use crate::domain::{ChainId, SubState, TxState};
 
 /// What became of an operator's request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,27 +55,70 @@ pub struct Requester<'a> {
     pub node_id: &'a str,
 }
 
+/// The intent an action is asked for, row-locked.
+#[derive(sqlx::FromRow)]
+struct ActionTarget {
+    submitter: String,
+    state: String,
+    /// A receipt is recorded.
+    mined: bool,
+    /// A transaction that is not ours consumed its nonce.
+    lost_nonce: bool,
+    /// An attempt is signed at its nonce.
+    signed: bool,
+}
+
+/// The submitter of transaction `tx_id` on this chain, if there is one:
+/// whose leader an action goes to, and whom the caller must be allowed to
+/// act for.
+pub async fn submitter_of(
+    pool: &sqlx::PgPool,
+    chain_id: ChainId,
+    tx_id: Uuid,
+) -> StoreResult<Option<Address>> {
+    let submitter: Option<String> =
+        sqlx::query_scalar("SELECT submitter FROM managed_tx WHERE tx_id = $1 AND chain_id = $2")
+            .bind(tx_id)
+            .bind(chain_id)
+            .fetch_optional(pool)
+            .await?;
+    submitter
+        .map(|s| {
+            s.parse()
+                .map_err(|_| StoreError::Corrupt(format!("tx {tx_id}: submitter {s:?}")))
+        })
+        .transpose()
+}
+
 /// Records an operator action on `tx_id` and notifies the leader.
 pub async fn request(
     pool: &sqlx::PgPool,
-    chain_id: u64,
+    chain_id: ChainId,
     tx_id: Uuid,
     action: OperatorAction,
     who: &Requester<'_>,
 ) -> StoreResult<ActionOutcome> {
-    let chain = i64::try_from(chain_id).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let mut tx = pool.begin().await?;
-    let row: Option<(String, String, bool, bool, bool)> = sqlx::query_as(
-        "SELECT submitter, state, receipt IS NOT NULL,
-                sub_state IS NOT DISTINCT FROM 'nonce_consumed_externally',
+    let row: Option<ActionTarget> = sqlx::query_as(
+        "SELECT submitter, state, receipt IS NOT NULL AS mined,
+                sub_state IS NOT DISTINCT FROM $3 AS lost_nonce,
                 EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)
+                    AS signed
            FROM managed_tx m WHERE tx_id = $1 AND chain_id = $2 FOR UPDATE",
     )
     .bind(tx_id)
-    .bind(chain)
+    .bind(chain_id)
+    .bind(SubState::NonceConsumedExternally)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((submitter, state, mined, lost_nonce, signed)) = row else {
+    let Some(ActionTarget {
+        submitter,
+        state,
+        mined,
+        lost_nonce,
+        signed,
+    }) = row
+    else {
         return Ok(ActionOutcome::NotFound);
     };
     let state = state
@@ -102,17 +146,19 @@ pub async fn request(
         // cancelled at once.
         (OperatorAction::Cancel, _) if state == TxState::Queued || lost_nonce => {
             sqlx::query(
-                "UPDATE managed_tx SET state = 'CANCELLED', sub_state = 'cancelled_by_operator',
+                "UPDATE managed_tx SET state = 'CANCELLED', sub_state = $3,
                         last_error = COALESCE($2, last_error), next_resubmit_at = NULL,
                         updated_at = now()
                   WHERE tx_id = $1 AND (state = 'QUEUED'
-                        OR (state = 'STUCK' AND sub_state = 'nonce_consumed_externally'))",
+                        OR (state = 'STUCK' AND sub_state = $4))",
             )
             .bind(tx_id)
             .bind(
                 who.reason
                     .map(|r| format!("cancelled by {}: {r}", who.name)),
             )
+            .bind(SubState::CancelledByOperator)
+            .bind(SubState::NonceConsumedExternally)
             .execute(&mut *tx)
             .await?;
             super::completions::record(&mut tx, tx_id).await?;
@@ -184,16 +230,18 @@ async fn requeue_lost(
     who: &Requester<'_>,
 ) -> StoreResult<()> {
     sqlx::query(
-        "UPDATE managed_tx SET state = 'QUEUED', sub_state = 'requeued_by_operator', nonce = NULL,
+        "UPDATE managed_tx SET state = 'QUEUED', sub_state = $3, nonce = NULL,
                 last_error = $2, tx_hash = NULL, submit_attempts = 0, last_submit_at = NULL,
                 first_broadcast_at = NULL, allocated_at = NULL, retry_at = NULL, resubmits = 0,
                 maybe_pooled = false, requested_action = NULL, requested_by = NULL,
                 next_resubmit_at = NULL, updated_at = now()
-          WHERE tx_id = $1 AND state = 'STUCK' AND sub_state = 'nonce_consumed_externally'
+          WHERE tx_id = $1 AND state = 'STUCK' AND sub_state = $4
             AND receipt IS NULL",
     )
     .bind(tx_id)
     .bind(format!("requeued by {}", who.name))
+    .bind(SubState::RequeuedByOperator)
+    .bind(SubState::NonceConsumedExternally)
     .execute(tx)
     .await?;
     Ok(())

@@ -28,7 +28,7 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::{StoreError, StoreResult};
-use crate::domain::TxState;
+use crate::domain::{ChainId, TxState};
 
 /// The `LISTEN`/`NOTIFY` channel woken at the commit of every completion; the
 /// payload is the chain id in decimal.
@@ -48,7 +48,7 @@ pub const COMPLETION_CHANNEL: &str = "txmgr_completion";
 /// Fails with [`StoreError::Corrupt`] when there is no such intent: a
 /// transition without its completion row must not commit.
 pub async fn record(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
-    let chain_id: Option<i64> = sqlx::query_scalar(
+    let chain_id: Option<ChainId> = sqlx::query_scalar(
         "INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state)
          SELECT tx_id, chain_id, submitter, request_id, state FROM managed_tx WHERE tx_id = $1
          RETURNING chain_id",
@@ -207,13 +207,10 @@ impl FeedRow {
 /// The horizon and the rows come from one statement, hence one snapshot.
 pub async fn read(
     pool: &PgPool,
-    chain_id: u64,
+    chain_id: ChainId,
     after: Option<FeedCursor>,
     limit: u32,
 ) -> StoreResult<(Vec<CompletionRow>, Option<FeedCursor>)> {
-    let Ok(chain) = i64::try_from(chain_id) else {
-        return Ok((Vec::new(), after));
-    };
     // xid 0 is never assigned, so (0, 0) sorts before every row; one
     // comparison keeps the (xid, seq) index usable from the first page on.
     let from = after.unwrap_or(FeedCursor::new(0, 0));
@@ -226,7 +223,7 @@ pub async fn read(
           ORDER BY xid, seq
           LIMIT $4",
     )
-    .bind(chain)
+    .bind(chain_id)
     .bind(from.xid.to_string())
     .bind(from.seq)
     .bind(i64::from(limit.max(1)))

@@ -47,7 +47,7 @@ impl FencedTx {
                 AND owner_instance = $4 AND fencing_token = $5 AND expires_at > now()
                 FOR SHARE",
         )
-        .bind(lease.submitter.chain_id_db())
+        .bind(lease.submitter.chain_id)
         .bind(lease.submitter.address_hex())
         .bind(&*lease.owner.node_id)
         .bind(&*lease.owner.instance)

@@ -10,7 +10,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{millis, nonce_cursor, FencedTx, StoreError, StoreResult};
-use crate::domain::{Intent, SubmitterKey};
+use crate::domain::{Intent, SubState, SubmitterKey};
 
 /// Request ids starting with this are txmgr's own fillers
 /// (`filler:<nonce>`); clients may not use the prefix.
@@ -27,7 +27,7 @@ pub async fn gaps(pool: &PgPool, key: SubmitterKey) -> StoreResult<Vec<u64>> {
                               AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))
           ORDER BY r.nonce",
     )
-    .bind(key.chain_id_db())
+    .bind(key.chain_id)
     .bind(key.address_hex())
     .fetch_all(pool)
     .await?;
@@ -76,7 +76,7 @@ pub async fn create(
                                AND (request_id = $3 OR request_id LIKE $3 || ':%')
                                AND created_at > now() - $4 * interval '1 millisecond')",
         )
-        .bind(key.chain_id_db())
+        .bind(key.chain_id)
         .bind(key.address_hex())
         .bind(format!("{REQUEST_ID_PREFIX}{nonce}"))
         .bind(millis(pause))
@@ -99,12 +99,12 @@ pub async fn create(
             let inserted = sqlx::query(
                 "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent,
                         state, sub_state, nonce, fencing_token, allocated_at, retry_at, next_resubmit_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'ALLOCATED', 'filler', $7, $8, now(), now(),
+                 VALUES ($1, $2, $3, $4, $5, $6, 'ALLOCATED', $10, $7, $8, now(), now(),
                          now() + $9 * interval '1 millisecond')
                  ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING",
             )
             .bind(tx_id)
-            .bind(key.chain_id_db())
+            .bind(key.chain_id)
             .bind(key.address_hex())
             .bind(&request_id)
             .bind(&hash)
@@ -112,6 +112,7 @@ pub async fn create(
             .bind(i64::try_from(nonce).map_err(|e| StoreError::Corrupt(e.to_string()))?)
             .bind(token)
             .bind(millis(resubmit_interval))
+            .bind(SubState::Filler)
             .execute(ftx.conn())
             .await?
             .rows_affected();

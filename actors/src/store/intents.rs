@@ -7,16 +7,25 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::StoreResult;
-use crate::domain::{CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary};
+use crate::domain::{ChainId, CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary};
 
 /// The channel `NOTIFY`d when a submitter has new work; the payload is
 /// `<chain_id>:<address>`.
 pub const WORK_CHANNEL: &str = "txmgr_work";
 
 /// `(chain_id, submitter, request_id)` of an intent.
-type RequestKey = (i64, String, String);
-/// `(tx_id, request_hash, state)` of the intent that owns a request id.
-type ExistingRow = (Uuid, Vec<u8>, String);
+type RequestKey = (ChainId, String, String);
+
+/// The intent that owns a request id a create lost to.
+#[derive(sqlx::FromRow)]
+struct RequestOwner {
+    chain_id: ChainId,
+    submitter: String,
+    request_id: String,
+    tx_id: Uuid,
+    request_hash: Vec<u8>,
+    state: String,
+}
 
 /// Persists a batch of creates in one transaction (group commit) and answers
 /// each: created, an idempotent replay, or a conflict. Concurrent duplicates
@@ -45,7 +54,7 @@ pub async fn insert_queued_quiet(
     let mut intents = Vec::with_capacity(batch.len());
     for create in batch {
         ids.push(create.tx_id);
-        chains.push(create.submitter.chain_id_db());
+        chains.push(create.submitter.chain_id);
         submitters.push(create.submitter.address_hex());
         request_ids.push(create.request_id.clone());
         hashes.push(create.intent.request_hash(&create.submitter).to_vec());
@@ -78,12 +87,12 @@ pub async fn insert_queued_quiet(
     let inserted: std::collections::HashSet<Uuid> = inserted.into_iter().map(|(id,)| id).collect();
 
     // Creates that lost on the request-id index: look up the owner of the id.
-    let mut existing: HashMap<RequestKey, ExistingRow> = HashMap::new();
+    let mut existing: HashMap<RequestKey, RequestOwner> = HashMap::new();
     let lost: Vec<usize> = (0..batch.len())
         .filter(|i| !inserted.contains(&ids[*i]))
         .collect();
     if !lost.is_empty() {
-        let rows: Vec<(i64, String, String, Uuid, Vec<u8>, String)> = sqlx::query_as(
+        let rows: Vec<RequestOwner> = sqlx::query_as(
             "SELECT m.chain_id, m.submitter, m.request_id, m.tx_id, m.request_hash, m.state
                FROM managed_tx m
                JOIN UNNEST($1::bigint[], $2::text[], $3::text[]) AS k(chain_id, submitter, request_id)
@@ -94,8 +103,13 @@ pub async fn insert_queued_quiet(
         .bind(lost.iter().map(|i| request_ids[*i].clone()).collect::<Vec<_>>())
         .fetch_all(&mut *tx)
         .await?;
-        for (chain_id, submitter, request_id, tx_id, hash, state) in rows {
-            existing.insert((chain_id, submitter, request_id), (tx_id, hash, state));
+        for owner in rows {
+            let key = (
+                owner.chain_id,
+                owner.submitter.clone(),
+                owner.request_id.clone(),
+            );
+            existing.insert(key, owner);
         }
     }
 
@@ -123,19 +137,20 @@ pub async fn insert_queued_quiet(
             submitters[i].clone(),
             request_ids[i].clone().unwrap_or_default(),
         );
-        let Some((tx_id, hash, state)) = existing.get(&key) else {
+        let Some(owner) = existing.get(&key) else {
             return Err(super::StoreError::Corrupt(format!(
                 "request id {:?} conflicted but its row is not visible",
                 create.request_id
             )));
         };
-        if *hash == hashes[i] {
-            let state = state
+        if owner.request_hash == hashes[i] {
+            let state = owner
+                .state
                 .parse::<TxState>()
                 .map_err(|e| super::StoreError::Corrupt(e.to_string()))?;
-            outcomes.push(CreateOutcome::Existing(summary(*tx_id, state)));
+            outcomes.push(CreateOutcome::Existing(summary(owner.tx_id, state)));
         } else {
-            outcomes.push(CreateOutcome::Conflict { tx_id: *tx_id });
+            outcomes.push(CreateOutcome::Conflict { tx_id: owner.tx_id });
         }
     }
     notified.retain(|key| !quiet.contains(key));
@@ -162,7 +177,7 @@ pub async fn open_count(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<i
           WHERE chain_id = $1 AND submitter = $2
             AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')",
     )
-    .bind(submitter.chain_id_db())
+    .bind(submitter.chain_id)
     .bind(submitter.address_hex())
     .fetch_one(pool)
     .await?;

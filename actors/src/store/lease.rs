@@ -174,7 +174,7 @@ pub async fn hand_over(pool: &PgPool, lease: &LeaseGuard, to_node: &str) -> Stor
           WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND owner_instance = $4
             AND fencing_token = $5 AND expires_at > now()",
     )
-    .bind(lease.submitter.chain_id_db())
+    .bind(lease.submitter.chain_id)
     .bind(lease.submitter.address_hex())
     .bind(&*lease.owner.node_id)
     .bind(&*lease.owner.instance)
@@ -194,7 +194,7 @@ async fn acquire_or_renew_inner(
     req: &LeaseRequest,
     defer: Duration,
 ) -> StoreResult<LeaseOutcome> {
-    let chain_id = req.submitter.chain_id_db();
+    let chain_id = req.submitter.chain_id;
     let submitter = req.submitter.address_hex();
     let node: &str = &req.owner.node_id;
     let instance: &str = &req.owner.instance;
@@ -205,7 +205,7 @@ async fn acquire_or_renew_inner(
         let sent_at = Instant::now();
         // The sub-select locks the current row and hands its *old* values to
         // RETURNING, which is how the outcome is told apart in one statement.
-        let updated: Option<(i64, String, bool)> = sqlx::query_as(
+        let updated: Option<TakenRow> = sqlx::query_as(
             "UPDATE submitter_lease l
                 SET fencing_token = CASE WHEN o.mine AND o.expires_at > now()
                                          THEN o.fencing_token ELSE o.fencing_token + 1 END,
@@ -220,7 +220,8 @@ async fn acquire_or_renew_inner(
                         FOR UPDATE) o
               WHERE l.chain_id = o.chain_id AND l.submitter = o.submitter
                 AND (o.mine OR o.expires_at <= now() - $5 * interval '1 millisecond')
-          RETURNING l.fencing_token, o.owner_node, (o.mine AND o.expires_at > now())",
+          RETURNING l.fencing_token, o.owner_node AS previous_owner,
+                    (o.mine AND o.expires_at > now()) AS renewed",
         )
         .bind(chain_id)
         .bind(&submitter)
@@ -230,14 +231,14 @@ async fn acquire_or_renew_inner(
         .bind(instance)
         .fetch_optional(pool)
         .await?;
-        if let Some((token, previous_owner, renewed)) = updated {
-            let lease = guard(req, token, sent_at);
-            return Ok(if renewed {
+        if let Some(taken) = updated {
+            let lease = guard(req, taken.fencing_token, sent_at);
+            return Ok(if taken.renewed {
                 LeaseOutcome::Renewed(lease)
             } else {
                 LeaseOutcome::TakenOver {
                     lease,
-                    previous_owner,
+                    previous_owner: taken.previous_owner,
                 }
             });
         }
@@ -278,6 +279,17 @@ async fn acquire_or_renew_inner(
     Ok(LeaseOutcome::NotLeader(info))
 }
 
+/// What the renew-or-take-over `UPDATE` returns.
+#[derive(sqlx::FromRow)]
+struct TakenRow {
+    /// The token now (unchanged on a renewal).
+    fencing_token: i64,
+    /// The node id that held the row before.
+    previous_owner: String,
+    /// The row was ours and live: a renewal, not a take-over.
+    renewed: bool,
+}
+
 fn guard(req: &LeaseRequest, token: i64, sent_at: Instant) -> LeaseGuard {
     LeaseGuard {
         submitter: req.submitter,
@@ -292,23 +304,30 @@ pub async fn current_lease(
     pool: &PgPool,
     submitter: SubmitterKey,
 ) -> StoreResult<Option<LeaseInfo>> {
-    let row: Option<(String, String, i64, i64)> = sqlx::query_as(
+    let row: Option<LeaseRow> = sqlx::query_as(
         "SELECT owner_node, owner_instance, fencing_token,
                 GREATEST(0, (EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::bigint)
+                    AS expires_in_ms
            FROM submitter_lease WHERE chain_id = $1 AND submitter = $2",
     )
-    .bind(submitter.chain_id_db())
+    .bind(submitter.chain_id)
     .bind(submitter.address_hex())
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(
-        |(owner_node, owner_instance, fencing_token, millis)| LeaseInfo {
-            owner_node,
-            owner_instance,
-            fencing_token,
-            expires_in: Duration::from_millis(u64::try_from(millis).unwrap_or(0)),
-        },
-    ))
+    Ok(row.map(|row| LeaseInfo {
+        owner_node: row.owner_node,
+        owner_instance: row.owner_instance,
+        fencing_token: row.fencing_token,
+        expires_in: Duration::from_millis(u64::try_from(row.expires_in_ms).unwrap_or(0)),
+    }))
+}
+
+#[derive(sqlx::FromRow)]
+struct LeaseRow {
+    owner_node: String,
+    owner_instance: String,
+    fencing_token: i64,
+    expires_in_ms: i64,
 }
 
 /// Gives the lease up at once (graceful shutdown, hand-over), so another
@@ -323,7 +342,7 @@ pub async fn release(pool: &PgPool, lease: &LeaseGuard) -> StoreResult<bool> {
           WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND owner_instance = $4
             AND fencing_token = $5",
     )
-    .bind(lease.submitter.chain_id_db())
+    .bind(lease.submitter.chain_id)
     .bind(lease.submitter.address_hex())
     .bind(&*lease.owner.node_id)
     .bind(&*lease.owner.instance)

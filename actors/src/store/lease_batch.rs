@@ -12,7 +12,10 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use super::{millis, LeaseOwner, StoreResult};
-use crate::{domain::SubmitterKey, metrics::LEASE_ACQUISITIONS};
+use crate::{
+    domain::{ChainId, SubmitterKey},
+    metrics::LEASE_ACQUISITIONS,
+};
 
 /// One lease this process holds, as the batch renewal names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +42,7 @@ pub async fn renew_all(
     if held.is_empty() {
         return Ok(Vec::new());
     }
-    let chain_ids: Vec<i64> = held.iter().map(|h| h.submitter.chain_id_db()).collect();
+    let chain_ids: Vec<ChainId> = held.iter().map(|h| h.submitter.chain_id).collect();
     let submitters: Vec<String> = held.iter().map(|h| h.submitter.address_hex()).collect();
     let tokens: Vec<i64> = held.iter().map(|h| h.token).collect();
     let renewed: Vec<i64> = sqlx::query_scalar(

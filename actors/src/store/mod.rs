@@ -5,6 +5,10 @@
 //! writer still holds the submitter's lease and fencing token. The functions
 //! that write critical state take `&mut FencedTx`, so an unfenced critical
 //! write does not compile.
+//!
+//! Every SQL statement of the engine and the daemon is here, one module per
+//! topic, and rows are read into named structs: elsewhere only the benchmark
+//! binaries and the tests query the database (to measure and to verify).
 
 pub mod actions;
 pub mod audit;
@@ -12,20 +16,22 @@ pub mod completions;
 mod error;
 mod fenced;
 pub mod filler;
+pub mod finality;
 pub mod group;
 pub mod intents;
 mod lease;
 mod lease_batch;
 mod lease_deadline;
+pub mod lease_scan;
 pub mod node;
 pub mod nonce_cursor;
+pub mod open_work;
 mod owner;
 pub mod pipeline;
 pub mod resubmit;
+mod schema;
 pub mod tracking;
 pub mod tx_query;
-
-use sqlx::PgPool;
 
 pub use error::{StoreError, StoreResult};
 pub use fenced::FencedTx;
@@ -37,26 +43,7 @@ pub use lease_batch::{renew_all, HeldLease};
 pub use lease_deadline::LeaseDeadline;
 pub use nonce_cursor::NonceCursor;
 pub use owner::LeaseOwner;
-
-/// The embedded migrations (`migrations/` at the repository top).
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
-
-/// Applies every pending migration. Idempotent: applied ones are skipped, and
-/// concurrent callers serialise on sqlx's advisory lock. Runs on a
-/// connection of its own with the pool's statement and lock timeouts lifted:
-/// a migration on a large table may rightly take longer than any request.
-pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    use sqlx::Connection;
-    let options = pool
-        .connect_options()
-        .as_ref()
-        .clone()
-        .options([("statement_timeout", "0"), ("lock_timeout", "0")]);
-    let mut conn = sqlx::PgConnection::connect_with(&options).await?;
-    let result = MIGRATOR.run_direct(&mut conn).await;
-    let _closed = conn.close().await;
-    result
-}
+pub use schema::{migrate, unapplied_migrations, MIGRATOR};
 
 /// Milliseconds of a duration as the `BIGINT` the SQL turns into an interval.
 fn millis(duration: std::time::Duration) -> i64 {

@@ -91,24 +91,37 @@ pub async fn register(
     )))
 }
 
+#[derive(sqlx::FromRow)]
+struct HolderRow {
+    instance: String,
+    http_addr: Option<String>,
+    heartbeat_at_us: i64,
+    heartbeat_age_ms: i64,
+}
+
 /// The process holding `node_id`, if any.
 pub async fn holder(pool: &PgPool, node_id: &str) -> StoreResult<Option<NodeHolder>> {
-    let row: Option<(String, Option<String>, i64, i64)> = sqlx::query_as(
-        "SELECT instance, http_addr, (EXTRACT(EPOCH FROM heartbeat_at) * 1000000)::bigint,
+    let row: Option<HolderRow> = sqlx::query_as(
+        "SELECT instance, http_addr,
+                (EXTRACT(EPOCH FROM heartbeat_at) * 1000000)::bigint AS heartbeat_at_us,
                 GREATEST(0, (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::bigint)
+                    AS heartbeat_age_ms
            FROM txmgr_node WHERE node_id = $1",
     )
     .bind(node_id)
     .fetch_optional(pool)
     .await?;
-    Ok(
-        row.map(|(instance, http_addr, heartbeat_at_us, age)| NodeHolder {
-            instance,
-            http_addr,
-            heartbeat_at_us,
-            heartbeat_age: Duration::from_millis(u64::try_from(age).unwrap_or(0)),
-        }),
-    )
+    Ok(row.map(|row| NodeHolder {
+        instance: row.instance,
+        http_addr: row.http_addr,
+        heartbeat_at_us: row.heartbeat_at_us,
+        heartbeat_age: age(row.heartbeat_age_ms),
+    }))
+}
+
+/// A non-negative millisecond count from the database as a duration.
+fn age(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// Refreshes this process's heartbeat, if the row still names it.
@@ -157,12 +170,23 @@ pub struct NodeRow {
     pub alive: bool,
 }
 
+#[derive(sqlx::FromRow)]
+struct ListedNode {
+    node_id: String,
+    instance: String,
+    http_addr: Option<String>,
+    version: String,
+    heartbeat_age_ms: i64,
+    alive: bool,
+}
+
 /// Lists every node, alive meaning a heartbeat within `liveness` (database time).
 pub async fn list(pool: &PgPool, liveness: Duration) -> StoreResult<Vec<NodeRow>> {
-    let rows: Vec<(String, String, Option<String>, String, i64, bool)> = sqlx::query_as(
+    let rows: Vec<ListedNode> = sqlx::query_as(
         "SELECT node_id, instance, http_addr, version,
-                GREATEST(0, (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::bigint),
-                heartbeat_at > now() - $1 * interval '1 millisecond'
+                GREATEST(0, (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::bigint)
+                    AS heartbeat_age_ms,
+                heartbeat_at > now() - $1 * interval '1 millisecond' AS alive
            FROM txmgr_node ORDER BY node_id",
     )
     .bind(millis(liveness))
@@ -170,15 +194,39 @@ pub async fn list(pool: &PgPool, liveness: Duration) -> StoreResult<Vec<NodeRow>
     .await?;
     Ok(rows
         .into_iter()
-        .map(
-            |(node_id, instance, http_addr, version, age, alive)| NodeRow {
-                node_id,
-                instance,
-                http_addr,
-                version,
-                heartbeat_age: Duration::from_millis(u64::try_from(age).unwrap_or(0)),
-                alive,
-            },
-        )
+        .map(|row| NodeRow {
+            node_id: row.node_id,
+            instance: row.instance,
+            http_addr: row.http_addr,
+            version: row.version,
+            heartbeat_age: age(row.heartbeat_age_ms),
+            alive: row.alive,
+        })
         .collect())
+}
+
+/// A node with a live heartbeat, as lease balancing sees it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct LiveNode {
+    /// The node's id.
+    pub node_id: String,
+    /// Up for at least the settle time: it may receive leases.
+    pub settled: bool,
+}
+
+/// The nodes with a heartbeat within `liveness`, each with whether it
+/// started at least `settle` ago (database time).
+pub async fn live(
+    pool: &PgPool,
+    liveness: Duration,
+    settle: Duration,
+) -> StoreResult<Vec<LiveNode>> {
+    Ok(sqlx::query_as(
+        "SELECT node_id, started_at <= now() - $2 * interval '1 millisecond' AS settled
+           FROM txmgr_node WHERE heartbeat_at > now() - $1 * interval '1 millisecond'",
+    )
+    .bind(millis(liveness))
+    .bind(millis(settle))
+    .fetch_all(pool)
+    .await?)
 }

@@ -3,10 +3,11 @@
 //! Reads take the pool; every change takes a [`FencedTx`], so only the lease
 //! holder can move the cursor, hand out nonces or flip PROTECT.
 
+use alloy::primitives::Address;
 use sqlx::{PgConnection, PgPool};
 
 use super::{FencedTx, StoreError, StoreResult};
-use crate::domain::SubmitterKey;
+use crate::domain::{ChainId, SubmitterKey};
 
 /// The cursor row of one submitter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,25 +25,32 @@ pub struct NonceCursor {
     pub protect_covered_below: Option<u64>,
 }
 
-/// `(next_nonce, released, protect_reason, fencing_token, protect_covered_below)`.
-pub(super) type CursorRow = (i64, Vec<i64>, Option<String>, i64, Option<i64>);
+/// A cursor row as selected by [`COLUMNS`].
+#[derive(sqlx::FromRow)]
+pub(super) struct CursorRow {
+    next_nonce: i64,
+    released: Vec<i64>,
+    protect_reason: Option<String>,
+    fencing_token: i64,
+    protect_covered_below: Option<i64>,
+}
 
 pub(super) fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor> {
-    let (next, released, protect_reason, fencing_token, covered) = row;
     let to_nonce = |n: i64| {
         u64::try_from(n).map_err(|_| {
             StoreError::Corrupt(format!("negative nonce {n} in cursor of {submitter}"))
         })
     };
     Ok(NonceCursor {
-        next_nonce: to_nonce(next)?,
-        released: released
+        next_nonce: to_nonce(row.next_nonce)?,
+        released: row
+            .released
             .into_iter()
             .map(to_nonce)
             .collect::<StoreResult<_>>()?,
-        protect_reason,
-        fencing_token,
-        protect_covered_below: covered.map(to_nonce).transpose()?,
+        protect_reason: row.protect_reason,
+        fencing_token: row.fencing_token,
+        protect_covered_below: row.protect_covered_below.map(to_nonce).transpose()?,
     })
 }
 
@@ -58,11 +66,40 @@ pub async fn load(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<
     let row: Option<CursorRow> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM submitter_nonce_cursor WHERE chain_id = $1 AND submitter = $2"
     ))
-    .bind(submitter.chain_id_db())
+    .bind(submitter.chain_id)
     .bind(submitter.address_hex())
     .fetch_optional(pool)
     .await?;
     row.map(|row| from_row(submitter, row)).transpose()
+}
+
+/// The PROTECT reasons of `submitters` (`None`: not protected), in one
+/// query; a submitter without a cursor is left out.
+pub async fn protect_reasons(
+    pool: &PgPool,
+    chain_id: ChainId,
+    submitters: &[Address],
+) -> StoreResult<Vec<(Address, Option<String>)>> {
+    if submitters.is_empty() {
+        return Ok(Vec::new());
+    }
+    let hex: Vec<String> = submitters.iter().map(|a| format!("{a:#x}")).collect();
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT submitter, protect_reason FROM submitter_nonce_cursor
+          WHERE chain_id = $1 AND submitter = ANY($2)",
+    )
+    .bind(chain_id)
+    .bind(&hex)
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|(submitter, reason)| {
+            let address = submitter.parse().map_err(|_| {
+                StoreError::Corrupt(format!("submitter {submitter:?} is not an address"))
+            })?;
+            Ok((address, reason))
+        })
+        .collect()
 }
 
 /// Reads and row-locks the cursor inside a fenced transaction.
@@ -81,7 +118,7 @@ pub(super) async fn lock_on(
         "SELECT {COLUMNS} FROM submitter_nonce_cursor
           WHERE chain_id = $1 AND submitter = $2 FOR UPDATE"
     ))
-    .bind(submitter.chain_id_db())
+    .bind(submitter.chain_id)
     .bind(submitter.address_hex())
     .fetch_optional(conn)
     .await?;
@@ -118,7 +155,7 @@ pub(super) async fn store_on(
                 fencing_token = $6, protect_covered_below = $7, updated_at = now()
           WHERE chain_id = $1 AND submitter = $2",
     )
-    .bind(submitter.chain_id_db())
+    .bind(submitter.chain_id)
     .bind(submitter.address_hex())
     .bind(to_db(cursor.next_nonce)?)
     .bind(released)
@@ -140,7 +177,7 @@ pub async fn init(ftx: &mut FencedTx, start_nonce: u64) -> StoreResult<NonceCurs
          VALUES ($1, $2, $3, $4)
          ON CONFLICT (chain_id, submitter) DO NOTHING",
     )
-    .bind(submitter.chain_id_db())
+    .bind(submitter.chain_id)
     .bind(submitter.address_hex())
     .bind(to_db(start_nonce)?)
     .bind(token)

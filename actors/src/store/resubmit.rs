@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{millis, FencedTx, StoreError, StoreResult};
-use crate::domain::{AttemptKind, Intent, SubmitterKey, TxState};
+use crate::domain::{AttemptKind, Intent, SubState, SubmitterKey, TxState};
 
 /// What an operator asked for on one transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +158,7 @@ pub async fn claim_due(
               WHERE m.chain_id = $1 AND m.submitter = $2 AND m.receipt IS NULL
                 AND ($6::uuid[] IS NULL OR m.tx_id = ANY($6))
                 -- A nonce another key consumed: nothing to resubmit, ever.
-                AND m.sub_state IS DISTINCT FROM 'nonce_consumed_externally'
+                AND m.sub_state IS DISTINCT FROM $7
                 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')
                 AND (m.next_resubmit_at <= now() OR m.requested_action IS NOT NULL)
                 AND EXISTS (SELECT 1 FROM tx_attempt t WHERE t.tx_id = m.tx_id AND t.nonce = m.nonce)
@@ -196,12 +196,13 @@ pub async fn claim_due(
                                    attempt_no DESC LIMIT 1) r ON true
           ORDER BY c.nonce",
     )
-    .bind(key.chain_id_db())
+    .bind(key.chain_id)
     .bind(key.address_hex())
     .bind(i64::try_from(limit).unwrap_or(i64::MAX))
     .bind(millis(interval))
     .bind(token)
     .bind(only.map(<[Uuid]>::to_vec))
+    .bind(SubState::NonceConsumedExternally)
     .fetch_all(ftx.conn())
     .await?;
     rows.into_iter().map(claimed_from_row).collect()
@@ -286,7 +287,7 @@ pub async fn mark_maybe_pooled(ftx: &mut FencedTx, tx_id: Uuid) -> StoreResult<(
 pub async fn set_sub_state(
     ftx: &mut FencedTx,
     tx_id: Uuid,
-    sub_state: &str,
+    sub_state: SubState,
     last_error: Option<&str>,
 ) -> StoreResult<()> {
     let token = ftx.token();
@@ -318,7 +319,7 @@ pub async fn schedule(
             AND receipt IS NULL AND next_resubmit_at IS NOT NULL
             AND ($3::uuid[] IS NULL OR tx_id = ANY($3))",
     )
-    .bind(key.chain_id_db())
+    .bind(key.chain_id)
     .bind(key.address_hex())
     .bind(only.map(<[Uuid]>::to_vec))
     .fetch_all(pool)
@@ -335,11 +336,12 @@ pub async fn head_of_line(pool: &PgPool, key: SubmitterKey) -> StoreResult<Optio
     let row: Option<(i64, String)> = sqlx::query_as(
         "SELECT nonce, state FROM managed_tx
           WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-            AND receipt IS NULL AND sub_state IS DISTINCT FROM 'nonce_consumed_externally'
+            AND receipt IS NULL AND sub_state IS DISTINCT FROM $3
           ORDER BY nonce LIMIT 1",
     )
-    .bind(key.chain_id_db())
+    .bind(key.chain_id)
     .bind(key.address_hex())
+    .bind(SubState::NonceConsumedExternally)
     .fetch_optional(pool)
     .await?;
     row.map(|(nonce, state)| {

@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{FencedTx, StoreError, StoreResult};
-use crate::domain::{SubmitterKey, TxState};
+use crate::domain::{SubState, SubmitterKey, TxState};
 
 /// An intent with a nonce and no receipt, with every hash it was signed as.
 #[derive(Debug, Clone)]
@@ -19,6 +19,13 @@ pub struct Unmined {
     pub attempt_hashes: Vec<B256>,
 }
 
+#[derive(sqlx::FromRow)]
+struct UnminedRow {
+    tx_id: Uuid,
+    nonce: i64,
+    attempt_hashes: Vec<String>,
+}
+
 /// Intents holding a nonce below `below_nonce` (the chain's latest nonce: so
 /// their nonce is consumed) that have no receipt yet.
 pub async fn load_unmined_below(
@@ -26,28 +33,31 @@ pub async fn load_unmined_below(
     key: SubmitterKey,
     below_nonce: u64,
 ) -> StoreResult<Vec<Unmined>> {
-    let rows: Vec<(Uuid, i64, Vec<String>)> = sqlx::query_as(
+    let rows: Vec<UnminedRow> = sqlx::query_as(
         "SELECT m.tx_id, m.nonce,
                 COALESCE((SELECT array_agg(a.tx_hash ORDER BY a.attempt_no DESC)
                             FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce), '{}')
+                    AS attempt_hashes
            FROM managed_tx m
           WHERE m.chain_id = $1 AND m.submitter = $2
             AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
-            AND m.sub_state IS DISTINCT FROM 'nonce_consumed_externally'
+            AND m.sub_state IS DISTINCT FROM $4
             AND m.nonce < $3
           ORDER BY m.nonce",
     )
-    .bind(key.chain_id_db())
+    .bind(key.chain_id)
     .bind(key.address_hex())
     .bind(i64::try_from(below_nonce).unwrap_or(i64::MAX))
+    .bind(SubState::NonceConsumedExternally)
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(tx_id, nonce, hashes)| {
+        .map(|row| {
             Ok(Unmined {
-                tx_id,
-                nonce: u64::try_from(nonce).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                attempt_hashes: hashes
+                tx_id: row.tx_id,
+                nonce: u64::try_from(row.nonce).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                attempt_hashes: row
+                    .attempt_hashes
                     .iter()
                     .map(|h| {
                         h.parse()
@@ -72,7 +82,7 @@ pub struct MinedReceipt {
     pub receipt: serde_json::Value,
 }
 
-/// Records the receipt: sub_state `mined`; the state stays TRACKING until
+/// Records the receipt: [`SubState::Mined`]; the state stays TRACKING until
 /// finality decides (an intent still ALLOCATED — mined before we heard the
 /// broadcast answer — becomes TRACKING).
 pub async fn record_receipt(
@@ -83,7 +93,7 @@ pub async fn record_receipt(
     let token = ftx.token();
     sqlx::query(
         "UPDATE managed_tx SET state = CASE WHEN state = 'ALLOCATED' THEN 'TRACKING' ELSE state END,
-                sub_state = 'mined', mined_tx_hash = $2, receipt = $3, receipt_block_number = $4,
+                sub_state = $7, mined_tx_hash = $2, receipt = $3, receipt_block_number = $4,
                 receipt_block_hash = $5, fencing_token = $6, updated_at = now(), last_error = NULL
           WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
     )
@@ -93,6 +103,7 @@ pub async fn record_receipt(
     .bind(i64::try_from(mined.block_number).unwrap_or(i64::MAX))
     .bind(format!("{:#x}", mined.block_hash))
     .bind(token)
+    .bind(SubState::Mined)
     .execute(ftx.conn())
     .await?;
     Ok(())
@@ -109,11 +120,11 @@ pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResu
     let state: Option<String> = sqlx::query_scalar(
         "UPDATE managed_tx
             SET state = CASE WHEN requested_action = 'cancel' THEN 'CANCELLED'
-                             WHEN sub_state = 'filler' OR request_id LIKE 'filler:%' THEN 'REJECTED'
+                             WHEN sub_state = $4 OR request_id LIKE 'filler:%' THEN 'REJECTED'
                              ELSE 'QUEUED' END,
                 nonce = NULL,
-                sub_state = CASE WHEN sub_state = 'filler' OR request_id LIKE 'filler:%'
-                                 THEN 'filler_not_included' ELSE 'nonce_consumed_externally' END,
+                sub_state = CASE WHEN sub_state = $4 OR request_id LIKE 'filler:%'
+                                 THEN $5 ELSE $6 END,
                 last_error = $2, tx_hash = NULL, submit_attempts = 0, last_submit_at = NULL,
                 first_broadcast_at = NULL, resubmits = 0, requested_action = NULL,
                 requested_by = NULL, next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
@@ -123,6 +134,9 @@ pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResu
     .bind(tx_id)
     .bind(reason)
     .bind(token)
+    .bind(SubState::Filler)
+    .bind(SubState::FillerNotIncluded)
+    .bind(SubState::NonceConsumedExternally)
     .fetch_optional(ftx.conn())
     .await?;
     if matches!(state.as_deref(), Some("CANCELLED" | "REJECTED")) {
@@ -136,7 +150,7 @@ pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResu
 pub async fn mark_stuck(
     ftx: &mut FencedTx,
     tx_id: Uuid,
-    sub_state: &str,
+    sub_state: SubState,
     reason: &str,
 ) -> StoreResult<bool> {
     let token = ftx.token();
@@ -206,7 +220,7 @@ pub async fn clear_receipt(
     let raw: Option<(Vec<u8>,)> = sqlx::query_as(
         "WITH cleared AS (
              UPDATE managed_tx m SET receipt = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
-                    mined_tx_hash = NULL, sub_state = 'reorged', fencing_token = $3, updated_at = now()
+                    mined_tx_hash = NULL, sub_state = $4, fencing_token = $3, updated_at = now()
                FROM (SELECT tx_id, mined_tx_hash FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
               WHERE m.tx_id = old.tx_id AND m.state IN ('TRACKING', 'STUCK') AND m.receipt_block_hash = $2
           RETURNING old.mined_tx_hash)
@@ -215,6 +229,7 @@ pub async fn clear_receipt(
     .bind(tx_id)
     .bind(format!("{orphaned_block:#x}"))
     .bind(token)
+    .bind(SubState::Reorged)
     .fetch_optional(ftx.conn())
     .await?;
     Ok(raw.map(|(raw,)| raw))
@@ -231,7 +246,7 @@ pub async fn open_attempt_hashes(
           WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = m.nonce
             AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
     )
-    .bind(key.chain_id_db())
+    .bind(key.chain_id)
     .bind(key.address_hex())
     .fetch_all(pool)
     .await?;
@@ -258,7 +273,7 @@ pub async fn other_attempts_at_nonce(
         "SELECT a.tx_id, a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
           WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = $3 AND a.tx_id <> $4",
     )
-    .bind(key.chain_id_db())
+    .bind(key.chain_id)
     .bind(key.address_hex())
     .bind(i64::try_from(nonce).unwrap_or(i64::MAX))
     .bind(except)
@@ -287,7 +302,7 @@ pub async fn revive_released(
 ) -> StoreResult<bool> {
     let token = ftx.token();
     let revived = sqlx::query(
-        "UPDATE managed_tx SET state = 'TRACKING', sub_state = 'mined', nonce = $2,
+        "UPDATE managed_tx SET state = 'TRACKING', sub_state = $8, nonce = $2,
                 mined_tx_hash = $3, receipt = $4, receipt_block_number = $5, receipt_block_hash = $6,
                 last_error = 'mined after it was rejected: its bytes were in a pool after all',
                 confirmed_at = NULL, next_resubmit_at = NULL, retry_at = NULL,
@@ -301,6 +316,7 @@ pub async fn revive_released(
     .bind(i64::try_from(mined.block_number).unwrap_or(i64::MAX))
     .bind(format!("{:#x}", mined.block_hash))
     .bind(token)
+    .bind(SubState::Mined)
     .execute(ftx.conn())
     .await?
     .rows_affected();

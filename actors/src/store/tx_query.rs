@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{StoreError, StoreResult};
-use crate::domain::{Intent, SubmitterKey, TxState};
+use crate::domain::{ChainId, Intent, SubState, SubmitterKey, TxState};
 
 /// One managed transaction as the API shows it — exactly the `GET
 /// /v1/transactions/{tx_id}` shape, plus the intent's `data`.
@@ -27,7 +27,7 @@ pub struct TxView {
     /// Lifecycle state.
     pub state: TxState,
     /// Finer detail within the state (`awaiting_receipt`, `mined`, ...).
-    pub sub_state: Option<String>,
+    pub sub_state: Option<SubState>,
     /// The nonce, once allocated.
     pub nonce: Option<u64>,
     /// Hash of the latest signed attempt.
@@ -125,7 +125,7 @@ struct TxRow {
     submitter: String,
     request_id: Option<String>,
     state: String,
-    sub_state: Option<String>,
+    sub_state: Option<SubState>,
     nonce: Option<i64>,
     tx_hash: Option<String>,
     mined_tx_hash: Option<String>,
@@ -235,10 +235,7 @@ fn receipt_status(value: Option<&serde_json::Value>) -> Option<u8> {
 }
 
 /// One transaction by id on this deployment's chain; `None` if there is none.
-pub async fn get(pool: &PgPool, chain_id: u64, tx_id: Uuid) -> StoreResult<Option<TxView>> {
-    let Ok(chain_id) = i64::try_from(chain_id) else {
-        return Ok(None);
-    };
+pub async fn get(pool: &PgPool, chain_id: ChainId, tx_id: Uuid) -> StoreResult<Option<TxView>> {
     let sql = format!("SELECT {COLUMNS} FROM managed_tx m WHERE m.tx_id = $1 AND m.chain_id = $2");
     let row: Option<TxRow> = sqlx::query_as(&sql)
         .bind(tx_id)
@@ -259,7 +256,7 @@ pub async fn find_by_request_id(
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.request_id = $3"
     );
     let row: Option<TxRow> = sqlx::query_as(&sql)
-        .bind(submitter.chain_id_db())
+        .bind(submitter.chain_id)
         .bind(submitter.address_hex())
         .bind(request_id)
         .fetch_optional(pool)
@@ -337,7 +334,7 @@ pub async fn list_within(
           ORDER BY w.ingress_seq"
     );
     let mut rows: Vec<ListedRow> = sqlx::query_as(&sql)
-        .bind(submitter.chain_id_db())
+        .bind(submitter.chain_id)
         .bind(submitter.address_hex())
         .bind(state.map(TxState::as_str))
         .bind(after.map(|cursor| cursor.0))

@@ -4,7 +4,7 @@
 
 use super::SubmitterSettings;
 use crate::{
-    domain::{AttemptKind, TxState},
+    domain::{AttemptKind, SubState, TxState},
     store::resubmit::{ClaimedResubmit, OperatorAction},
 };
 
@@ -68,11 +68,12 @@ pub(crate) fn plan(
 
 /// Why an open intent is STUCK now, if it is: an accepted one counts from
 /// its first accepted broadcast, one no node has accepted yet from its
-/// allocation — the same rules for both.
+/// allocation — the same rules for both. Gives the STUCK sub-state and the
+/// reason recorded as `last_error`.
 pub(crate) fn stuck_reason(
     claimed: &ClaimedResubmit,
     settings: &SubmitterSettings,
-) -> Option<(&'static str, String)> {
+) -> Option<(SubState, String)> {
     let (since, what) = match claimed.state {
         TxState::Tracking => (claimed.since_first_broadcast, "the first broadcast"),
         TxState::Allocated => (
@@ -84,7 +85,7 @@ pub(crate) fn stuck_reason(
     if let Some(age) = since {
         if age >= settings.stuck_after {
             return Some((
-                "stuck_after",
+                SubState::StuckAfter,
                 format!(
                     "no receipt {}s after {what} (stuck_after {}s)",
                     age.as_secs(),
@@ -96,7 +97,7 @@ pub(crate) fn stuck_reason(
     // `resubmits` counts this claim: STUCK once max_resubmits were made.
     if claimed.resubmits > settings.max_resubmits {
         return Some((
-            "max_resubmits",
+            SubState::StuckMaxResubmits,
             format!(
                 "no receipt after {} resubmits (max_resubmits {})",
                 claimed.resubmits - 1,
@@ -241,12 +242,15 @@ mod tests {
         let mut c = claimed(TxState::Tracking, AttemptKind::Original);
         assert_eq!(stuck_reason(&c, &s), None);
         c.since_first_broadcast = Some(Duration::from_secs(10));
-        assert_eq!(stuck_reason(&c, &s).map(|r| r.0), Some("stuck_after"));
+        assert_eq!(
+            stuck_reason(&c, &s).map(|r| r.0),
+            Some(SubState::StuckAfter)
+        );
         let mut c = claimed(TxState::Allocated, AttemptKind::Original);
         c.since_first_broadcast = None;
         c.since_allocated = Some(Duration::from_secs(11));
-        let (label, reason) = stuck_reason(&c, &s).expect("stuck");
-        assert_eq!(label, "stuck_after");
+        let (sub_state, reason) = stuck_reason(&c, &s).expect("stuck");
+        assert_eq!(sub_state, SubState::StuckAfter);
         assert!(reason.contains("no node has accepted it"), "{reason}");
     }
 
@@ -261,7 +265,10 @@ mod tests {
         c.resubmits = 2;
         assert_eq!(stuck_reason(&c, &s), None);
         c.resubmits = 3;
-        assert_eq!(stuck_reason(&c, &s).map(|r| r.0), Some("max_resubmits"));
+        assert_eq!(
+            stuck_reason(&c, &s).map(|r| r.0),
+            Some(SubState::StuckMaxResubmits)
+        );
     }
 
     #[test]

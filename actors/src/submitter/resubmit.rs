@@ -21,8 +21,8 @@ use super::{
 };
 use crate::{
     chain::{classify_send, BroadcastClass, FeeQuote},
-    domain::{AttemptKind, Intent, TxState},
-    metrics::{HEAD_OF_LINE_BLOCKED, RESUBMITS, STUCK},
+    domain::{AttemptKind, Intent, SubState, TxState},
+    metrics::{stuck_reason as stuck_label, HEAD_OF_LINE_BLOCKED, RESUBMITS, STUCK},
     store::{
         pipeline::NewAttempt,
         resubmit::{self, ClaimedResubmit},
@@ -62,16 +62,15 @@ pub(crate) async fn run(
         resubmit::claim_due(&mut ftx, only, limit, settings.resubmit_interval).await?;
     let mut newly_stuck = Vec::new();
     for item in &mut claimed {
-        if let Some((label, reason)) = stuck_reason(item, &settings) {
-            let sub_state = format!("stuck_{label}");
-            tracking::mark_stuck(&mut ftx, item.tx_id, &sub_state, &reason).await?;
+        if let Some((sub_state, reason)) = stuck_reason(item, &settings) {
+            tracking::mark_stuck(&mut ftx, item.tx_id, sub_state, &reason).await?;
             item.state = TxState::Stuck;
-            newly_stuck.push((item.tx_id, item.nonce, label, reason));
+            newly_stuck.push((item.tx_id, item.nonce, sub_state, reason));
         }
     }
     ftx.commit().await?;
-    for (tx_id, nonce, label, reason) in &newly_stuck {
-        metrics::counter!(STUCK, "reason" => *label).increment(1);
+    for (tx_id, nonce, sub_state, reason) in &newly_stuck {
+        metrics::counter!(STUCK, "reason" => stuck_label(*sub_state)).increment(1);
         tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, nonce, reason, "STUCK");
     }
     let mut outcome = ResubmitOutcome {
@@ -168,15 +167,15 @@ async fn resubmit_one(
         let Some(new_fees) = fees::bump(previous, market, multiplier, settings) else {
             // The caps leave no room for a replacement the node would take.
             let sub_state = if kind == AttemptKind::Cancel {
-                "cancel_at_fee_cap"
+                SubState::CancelAtFeeCap
             } else {
-                "fee_cap_reached"
+                SubState::FeeCapReached
             };
             let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "resubmit_sub_state").await?;
             resubmit::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
             ftx.commit().await?;
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id,
-                nonce = item.nonce, sub_state, "fee cap reached: re-broadcasting instead");
+                nonce = item.nonce, %sub_state, "fee cap reached: re-broadcasting instead");
             rebroadcast(ctx, lease, item, outcome).await?;
             // An operator's cancel or speed-up that the caps forbid is done
             // as far as it can be: it is not retried.
@@ -190,9 +189,9 @@ async fn resubmit_one(
         let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "persist_replacement").await?;
         crate::store::pipeline::insert_attempts(&mut ftx, std::slice::from_ref(&attempt)).await?;
         let sub_state = if kind == AttemptKind::Cancel {
-            "cancelling"
+            SubState::Cancelling
         } else {
-            "fee_bumped"
+            SubState::FeeBumped
         };
         resubmit::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
         ftx.commit().await?;
@@ -258,7 +257,13 @@ async fn sign_replacement(
     } else {
         (item.intent.clone(), item.latest_fees.gas_limit)
     };
-    let unsigned = fees::build(&intent, ctx.key.chain_id, item.nonce, gas_limit, new_fees);
+    let unsigned = fees::build(
+        &intent,
+        ctx.key.chain_id.get(),
+        item.nonce,
+        gas_limit,
+        new_fees,
+    );
     let raw = match ctx.signer.sign(unsigned).await {
         Ok(raw) => raw,
         Err(err) => {

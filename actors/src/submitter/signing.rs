@@ -49,7 +49,7 @@ pub(crate) async fn sign_all(
                 None => Some(ctx.chain.estimate_gas(ctx.key.address, intent).await?),
             };
             let gas = fees::gas_limit(intent, estimate, settings.gas_limit_margin);
-            let unsigned = fees::build(intent, ctx.key.chain_id, *nonce, gas, fees);
+            let unsigned = fees::build(intent, ctx.key.chain_id.get(), *nonce, gas, fees);
             let result = ctx.signer.sign(unsigned).await;
             Ok::<_, ChainError>((*tx_id, *nonce, gas, fees, result))
         }

@@ -9,9 +9,10 @@ use uuid::Uuid;
 
 use super::{error::LeaderError, SubmitterContext};
 use crate::{
-    metrics::EXTERNAL_NONCE,
+    domain::SubState,
+    metrics::{stuck_reason, EXTERNAL_NONCE},
     store::{
-        nonce_cursor,
+        nonce_cursor, pipeline,
         tracking::{self, MinedReceipt},
         FencedTx, LeaseGuard,
     },
@@ -28,15 +29,7 @@ pub(crate) async fn on_acquired(
     let nonces = ctx.chain.nonces(ctx.key.address).await?;
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "acquire_reconcile").await?;
     nonce_cursor::init(&mut ftx, nonces.pending).await?;
-    sqlx::query(
-        "UPDATE managed_tx SET retry_at = now()
-          WHERE chain_id = $1 AND submitter = $2 AND state = 'ALLOCATED'",
-    )
-    .bind(ctx.key.chain_id_db())
-    .bind(ctx.key.address_hex())
-    .execute(ftx.conn())
-    .await
-    .map_err(crate::store::StoreError::from)?;
+    pipeline::retry_allocated_now(&mut ftx).await?;
     ftx.commit().await?;
     run(ctx, lease).await
 }
@@ -153,10 +146,9 @@ pub(crate) async fn run(
             intent.nonce
         );
         if settings.protect_on_external_nonce {
-            if tracking::mark_stuck(&mut ftx, intent.tx_id, "nonce_consumed_externally", &reason)
-                .await?
-            {
-                metrics::counter!(crate::metrics::STUCK, "reason" => "nonce_consumed_externally")
+            let lost = SubState::NonceConsumedExternally;
+            if tracking::mark_stuck(&mut ftx, intent.tx_id, lost, &reason).await? {
+                metrics::counter!(crate::metrics::STUCK, "reason" => stuck_reason(lost))
                     .increment(1);
             }
             // An operator's unprotect covered every external use known when

@@ -16,7 +16,10 @@ use std::time::Duration;
 use alloy::primitives::Address;
 
 use super::EngineShared;
-use crate::store::StoreResult;
+use crate::{
+    domain::ChainId,
+    store::{lease_scan, nonce_cursor, StoreResult},
+};
 
 /// Margin after a foreign lease becomes takeable before the scan looks.
 const SCAN_SLACK: Duration = Duration::from_millis(50);
@@ -80,32 +83,16 @@ pub(crate) fn plan(
 /// One round: configured submitters with open intents whose lease this
 /// process does not hold live.
 pub(crate) async fn scan(shared: &EngineShared) -> StoreResult<Vec<OpenLease>> {
-    let rows: Vec<(String, Option<String>, bool, i64)> = sqlx::query_as(
-        "SELECT o.submitter, l.owner_node,
-                COALESCE(l.owner_node = $2 AND l.owner_instance = $3, false),
-                COALESCE((EXTRACT(EPOCH FROM (l.expires_at - now())) * 1000)::bigint, 0)
-           FROM (SELECT DISTINCT submitter FROM managed_tx
-                  WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')) o
-           LEFT JOIN submitter_lease l ON l.chain_id = $1 AND l.submitter = o.submitter
-          WHERE l.submitter IS NULL
-             OR NOT (l.owner_node = $2 AND l.owner_instance = $3 AND l.expires_at > now())",
-    )
-    .bind(i64::try_from(shared.config.chain_id).unwrap_or(i64::MAX))
-    .bind(&*shared.config.owner.node_id)
-    .bind(&*shared.config.owner.instance)
-    .fetch_all(&shared.pool)
-    .await?;
+    let chain_id = ChainId::from(shared.config.chain_id);
+    let rows = lease_scan::unled_open_work(&shared.pool, chain_id, &shared.config.owner).await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(address, owner_node, mine, expires_in_ms)| {
-            let address = address.parse::<Address>().ok()?;
-            shared.context(&address)?;
-            Some(OpenLease {
-                address,
-                owner_node,
-                mine,
-                expires_in_ms,
-            })
+        .filter(|row| shared.context(&row.submitter).is_some())
+        .map(|row| OpenLease {
+            address: row.submitter,
+            owner_node: row.owner_node,
+            mine: row.mine,
+            expires_in_ms: row.expires_in_ms,
         })
         .collect())
 }
@@ -116,22 +103,8 @@ pub(crate) async fn protect_reasons(
     shared: &EngineShared,
     addresses: &[Address],
 ) -> StoreResult<Vec<(Address, Option<String>)>> {
-    if addresses.is_empty() {
-        return Ok(Vec::new());
-    }
-    let hex: Vec<String> = addresses.iter().map(|a| format!("{a:#x}")).collect();
-    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
-        "SELECT submitter, protect_reason FROM submitter_nonce_cursor
-          WHERE chain_id = $1 AND submitter = ANY($2)",
-    )
-    .bind(i64::try_from(shared.config.chain_id).unwrap_or(i64::MAX))
-    .bind(&hex)
-    .fetch_all(&shared.pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(a, reason)| Some((a.parse::<Address>().ok()?, reason)))
-        .collect())
+    let chain_id = ChainId::from(shared.config.chain_id);
+    nonce_cursor::protect_reasons(&shared.pool, chain_id, addresses).await
 }
 
 #[cfg(test)]

@@ -224,7 +224,7 @@ async fn spawn_tracker(
         let args = FinalityWorkerArgs {
             chain: chain.clone(),
             pool: shared.pool.clone(),
-            chain_id: config.chain_id,
+            chain_id: config.chain_id.into(),
             window: window.clone(),
             router: router.clone(),
             slot,

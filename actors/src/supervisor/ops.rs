@@ -368,16 +368,7 @@ impl Engine {
 /// Open intents of a submitter (not terminal).
 async fn open_work(shared: &EngineShared, address: Address) -> Result<i64, StoreError> {
     let key = SubmitterKey::new(shared.config.chain_id, address);
-    let count: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM managed_tx
-          WHERE chain_id = $1 AND submitter = $2
-            AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')",
-    )
-    .bind(key.chain_id_db())
-    .bind(key.address_hex())
-    .fetch_one(&shared.pool)
-    .await?;
-    Ok(count)
+    store::intents::open_count(&shared.pool, key).await
 }
 
 /// Takes (or renews) the lease and clears PROTECT under it, the cursor

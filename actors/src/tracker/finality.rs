@@ -13,8 +13,9 @@ use uuid::Uuid;
 use super::{CanonicalWindow, SubmitterRouter};
 use crate::{
     chain::{ChainClient, ChainError, FinalityTag},
+    domain::ChainId,
     metrics::REORGS_BEYOND_FINALITY,
-    store::StoreError,
+    store::{finality, StoreError},
     submitter::{Finality, SubmitterMsg},
 };
 
@@ -44,7 +45,7 @@ pub struct FinalityWorkerArgs {
     /// The database (reads only).
     pub pool: PgPool,
     /// The chain id served.
-    pub chain_id: u64,
+    pub chain_id: ChainId,
     /// Canonical hashes seen by the head watcher.
     pub window: Arc<CanonicalWindow>,
     /// Where decisions go.
@@ -61,8 +62,6 @@ pub struct FinalityWorkerArgs {
 enum FinalityError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error(transparent)]
-    Db(#[from] sqlx::Error),
     #[error(transparent)]
     Chain(#[from] ChainError),
 }
@@ -115,26 +114,6 @@ fn mine(state: &FinalityWorkerArgs) -> HashMap<Address, Finality> {
         .collect()
 }
 
-type MinedRow = (Uuid, String, i64, String, Option<String>);
-
-async fn mined_intents(
-    state: &FinalityWorkerArgs,
-    submitters: &[String],
-    above: i64,
-) -> Result<Vec<MinedRow>, FinalityError> {
-    Ok(sqlx::query_as(
-        "SELECT tx_id, submitter, receipt_block_number, receipt_block_hash, receipt->>'status'
-           FROM managed_tx
-          WHERE chain_id = $1 AND submitter = ANY($2) AND state IN ('TRACKING', 'STUCK')
-            AND receipt IS NOT NULL AND receipt_block_number > $3",
-    )
-    .bind(i64::try_from(state.chain_id).unwrap_or(i64::MAX))
-    .bind(submitters)
-    .bind(above)
-    .fetch_all(&state.pool)
-    .await?)
-}
-
 /// Receipt status 1 = success (alloy writes "0x1"; be lenient).
 fn succeeded(status: Option<&str>) -> bool {
     matches!(status, Some("0x1" | "1" | "true"))
@@ -145,20 +124,16 @@ async fn on_head(state: &FinalityWorkerArgs, head: u64) -> Result<(), FinalityEr
     if led.is_empty() {
         return Ok(());
     }
-    let submitters: Vec<String> = led.keys().map(|a| format!("{a:#x}")).collect();
-    let rows = mined_intents(state, &submitters, -1).await?;
+    let submitters: Vec<Address> = led.keys().copied().collect();
+    let rows = finality::mined_not_final(&state.pool, state.chain_id, &submitters, None).await?;
     let mut tags: HashMap<FinalityTag, Option<u64>> = HashMap::new();
     let mut finalize: HashMap<Address, Vec<(Uuid, bool)>> = HashMap::new();
     let mut orphaned: HashMap<Address, Vec<(Uuid, B256)>> = HashMap::new();
-    for (tx_id, submitter, block, block_hash, status) in rows {
-        let (Ok(address), Ok(hash)) = (submitter.parse::<Address>(), block_hash.parse::<B256>())
-        else {
-            continue;
-        };
+    for mined in rows {
+        let (address, hash, block) = (mined.submitter, mined.block_hash, mined.block_number);
         let Some(finality) = led.get(&address) else {
             continue;
         };
-        let block = u64::try_from(block).unwrap_or(0);
         let deep_enough = match finality {
             Finality::Confirmations(n) => head.saturating_add(1) >= block.saturating_add(*n),
             Finality::Tag(tag) => {
@@ -182,12 +157,15 @@ async fn on_head(state: &FinalityWorkerArgs, head: u64) -> Result<(), FinalityEr
             None => true,
         };
         if !canonical {
-            orphaned.entry(address).or_default().push((tx_id, hash));
+            orphaned
+                .entry(address)
+                .or_default()
+                .push((mined.tx_id, hash));
         } else if deep_enough {
             finalize
                 .entry(address)
                 .or_default()
-                .push((tx_id, succeeded(status.as_deref())));
+                .push((mined.tx_id, succeeded(mined.status.as_deref())));
         }
     }
     // Both repeat on every head until the actor has acted: coalesced.
@@ -205,20 +183,11 @@ async fn on_head(state: &FinalityWorkerArgs, head: u64) -> Result<(), FinalityEr
 }
 
 async fn on_reorg(state: &FinalityWorkerArgs, fork: u64) -> Result<(), FinalityError> {
-    let fork_db = i64::try_from(fork).unwrap_or(i64::MAX);
     if state.slot == 0 {
         // Final states are never rewritten, but a reorg under them is loud.
-        let broken: Vec<(Uuid, i64)> = sqlx::query_as(
-            "SELECT tx_id, receipt_block_number FROM managed_tx
-              WHERE chain_id = $1 AND state IN ('CONFIRMED', 'FAILED_FINAL') AND receipt_block_number > $2",
-        )
-        .bind(i64::try_from(state.chain_id).unwrap_or(i64::MAX))
-        .bind(fork_db)
-        .fetch_all(&state.pool)
-        .await?;
-        for (tx_id, block) in broken {
+        for broken in finality::final_above(&state.pool, state.chain_id, fork).await? {
             metrics::counter!(REORGS_BEYOND_FINALITY).increment(1);
-            tracing::error!(target: "txmgr::finality", %tx_id, block, fork,
+            tracing::error!(target: "txmgr::finality", tx_id = %broken.tx_id, block = broken.block_number, fork,
                 "reorg deeper than finality: a CONFIRMED intent's block was replaced; state left as is");
         }
     }
@@ -226,13 +195,15 @@ async fn on_reorg(state: &FinalityWorkerArgs, fork: u64) -> Result<(), FinalityE
     if led.is_empty() {
         return Ok(());
     }
-    let submitters: Vec<String> = led.keys().map(|a| format!("{a:#x}")).collect();
+    let submitters: Vec<Address> = led.keys().copied().collect();
     let mut orphaned: HashMap<Address, Vec<(Uuid, B256)>> = HashMap::new();
-    for (tx_id, submitter, _, block_hash, _) in mined_intents(state, &submitters, fork_db).await? {
-        if let (Ok(address), Ok(hash)) = (submitter.parse::<Address>(), block_hash.parse::<B256>())
-        {
-            orphaned.entry(address).or_default().push((tx_id, hash));
-        }
+    for mined in
+        finality::mined_not_final(&state.pool, state.chain_id, &submitters, Some(fork)).await?
+    {
+        orphaned
+            .entry(mined.submitter)
+            .or_default()
+            .push((mined.tx_id, mined.block_hash));
     }
     for (address, lost) in orphaned {
         state

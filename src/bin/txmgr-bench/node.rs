@@ -264,7 +264,7 @@ impl Node {
                 config.http.max_long_polls,
             ),
             pool,
-            chain_id: config.chain.chain_id,
+            chain_id: config.chain.chain_id.into(),
             submissions: Arc::new(EngineSubmissions(engine.clone())),
             limits: Limits::from_config(&config.http),
             ops: Default::default(),

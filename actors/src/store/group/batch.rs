@@ -8,6 +8,7 @@ use super::{
     Answer, Part, Write,
 };
 use crate::{
+    domain::ChainId,
     metrics::{FENCED_WRITES, GROUP_COMMIT_PARTS},
     store::{StoreError, StoreResult},
 };
@@ -134,10 +135,7 @@ async fn fence(conn: &mut PgConnection, parts: &[Part]) -> StoreResult<Vec<bool>
     let index: Vec<i32> = (0..parts.len())
         .map(|i| i32::try_from(i).unwrap_or(i32::MAX))
         .collect();
-    let chains: Vec<i64> = parts
-        .iter()
-        .map(|p| p.fence.submitter.chain_id_db())
-        .collect();
+    let chains: Vec<ChainId> = parts.iter().map(|p| p.fence.submitter.chain_id).collect();
     let addresses: Vec<String> = parts
         .iter()
         .map(|p| p.fence.submitter.address_hex())

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{BroadcastRecord, Fence};
 use crate::{
-    domain::SubmitterKey,
+    domain::{ChainId, SubState, SubmitterKey},
     store::{
         millis,
         nonce_cursor::{self, CursorRow, NonceCursor},
@@ -40,16 +40,22 @@ pub(super) struct RecordPart<'a> {
 }
 
 /// `(chain_id, address)` as stored: the key of a submitter's rows.
-type RowKey = (i64, String);
+type RowKey = (ChainId, String);
 
-/// A cursor row with its key: `(chain_id, address, ..CursorRow)`.
-type KeyedCursorRow = (i64, String, i64, Vec<i64>, Option<String>, i64, Option<i64>);
+/// A cursor row with its submitter's key.
+#[derive(sqlx::FromRow)]
+struct KeyedCursorRow {
+    chain_id: ChainId,
+    submitter: String,
+    #[sqlx(flatten)]
+    cursor: CursorRow,
+}
 
 /// One part's draw: its index, the cursor after drawing, `(intent, nonce)`.
 type Drawn = (usize, NonceCursor, Vec<(Uuid, u64)>);
 
 fn row_key(fence: &Fence) -> RowKey {
-    (fence.submitter.chain_id_db(), fence.submitter.address_hex())
+    (fence.submitter.chain_id, fence.submitter.address_hex())
 }
 
 /// Rejections, then nonces for every allocate part: the cursors of all
@@ -86,7 +92,7 @@ pub(super) async fn allocate(
     if drawing.is_empty() {
         return Ok(answers);
     }
-    let (chains, addresses): (Vec<i64>, Vec<String>) =
+    let (chains, addresses): (Vec<ChainId>, Vec<String>) =
         drawing.iter().map(|i| row_key(parts[*i].fence)).unzip();
     let rows: Vec<KeyedCursorRow> = sqlx::query_as(&format!(
         "SELECT chain_id, submitter, {} FROM submitter_nonce_cursor
@@ -100,9 +106,7 @@ pub(super) async fn allocate(
     .await?;
     let mut cursors: HashMap<RowKey, CursorRow> = rows
         .into_iter()
-        .map(|(chain, address, next, released, reason, token, covered)| {
-            ((chain, address), (next, released, reason, token, covered))
-        })
+        .map(|row| ((row.chain_id, row.submitter), row.cursor))
         .collect();
 
     // Draw per part; one row per intent for the merged update.
@@ -212,7 +216,7 @@ async fn assign(
 #[derive(Default)]
 struct Columns {
     tx_ids: Vec<Uuid>,
-    chains: Vec<i64>,
+    chains: Vec<ChainId>,
     addresses: Vec<String>,
     tokens: Vec<i64>,
     numbers: Vec<i64>,
@@ -232,7 +236,7 @@ impl Columns {
 /// Cursor rows to write back in one statement.
 #[derive(Default)]
 struct CursorWrites {
-    chains: Vec<i64>,
+    chains: Vec<ChainId>,
     addresses: Vec<String>,
     next: Vec<i64>,
     /// `released` as array literals: PostgreSQL has no array of arrays of
@@ -338,7 +342,7 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
     if !accepted.tx_ids.is_empty() {
         sqlx::query(
             "UPDATE managed_tx m SET state = CASE WHEN m.state = 'STUCK' THEN 'STUCK' ELSE 'TRACKING' END,
-                    sub_state = COALESCE(m.sub_state, 'awaiting_receipt'),
+                    sub_state = COALESCE(m.sub_state, $7),
                     submit_attempts = submit_attempts + 1, last_submit_at = now(),
                     first_broadcast_at = COALESCE(m.first_broadcast_at, now()),
                     next_resubmit_at = now() + a.resubmit_ms * interval '1 millisecond',
@@ -356,6 +360,7 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
         .bind(&accepted.tokens)
         .bind(&accepted.millis)
         .bind(&accepted_hashes)
+        .bind(SubState::AwaitingReceipt)
         .execute(&mut *conn)
         .await?;
     }

@@ -1,0 +1,125 @@
+//! What the finality workers read (DESIGN.md section 9): mined intents that
+//! are not final yet, and final ones a reorg reached under. Reads only; the
+//! decisions go to the leaders, which write them fenced.
+
+use alloy::primitives::{Address, B256};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{StoreError, StoreResult};
+use crate::domain::ChainId;
+
+/// A mined intent waiting for finality.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinedIntent {
+    /// The intent.
+    pub tx_id: Uuid,
+    /// Its submitter.
+    pub submitter: Address,
+    /// The block its receipt is in.
+    pub block_number: u64,
+    /// That block's hash, to check it is still canonical.
+    pub block_hash: B256,
+    /// The receipt's `status` as stored (`"0x1"` is success).
+    pub status: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct MinedRow {
+    tx_id: Uuid,
+    submitter: String,
+    receipt_block_number: i64,
+    receipt_block_hash: String,
+    status: Option<String>,
+}
+
+impl MinedRow {
+    fn into_intent(self) -> StoreResult<MinedIntent> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("tx {}: {what}", self.tx_id));
+        Ok(MinedIntent {
+            tx_id: self.tx_id,
+            submitter: self.submitter.parse().map_err(|_| corrupt("submitter"))?,
+            block_number: u64::try_from(self.receipt_block_number)
+                .map_err(|_| corrupt("negative block number"))?,
+            block_hash: self
+                .receipt_block_hash
+                .parse()
+                .map_err(|_| corrupt("block hash"))?,
+            status: self.status,
+        })
+    }
+}
+
+/// The TRACKING or STUCK intents of `submitters` that have a receipt in a
+/// block above `above` (`None`: any block).
+pub async fn mined_not_final(
+    pool: &PgPool,
+    chain_id: ChainId,
+    submitters: &[Address],
+    above: Option<u64>,
+) -> StoreResult<Vec<MinedIntent>> {
+    let submitters: Vec<String> = submitters.iter().map(|a| format!("{a:#x}")).collect();
+    let rows: Vec<MinedRow> = sqlx::query_as(
+        "SELECT tx_id, submitter, receipt_block_number, receipt_block_hash,
+                receipt->>'status' AS status
+           FROM managed_tx
+          WHERE chain_id = $1 AND submitter = ANY($2) AND state IN ('TRACKING', 'STUCK')
+            AND receipt IS NOT NULL AND ($3::bigint IS NULL OR receipt_block_number > $3)",
+    )
+    .bind(chain_id)
+    .bind(&submitters)
+    .bind(above.map(block_db))
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter().map(MinedRow::into_intent).collect()
+}
+
+/// A final intent (CONFIRMED or FAILED_FINAL) whose receipt's block was
+/// replaced by a reorg.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalAboveFork {
+    /// The intent.
+    pub tx_id: Uuid,
+    /// The block its receipt was in.
+    pub block_number: u64,
+}
+
+#[derive(sqlx::FromRow)]
+struct FinalRow {
+    tx_id: Uuid,
+    receipt_block_number: i64,
+}
+
+/// The final intents of the chain whose receipt is in a block above `fork`:
+/// a reorg deeper than finality reached them.
+pub async fn final_above(
+    pool: &PgPool,
+    chain_id: ChainId,
+    fork: u64,
+) -> StoreResult<Vec<FinalAboveFork>> {
+    let rows: Vec<FinalRow> = sqlx::query_as(
+        "SELECT tx_id, receipt_block_number FROM managed_tx
+          WHERE chain_id = $1 AND state IN ('CONFIRMED', 'FAILED_FINAL') AND receipt_block_number > $2",
+    )
+    .bind(chain_id)
+    .bind(block_db(fork))
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            Ok(FinalAboveFork {
+                tx_id: row.tx_id,
+                block_number: u64::try_from(row.receipt_block_number).map_err(|_| {
+                    StoreError::Corrupt(format!("tx {}: negative block number", row.tx_id))
+                })?,
+            })
+        })
+        .collect()
+}
+
+/// A block number as the `BIGINT` it is compared with. Stored block numbers
+/// fit a `BIGINT`, so none is above one that does not: saturating keeps
+/// "above" exact.
+fn block_db(block: u64) -> i64 {
+    i64::try_from(block).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,168 @@
+//! Signed attempts: persisted before any byte leaves the process, then each
+//! node's answer recorded on them (DESIGN.md section 8).
+
+use std::time::Duration;
+
+use alloy::primitives::{Bytes, B256};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::nonce_db;
+use crate::{
+    domain::{AttemptKind, SubmitterKey},
+    store::{millis, FencedTx, StoreResult},
+};
+
+/// Inserts attempts in one statement, each numbered after its intent's
+/// newest attempt and stamped with its writer's `(submitter, token)`; an
+/// attempt for an intent of another submitter is not inserted. Runs in the
+/// caller's fenced transaction (a [`FencedTx`] or a group commit).
+pub(in crate::store) async fn insert_attempt_rows(
+    conn: &mut PgConnection,
+    rows: &[(&NewAttempt, (SubmitterKey, i64))],
+) -> StoreResult<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let amount = |v: Option<u128>| v.map(|v| v.to_string());
+    sqlx::query(
+        "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
+                 max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
+         SELECT a.tx_id,
+                COALESCE((SELECT max(t.attempt_no) FROM tx_attempt t WHERE t.tx_id = a.tx_id), 0) + 1,
+                a.nonce, a.tx_hash, a.raw_tx, a.max_fee::numeric,
+                a.max_prio::numeric, a.gas_price::numeric, a.gas_limit, a.kind, a.token
+           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bytea[], $5::text[],
+                       $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[],
+                       $11::bigint[], $12::text[])
+                AS a(tx_id, nonce, tx_hash, raw_tx, max_fee, max_prio, gas_price, gas_limit,
+                     kind, token, chain_id, submitter)
+           JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
+                            AND m.submitter = a.submitter",
+    )
+    .bind(rows.iter().map(|(a, _)| a.tx_id).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| nonce_db(a.nonce)).collect::<StoreResult<Vec<_>>>()?)
+    .bind(rows.iter().map(|(a, _)| format!("{:#x}", a.tx_hash)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| a.raw.to_vec()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| amount(a.max_fee_per_gas)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| amount(a.max_priority_fee_per_gas)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| amount(a.gas_price)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| i64::try_from(a.gas_limit).unwrap_or(i64::MAX)).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(a, _)| a.kind.as_str()).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(_, (_, token))| *token).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(_, (key, _))| key.chain_id).collect::<Vec<_>>())
+    .bind(rows.iter().map(|(_, (key, _))| key.address_hex()).collect::<Vec<_>>())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A signed transaction about to be persisted.
+#[derive(Debug, Clone)]
+pub struct NewAttempt {
+    /// The intent.
+    pub tx_id: Uuid,
+    /// The nonce signed.
+    pub nonce: u64,
+    /// keccak of `raw`.
+    pub tx_hash: B256,
+    /// EIP-2718 bytes as broadcast.
+    pub raw: Bytes,
+    /// EIP-1559 max fee, or `None` for legacy.
+    pub max_fee_per_gas: Option<u128>,
+    /// EIP-1559 priority fee, or `None` for legacy.
+    pub max_priority_fee_per_gas: Option<u128>,
+    /// Legacy gas price, or `None` for EIP-1559.
+    pub gas_price: Option<u128>,
+    /// Gas limit signed.
+    pub gas_limit: u64,
+    /// Why this attempt exists.
+    pub kind: AttemptKind,
+}
+
+/// Persists signed attempts **before** any of them is broadcast, and points
+/// each intent's `tx_hash` at its newest attempt.
+pub async fn insert_attempts(ftx: &mut FencedTx, attempts: &[NewAttempt]) -> StoreResult<()> {
+    let token = ftx.token();
+    let hash = |h: &B256| format!("{h:#x}");
+    let writer = (ftx.submitter(), token);
+    let rows: Vec<(&NewAttempt, (SubmitterKey, i64))> =
+        attempts.iter().map(|a| (a, writer)).collect();
+    insert_attempt_rows(ftx.conn(), &rows).await?;
+    sqlx::query(
+        "UPDATE managed_tx m SET tx_hash = a.tx_hash, fencing_token = $3, updated_at = now()
+           FROM UNNEST($1::uuid[], $2::text[]) AS a(tx_id, tx_hash) WHERE m.tx_id = a.tx_id",
+    )
+    .bind(attempts.iter().map(|a| a.tx_id).collect::<Vec<_>>())
+    .bind(
+        attempts
+            .iter()
+            .map(|a| hash(&a.tx_hash))
+            .collect::<Vec<_>>(),
+    )
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    Ok(())
+}
+
+/// A broadcast that was not accepted, to retry.
+#[derive(Debug, Clone)]
+pub struct RetryLater {
+    /// The intent.
+    pub tx_id: Uuid,
+    /// The attempt sent.
+    pub tx_hash: B256,
+    /// The node's answer.
+    pub error: String,
+    /// The answer was unknown (timeout, connection, 5xx): the bytes may be
+    /// in a pool from now on.
+    pub unknown: bool,
+}
+
+/// Broadcast not accepted yet: stays ALLOCATED, retried at `retry_after`.
+/// An unknown answer marks the intent `maybe_pooled`; that mark must
+/// survive a crash (losing it could later release a nonce whose bytes sit
+/// in a pool), so it turns durability back on for a relaxed transaction.
+pub async fn record_retry(
+    ftx: &mut FencedTx,
+    retries: &[RetryLater],
+    retry_after: Duration,
+) -> StoreResult<()> {
+    if retries.iter().any(|r| r.unknown) {
+        ftx.require_durability().await?;
+    }
+    let token = ftx.token();
+    sqlx::query(
+        "UPDATE managed_tx m SET last_error = a.error, retry_at = now() + $3 * interval '1 millisecond',
+                maybe_pooled = m.maybe_pooled OR a.unknown, fencing_token = $4, updated_at = now()
+           FROM UNNEST($1::uuid[], $2::text[], $5::bool[]) AS a(tx_id, error, unknown)
+          WHERE m.tx_id = a.tx_id",
+    )
+    .bind(retries.iter().map(|r| r.tx_id).collect::<Vec<_>>())
+    .bind(retries.iter().map(|r| r.error.clone()).collect::<Vec<_>>())
+    .bind(millis(retry_after))
+    .bind(token)
+    .bind(retries.iter().map(|r| r.unknown).collect::<Vec<_>>())
+    .execute(ftx.conn())
+    .await?;
+    record_attempt_results(ftx, retries.iter().map(|r| (r.tx_hash, r.error.clone()))).await
+}
+
+/// Records each node's answer on its attempt (no state change).
+pub async fn record_attempt_results(
+    ftx: &mut FencedTx,
+    results: impl Iterator<Item = (B256, String)>,
+) -> StoreResult<()> {
+    let (hashes, labels): (Vec<String>, Vec<String>) =
+        results.map(|(h, r)| (format!("{h:#x}"), r)).unzip();
+    sqlx::query(
+        "UPDATE tx_attempt t SET broadcast_result = a.result
+           FROM UNNEST($1::text[], $2::text[]) AS a(tx_hash, result) WHERE t.tx_hash = a.tx_hash",
+    )
+    .bind(hashes)
+    .bind(labels)
+    .execute(ftx.conn())
+    .await?;
+    Ok(())
+}
