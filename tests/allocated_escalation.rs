@@ -1,5 +1,5 @@
 //! An intent no node has accepted yet escalates by the same rules as an
-//! accepted one (DESIGN.md section 10): fee bumps on the resubmit schedule,
+//! accepted one (README "Resubmission, fee bumps, STUCK and cancel"): fee bumps on the resubmit schedule,
 //! operator actions, STUCK with a reason — instead of re-sending identical
 //! bytes forever. Real anvil (`--no-mining`) behind a proxy that refuses
 //! sends, real PostgreSQL.

@@ -1,4 +1,5 @@
-//! The fault-injection suite (DESIGN.md sections 1, 5, 15; issue 7): real
+//! The fault-injection suite (the promises under faults: README "Data model and
+//! leases" and "Running several nodes"; issue 7): real
 //! daemon processes on one database and one anvil, continuous creates to
 //! random nodes, and a fault per scenario — SIGKILL of a leader, SIGSTOP past
 //! the lease, killed database connections, a faulty RPC path, dropped and

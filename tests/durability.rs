@@ -1,4 +1,4 @@
-//! Which fenced commits may skip the WAL flush (DESIGN.md section 4): only
+//! Which fenced commits may skip the WAL flush (README "Data model and leases"): only
 //! writes recovery can reconstruct. An unknown broadcast answer's
 //! `maybe_pooled` mark cannot be reconstructed — losing it could release a
 //! nonce whose bytes sit in a pool — so it turns durability back on.

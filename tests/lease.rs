@@ -1,4 +1,4 @@
-//! Lease and fencing against real PostgreSQL (DESIGN.md section 5).
+//! Lease and fencing against real PostgreSQL (README "Data model and leases").
 //!
 //! Expiry is driven by moving the *database* clock (see `common::clock`):
 //! the tests never wait for leases to run out and never touch node clocks.

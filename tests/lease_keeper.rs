@@ -1,4 +1,4 @@
-//! Lease work per node, not per submitter (DESIGN.md sections 5 and 16,
+//! Lease work per node, not per submitter (README "Data model and leases" and "Benchmark",
 //! issue 13): one statement renews every lease a node holds, idle leaders
 //! release their leases and renew nothing, a create brings one back at once,
 //! and a node killed while holding many leases has them all taken over.

@@ -1,4 +1,4 @@
-//! Nonce cursor operations under the fence (DESIGN.md section 7).
+//! Nonce cursor operations under the fence (README "How an intent is executed").
 
 mod common;
 

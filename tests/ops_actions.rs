@@ -1,4 +1,4 @@
-//! Operator views and actions on a running engine (DESIGN.md sections 11, 12):
+//! Operator views and actions on a running engine (README "HTTP API" and "Configuration"):
 //! the actor view answers while an actor is blocked, restart keeps every
 //! intent, unprotect clears PROTECT (audited), reload retunes running actors.
 

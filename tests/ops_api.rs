@@ -1,4 +1,4 @@
-//! The operator surface's edge (DESIGN.md sections 11, 13, 14): bearer-token
+//! The operator surface's edge (README "HTTP API" and "Security" and "Operations"): bearer-token
 //! auth by role and submitter, health and readiness, Prometheus metrics, the
 //! OpenAPI document and the dashboard page.
 

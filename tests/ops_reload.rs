@@ -1,4 +1,4 @@
-//! Live reconfiguration (DESIGN.md section 12): `POST /v1/ops/reload`
+//! Live reconfiguration (README "Configuration"): `POST /v1/ops/reload`
 //! pushes changed settings into running actors, starts new submitters,
 //! drains removed ones, reports restart-only keys, and rejects a bad file
 //! with key + reason while the running configuration stays.

@@ -1,4 +1,4 @@
-//! `GET /v1/ops/actors` on a two-node cluster (DESIGN.md sections 2, 11):
+//! `GET /v1/ops/actors` on a two-node cluster (README "How an intent is executed" and "HTTP API"):
 //! one node leads the submitter with a fencing token, the other stands by;
 //! and the leader's mailbox/ingress depth rises under a burst of creates.
 

@@ -1,4 +1,4 @@
-//! External use of a submitter's key (DESIGN.md section 7): `protect` stops
+//! External use of a submitter's key (README "How an intent is executed"): `protect` stops
 //! the submitter and refuses creates with 423; `adopt` skips ahead, and an
 //! intent whose nonce someone else consumed goes back to QUEUED.
 

@@ -127,7 +127,7 @@ async fn insufficient_funds_rejected_and_nonce_reused(client: Client) {
 
 /// A nonce released below allocated ones is taken by a filler (a 0-value
 /// self-transfer recorded as an intent of its own) when no queued intent
-/// takes it, so the intents above it are mined (DESIGN.md section 7).
+/// takes it, so the intents above it are mined (README "How an intent is executed").
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_released_nonce_below_allocated_ones_is_filled_and_the_line_moves_on() {
     released_nonce_below_allocated_ones_is_filled(Client::Anvil).await;

@@ -1,7 +1,7 @@
 //! A nonce whose bytes may be in a pool is never released on a refusal
 //! alone, and an intent rejected with its nonce released whose bytes are
-//! mined after all ends CONFIRMED with a second completion row (DESIGN.md
-//! section 7). Real anvil (`--no-mining`) behind a fault-injecting proxy,
+//! mined after all ends CONFIRMED with a second completion row (README
+//! "How an intent is executed"). Real anvil (`--no-mining`) behind a fault-injecting proxy,
 //! real PostgreSQL.
 
 mod common;

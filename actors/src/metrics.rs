@@ -1,4 +1,4 @@
-//! Names of the metrics the engine records (prefix `txmgr_`, DESIGN.md section 14).
+//! Names of the metrics the engine records (prefix `txmgr_`, README "Operations").
 //!
 //! The engine records through the `metrics` facade; the daemon installs the
 //! Prometheus exporter. Label values are bounded (results, operations), never

@@ -1,4 +1,4 @@
-//! Live reconfiguration (`POST /v1/ops/reload`, SIGHUP; DESIGN.md section 12).
+//! Live reconfiguration (`POST /v1/ops/reload`, SIGHUP; README "Configuration").
 //!
 //! ```text
 //! config.toml ─► Config::load (validate) ─ bad ─► issues (key: reason); nothing changes

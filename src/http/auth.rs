@@ -1,4 +1,4 @@
-//! Bearer-token authentication and authorisation (DESIGN.md section 13).
+//! Bearer-token authentication and authorisation (README "Security").
 //!
 //! ```text
 //! request ─► open path? (/healthz /readyz /ops/ /v1/openapi.json, /metrics if public) ─► handler

@@ -1,4 +1,4 @@
-//! How much the API does at once (DESIGN.md section 13: every queue and
+//! How much the API does at once (README "Security": every queue and
 //! buffer is bounded): at most `http.max_concurrent_requests` API requests,
 //! and a small limit of their own for `/healthz`, `/readyz` and `/metrics`,
 //! so a saturated API never hides the node's health from its probes.

@@ -1,5 +1,5 @@
 //! `GET /v1/completions?after=CURSOR&limit=N&wait=30s` — the completion feed
-//! (DESIGN.md sections 4 and 11), with long polling.
+//! (README "Data model and leases" and "HTTP API"), with long polling.
 //!
 //! ```text
 //! PostgreSQL ──NOTIFY txmgr_completion──► one PgListener task per process

@@ -1,5 +1,5 @@
 //! The one error shape of the API: `{"error":{"code","message","field"?}}`
-//! with a stable machine `code` per variant (DESIGN.md section 11).
+//! with a stable machine `code` per variant (README "HTTP API").
 //!
 //! | code                   | status | when                                              |
 //! |------------------------|--------|---------------------------------------------------|

@@ -1,4 +1,4 @@
-//! The client HTTP API (DESIGN.md section 11): accepting intents and reading
+//! The client HTTP API (README "HTTP API"): accepting intents and reading
 //! transactions back.
 //!
 //! ```text
@@ -77,7 +77,7 @@ pub trait Submissions: Send + Sync + 'static {
     async fn create(&self, intent: NewIntent) -> Result<CreateOutcome, CreateError>;
 }
 
-/// Size and time bounds of requests (DESIGN.md section 13).
+/// Size and time bounds of requests (README "Security").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest request body; larger ones get 413 `payload_too_large`.

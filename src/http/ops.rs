@@ -1,5 +1,5 @@
 //! `/v1/ops/*`: this node's actors, the cluster, and operator actions
-//! (DESIGN.md section 11). Every action is logged with the token's name and
+//! (README "HTTP API"). Every action is logged with the token's name and
 //! written to `ops_audit`, atomically with the action where the action is a
 //! database write (unprotect), and as `started` → `done` | `failed` around
 //! an action on running state (restart, reload); see `store::audit`.

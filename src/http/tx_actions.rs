@@ -1,6 +1,6 @@
 //! `POST /v1/transactions/{tx_id}/cancel` · `/speedup` · `/rebroadcast` ·
 //! `/requeue`
-//! (DESIGN.md sections 10 and 11).
+//! (README "Resubmission, fee bumps, STUCK and cancel" and "HTTP API").
 //!
 //! A client token whose allow-list lacks the transaction's submitter gets
 //! 404, as for `GET /v1/transactions/{tx_id}`. Any node takes the request: a QUEUED intent is cancelled at once (no

@@ -1,6 +1,6 @@
 //! A cluster of real daemon processes on one database and one anvil, a load
 //! generator that sends creates to random nodes (retrying elsewhere until
-//! acknowledged), and the end-of-scenario checks of DESIGN.md section 15 —
+//! acknowledged), and the end-of-scenario checks of README "Running several nodes" —
 //! read from the chain and the database, independently of the daemons.
 
 use std::{

@@ -1,4 +1,4 @@
-//! Invariant checks after a scenario (DESIGN.md section 15), read from the
+//! Invariant checks after a scenario (README "Running several nodes"), read from the
 //! database and the chain independently of the daemon.
 
 use std::{collections::HashSet, time::Duration};

@@ -1,4 +1,4 @@
-//! Cluster membership and lease balancing (DESIGN.md sections 2 and 5).
+//! Cluster membership and lease balancing (README "Running several nodes").
 //!
 //! Every node reads the live nodes (`txmgr_node` heartbeats, database time)
 //! and computes, for every configured submitter, its preferred node

@@ -1,4 +1,4 @@
-//! When a mined intent is final (DESIGN.md section 9): the rule the finality
+//! When a mined intent is final (README "Receipts, finality and reorgs"): the rule the finality
 //! workers apply and the submitter's strict mode waits for.
 //!
 //! In `config.toml` it is written `finality = { confirmations = N }`,

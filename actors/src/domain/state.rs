@@ -1,4 +1,4 @@
-//! The states an intent and its attempts can be in (DESIGN.md section 6).
+//! The states an intent and its attempts can be in (README "How an intent is executed").
 //!
 //! The database enforces the same sets with CHECK constraints; these enums
 //! are the only way code names them.

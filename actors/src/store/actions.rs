@@ -1,5 +1,5 @@
 //! Operator actions on one transaction (cancel, speed up, re-broadcast), as
-//! any node records them (DESIGN.md sections 10 and 11).
+//! any node records them (README "Resubmission, fee bumps, STUCK and cancel" and "HTTP API").
 //!
 //! A QUEUED intent holds no nonce, so cancelling it is a plain state change
 //! (not fenced — it touches no nonce — but ordered by the row lock against a

@@ -1,5 +1,5 @@
 //! The `ops_audit` table: who did what to which submitter or transaction,
-//! why, on which node, and whether it took effect (DESIGN.md section 11).
+//! why, on which node, and whether it took effect (README "HTTP API").
 //!
 //! ```text
 //! action is a database write (unprotect, cancel, …):  BEGIN ─ write ─ audit(done) ─ COMMIT

@@ -1,4 +1,4 @@
-//! The completion feed (DESIGN.md section 4, `tx_completion`): one row per
+//! The completion feed (README "Data model and leases", `tx_completion`): one row per
 //! terminal transition (and per entry into STUCK), written in the same
 //! transaction as the transition, read by clients page by page without ever
 //! skipping a row.

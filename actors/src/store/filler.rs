@@ -1,7 +1,7 @@
 //! Fillers: when a released nonce sits below nonces already allocated and no
 //! queued intent takes it, a 0-value self-transfer of the submitter takes it,
-//! recorded as an intent of its own so the nonce line moves on (DESIGN.md
-//! section 7).
+//! recorded as an intent of its own so the nonce line moves on (README
+//! "How an intent is executed").
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! What the finality workers read (DESIGN.md section 9): mined intents that
+//! What the finality workers read (README "Receipts, finality and reorgs"): mined intents that
 //! are not final yet, and final ones a reorg reached under. Reads only; the
 //! decisions go to the leaders, which write them fenced.
 

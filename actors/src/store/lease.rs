@@ -1,4 +1,4 @@
-//! Submitter leases and fencing tokens (DESIGN.md section 5).
+//! Submitter leases and fencing tokens (README "Data model and leases").
 //!
 //! Expiry is decided by the database clock only: every comparison uses
 //! `now()` inside PostgreSQL, so a node with a wrong clock can neither keep a

@@ -1,4 +1,4 @@
-//! Renewing all of a node's leases in one statement (DESIGN.md section 5,
+//! Renewing all of a node's leases in one statement (README "Data model and leases",
 //! section 16: "lease work per node, not per submitter").
 //!
 //! The rules are those of a renewal by [`acquire_or_renew`](super::acquire_or_renew):

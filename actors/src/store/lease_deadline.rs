@@ -1,4 +1,4 @@
-//! The local, monotonic deadline of a held lease (DESIGN.md section 5:
+//! The local, monotonic deadline of a held lease (README "Data model and leases":
 //! `valid_until`), shared by every copy of its [`LeaseGuard`](super::LeaseGuard)
 //! and by the node's lease keeper.
 //!

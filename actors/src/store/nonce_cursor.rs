@@ -1,4 +1,4 @@
-//! The per-submitter nonce cursor (DESIGN.md section 7).
+//! The per-submitter nonce cursor (README "How an intent is executed").
 //!
 //! Reads take the pool; every change takes a [`FencedTx`], so only the lease
 //! holder can move the cursor, hand out nonces or flip PROTECT.

@@ -14,7 +14,7 @@ use crate::domain::{ChainId, TxState};
 /// The open intents of one state.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StateCount {
-    /// The state.
+    /// Which state these intents are in.
     pub state: TxState,
     /// How many intents are in it.
     pub count: i64,

@@ -1,6 +1,6 @@
 //! Resubmission: claiming due intents (fenced, claim before send), STUCK,
-//! fee-bumped attempts, and the resubmit timers' schedule (DESIGN.md
-//! section 10).
+//! fee-bumped attempts, and the resubmit timers' schedule (README
+//! "Resubmission, fee bumps, STUCK and cancel").
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! Following broadcast intents on chain: receipts, nonces consumed by others,
-//! STUCK. Fenced writes only (DESIGN.md sections 7 and 9).
+//! STUCK. Fenced writes only (README "How an intent is executed" and "Receipts, finality and reorgs").
 
 use alloy::primitives::B256;
 use sqlx::PgPool;

@@ -1,5 +1,5 @@
 //! Read-only queries behind the HTTP API's `GET /v1/transactions…`
-//! (DESIGN.md section 11). Plain pool reads: nothing here is a critical write,
+//! (README "HTTP API"). Plain pool reads: nothing here is a critical write,
 //! so nothing is fenced, and a reader on any node sees the committed truth.
 
 use std::{fmt, str::FromStr};

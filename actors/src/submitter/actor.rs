@@ -80,7 +80,8 @@ pub struct SubmitterArgs {
     pub handle: SubmitterHandle,
 }
 
-/// The actor's state.
+/// What one submitter's actor knows between messages: its lease, its timers, and
+/// what its last cycles found (so the next one skips reads that cannot find anything).
 #[derive(Debug)]
 pub struct SubmitterState {
     ctx: Arc<SubmitterContext>,

@@ -1,5 +1,5 @@
 //! Broadcasting attempts in nonce order and recording the judged answers
-//! through the group committer (DESIGN.md section 8).
+//! through the group committer (README "How an intent is executed").
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,4 @@
-//! The leader's work cycle (DESIGN.md sections 2, 7, 8), built for few round
+//! The leader's work cycle (README "How an intent is executed"), built for few round
 //! trips per batch:
 //!
 //! 1. recovery, only when there can be something to recover: ALLOCATED
@@ -234,8 +234,8 @@ pub(crate) async fn run(
 }
 
 /// Released nonces below allocated ones hold every later nonce of the
-/// submitter; with nothing queued to take them, fillers do (DESIGN.md
-/// section 7). They are made ALLOCATED without an attempt, so the next cycle
+/// submitter; with nothing queued to take them, fillers do (README
+/// "How an intent is executed"). They are made ALLOCATED without an attempt, so the next cycle
 /// signs and broadcasts them through the recovery path.
 async fn fill_gaps(
     ctx: &SubmitterContext,

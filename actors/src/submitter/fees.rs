@@ -1,4 +1,4 @@
-//! Gas and fee decisions for a new attempt (DESIGN.md section 8).
+//! Gas and fee decisions for a new attempt (README "How an intent is executed").
 
 use alloy::{
     consensus::{TxEip1559, TxLegacy, TypedTransaction},
@@ -101,7 +101,7 @@ fn raise(value: u128, factor: f64) -> u128 {
     value.saturating_mul(milli).div_ceil(1000)
 }
 
-/// Fees of a replacement attempt (DESIGN.md section 10): every fee field at
+/// Fees of a replacement attempt (README "Resubmission, fee bumps, STUCK and cancel"): every fee field at
 /// least `max(multiplier, 1.10)` × the previous attempt's, at least the
 /// market price, never above the caps. `None` when the caps leave no room for
 /// the minimum raise: the node would refuse the replacement, so the caller

@@ -1,5 +1,5 @@
 //! The node's lease keeper: one task renews every lease this process holds,
-//! in one statement per renew interval (DESIGN.md sections 5 and 16), instead
+//! in one statement per renew interval (README "Data model and leases" and "Benchmark"), instead
 //! of one statement per submitter.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! The leader's resubmission (DESIGN.md section 10): claim first (fenced),
+//! The leader's resubmission (README "Resubmission, fee bumps, STUCK and cancel"): claim first (fenced),
 //! then STUCK decisions, then re-broadcast the newest attempt's identical
 //! bytes, or sign a replacement at the same nonce — a fee bump, or a cancel
 //! (0-value self-transfer) — persisted before it is broadcast.

@@ -1,6 +1,6 @@
 //! The leader's chain check: nonce reconciliation on acquiring the lease,
 //! then periodically — external use of the key, and receipts of intents whose
-//! nonce the chain has consumed (DESIGN.md sections 7 and 9).
+//! nonce the chain has consumed (README "How an intent is executed" and "Receipts, finality and reorgs").
 //!
 //! This is the slow path that never loses a receipt: it asks per hash, only
 //! for intents whose nonce is already below the chain's latest nonce.

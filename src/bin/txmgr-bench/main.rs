@@ -1,6 +1,6 @@
 //! `txmgr-bench`: measures txmgr against the raw-send ceiling in one
 //! process, against one private anvil and one fresh PostgreSQL database
-//! (DESIGN.md section 16).
+//! (README "Benchmark").
 //!
 //! ```text
 //!  raw:  pre-signed transfers ──eth_sendRawTransaction──────────────────► anvil --no-mining

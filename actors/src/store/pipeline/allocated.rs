@@ -1,6 +1,6 @@
 //! ALLOCATED intents: signed (or to be signed again) and not yet accepted by
 //! any node; the pipeline re-broadcasts their identical bytes until one is
-//! (DESIGN.md section 7, "Recovery").
+//! (README "How an intent is executed", "Recovery").
 
 use std::time::Duration;
 

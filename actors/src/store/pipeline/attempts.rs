@@ -1,5 +1,5 @@
 //! Signed attempts: persisted before any byte leaves the process, then each
-//! node's answer recorded on them (DESIGN.md section 8).
+//! node's answer recorded on them (README "How an intent is executed").
 
 use std::time::Duration;
 

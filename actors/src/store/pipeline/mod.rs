@@ -1,7 +1,7 @@
 //! The submitter pipeline's reads and fenced writes: allocation,
 //! rejections, and (in the submodules) attempts with their broadcast answers
-//! and the ALLOCATED intents waiting for a (re)broadcast (DESIGN.md
-//! sections 6-8).
+//! and the ALLOCATED intents waiting for a (re)broadcast (README
+//! "How an intent is executed"-8).
 
 mod allocated;
 mod attempts;

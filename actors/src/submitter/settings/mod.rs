@@ -3,7 +3,7 @@
 //! with every default written here once.
 //!
 //! Field names say what the engine does; the file keeps the documented
-//! vocabulary (DESIGN.md section 12), so four fields are renamed on the way:
+//! vocabulary (README "Configuration"), so four fields are renamed on the way:
 //!
 //! ```text
 //! config.toml                             engine field
