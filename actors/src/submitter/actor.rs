@@ -11,8 +11,8 @@ use alloy::primitives::B256;
 use uuid::Uuid;
 
 use super::{
-    cycle, error::LeaderError, follow, leader_lease::LeaderLease, resubmit, status::Role, sweep,
-    SubmitterContext, SubmitterHandle,
+    cycle, error::LeaderError, leader_lease::LeaderLease, resubmit_pass, status::Role, sweep,
+    tracking_reports, SubmitterContext, SubmitterHandle,
 };
 mod idle;
 mod leadership;
@@ -294,9 +294,13 @@ async fn on_tracking(
         return Ok(());
     };
     let result = match &report {
-        Tracking::Receipts(found) => follow::record_receipts(&state.ctx, &lease, found).await,
-        Tracking::Finalize(decided) => follow::finalize(&state.ctx, &lease, decided).await,
-        Tracking::Reorged(lost) => follow::reorged_out(&state.ctx, &lease, lost)
+        Tracking::Receipts(found) => {
+            tracking_reports::record_receipts(&state.ctx, &lease, found).await
+        }
+        Tracking::Finalize(decided) => {
+            tracking_reports::finalize(&state.ctx, &lease, decided).await
+        }
+        Tracking::Reorged(lost) => tracking_reports::reorged_out(&state.ctx, &lease, lost)
             .await
             .map(|()| {
                 let settings = state.ctx.settings();
@@ -438,7 +442,7 @@ async fn on_resubmit(
         return Ok(());
     };
     let only = (!ids.is_empty()).then_some(ids.as_slice());
-    let result = resubmit::run(&state.ctx, LeaderLease::new(&state.ctx, &lease), only).await;
+    let result = resubmit_pass::run(&state.ctx, LeaderLease::new(&state.ctx, &lease), only).await;
     state.set_role();
     match result {
         Ok(outcome) => {

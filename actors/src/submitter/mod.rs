@@ -14,16 +14,16 @@ mod cycle;
 mod error;
 mod escalation;
 mod fees;
-mod follow;
 mod handle;
 mod ingress;
 mod keeper;
 mod leader_lease;
-mod resubmit;
+mod resubmit_pass;
 pub mod settings;
 mod signing;
 mod status;
 mod sweep;
+mod tracking_reports;
 mod verdict;
 
 use std::{

@@ -27,7 +27,7 @@ impl Signed {
     /// before they are broadcast).
     pub(crate) fn track(&self, ctx: &SubmitterContext) {
         for attempt in &self.attempts {
-            super::follow::track(ctx, attempt.tx_id, attempt.tx_hash);
+            super::tracking_reports::track(ctx, attempt.tx_id, attempt.tx_hash);
         }
     }
 }

@@ -8,7 +8,7 @@ use ractor::{ActorProcessingErr, ActorRef};
 use super::{arm_idle, fatal, rearm, SubmitterMsg, SubmitterState};
 use crate::{
     store::{self, LeaseGuard, LeaseOutcome},
-    submitter::{cycle, error::LeaderError, follow, sweep},
+    submitter::{cycle, error::LeaderError, sweep, tracking_reports},
 };
 
 /// The lease check (first message of a new actor, the node's lease scan, a
@@ -181,7 +181,7 @@ async fn take_up(state: &mut SubmitterState) -> Result<(), LeaderError> {
     let ctx = state.ctx.clone();
     let found = sweep::on_acquired(&ctx, &lease).await?;
     state.protect_reason = found.protect_reason;
-    follow::index_open_attempts(&ctx).await?;
+    tracking_reports::index_open_attempts(&ctx).await?;
     let due = store::resubmit::schedule(&ctx.pool, ctx.key, None).await?;
     ctx.timers.schedule(ctx.key.address, due);
     state.handle.send(SubmitterMsg::ResubmitDue(Vec::new()));

@@ -195,7 +195,7 @@ async fn resubmit_one(
         };
         resubmit::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
         ftx.commit().await?;
-        super::follow::track(ctx, item.tx_id, attempt.tx_hash);
+        super::tracking_reports::track(ctx, item.tx_id, attempt.tx_hash);
         let label = if kind == AttemptKind::Cancel {
             "cancel"
         } else {
