@@ -89,6 +89,25 @@ impl<'de> Visitor<'de> for FinalityVisitor {
     }
 }
 
+/// The finality workers' decision on one mined intent: final now, and
+/// whether its receipt says it succeeded (status 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalDecision {
+    /// The intent.
+    pub tx_id: uuid::Uuid,
+    /// Receipt status 1: CONFIRMED; otherwise FAILED_FINAL.
+    pub succeeded: bool,
+}
+
+/// A recorded receipt whose block is no longer canonical.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReorgedReceipt {
+    /// The intent.
+    pub tx_id: uuid::Uuid,
+    /// The block the receipt was recorded in.
+    pub block_hash: alloy::primitives::B256,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

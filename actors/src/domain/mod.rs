@@ -8,7 +8,7 @@ mod sub_state;
 mod submitter;
 
 pub use chain_id::{ChainId, ChainIdOutOfRange};
-pub use finality::{Finality, DEFAULT_CONFIRMATIONS};
+pub use finality::{FinalDecision, Finality, ReorgedReceipt, DEFAULT_CONFIRMATIONS};
 pub use intent::{CreateError, CreateOutcome, Intent, NewIntent, TxSummary};
 pub use state::{AttemptKind, TxState};
 pub use sub_state::{SubState, UnknownSubState};

@@ -7,7 +7,6 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use alloy::primitives::B256;
 use uuid::Uuid;
 
 use super::{
@@ -21,7 +20,10 @@ pub(crate) use idle::IDLE_STOP;
 use idle::{arm_idle, on_idle_tick};
 use leadership::{on_lease_tick, ready_to_lead};
 
-use crate::store::{self, tracking::MinedReceipt, LeaseGuard, LeaseRequest};
+use crate::{
+    domain::{FinalDecision, ReorgedReceipt},
+    store::{self, tracking::MinedReceipt, LeaseGuard, LeaseRequest},
+};
 
 /// Messages a SubmitterActor handles.
 #[derive(Debug)]
@@ -43,10 +45,10 @@ pub enum SubmitterMsg {
     Drain(RpcReplyPort<()>),
     /// Receipts the block matcher found for our attempts.
     Receipts(Vec<(Uuid, MinedReceipt)>),
-    /// Intents whose receipt reached finality: `true` = status 1.
-    Finalize(Vec<(Uuid, bool)>),
+    /// Intents whose receipt reached finality.
+    Finalize(Vec<FinalDecision>),
     /// Receipts whose block (the hash given) is no longer canonical.
-    ReorgedOut(Vec<(Uuid, B256)>),
+    ReorgedOut(Vec<ReorgedReceipt>),
     /// Resubmit timers expired for these intents; empty = look for anything
     /// due or requested by an operator.
     ResubmitDue(Vec<Uuid>),
@@ -279,8 +281,8 @@ async fn dispatch(
 /// What a tracking pool reported.
 enum Tracking {
     Receipts(Vec<(Uuid, MinedReceipt)>),
-    Finalize(Vec<(Uuid, bool)>),
-    Reorged(Vec<(Uuid, B256)>),
+    Finalize(Vec<FinalDecision>),
+    Reorged(Vec<ReorgedReceipt>),
 }
 
 /// Writes what the tracking pools found; only the leader does. Anything that
@@ -307,7 +309,7 @@ async fn on_tracking(
                 state.ctx.timers.schedule(
                     state.ctx.key.address,
                     lost.iter()
-                        .map(|(id, _)| (*id, settings.resubmit_interval))
+                        .map(|r| (r.tx_id, settings.resubmit_interval))
                         .collect(),
                 );
                 0

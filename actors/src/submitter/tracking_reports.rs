@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::{error::LeaderError, leader_lease::LeaderLease, SubmitterContext};
 use crate::{
+    domain::{FinalDecision, ReorgedReceipt},
     store::{
         tracking::{self, MinedReceipt},
         FencedTx, LeaseGuard,
@@ -51,13 +52,15 @@ pub(crate) async fn record_receipts(
 pub(crate) async fn finalize(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
-    decided: &[(Uuid, bool)],
+    decided: &[FinalDecision],
 ) -> Result<usize, LeaderError> {
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "finalize").await?;
     let mut done = Vec::new();
-    for (tx_id, succeeded) in decided {
-        if let Some(state) = tracking::finalize(&mut ftx, *tx_id, *succeeded).await? {
-            done.push((*tx_id, state));
+    for decision in decided {
+        if let Some(state) =
+            tracking::finalize(&mut ftx, decision.tx_id, decision.succeeded).await?
+        {
+            done.push((decision.tx_id, state));
         }
     }
     ftx.commit().await?;
@@ -76,13 +79,13 @@ pub(crate) async fn finalize(
 pub(crate) async fn reorged_out(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
-    lost: &[(Uuid, B256)],
+    lost: &[ReorgedReceipt],
 ) -> Result<(), LeaderError> {
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "clear_reorged_receipt").await?;
     let mut rebroadcast = Vec::new();
-    for (tx_id, block) in lost {
-        if let Some(raw) = tracking::clear_receipt(&mut ftx, *tx_id, *block).await? {
-            rebroadcast.push((*tx_id, Bytes::from(raw)));
+    for lost in lost {
+        if let Some(raw) = tracking::clear_receipt(&mut ftx, lost.tx_id, lost.block_hash).await? {
+            rebroadcast.push((lost.tx_id, Bytes::from(raw)));
         }
     }
     ftx.commit().await?;

@@ -5,15 +5,15 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use alloy::primitives::{Address, B256};
+use alloy::primitives::Address;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use sqlx::PgPool;
-use uuid::Uuid;
 
 use super::{CanonicalWindow, SubmitterRouter};
 use crate::{
     chain::{ChainClient, ChainError, FinalityTag},
     domain::ChainId,
+    domain::{FinalDecision, ReorgedReceipt},
     metrics::REORGS_BEYOND_FINALITY,
     store::{finality, StoreError},
     submitter::{Finality, SubmitterMsg},
@@ -127,8 +127,8 @@ async fn on_head(state: &FinalityWorkerArgs, head: u64) -> Result<(), FinalityEr
     let submitters: Vec<Address> = led.keys().copied().collect();
     let rows = finality::mined_not_final(&state.pool, state.chain_id, &submitters, None).await?;
     let mut tags: HashMap<FinalityTag, Option<u64>> = HashMap::new();
-    let mut finalize: HashMap<Address, Vec<(Uuid, bool)>> = HashMap::new();
-    let mut orphaned: HashMap<Address, Vec<(Uuid, B256)>> = HashMap::new();
+    let mut finalize: HashMap<Address, Vec<FinalDecision>> = HashMap::new();
+    let mut orphaned: HashMap<Address, Vec<ReorgedReceipt>> = HashMap::new();
     for mined in rows {
         let (address, hash, block) = (mined.submitter, mined.block_hash, mined.block_number);
         let Some(finality) = led.get(&address) else {
@@ -157,15 +157,15 @@ async fn on_head(state: &FinalityWorkerArgs, head: u64) -> Result<(), FinalityEr
             None => true,
         };
         if !canonical {
-            orphaned
-                .entry(address)
-                .or_default()
-                .push((mined.tx_id, hash));
+            orphaned.entry(address).or_default().push(ReorgedReceipt {
+                tx_id: mined.tx_id,
+                block_hash: hash,
+            });
         } else if deep_enough {
-            finalize
-                .entry(address)
-                .or_default()
-                .push((mined.tx_id, succeeded(mined.status.as_deref())));
+            finalize.entry(address).or_default().push(FinalDecision {
+                tx_id: mined.tx_id,
+                succeeded: succeeded(mined.status.as_deref()),
+            });
         }
     }
     // Both repeat on every head until the actor has acted: coalesced.
@@ -196,14 +196,17 @@ async fn on_reorg(state: &FinalityWorkerArgs, fork: u64) -> Result<(), FinalityE
         return Ok(());
     }
     let submitters: Vec<Address> = led.keys().copied().collect();
-    let mut orphaned: HashMap<Address, Vec<(Uuid, B256)>> = HashMap::new();
+    let mut orphaned: HashMap<Address, Vec<ReorgedReceipt>> = HashMap::new();
     for mined in
         finality::mined_not_final(&state.pool, state.chain_id, &submitters, Some(fork)).await?
     {
         orphaned
             .entry(mined.submitter)
             .or_default()
-            .push((mined.tx_id, mined.block_hash));
+            .push(ReorgedReceipt {
+                tx_id: mined.tx_id,
+                block_hash: mined.block_hash,
+            });
     }
     for (address, lost) in orphaned {
         state
