@@ -10,15 +10,19 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{
-    cycle, error::LeaderError, leader_lease::LeaderLease, resubmit_pass, status::Role, sweep,
-    tracking_reports, SubmitterContext, SubmitterHandle,
+    cycle, error::LeaderError, leader_lease::LeaderLease, status::Role, SubmitterContext,
+    SubmitterHandle,
 };
 mod idle;
 mod leadership;
+mod tracking;
+mod upkeep;
 
 pub(crate) use idle::IDLE_STOP;
 use idle::{arm_idle, on_idle_tick};
 use leadership::{on_lease_tick, ready_to_lead};
+use tracking::{on_tracking, Tracking};
+use upkeep::{on_resubmit, on_sweep};
 
 use crate::{
     domain::{FinalDecision, ReorgedReceipt},
@@ -278,62 +282,6 @@ async fn dispatch(
     }
 }
 
-/// What a tracking pool reported.
-enum Tracking {
-    Receipts(Vec<(Uuid, MinedReceipt)>),
-    Finalize(Vec<FinalDecision>),
-    Reorged(Vec<ReorgedReceipt>),
-}
-
-/// Writes what the tracking pools found; only the leader does. Anything that
-/// may free an in-flight slot runs the work cycle next.
-async fn on_tracking(
-    myself: &ActorRef<SubmitterMsg>,
-    state: &mut SubmitterState,
-    report: Tracking,
-) -> Result<(), ActorProcessingErr> {
-    let Some(lease) = state.lease.clone() else {
-        return Ok(());
-    };
-    let result = match &report {
-        Tracking::Receipts(found) => {
-            tracking_reports::record_receipts(&state.ctx, &lease, found).await
-        }
-        Tracking::Finalize(decided) => {
-            tracking_reports::finalize(&state.ctx, &lease, decided).await
-        }
-        Tracking::Reorged(lost) => tracking_reports::reorged_out(&state.ctx, &lease, lost)
-            .await
-            .map(|()| {
-                let settings = state.ctx.settings();
-                state.ctx.timers.schedule(
-                    state.ctx.key.address,
-                    lost.iter()
-                        .map(|r| (r.tx_id, settings.resubmit_interval))
-                        .collect(),
-                );
-                0
-            }),
-    };
-    match result {
-        Ok(changed) if changed > 0 => {
-            state.schedule_work(myself, Duration::ZERO);
-            Ok(())
-        }
-        Ok(_) => Ok(()),
-        Err(LeaderError::LeaseExpired) => {
-            rearm(
-                &mut state.lease_timer,
-                myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
-            );
-            Ok(())
-        }
-        // Not fatal: the finality worker repeats on the next head, the sweep
-        // finds receipts.
-        Err(err) => fatal(state, err),
-    }
-}
-
 async fn on_work(
     myself: &ActorRef<SubmitterMsg>,
     state: &mut SubmitterState,
@@ -392,90 +340,5 @@ async fn on_work(
             state.schedule_work(myself, backoff);
             Ok(())
         }
-    }
-}
-
-async fn on_sweep(
-    myself: &ActorRef<SubmitterMsg>,
-    state: &mut SubmitterState,
-) -> Result<(), ActorProcessingErr> {
-    if !ready_to_lead(myself, state).await? {
-        if state.lease.is_some() {
-            rearm(
-                &mut state.sweep_timer,
-                myself.send_after(state.ctx.sweep_interval, || SubmitterMsg::SweepTick),
-            );
-        }
-        return Ok(());
-    }
-    let Some(lease) = state.lease.clone() else {
-        return Ok(());
-    };
-    rearm(
-        &mut state.sweep_timer,
-        myself.send_after(state.ctx.sweep_interval, || SubmitterMsg::SweepTick),
-    );
-    match sweep::run(&state.ctx, &lease).await {
-        Ok(found) => {
-            state.protect_reason = found.protect_reason;
-            state.set_role();
-            // Receipts free in-flight slots: let the cycle take more.
-            if found.receipts > 0 {
-                state.schedule_work(myself, Duration::ZERO);
-            }
-        }
-        Err(err) => return fatal(state, err),
-    }
-    // Safety net for the timers: claim anything overdue.
-    on_resubmit(myself, state, Vec::new()).await
-}
-
-/// Resubmits what is due (claim first), then re-arms the timers of the
-/// intents looked at.
-async fn on_resubmit(
-    myself: &ActorRef<SubmitterMsg>,
-    state: &mut SubmitterState,
-    ids: Vec<Uuid>,
-) -> Result<(), ActorProcessingErr> {
-    if !ready_to_lead(myself, state).await? {
-        return Ok(());
-    }
-    let Some(lease) = state.lease.clone() else {
-        return Ok(());
-    };
-    let only = (!ids.is_empty()).then_some(ids.as_slice());
-    let result = resubmit_pass::run(&state.ctx, LeaderLease::new(&state.ctx, &lease), only).await;
-    state.set_role();
-    match result {
-        Ok(outcome) => {
-            state
-                .handle
-                .status()
-                .set_head_of_line_blocked(outcome.head_of_line_blocked);
-            if outcome.sweep_now {
-                rearm(
-                    &mut state.sweep_timer,
-                    myself.send_after(Duration::ZERO, || SubmitterMsg::SweepTick),
-                );
-            }
-            let mut looked_at = outcome.claimed;
-            looked_at.extend(ids);
-            if !looked_at.is_empty() {
-                let ctx = &state.ctx;
-                match store::resubmit::schedule(&ctx.pool, ctx.key, Some(&looked_at)).await {
-                    Ok(due) => ctx.timers.schedule(ctx.key.address, due),
-                    Err(err) => return fatal(state, err.into()),
-                }
-            }
-            Ok(())
-        }
-        Err(LeaderError::LeaseExpired) => {
-            rearm(
-                &mut state.lease_timer,
-                myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
-            );
-            Ok(())
-        }
-        Err(err) => fatal(state, err),
     }
 }

@@ -1,0 +1,99 @@
+//! The leader's upkeep between work cycles: the slow sweep (receipts the
+//! block matcher missed, nonces used outside txmgr) and the resubmit pass
+//! (re-broadcasts, fee bumps, cancels, STUCK).
+
+use std::time::Duration;
+
+use ractor::{ActorProcessingErr, ActorRef};
+use uuid::Uuid;
+
+use super::{fatal, ready_to_lead, rearm, SubmitterMsg, SubmitterState};
+use crate::{
+    store,
+    submitter::{error::LeaderError, leader_lease::LeaderLease, resubmit_pass, sweep},
+};
+
+pub(super) async fn on_sweep(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+) -> Result<(), ActorProcessingErr> {
+    if !ready_to_lead(myself, state).await? {
+        if state.lease.is_some() {
+            rearm(
+                &mut state.sweep_timer,
+                myself.send_after(state.ctx.sweep_interval, || SubmitterMsg::SweepTick),
+            );
+        }
+        return Ok(());
+    }
+    let Some(lease) = state.lease.clone() else {
+        return Ok(());
+    };
+    rearm(
+        &mut state.sweep_timer,
+        myself.send_after(state.ctx.sweep_interval, || SubmitterMsg::SweepTick),
+    );
+    match sweep::run(&state.ctx, &lease).await {
+        Ok(found) => {
+            state.protect_reason = found.protect_reason;
+            state.set_role();
+            // Receipts free in-flight slots: let the cycle take more.
+            if found.receipts > 0 {
+                state.schedule_work(myself, Duration::ZERO);
+            }
+        }
+        Err(err) => return fatal(state, err),
+    }
+    // Safety net for the timers: claim anything overdue.
+    on_resubmit(myself, state, Vec::new()).await
+}
+
+/// Resubmits what is due (claim first), then re-arms the timers of the
+/// intents looked at.
+pub(super) async fn on_resubmit(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+    ids: Vec<Uuid>,
+) -> Result<(), ActorProcessingErr> {
+    if !ready_to_lead(myself, state).await? {
+        return Ok(());
+    }
+    let Some(lease) = state.lease.clone() else {
+        return Ok(());
+    };
+    let only = (!ids.is_empty()).then_some(ids.as_slice());
+    let result = resubmit_pass::run(&state.ctx, LeaderLease::new(&state.ctx, &lease), only).await;
+    state.set_role();
+    match result {
+        Ok(outcome) => {
+            state
+                .handle
+                .status()
+                .set_head_of_line_blocked(outcome.head_of_line_blocked);
+            if outcome.sweep_now {
+                rearm(
+                    &mut state.sweep_timer,
+                    myself.send_after(Duration::ZERO, || SubmitterMsg::SweepTick),
+                );
+            }
+            let mut looked_at = outcome.claimed;
+            looked_at.extend(ids);
+            if !looked_at.is_empty() {
+                let ctx = &state.ctx;
+                match store::resubmit::schedule(&ctx.pool, ctx.key, Some(&looked_at)).await {
+                    Ok(due) => ctx.timers.schedule(ctx.key.address, due),
+                    Err(err) => return fatal(state, err.into()),
+                }
+            }
+            Ok(())
+        }
+        Err(LeaderError::LeaseExpired) => {
+            rearm(
+                &mut state.lease_timer,
+                myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
+            );
+            Ok(())
+        }
+        Err(err) => fatal(state, err),
+    }
+}
