@@ -322,10 +322,24 @@ impl TrackerTree {
 
     /// Every tracking actor with its restarts, in [`TrackerTree::children`] order.
     pub fn snapshot(&self) -> Vec<TrackerActorSnapshot> {
+        // By the actor's own status too: after the supervisor is gone no
+        // termination event removes a stopped actor from `cells`.
         let running: Vec<TrackerChild> = self
             .cells
             .lock()
-            .map(|c| c.keys().copied().collect())
+            .map(|c| {
+                c.iter()
+                    .filter(|(_, cell)| {
+                        matches!(
+                            cell.get_status(),
+                            ractor::ActorStatus::Starting
+                                | ractor::ActorStatus::Running
+                                | ractor::ActorStatus::Upgrading
+                        )
+                    })
+                    .map(|(child, _)| *child)
+                    .collect()
+            })
             .unwrap_or_default();
         let restarts = self.restarts.lock().map(|r| r.clone()).unwrap_or_default();
         self.children()
@@ -344,7 +358,7 @@ impl TrackerTree {
         let cells: Vec<ActorCell> = self
             .cells
             .lock()
-            .map(|c| c.values().cloned().collect())
+            .map(|mut c| c.drain().map(|(_, cell)| cell).collect())
             .unwrap_or_default();
         for cell in cells {
             cell.stop(None);
