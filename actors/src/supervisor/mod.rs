@@ -3,9 +3,11 @@
 //! The supervisor spawns SubmitterActors lazily (first create, a `NOTIFY`
 //! from another node, or discovery of unfinished work whose lease is free),
 //! restarts a failed or fenced one with exponential backoff, and gives up on
-//! it (role `failed`) after too many restarts in a window. It overrides
-//! ractor's default supervision, which would stop the supervisor with its
-//! child.
+//! it (role `failed`) after too many restarts in a window. It also spawns
+//! the tracking actors (head watcher, receipt, finality and resubmit pools)
+//! linked to itself and restarts a failed one with a bounded backoff
+//! (`tracker_tree`). It overrides ractor's default supervision, which would
+//! stop the supervisor with its child.
 
 mod actor;
 mod discovery;
