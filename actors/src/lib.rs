@@ -10,8 +10,18 @@
 //!   HeadWatcher ─► Receipt / Finality / Resubmit pools ─► messages ─┘
 //! ```
 //!
+//! The actor tree starts at [`supervisor::Engine::start`]: it spawns the
+//! [`supervisor::Supervisor`], whose linked children are the head watcher,
+//! the three tracking pools ([`supervisor::TrackerTree`]) and one
+//! SubmitterActor per active submitter; it restarts any of them that fails.
+//!
 //! - [`domain`]: identifiers and the transaction state machine's vocabulary.
 //! - [`store`]: PostgreSQL access — migrations, lease + fencing, nonce cursor.
+//! - [`chain`]: the chain port — RPC endpoints, fees, broadcast classification.
+//! - [`signer`]: transaction signers (env key, keystore, remote).
+//! - [`submitter`]: the SubmitterActor — leadership, nonces, sends, resubmits.
+//! - [`tracker`]: following the chain — head watcher, receipt, finality and resubmit pools.
+//! - [`supervisor`]: the root of the actor tree and the [`supervisor::Engine`] facade the daemon holds.
 //! - [`cluster`]: membership and lease balancing.
 //! - [`metrics`]: names of the metrics the engine records.
 //! - [`tls`]: the one TLS client policy (rustls, aws-lc-rs, public roots + private CA).

@@ -75,6 +75,11 @@ pub const HEAD_OF_LINE_BLOCKED: &str = "txmgr_head_of_line_blocked";
 /// `cancel` | `speedup` | `rebroadcast`.
 pub const OPERATOR_ACTIONS: &str = "txmgr_operator_actions_total";
 
+/// Counter: tracking actors the Supervisor restarted after they failed,
+/// label `actor` = `head_watcher` | `receipt_worker` | `finality_worker` |
+/// `resubmit_worker`.
+pub const ACTOR_RESTARTS: &str = "txmgr_actor_restarts_total";
+
 /// Counter: `POST /v1/transactions` answers, label `result` = `created` |
 /// `replayed` | an error code (`invalid_request`, `overloaded`, ...).
 pub const CREATES: &str = "txmgr_creates_total";

@@ -29,7 +29,7 @@ use super::{
     ops_state::ReloadReport,
     ops_views::{
         ActionView, ActorView, ActorsView, ClusterView, LeaseView, NodeView, PoolsView,
-        UnprotectBody,
+        TrackerActorView, UnprotectBody,
     },
     path::ApiPath,
     AppState,
@@ -123,6 +123,16 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
             resubmit_workers: pools.resubmit.workers,
             resubmit_queue_depth: pools.resubmit.pending,
             resubmit_oldest_overdue_ms: millis(pools.resubmit.oldest_overdue),
+            actors: pools
+                .actors
+                .iter()
+                .map(|a| TrackerActorView {
+                    actor: a.child.kind(),
+                    slot: a.child.slot(),
+                    running: a.running,
+                    restarts: a.restarts,
+                })
+                .collect(),
         },
     }))
 }

@@ -70,6 +70,23 @@ pub struct PoolsView {
     /// Milliseconds the most overdue resubmit timer has waited past its due
     /// time (0 when none is overdue; grows when the actors fall behind).
     pub resubmit_oldest_overdue_ms: u64,
+    /// The head watcher and every pool worker, children of the supervisor:
+    /// a restart count above zero means one failed and was spawned again.
+    pub actors: Vec<TrackerActorView>,
+}
+
+/// One tracking actor in `GET /v1/ops/actors`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TrackerActorView {
+    /// `head_watcher` | `receipt_worker` | `finality_worker` | `resubmit_worker`.
+    #[schema(pattern = "^(head_watcher|receipt_worker|finality_worker|resubmit_worker)$")]
+    pub actor: &'static str,
+    /// Its slot in its pool (0 for the head watcher).
+    pub slot: usize,
+    /// An actor runs in this slot now (false while its restart waits).
+    pub running: bool,
+    /// Times the supervisor restarted it since the node started.
+    pub restarts: u32,
 }
 
 /// `GET /v1/ops/actors`.

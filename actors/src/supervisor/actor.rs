@@ -9,7 +9,11 @@ use std::{
 use alloy::primitives::Address;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use super::{discovery, EngineShared};
+use super::{
+    discovery,
+    tracker_tree::{TrackerChild, TrackerTree},
+    EngineShared,
+};
 use crate::{
     store,
     submitter::{Role, SubmitterActor, SubmitterArgs, SubmitterMsg, IDLE_STOP},
@@ -38,6 +42,17 @@ pub enum SupervisorMsg {
     Pause(Address, RpcReplyPort<()>),
     /// Lift a pause, forget past restarts (clears `failed`) and spawn.
     Resume(Address),
+    /// Backoff over: spawn this tracking actor again.
+    RespawnTracker(TrackerChild),
+}
+
+/// What the supervisor starts with.
+#[derive(Debug)]
+pub struct SupervisorArgs {
+    /// State shared with the Engine facade.
+    pub shared: Arc<EngineShared>,
+    /// The tracking actors it spawns at start and restarts.
+    pub tracker: Arc<TrackerTree>,
 }
 
 /// The supervisor actor.
@@ -48,6 +63,7 @@ pub struct Supervisor;
 #[derive(Debug)]
 pub struct SupervisorState {
     shared: Arc<EngineShared>,
+    tracker: Arc<TrackerTree>,
     children: HashMap<ActorId, Address>,
     running: HashMap<Address, ActorId>,
     restarts: HashMap<Address, VecDeque<Instant>>,
@@ -190,6 +206,21 @@ impl SupervisorState {
         }
     }
 
+    /// Spawns a failed tracking actor again; a failed spawn is retried after
+    /// the next (longer) backoff.
+    async fn respawn_tracker(&mut self, myself: &ActorRef<SupervisorMsg>, child: TrackerChild) {
+        if self.shutting_down || self.tracker.is_stopping() {
+            return;
+        }
+        if let Err(err) = self.tracker.spawn(child, &myself.get_cell()).await {
+            tracing::error!(target: "txmgr::supervisor", actor = child.kind(), slot = child.slot(),
+                error = %err, "respawning tracking actor failed");
+            if let Some(delay) = self.tracker.respawn_failed(child) {
+                myself.send_after(delay, move || SupervisorMsg::RespawnTracker(child));
+            }
+        }
+    }
+
     /// Drains the actor (it releases its lease), waits for it to stop, kills
     /// it if it does not within [`PAUSE_TIMEOUT`], and forgets it so the
     /// later termination event triggers no restart.
@@ -217,16 +248,18 @@ impl SupervisorState {
 impl Actor for Supervisor {
     type Msg = SupervisorMsg;
     type State = SupervisorState;
-    type Arguments = Arc<EngineShared>;
+    type Arguments = SupervisorArgs;
 
     async fn pre_start(
         &self,
         myself: ActorRef<SupervisorMsg>,
-        shared: Arc<EngineShared>,
+        SupervisorArgs { shared, tracker }: SupervisorArgs,
     ) -> Result<SupervisorState, ActorProcessingErr> {
+        tracker.spawn_all(&myself.get_cell()).await?;
         myself.send_message(SupervisorMsg::Discover)?;
         Ok(SupervisorState {
             shared,
+            tracker,
             children: HashMap::new(),
             running: HashMap::new(),
             restarts: HashMap::new(),
@@ -283,6 +316,7 @@ impl Actor for Supervisor {
                 }
                 state.spawn(&myself, address).await;
             }
+            SupervisorMsg::RespawnTracker(child) => state.respawn_tracker(&myself, child).await,
         }
         Ok(())
     }
@@ -300,6 +334,12 @@ impl Actor for Supervisor {
             SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
             _ => return Ok(()),
         };
+        if let Some((child, delay)) = state.tracker.exited(cell.get_id()) {
+            tracing::error!(target: "txmgr::supervisor", actor = child.kind(), slot = child.slot(),
+                reason = %why, ?delay, "tracking actor ended; restarting it");
+            myself.send_after(delay, move || SupervisorMsg::RespawnTracker(child));
+            return Ok(());
+        }
         let Some(address) = state.children.remove(&cell.get_id()) else {
             return Ok(());
         };

@@ -3,13 +3,16 @@
 //! The supervisor spawns SubmitterActors lazily (first create, a `NOTIFY`
 //! from another node, or discovery of unfinished work whose lease is free),
 //! restarts a failed or fenced one with exponential backoff, and gives up on
-//! it (role `failed`) after too many restarts in a window. It overrides
-//! ractor's default supervision, which would stop the supervisor with its
-//! child.
+//! it (role `failed`) after too many restarts in a window. It also spawns
+//! the tracking actors (head watcher, receipt, finality and resubmit pools)
+//! linked to itself and restarts a failed one with a bounded backoff
+//! (`tracker_tree`). It overrides ractor's default supervision, which would
+//! stop the supervisor with its child.
 
 mod actor;
 mod discovery;
 mod ops;
+mod tracker_tree;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -28,15 +31,12 @@ use crate::{
         IngressLimits, IngressWriter, LeaseKeeper, LeaseTiming, Role, SubmitterContext,
         SubmitterHandle, SubmitterMsg, SubmitterSettings,
     },
-    tracker::{
-        CanonicalWindow, FinalityMsg, FinalityWorker, FinalityWorkerArgs, HeadMsg, HeadWatcher,
-        HeadWatcherArgs, ReceiptIndex, ReceiptMsg, ReceiptWorker, ReceiptWorkerArgs, ResubmitMsg,
-        ResubmitTimers, SubmitterRouter, TrackerProgress,
-    },
+    tracker::{ReceiptIndex, ResubmitTimers, SubmitterRouter, TrackerProgress},
 };
 
-pub use actor::{Supervisor, SupervisorMsg};
+pub use actor::{Supervisor, SupervisorArgs, SupervisorMsg};
 pub use ops::{EngineSnapshot, OpsError, PoolsSnapshot, SubmitterSnapshot, Unprotected};
+pub use tracker_tree::{TrackerActorSnapshot, TrackerChild, TrackerTree};
 
 /// One configured submitter.
 #[derive(Debug, Clone)]
@@ -162,99 +162,11 @@ impl EngineShared {
 pub struct Engine {
     shared: Arc<EngineShared>,
     supervisor: ActorRef<SupervisorMsg>,
-    tracker: Arc<TrackerRefs>,
+    tracker: Arc<TrackerTree>,
     /// The membership refresh task.
     members: Arc<tokio::task::JoinHandle<()>>,
     /// The lease keeper's task.
     keeper: Arc<tokio::task::JoinHandle<()>>,
-}
-
-/// The chain-following actors of this node.
-#[derive(Debug)]
-struct TrackerRefs {
-    progress: Arc<TrackerProgress>,
-    head: ActorRef<HeadMsg>,
-    receipts: Vec<ActorRef<ReceiptMsg>>,
-    finality: Vec<ActorRef<FinalityMsg>>,
-    resubmit: Vec<ActorRef<ResubmitMsg>>,
-}
-
-impl TrackerRefs {
-    fn stop(&self) {
-        self.head.stop(None);
-        for worker in &self.receipts {
-            worker.stop(None);
-        }
-        for worker in &self.finality {
-            worker.stop(None);
-        }
-        for worker in &self.resubmit {
-            worker.stop(None);
-        }
-    }
-}
-
-async fn spawn_tracker(
-    shared: &Arc<EngineShared>,
-    chain: Arc<dyn ChainClient>,
-    index: Arc<ReceiptIndex>,
-) -> Result<TrackerRefs, ractor::SpawnErr> {
-    let config = &shared.config;
-    let router: Arc<dyn SubmitterRouter> = shared.clone();
-    let window = Arc::new(CanonicalWindow::new(config.window_blocks));
-    let progress = Arc::new(TrackerProgress::new(
-        config.receipt_workers,
-        config.finality_workers,
-    ));
-    let mut receipts = Vec::new();
-    for slot in 0..config.receipt_workers.max(1) {
-        let args = ReceiptWorkerArgs {
-            chain: chain.clone(),
-            index: index.clone(),
-            router: router.clone(),
-            retry_after: config.poll_interval,
-            slot,
-            progress: progress.clone(),
-        };
-        receipts.push(Actor::spawn(None, ReceiptWorker, args).await?.0);
-    }
-    let slots = config.finality_workers.max(1);
-    let mut finality = Vec::new();
-    for slot in 0..slots {
-        let args = FinalityWorkerArgs {
-            chain: chain.clone(),
-            pool: shared.pool.clone(),
-            chain_id: config.chain_id.into(),
-            window: window.clone(),
-            router: router.clone(),
-            slot,
-            slots,
-            progress: progress.clone(),
-        };
-        finality.push(Actor::spawn(None, FinalityWorker, args).await?.0);
-    }
-    let ws = chain.ws_targets();
-    let head_args = HeadWatcherArgs {
-        chain,
-        window,
-        receipt_workers: receipts.clone(),
-        finality_workers: finality.clone(),
-        poll_interval: config.poll_interval,
-        progress: progress.clone(),
-        ws,
-    };
-    let (head, _) = Actor::spawn(None, HeadWatcher, head_args).await?;
-    let resubmit = shared
-        .timers
-        .spawn(config.resubmit_workers, router.clone())
-        .await?;
-    Ok(TrackerRefs {
-        progress,
-        head,
-        receipts,
-        finality,
-        resubmit,
-    })
 }
 
 impl SubmitterRouter for EngineShared {
@@ -319,8 +231,14 @@ impl Engine {
                 contexts.insert(spec.address, shared.new_context(spec));
             }
         }
-        let (supervisor, _) = Actor::spawn(None, Supervisor, shared.clone()).await?;
-        let tracker = spawn_tracker(&shared, chain, index).await?;
+        let tracker = Arc::new(TrackerTree::new(&shared));
+        let args = SupervisorArgs {
+            shared: shared.clone(),
+            tracker: tracker.clone(),
+        };
+        // The root of the node's actor tree: it spawns and restarts the
+        // tracking actors and the SubmitterActors.
+        let (supervisor, _) = Actor::spawn(None, Supervisor, args).await?;
         let members = {
             let shared = shared.clone();
             tokio::spawn(crate::cluster::refresh_loop(
@@ -333,7 +251,7 @@ impl Engine {
         Ok(Engine {
             shared,
             supervisor,
-            tracker: Arc::new(tracker),
+            tracker,
             members: Arc::new(members),
             keeper: Arc::new(keeper),
         })
@@ -417,7 +335,12 @@ impl Engine {
 
     /// How far the head watcher and the finality workers have got.
     pub fn progress(&self) -> &TrackerProgress {
-        &self.tracker.progress
+        self.tracker.progress()
+    }
+
+    /// The tracking actors (head watcher, pools) and their restarts.
+    pub fn tracker(&self) -> &TrackerTree {
+        &self.tracker
     }
 
     /// Every submitter handle on this node.

@@ -85,7 +85,7 @@ pub struct SubmitterSnapshot {
 }
 
 /// The tracking pools of this node.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PoolsSnapshot {
     /// Newest block processed by the head watcher.
     pub head: u64,
@@ -103,6 +103,8 @@ pub struct PoolsSnapshot {
     pub receipt_queue: crate::tracker::PoolQueue,
     /// Heads waiting for the finality workers.
     pub finality_queue: crate::tracker::PoolQueue,
+    /// The head watcher and every pool worker, with their restarts.
+    pub actors: Vec<super::TrackerActorSnapshot>,
 }
 
 /// Everything `GET /v1/ops/actors` shows about this node's engine.
@@ -213,7 +215,7 @@ impl Engine {
                 })
             })
             .collect();
-        let progress = &self.tracker.progress;
+        let progress = self.tracker.progress();
         EngineSnapshot {
             node_id: self.shared.config.owner.node_id.clone(),
             instance: self.shared.config.owner.instance.clone(),
@@ -227,8 +229,9 @@ impl Engine {
                 head: progress.head(),
                 finality_head: progress.finality_head(),
                 receipt_index_size: self.shared.index.len(),
-                receipt_workers: self.tracker.receipts.len(),
-                finality_workers: self.tracker.finality.len(),
+                receipt_workers: progress.receipt_workers(),
+                finality_workers: progress.finality_workers(),
+                actors: self.tracker.snapshot(),
                 resubmit: self.shared.timers.stats(),
                 receipt_queue: progress.receipt_queue(),
                 finality_queue: progress.finality_queue(),

@@ -13,7 +13,7 @@ use std::{
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::{sync::watch, task::JoinHandle};
 
-use super::{CanonicalWindow, FinalityMsg, ReceiptMsg};
+use super::{CanonicalWindow, FinalityMsg, ReceiptMsg, WorkerSlots};
 use crate::{
     chain::{BlockSummary, ChainClient, ChainError, WsTarget},
     metrics::REORGS,
@@ -40,10 +40,11 @@ pub struct HeadWatcherArgs {
     pub chain: Arc<dyn ChainClient>,
     /// The window it keeps (shared with finality workers).
     pub window: Arc<CanonicalWindow>,
-    /// Receipt workers; block n goes to worker n mod len.
-    pub receipt_workers: Vec<ActorRef<ReceiptMsg>>,
-    /// Finality workers; every head and reorg goes to each.
-    pub finality_workers: Vec<ActorRef<FinalityMsg>>,
+    /// Receipt workers (looked up per send: a restarted one replaces its
+    /// slot); block n goes to slot n mod len.
+    pub receipt_workers: Arc<WorkerSlots<ReceiptMsg>>,
+    /// Finality workers (looked up per send); every head and reorg goes to each.
+    pub finality_workers: Arc<WorkerSlots<FinalityMsg>>,
     /// Poll period.
     pub poll_interval: Duration,
     /// Where progress is published.
@@ -97,9 +98,12 @@ impl Actor for HeadWatcher {
                 ws_up.clone(),
             ))
         });
+        // A restarted watcher goes on after the last block it accepted (the
+        // window outlives it); a first start begins at the chain's head.
+        let next = args.window.tip().map(|(number, _)| number + 1);
         Ok(HeadState {
             args,
-            next: None,
+            next,
             timer: None,
             subscription,
             ws_up,
@@ -213,9 +217,10 @@ async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {
     // Coalesced: a worker still busy with the last head gets the newest one
     // when it is done, not one message per tick.
     if let Some((number, _)) = args.window.tip() {
-        for (slot, worker) in args.finality_workers.iter().enumerate() {
+        for slot in 0..args.finality_workers.len() {
+            let worker = args.finality_workers.get(slot);
             args.progress.offer_head(slot, number, || {
-                worker.send_message(FinalityMsg::Head).is_ok()
+                worker.is_some_and(|w| w.send_message(FinalityMsg::Head).is_ok())
             });
         }
     }
@@ -229,22 +234,23 @@ async fn reorg(args: &HeadWatcherArgs) -> Result<u64, ChainError> {
     args.window.truncate_above(fork);
     metrics::counter!(REORGS).increment(1);
     tracing::warn!(target: "txmgr::head", fork, "reorg detected; blocks above the fork are orphaned");
-    for (slot, worker) in args.finality_workers.iter().enumerate() {
+    for slot in 0..args.finality_workers.len() {
+        let worker = args.finality_workers.get(slot);
         args.progress
             .finality_gauge(slot)
-            .send(|| worker.send_message(FinalityMsg::Reorg { fork }).is_ok());
+            .send(|| worker.is_some_and(|w| w.send_message(FinalityMsg::Reorg { fork }).is_ok()));
     }
     Ok(fork)
 }
 
 fn accept(args: &HeadWatcherArgs, block: BlockSummary) {
     args.window.push(block.number, block.hash);
-    if !args.receipt_workers.is_empty() && !block.tx_hashes.is_empty() {
+    if !block.tx_hashes.is_empty() {
         let slot = (block.number % args.receipt_workers.len() as u64) as usize;
-        let worker = &args.receipt_workers[slot];
+        let worker = args.receipt_workers.get(slot);
         args.progress
             .receipt_gauge(slot)
-            .send(|| worker.send_message(ReceiptMsg::Block(block)).is_ok());
+            .send(|| worker.is_some_and(|w| w.send_message(ReceiptMsg::Block(block)).is_ok()));
     }
 }
 

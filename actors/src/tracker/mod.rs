@@ -23,6 +23,7 @@ mod index;
 mod new_heads;
 mod receipts;
 mod resubmit;
+mod slots;
 mod window;
 
 use std::fmt;
@@ -37,6 +38,7 @@ pub use head::{HeadMsg, HeadWatcher, HeadWatcherArgs};
 pub use index::{ReceiptIndex, Tracked};
 pub use receipts::{ReceiptMsg, ReceiptWorker, ReceiptWorkerArgs};
 pub use resubmit::{ResubmitMsg, ResubmitPoolStats, ResubmitTimers, ResubmitWorker};
+pub use slots::WorkerSlots;
 pub use window::CanonicalWindow;
 
 /// Messages waiting in one worker's mailbox, with the time each was sent
@@ -61,6 +63,13 @@ impl QueueGauge {
             }
         }
         delivered
+    }
+
+    /// The worker's mailbox was lost with it (restart): nothing waits.
+    pub(crate) fn clear(&self) {
+        if let Ok(mut sent) = self.sent.lock() {
+            sent.clear();
+        }
     }
 
     /// The worker took a message.
@@ -137,6 +146,16 @@ impl TrackerProgress {
         }
     }
 
+    /// Receipt matcher workers configured.
+    pub fn receipt_workers(&self) -> usize {
+        self.receipt_queues.len()
+    }
+
+    /// Finality workers configured.
+    pub fn finality_workers(&self) -> usize {
+        self.finality_queues.len()
+    }
+
     /// The receipt matcher pool's queue.
     pub fn receipt_queue(&self) -> PoolQueue {
         pool_queue(&self.receipt_queues)
@@ -179,6 +198,25 @@ impl TrackerProgress {
                 queued.taken();
                 latest.load(std::sync::atomic::Ordering::SeqCst)
             })
+    }
+
+    /// Receipt worker `slot` was restarted: what waited in the dead
+    /// actor's mailbox is gone (the leaders' sweep finds those receipts).
+    pub(crate) fn reset_receipt_slot(&self, slot: usize) {
+        if let Some(gauge) = self.receipt_queues.get(slot) {
+            gauge.clear();
+        }
+    }
+
+    /// Finality worker `slot` was restarted: its waiting messages are gone,
+    /// so the next head must be sent, not coalesced into a lost one.
+    pub(crate) fn reset_finality_slot(&self, slot: usize) {
+        if let Some(gauge) = self.finality_queues.get(slot) {
+            gauge.clear();
+        }
+        if let Some((_, queued)) = self.finality_offers.get(slot) {
+            queued.taken();
+        }
     }
 
     /// The newest block the head watcher has processed.

@@ -126,31 +126,41 @@ impl ResubmitTimers {
         }
     }
 
-    /// Spawns `count` workers that report expiries through `router`.
-    pub(crate) async fn spawn(
+    /// Spawns the worker of `slot` (of `count`), linked to `supervisor`,
+    /// reporting expiries through `router`; a restart replaces the slot's
+    /// dead worker, whose timers are lost (the leaders' sweep claims what
+    /// falls due meanwhile).
+    pub(crate) async fn spawn_worker(
         &self,
+        slot: usize,
         count: usize,
         router: Arc<dyn SubmitterRouter>,
-    ) -> Result<Vec<ActorRef<ResubmitMsg>>, ractor::SpawnErr> {
-        let mut refs = Vec::new();
-        let mut gauges = Vec::new();
-        for _ in 0..count.max(1) {
-            let gauge = Arc::new(WorkerGauge::default());
-            let args = ResubmitWorkerArgs {
-                router: router.clone(),
-                gauge: gauge.clone(),
-            };
-            refs.push(Actor::spawn(None, ResubmitWorker, args).await?.0);
-            gauges.push(gauge);
+        supervisor: ractor::ActorCell,
+    ) -> Result<ActorRef<ResubmitMsg>, ractor::SpawnErr> {
+        let gauge = Arc::new(WorkerGauge::default());
+        let args = ResubmitWorkerArgs {
+            router,
+            gauge: gauge.clone(),
+        };
+        let (worker, _) = Actor::spawn_linked(None, ResubmitWorker, args, supervisor).await?;
+        if let Ok(mut workers) = self.workers.write() {
+            set_slot(&mut workers, slot, count, worker.clone());
         }
-        if let Ok(mut slot) = self.workers.write() {
-            *slot = refs.clone();
+        if let Ok(mut gauges) = self.gauges.write() {
+            set_slot(&mut gauges, slot, count, gauge);
         }
-        if let Ok(mut slot) = self.gauges.write() {
-            *slot = gauges;
-        }
-        Ok(refs)
+        Ok(worker)
     }
+}
+
+/// Puts `item` at `slot` of a pool of `count`, growing the pool up to
+/// `count` on first spawns (a slot not spawned yet gets a copy of `item`
+/// until its own spawn replaces it, so hashing sees the final size).
+fn set_slot<T: Clone>(items: &mut Vec<T>, slot: usize, count: usize, item: T) {
+    while items.len() < count.max(slot + 1) {
+        items.push(item.clone());
+    }
+    items[slot] = item;
 }
 
 fn unix_ms(at: std::time::SystemTime) -> u64 {
