@@ -16,14 +16,12 @@ use axum::{
 use common::{
     eventually,
     node::{config_toml, TestNode},
-    txs::TO,
-    wait_until, Anvil, TestDb,
+    transfer, wait_until, Anvil, TestDb, DEV,
 };
 use serde_json::{json, Value};
 use tower::ServiceExt;
 use txmgr_actors::submitter::Role;
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 /// Pause between reads while waiting for the feed.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -74,10 +72,6 @@ async fn call(app: &Router, method: &str, uri: &str, body: Option<Value>) -> Rep
         headers,
         json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
     }
-}
-
-fn transfer(request_id: &str) -> Value {
-    json!({"submitter": DEV, "to": TO, "value": "1", "request_id": request_id})
 }
 
 fn with_data(request_id: &str, bytes: usize) -> Value {

@@ -13,13 +13,12 @@ use axum::{
 use common::{
     invariants,
     node::{config_toml, TestNode},
-    Anvil, TestDb,
+    Anvil, TestDb, DEV,
 };
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde_json::{json, Map, Value};
 use tower::ServiceExt;
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 const CASES: usize = 500;
 const FIELDS: &[&str] = &[

@@ -4,6 +4,7 @@
 //! nonce whose bytes sit in a pool — so it turns durability back on.
 
 mod common;
+use common::DEV;
 
 use std::time::Duration;
 
@@ -13,8 +14,6 @@ use txmgr_actors::{
     store::{self, pipeline, resubmit},
     FencedTx, LeaseOwner, LeaseRequest, SubmitterKey,
 };
-
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 
 async fn relaxed(db: &TestDb) -> FencedTx {
     let request = LeaseRequest {

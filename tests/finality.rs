@@ -7,14 +7,12 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    anvil::parse_quantity,
     invariants,
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    parse_quantity, wait_until, Anvil, TestDb, DEV,
 };
 use serde_json::json;
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 /// Runtime code `PUSH1 0 PUSH1 0 REVERT`: every call reverts.
 const REVERTER: &str = "0x00000000000000000000000000000000000000aa";

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{anvil::parse_quantity, db::database_url, eventually, wait_until, Anvil, TestDb};
+use common::{db::database_url, eventually, parse_quantity, wait_until, Anvil, TestDb};
 use serde_json::json;
 
 async fn database_exists(pool: &sqlx::PgPool, name: &str) -> bool {
@@ -71,7 +71,7 @@ async fn migrated_database_has_the_schema() {
 async fn anvils_run_on_distinct_ports_and_answer() {
     let first = Anvil::start().await;
     let second = Anvil::start_with(&["--no-mining"]).await;
-    assert_ne!(first.port, second.port);
+    assert_ne!(first.port(), second.port());
     assert_ne!(first.rpc_url(), second.rpc_url());
 
     for anvil in [&first, &second] {
@@ -85,7 +85,7 @@ async fn anvils_run_on_distinct_ports_and_answer() {
     assert_eq!(second.block_number().await, 3);
     assert_eq!(first.block_number().await, 0);
 
-    let port = first.port;
+    let port = first.port();
     drop(first);
     wait_until(Duration::from_secs(10), || async {
         tokio::net::TcpStream::connect(("127.0.0.1", port))

@@ -8,121 +8,22 @@ use std::{sync::Arc, time::Duration};
 use alloy::primitives::Address;
 use async_trait::async_trait;
 use axum::{
-    body::{to_bytes, Body},
-    http::{header, HeaderMap, Request, StatusCode},
-    Router,
+    body::Body,
+    http::{header, Request, StatusCode},
 };
 use common::TestDb;
 use serde_json::{json, Value};
-use tower::ServiceExt;
 use txmgr::{
     config::DEFAULT_MAX_LONG_POLLS,
-    http::{app, AppState, CompletionNotifier, DirectSubmissions, Limits, Submissions},
+    http::{app, AppState, CompletionNotifier, Limits, Submissions},
 };
 use txmgr_actors::domain::{CreateError, CreateOutcome, NewIntent};
 
-const CHAIN: u64 = 31337;
-const DATA_LIMIT: usize = 64;
-const BODY_LIMIT: usize = 4096;
-const ALICE: &str = "0xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-const BOB: &str = "0xbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
-
-fn limits() -> Limits {
-    Limits {
-        body_limit_bytes: BODY_LIMIT,
-        data_limit_bytes: DATA_LIMIT,
-        request_timeout: Duration::from_secs(30),
-        ..Limits::default()
-    }
-}
-
-struct Api {
-    db: TestDb,
-    app: Router,
-}
-
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    json: Value,
-}
-
-impl Reply {
-    /// Asserts the error shape, code and field.
-    #[track_caller]
-    fn assert_error(&self, status: StatusCode, code: &str, field: Option<&str>) {
-        assert_eq!(self.status, status, "{}", self.json);
-        assert_eq!(self.json["error"]["code"], code, "{}", self.json);
-        assert_eq!(self.json["error"]["field"].as_str(), field, "{}", self.json);
-        assert!(self.json["error"]["message"].is_string(), "{}", self.json);
-    }
-}
-
-impl Api {
-    async fn new() -> Api {
-        let db = TestDb::migrated().await;
-        let known = [ALICE.parse::<Address>().expect("address literal")];
-        let state = AppState {
-            pool: db.pool.clone(),
-            chain_id: CHAIN.into(),
-            submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
-            limits: limits(),
-            completions: CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS),
-            ops: Default::default(),
-        };
-        Api {
-            app: app(state),
-            db,
-        }
-    }
-
-    async fn send(&self, request: Request<Body>) -> Reply {
-        send(&self.app, request).await
-    }
-
-    async fn post_raw(&self, body: impl Into<Body>, headers: &[(&str, &str)]) -> Reply {
-        let mut request = Request::post("/v1/transactions");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        self.send(request.body(body.into()).expect("request")).await
-    }
-
-    async fn post(&self, body: Value) -> Reply {
-        self.post_raw(body.to_string(), &[("content-type", "application/json")])
-            .await
-    }
-
-    async fn get(&self, uri: &str) -> Reply {
-        self.send(Request::get(uri).body(Body::empty()).expect("request"))
-            .await
-    }
-
-    async fn rows(&self) -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM managed_tx")
-            .fetch_one(&self.db.pool)
-            .await
-            .expect("count")
-    }
-}
-
-async fn send(app: &Router, request: Request<Body>) -> Reply {
-    let response = app.clone().oneshot(request).await.expect("infallible");
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = to_bytes(response.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    Reply {
-        status,
-        headers,
-        json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
-}
-
-fn transfer(request_id: &str) -> Value {
-    json!({"submitter": ALICE, "request_id": request_id, "to": BOB, "value": "1000", "data": "0xdead"})
-}
+// The client in a sibling directory so that cargo does not build it as a
+// test target of its own.
+#[path = "http_api/api.rs"]
+mod api;
+use api::{limits, send, transfer, Api, ALICE, BOB, BODY_LIMIT, CHAIN, DATA_LIMIT};
 
 #[tokio::test]
 async fn create_is_accepted_then_readable() {

@@ -11,7 +11,8 @@ mod common;
 use std::{process::Stdio, time::Duration};
 
 use common::{
-    daemon::{free_port, key_var, Daemon, DEV_KEYS},
+    daemon::{key_var, Daemon, DEV_KEYS},
+    free_port,
     node::{config_toml, KEY_VAR},
     tls::{https_client, Issued, TestCa},
     Anvil, TestDb,

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::daemon::free_port;
+use common::free_port;
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 

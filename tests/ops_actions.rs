@@ -11,18 +11,12 @@ use common::{
     faulty_chain::{FaultyChain, SendFault},
     invariants,
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    transfer, wait_until, Anvil, TestDb, DEV,
 };
 use serde_json::{json, Value};
 use txmgr_actors::chain::ChainClient;
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
-const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 const OTHER: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
-
-fn transfer(request_id: &str) -> Value {
-    json!({"submitter": DEV, "to": TO, "value": "5", "request_id": request_id})
-}
 
 fn dev() -> Address {
     DEV.parse().expect("address literal")

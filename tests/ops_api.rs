@@ -12,15 +12,13 @@ use axum::{
 };
 use common::{
     node::{config_toml, TestNode},
-    Anvil, TestDb,
+    transfer_from, Anvil, TestDb, DEV,
 };
 use serde_json::json;
 use tower::ServiceExt;
 use txmgr::http::{auth::token_hash_hex, openapi::ROUTES};
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const OTHER: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
-const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 const OPS_TOKEN: &str = "ops-token-for-tests";
 const CLIENT_TOKEN: &str = "client-token-for-tests";
 const LIMITED_TOKEN: &str = "limited-token-for-tests";
@@ -79,10 +77,6 @@ async fn raw(
     )
 }
 
-fn transfer(request_id: &str, submitter: &str) -> serde_json::Value {
-    json!({"submitter": submitter, "to": TO, "value": "1", "request_id": request_id})
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn auth_matrix_by_token_role_and_submitter() {
     let db = TestDb::migrated().await;
@@ -100,7 +94,7 @@ async fn auth_matrix_by_token_role_and_submitter() {
     let (status, _, _) = raw(&node, Some("wrong"), "GET", "/v1/ops/actors").await;
     assert_eq!(status, 401);
     let (status, _) = node
-        .request("POST", "/v1/transactions", Some(transfer("a", DEV)))
+        .request("POST", "/v1/transactions", Some(transfer_from(DEV, "a")))
         .await;
     assert_eq!(status, 401);
 
@@ -121,7 +115,7 @@ async fn auth_matrix_by_token_role_and_submitter() {
             Some(CLIENT_TOKEN),
             "POST",
             "/v1/transactions",
-            Some(transfer("b", DEV)),
+            Some(transfer_from(DEV, "b")),
         )
         .await;
     assert_eq!(status, 202, "{created}");
@@ -130,7 +124,7 @@ async fn auth_matrix_by_token_role_and_submitter() {
             Some(LIMITED_TOKEN),
             "POST",
             "/v1/transactions",
-            Some(transfer("c", DEV)),
+            Some(transfer_from(DEV, "c")),
         )
         .await;
     assert_eq!(status, 403, "{body}");
@@ -184,7 +178,7 @@ async fn metrics_public_readyz_and_chain_down() {
             Some(CLIENT_TOKEN),
             "POST",
             "/v1/transactions",
-            Some(transfer("m1", DEV)),
+            Some(transfer_from(DEV, "m1")),
         )
         .await;
     assert_eq!(status, 202);

@@ -9,11 +9,9 @@ use std::time::Duration;
 
 use common::{
     node::{config_toml, TestNode},
-    Anvil, TestDb,
+    Anvil, TestDb, DEV,
 };
 use serde_json::json;
-
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]

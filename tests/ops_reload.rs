@@ -10,12 +10,11 @@ use std::{path::PathBuf, time::Duration};
 use alloy::primitives::Address;
 use common::{
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    wait_until, Anvil, TestDb, DEV,
 };
 use serde_json::json;
 use txmgr_actors::domain::Finality;
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const SECOND: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 const SECOND_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
 const SECOND_VAR: &str = "TXMGR_TEST_DEV_KEY_1";

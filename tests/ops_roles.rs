@@ -13,17 +13,10 @@ use common::{
     faulty_chain::{FaultyChain, SendFault},
     invariants,
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    transfer, wait_until, Anvil, TestDb, DEV,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 use txmgr_actors::chain::ChainClient;
-
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
-const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
-
-fn transfer(request_id: &str) -> Value {
-    json!({"submitter": DEV, "to": TO, "value": "7", "request_id": request_id})
-}
 
 /// The actor row of DEV in `GET /v1/ops/actors` of `node`.
 async fn dev_row(node: &TestNode) -> Value {

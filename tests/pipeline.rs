@@ -8,16 +8,9 @@ use std::time::Duration;
 use common::{
     invariants,
     node::{config_toml, TestNode},
-    Anvil, Client, DevChain, DevNode, Mining, TestDb,
+    transfer, Anvil, Client, DevChain, DevNode, Mining, TestDb, DEV,
 };
 use serde_json::{json, Value};
-
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
-const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
-
-fn transfer(request_id: &str) -> Value {
-    json!({"submitter": DEV, "to": TO, "value": "1", "request_id": request_id})
-}
 
 async fn count(db: &TestDb, sql: &str) -> i64 {
     sqlx::query_scalar(sql)

@@ -9,17 +9,9 @@ use common::{
     faulty_chain::{FaultyChain, SendFault},
     invariants,
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    transfer, wait_until, Anvil, TestDb, DEV,
 };
-use serde_json::json;
 use txmgr_actors::{chain::ChainClient, submitter::Role};
-
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
-const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
-
-fn transfer(request_id: String) -> serde_json::Value {
-    json!({"submitter": DEV, "to": TO, "value": "3", "request_id": request_id})
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thousand_creates_across_four_nodes_get_unique_contiguous_nonces() {
@@ -42,7 +34,7 @@ async fn a_thousand_creates_across_four_nodes_get_unique_contiguous_nonces() {
     let creates = (0..1000).map(|i| {
         let node = &nodes[i % nodes.len()];
         async move {
-            node.request("POST", "/v1/transactions", Some(transfer(format!("m{i}"))))
+            node.request("POST", "/v1/transactions", Some(transfer(&format!("m{i}"))))
                 .await
         }
     });
@@ -83,7 +75,7 @@ async fn a_stale_leader_is_fenced_and_restarts_as_standby() {
     .await;
     let faulty = faulty.lock().expect("lock").take().expect("wrapped");
     let (status, _) = node_a
-        .request("POST", "/v1/transactions", Some(transfer("first".into())))
+        .request("POST", "/v1/transactions", Some(transfer("first")))
         .await;
     assert_eq!(status, 202);
     wait_until(Duration::from_secs(30), || async {
@@ -100,7 +92,7 @@ async fn a_stale_leader_is_fenced_and_restarts_as_standby() {
         .expect("expire");
     let node_b = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "b", "")).await;
     let (status, _) = node_b
-        .request("POST", "/v1/transactions", Some(transfer("second".into())))
+        .request("POST", "/v1/transactions", Some(transfer("second")))
         .await;
     assert_eq!(status, 202);
     invariants::wait_mined(&db.pool, 2, Duration::from_secs(30)).await;
@@ -123,7 +115,7 @@ async fn a_stale_leader_is_fenced_and_restarts_as_standby() {
 
     // Creates on the stale node still work: b allocates them.
     let (status, _) = node_a
-        .request("POST", "/v1/transactions", Some(transfer("third".into())))
+        .request("POST", "/v1/transactions", Some(transfer("third")))
         .await;
     assert_eq!(status, 202);
     invariants::wait_mined(&db.pool, 3, Duration::from_secs(30)).await;

@@ -7,20 +7,13 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    anvil::parse_quantity,
     invariants,
     node::{config_toml, TestNode},
-    wait_until, Anvil, Client, DevChain, DevNode, Mining, TestDb,
+    parse_quantity, transfer, wait_until, Anvil, Client, DevChain, DevNode, Mining, TestDb, DEV,
 };
 use serde_json::json;
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
-const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 const OTHER: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
-
-fn transfer(request_id: &str) -> serde_json::Value {
-    json!({"submitter": DEV, "to": TO, "value": "5", "request_id": request_id})
-}
 
 /// Sends a transaction from the submitter's key behind txmgr's back.
 async fn send_externally(chain: &impl DevNode, extra: serde_json::Value) {

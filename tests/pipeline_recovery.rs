@@ -10,7 +10,7 @@ use common::{
     faulty_chain::{FaultyChain, SendFault},
     invariants,
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    wait_until, Anvil, TestDb, DEV,
 };
 use txmgr_actors::{
     chain::ChainClient,
@@ -19,7 +19,6 @@ use txmgr_actors::{
     FencedTx, LeaseOwner, LeaseRequest, SubmitterKey,
 };
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
 async fn count(db: &TestDb, sql: &str) -> i64 {

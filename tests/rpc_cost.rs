@@ -8,12 +8,11 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use common::{
     faulty_chain::{FaultyChain, SendFault},
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    wait_until, Anvil, TestDb, DEV,
 };
 use serde_json::json;
 use txmgr_actors::chain::ChainClient;
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 const BLOCKS: u64 = 10;
 

@@ -11,11 +11,10 @@ use common::{
     invariants,
     node::{config_toml, TestNode},
     rpc_proxy::{Faults, RpcProxy},
-    wait_until, Anvil, TestDb,
+    wait_until, Anvil, TestDb, DEV,
 };
 use serde_json::{json, Value};
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
 /// A node configuration whose `[chain]` lists `endpoints` (name, url).

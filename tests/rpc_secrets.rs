@@ -12,8 +12,7 @@ mod common;
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
 use common::{
-    daemon::free_port,
-    invariants,
+    free_port, invariants,
     rpc_proxy::{Faults, RpcProxy},
     tls::{TestCa, TlsProxy},
     wait_until, Anvil, TestDb,

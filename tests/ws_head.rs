@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use common::{
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    wait_until, Anvil, TestDb, DEV,
 };
 use serde_json::json;
 
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -14,7 +14,7 @@ use alloy::{
     signers::{local::PrivateKeySigner, SignerSync},
 };
 use serde_json::{json, Value};
-use support::{Anvil, Responder, CHAIN_ID, DEV_ADDRESS, DEV_KEY, RECIPIENT};
+use support::{send_raw, Anvil, Responder, CHAIN_ID, DEV_ADDRESS, DEV_KEY, RECIPIENT};
 use txmgr_actors::signer::{build_signer, SignerError, SignerSpec, TxSigner};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -52,7 +52,7 @@ async fn assert_anvil_accepts(anvil: &Anvil, signer: &dyn TxSigner) {
     for tx in [eip1559(0), legacy(1)] {
         let signed = signer.sign(tx).await.unwrap();
         assert_eq!(signed.hash, keccak256(&signed.raw));
-        assert_eq!(anvil.send_raw(&signed.raw).await, signed.hash);
+        assert_eq!(send_raw(anvil, &signed.raw).await, signed.hash);
     }
 }
 
@@ -238,7 +238,7 @@ async fn keystore_wrong_or_missing_password_is_a_clear_error() {
 async fn remote_signer_anvil_signs_and_anvil_accepts() {
     let anvil = Anvil::start().await;
     let spec = SignerSpec::Remote {
-        url: anvil.url.clone(),
+        url: anvil.rpc_url(),
         ca_file: None,
     };
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
@@ -253,7 +253,7 @@ async fn remote_signer_without_our_account_is_rejected_at_build() {
     let anvil = Anvil::start().await;
     let stranger = Address::repeat_byte(0x42);
     let spec = SignerSpec::Remote {
-        url: anvil.url.clone(),
+        url: anvil.rpc_url(),
         ca_file: None,
     };
     let err = build_signer(&spec, stranger, CHAIN_ID, TIMEOUT)
@@ -387,244 +387,15 @@ async fn remote_signer_error_answer_is_refused() {
     assert!(err.to_string().contains("request denied"), "{err}");
 }
 
-/// A private anvil per test and a scripted JSON-RPC responder standing in
-/// for a misbehaving remote signer (the shared harness lives in the other crate).
-mod support {
-    use std::{
-        path::PathBuf,
-        process::Stdio,
-        sync::Arc,
-        time::{Duration, Instant},
-    };
-
-    use alloy::{
-        primitives::{Bytes, B256},
-        providers::{Provider, RootProvider},
-    };
-    use serde_json::{json, Value};
-    use tokio::{
-        io::{AsyncReadExt, AsyncWriteExt},
-        net::{TcpListener, TcpStream},
-        process::{Child, Command},
-        task::JoinHandle,
-    };
-
-    /// anvil's default chain id.
-    pub(crate) const CHAIN_ID: u64 = 31337;
-
-    /// anvil's first dev key (public test key, never a secret).
-    pub(crate) const DEV_KEY: &str =
-        "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
-
-    /// Address of [`DEV_KEY`].
-    pub(crate) const DEV_ADDRESS: alloy::primitives::Address =
-        alloy::primitives::address!("f39Fd6e51aad88F6F4ce6aB8827279cffFb92266");
-
-    /// anvil's second dev account, used as a transfer recipient.
-    pub(crate) const RECIPIENT: alloy::primitives::Address =
-        alloy::primitives::address!("70997970C51812dc3A010C7d01b50e0d17dc79C8");
-
-    const STARTUP_DEADLINE: Duration = Duration::from_secs(20);
-    const RPC_TIMEOUT: Duration = Duration::from_secs(10);
-
-    /// A running anvil, SIGKILLed on drop.
-    pub(crate) struct Anvil {
-        /// Owning the child keeps anvil alive; `kill_on_drop` ends it.
-        child: Child,
-        /// HTTP endpoint.
-        pub(crate) url: String,
-        provider: RootProvider,
-    }
-
-    impl Anvil {
-        /// Spawns anvil on a free loopback port and waits until it answers.
-        pub(crate) async fn start() -> Anvil {
-            let mut last = String::new();
-            // Another process may take the port between our probe and anvil's bind.
-            for _ in 0..5 {
-                match Anvil::try_start().await {
-                    Ok(anvil) => return anvil,
-                    Err(e) => last = e,
-                }
-            }
-            panic!("anvil did not start: {last}")
-        }
-
-        async fn try_start() -> Result<Anvil, String> {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map_err(|e| format!("probing a free port: {e}"))?
-                .port();
-            let bin = anvil_bin();
-            let child = Command::new(&bin)
-                .args([
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    &port.to_string(),
-                    "--silent",
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| {
-                    format!(
-                        "spawning {}: {e} (run scripts/install-anvil.sh or set ANVIL_BIN)",
-                        bin.display()
-                    )
-                })?;
-            let url = format!("http://127.0.0.1:{port}");
-            let provider = RootProvider::new_http(url.parse().map_err(|e| format!("{e}"))?);
-            let mut anvil = Anvil {
-                child,
-                url,
-                provider,
-            };
-            let deadline = Instant::now() + STARTUP_DEADLINE;
-            loop {
-                if let Ok(Some(status)) = anvil.child.try_wait() {
-                    return Err(format!("anvil exited with {status}"));
-                }
-                if let Ok(id) = anvil.try_rpc("eth_chainId", json!([])).await {
-                    return if id == format!("{CHAIN_ID:#x}") {
-                        Ok(anvil)
-                    } else {
-                        Err(format!("port {port} answered chain id {id}"))
-                    };
-                }
-                if Instant::now() >= deadline {
-                    return Err(format!(
-                        "no answer on port {port} within {STARTUP_DEADLINE:?}"
-                    ));
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-
-        /// One JSON-RPC call, bounded by a timeout.
-        pub(crate) async fn try_rpc(&self, method: &str, params: Value) -> Result<Value, String> {
-            let call = self
-                .provider
-                .raw_request::<Value, Value>(method.to_owned().into(), params);
-            match tokio::time::timeout(RPC_TIMEOUT, call).await {
-                Ok(result) => result.map_err(|e| e.to_string()),
-                Err(_) => Err(format!("{method} timed out")),
-            }
-        }
-
-        /// Broadcasts `raw`, returns the hash anvil reports, and waits for a
-        /// successful receipt (anvil automines).
-        pub(crate) async fn send_raw(&self, raw: &Bytes) -> B256 {
-            let hash = self
-                .try_rpc("eth_sendRawTransaction", json!([raw]))
-                .await
-                .unwrap_or_else(|e| panic!("anvil rejected the signed transaction: {e}"));
-            let hash: B256 = serde_json::from_value(hash).expect("hash");
-            let deadline = Instant::now() + RPC_TIMEOUT;
-            loop {
-                let receipt = self
-                    .try_rpc("eth_getTransactionReceipt", json!([hash]))
-                    .await
-                    .expect("receipt query");
-                if !receipt.is_null() {
-                    assert_eq!(receipt["status"], "0x1", "transaction failed: {receipt}");
-                    return hash;
-                }
-                assert!(Instant::now() < deadline, "no receipt for {hash}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    }
-
-    /// `ANVIL_BIN`, else the workspace's `.tools/bin/anvil`.
-    fn anvil_bin() -> PathBuf {
-        if let Some(bin) = std::env::var_os("ANVIL_BIN").filter(|b| !b.is_empty()) {
-            return PathBuf::from(bin);
-        }
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/bin/anvil")
-    }
-
-    /// A scripted JSON-RPC server: `answer(method)` gives the `result` or
-    /// `error` member of each reply. Stopped on drop.
-    pub(crate) struct Responder {
-        /// HTTP endpoint.
-        pub(crate) url: String,
-        task: JoinHandle<()>,
-    }
-
-    impl Responder {
-        /// Starts the server on a free loopback port.
-        pub(crate) async fn start(
-            answer: impl Fn(&str) -> Value + Send + Sync + 'static,
-        ) -> Responder {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let url = format!("http://{}", listener.local_addr().expect("addr"));
-            let answer = Arc::new(answer);
-            let task = tokio::spawn(async move {
-                while let Ok((stream, _)) = listener.accept().await {
-                    tokio::spawn(serve(stream, answer.clone()));
-                }
-            });
-            Responder { url, task }
-        }
-
-        /// A server that accepts connections and never answers.
-        pub(crate) async fn silent() -> Responder {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let url = format!("http://{}", listener.local_addr().expect("addr"));
-            let task = tokio::spawn(async move {
-                let mut held = Vec::new();
-                while let Ok((stream, _)) = listener.accept().await {
-                    held.push(stream);
-                }
-            });
-            Responder { url, task }
-        }
-    }
-
-    impl Drop for Responder {
-        fn drop(&mut self) {
-            self.task.abort();
-        }
-    }
-
-    /// Reads one HTTP request, answers it and closes the connection.
-    async fn serve(mut stream: TcpStream, answer: Arc<impl Fn(&str) -> Value>) {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        let body = loop {
-            let n = match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            buf.extend_from_slice(&chunk[..n]);
-            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                continue;
-            };
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + length {
-                break buf[end + 4..end + 4 + length].to_vec();
-            }
-        };
-        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let method = request["method"].as_str().unwrap_or_default();
-        let mut reply = json!({"jsonrpc": "2.0", "id": request["id"]});
-        if let (Some(reply), Value::Object(member)) = (reply.as_object_mut(), answer(method)) {
-            reply.extend(member);
-        }
-        let body = reply.to_string();
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = stream.write_all(response.as_bytes()).await;
-        let _ = stream.shutdown().await;
-    }
+#[test]
+fn typed_dev_accounts_are_the_kits() {
+    let kit: Address = txmgr_testkit::DEV_ADDRESS_0.parse().unwrap();
+    assert_eq!(DEV_ADDRESS, kit);
+    let kit: Address = txmgr_testkit::DEV_ADDRESS_1.parse().unwrap();
+    assert_eq!(RECIPIENT, kit);
 }
+
+// The kit's anvil plus a scripted remote signer; in a sibling directory so
+// that cargo does not build it as a test target of its own.
+#[path = "signer/support.rs"]
+mod support;

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{
-    daemon::{free_port, key_var, Daemon, DEV_KEYS},
-    invariants, Anvil, TestDb,
+    daemon::{key_var, Daemon, DEV_KEYS},
+    free_port, invariants, Anvil, TestDb,
 };
 
 /// Where the transfers go (no account of ours).

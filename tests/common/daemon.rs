@@ -42,14 +42,6 @@ pub(crate) fn key_var(i: usize) -> String {
     format!("CHAOS_DEV_KEY_{i}")
 }
 
-/// A free loopback port.
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
 /// One daemon process with a fixed identity (node id, port, config file).
 pub(crate) struct Daemon {
     pub(crate) node_id: String,

@@ -114,7 +114,9 @@ impl DevNode for Anvil {
     }
 
     async fn try_rpc(&self, method: &str, params: Value) -> Result<Value, String> {
-        Anvil::try_rpc(self, method, params).await
+        Anvil::try_rpc(self, method, params)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -178,7 +180,7 @@ impl DevNode for DevChain {
 
     async fn try_rpc(&self, method: &str, params: Value) -> Result<Value, String> {
         match self {
-            DevChain::Anvil(anvil) => anvil.try_rpc(method, params).await,
+            DevChain::Anvil(anvil) => DevNode::try_rpc(anvil, method, params).await,
             DevChain::Hardhat(hardhat) => hardhat.try_rpc(method, params).await,
         }
     }

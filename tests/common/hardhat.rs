@@ -16,8 +16,8 @@ use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use super::anvil::{free_port, CHAIN_ID};
 use super::dev_chain::{call, Mining};
+use super::{free_port, CHAIN_ID};
 
 /// How long Hardhat may take to answer `eth_chainId` after spawning: loading
 /// it takes a few seconds of CPU, more on a busy 2-core machine.

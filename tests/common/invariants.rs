@@ -6,7 +6,7 @@ use std::{collections::HashSet, time::Duration};
 use serde_json::json;
 use sqlx::PgPool;
 
-use super::{anvil::parse_quantity, eventually, DevNode};
+use super::{eventually, parse_quantity, DevNode};
 
 /// Waits until `count` intents have a receipt.
 pub(crate) async fn wait_mined(pool: &PgPool, count: i64, timeout: Duration) {

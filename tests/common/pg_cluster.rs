@@ -14,7 +14,7 @@ use std::{
     process::{Command, Output},
 };
 
-use super::{daemon::free_port, tls::Issued};
+use super::{free_port, tls::Issued};
 
 /// The unprivileged user that owns the cluster when the tests run as root.
 const SERVER_USER: &str = "postgres";

@@ -229,15 +229,6 @@ impl Drop for Daemon {
     }
 }
 
-/// A free loopback port (another process may take it before the daemon
-/// binds it; the daemon then exits and the bench says so).
-pub(crate) fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .context("probing a free port")?
-        .port())
-}
-
 /// `--txmgr`, else `txmgr` next to this binary.
 pub(crate) fn txmgr_bin(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     let bin = match flag {

@@ -22,9 +22,9 @@ use serde_json::json;
 use txmgr::config::Config;
 
 use crate::{
-    anvil::{Anvil, CHAIN_ID},
+    anvil::{self, Anvil, CHAIN_ID},
     cpu::CpuSample,
-    daemon::{free_port, txmgr_bin, Daemon},
+    daemon::{txmgr_bin, Daemon},
     idle_failover,
     idle_report::{IdlePhase, IdleSample},
     keys::{self, IDLE_BASE},
@@ -100,7 +100,7 @@ pub(crate) async fn run(args: &Args, anvil: &Anvil, admin_url: &str) -> anyhow::
     let bin = txmgr_bin(idle.txmgr.as_deref())?;
     // Earlier phases leave their transactions pending; the blocks mined
     // here must hold only this phase's.
-    anvil.drop_all_transactions().await?;
+    anvil::drop_all_transactions(anvil).await?;
     let keys = keys::bench_keys(IDLE_BASE, idle.idle_submitters)?;
     let db = BenchDb::create(admin_url, false).await?;
     let result = async {
@@ -152,7 +152,7 @@ impl<'a> IdleRun<'a> {
             .wait_ready(&self.client, idle.idle_submitters, idle.idle_ready_timeout)
             .await?;
         let before_work = self.sample(&a).await?;
-        self.anvil.fund(&self.used).await?;
+        anvil::fund(self.anvil, &self.used).await?;
         let work_to_final_ms = self.work_until_final(&a).await?;
         let after_work = self.sample(&a).await?;
         // The first window after the work holds the leaders' idle linger
@@ -179,7 +179,7 @@ impl<'a> IdleRun<'a> {
 
     /// Spawns a node named `node_id` with every submitter configured.
     pub(crate) fn start_node(&self, node_id: &str) -> anyhow::Result<Daemon> {
-        let port = free_port()?;
+        let port = txmgr_testkit::try_free_port()?;
         let toml = self.config_toml(node_id, port);
         Daemon::spawn(&self.bin, node_id, port, &toml, &self.env)
     }
@@ -200,7 +200,7 @@ chain_id = {CHAIN_ID}
 rebalance = false
 "#,
             db = self.db.url,
-            rpc = self.anvil.url,
+            rpc = self.anvil.rpc_url(),
         );
         for (i, address) in self.all_hex.iter().enumerate() {
             toml.push_str(&format!(
@@ -253,7 +253,7 @@ rebalance = false
         let target = before + self.used.len();
         let deadline = started + self.args.tracking_timeout.max(MIN_FINAL_TIMEOUT);
         loop {
-            self.anvil.rpc("evm_mine", json!([])).await?;
+            self.anvil.try_rpc("evm_mine", json!([])).await?;
             if load::count_in_states(self.db, &self.used_hex, &["CONFIRMED"]).await? >= target {
                 return Ok(millis(started.elapsed()));
             }

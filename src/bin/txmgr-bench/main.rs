@@ -198,7 +198,7 @@ async fn run(args: &Args, plan: &KeyPlan) -> anyhow::Result<Report> {
         .ok()
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned());
-    let anvil = Anvil::start().await?;
+    let anvil = anvil::start().await?;
     let db = BenchDb::create(&admin_url, args.unsafe_async_commit).await?;
     let result = tokio::time::timeout(
         args.deadline,
@@ -242,14 +242,14 @@ async fn run_phases(
         idle: None,
     };
     if args.phases.contains(&Phase::Raw) {
-        anvil.fund(&keys::addresses(&plan.raw_one)).await?;
+        anvil::fund(anvil, &keys::addresses(&plan.raw_one)).await?;
         let one = raw::run(anvil, &plan.raw_one, args.count, args.concurrency).await?;
-        anvil.drop_all_transactions().await?;
+        anvil::drop_all_transactions(anvil).await?;
         report.raw_one = Some(one);
         for keys_of_phase in &plan.raw_many {
-            anvil.fund(&keys::addresses(keys_of_phase)).await?;
+            anvil::fund(anvil, &keys::addresses(keys_of_phase)).await?;
             let many = raw::run(anvil, keys_of_phase, args.count, args.concurrency).await?;
-            anvil.drop_all_transactions().await?;
+            anvil::drop_all_transactions(anvil).await?;
             report.raw_many.push(many);
         }
     }
@@ -258,14 +258,15 @@ async fn run_phases(
         || args.ack_rate.is_some();
     if wants_txmgr {
         let rpc = RpcTarget {
-            url: anvil.url.clone(),
+            url: anvil.rpc_url(),
             ca_file: None,
         };
         let phases = run_txmgr(args, &plan.txmgr, &rpc, anvil, db, true).await?;
         (report.one, report.many, report.ack) = (phases.one, phases.many, phases.ack);
     }
     if args.rpc_tls && wants_txmgr {
-        let upstream = anvil.url.trim_start_matches("http://");
+        let upstream = anvil.rpc_url();
+        let upstream = upstream.trim_start_matches("http://");
         let terminator = tls_proxy::TlsTerminator::start(upstream).await?;
         let rpc = RpcTarget {
             url: terminator.url.clone(),

@@ -21,7 +21,7 @@ use alloy::{
 use anyhow::Context;
 
 use crate::{
-    anvil::{Anvil, CHAIN_ID},
+    anvil::{self, Anvil, CHAIN_ID},
     cpu::CpuSample,
     report::{LatencyStats, RawPhase},
     SINK,
@@ -38,9 +38,9 @@ pub(crate) async fn run(
     count: usize,
     concurrency: usize,
 ) -> anyhow::Result<RawPhase> {
-    let (max_fee, priority) = anvil.eip1559_fees().await?;
+    let (max_fee, priority) = anvil::eip1559_fees(anvil).await?;
     let raws = Arc::new(sign_all(keys, count, max_fee, priority)?);
-    let provider: RootProvider = RootProvider::new_http(anvil.url.parse().context("anvil url")?);
+    let provider: RootProvider = anvil.provider();
 
     let next = Arc::new(AtomicUsize::new(0));
     let cpu_before = CpuSample::take(anvil.pid(), None).await;

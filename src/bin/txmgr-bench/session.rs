@@ -7,7 +7,7 @@ use alloy::primitives::Address;
 use anyhow::Context;
 
 use crate::{
-    anvil::Anvil,
+    anvil::{self, Anvil},
     keys::{self, TxmgrKeys},
     node::{self, BenchDb, Node, NodeSettings},
     phases::TxmgrBench,
@@ -41,7 +41,7 @@ pub(crate) async fn run_txmgr(
 ) -> anyhow::Result<TxmgrPhases> {
     let submitters = keys_of_node.submitters();
     let addresses: Vec<Address> = submitters.iter().map(|(a, _, _)| *a).collect();
-    anvil.fund(&addresses).await?;
+    anvil::fund(anvil, &addresses).await?;
     let ack_total = args
         .ack_rate
         .map_or(0, |r| (r * args.ack_duration.as_secs_f64()).ceil() as u64);

@@ -7,10 +7,6 @@
 //!
 //! `cargo build --release --bins && target/release/txmgr-failover --runs 3`
 
-#[allow(dead_code)]
-#[path = "../txmgr-bench/anvil.rs"]
-mod anvil;
-
 use std::{path::PathBuf, process::Stdio, str::FromStr, time::Duration};
 
 use anyhow::Context;
@@ -22,9 +18,8 @@ use sqlx::{
 };
 use tokio::process::{Child, Command};
 
-/// Anvil's first dev key (funded by anvil itself; a public test key).
-const DEV_KEY: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
-/// Its address.
+/// Address of anvil's first dev key (the kit's `DEV_PRIVATE_KEY_0`, funded
+/// by anvil itself), lowercase as the database stores it.
 const DEV_ADDRESS: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 
 /// Fail-over timing with real daemon processes.
@@ -66,7 +61,7 @@ impl Node {
         let child = Command::new(bin)
             .args(["run", "--config"])
             .arg(&self.config)
-            .env("FAILOVER_KEY", DEV_KEY)
+            .env("FAILOVER_KEY", txmgr_testkit::DEV_PRIVATE_KEY_0)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -92,12 +87,6 @@ impl Node {
         }
         anyhow::bail!("node {} not ready within 60 s", self.id)
     }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 fn config(args: &Args, db_url: &str, rpc: &str, id: &str, port: u16) -> String {
@@ -282,7 +271,11 @@ async fn run(args: Args) -> anyhow::Result<Vec<Measured>> {
     );
     let admin = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let anvil = anvil::Anvil::start().await?;
+    let anvil = txmgr_testkit::Anvil::try_start(&txmgr_testkit::AnvilOptions {
+        mining: txmgr_testkit::Mining::Manual,
+        ..Default::default()
+    })
+    .await?;
     let name = format!(
         "txmgr_failover_{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]
@@ -310,11 +303,11 @@ async fn run(args: Args) -> anyhow::Result<Vec<Measured>> {
         child: None,
     });
     for node in &mut nodes {
-        node.port = free_port()?;
+        node.port = txmgr_testkit::try_free_port()?;
         node.config = std::env::temp_dir().join(format!("{name}-{}.toml", node.id));
         std::fs::write(
             &node.config,
-            config(&args, &db_url, &anvil.url, node.id, node.port),
+            config(&args, &db_url, &anvil.rpc_url(), node.id, node.port),
         )?;
     }
     nodes[0].start(&bin)?;

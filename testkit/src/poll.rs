@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 /// Interval used by [`wait_until`]: short enough to keep tests fast, long
 /// enough not to hammer PostgreSQL or anvil.
-pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_millis(50);
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Calls `probe` every `interval` until it yields `Some(value)` and returns
 /// the value; panics once `timeout` has passed.
@@ -18,7 +18,7 @@ pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_millis(50);
 /// Not an `async fn` so `#[track_caller]` can report the test line that
 /// waited in vain.
 #[track_caller]
-pub(crate) fn eventually<T, F, Fut>(
+pub fn eventually<T, F, Fut>(
     timeout: Duration,
     interval: Duration,
     mut probe: F,
@@ -53,7 +53,7 @@ where
 /// Waits until `probe` returns `true`, polling every [`DEFAULT_INTERVAL`];
 /// panics once `timeout` has passed.
 #[track_caller]
-pub(crate) fn wait_until<F, Fut>(timeout: Duration, mut probe: F) -> impl Future<Output = ()>
+pub fn wait_until<F, Fut>(timeout: Duration, mut probe: F) -> impl Future<Output = ()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,

@@ -1,0 +1,20 @@
+//! Intent bodies the HTTP tests post, so a change to the wire shape of a
+//! plain transfer is made once.
+
+use serde_json::{json, Value};
+
+use super::txs::TO;
+
+/// Dev account 0 as the API echoes it (lowercase hex): the submitter of most
+/// tests, funded by every dev chain and keyed in every test config.
+pub(crate) const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+
+/// A 1-wei transfer from [`DEV`] to [`TO`] under `request_id`.
+pub(crate) fn transfer(request_id: &str) -> Value {
+    transfer_from(DEV, request_id)
+}
+
+/// A 1-wei transfer from `submitter` to [`TO`] under `request_id`.
+pub(crate) fn transfer_from(submitter: &str, request_id: &str) -> Value {
+    json!({"submitter": submitter, "to": TO, "value": "1", "request_id": request_id})
+}
