@@ -10,13 +10,10 @@ use std::time::Duration;
 
 use common::{
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb,
+    transfer, wait_until, Anvil, TestDb,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 use txmgr_actors::supervisor::TrackerChild;
-
-const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
-const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
 async fn state(db: &TestDb, request_id: &str) -> String {
     sqlx::query_scalar("SELECT state FROM managed_tx WHERE request_id = $1")
@@ -29,8 +26,9 @@ async fn state(db: &TestDb, request_id: &str) -> String {
 
 /// Creates an intent and mines until it is CONFIRMED.
 async fn create_and_confirm(node: &TestNode, anvil: &Anvil, db: &TestDb, request_id: &str) {
-    let body = json!({"submitter": DEV, "to": TO, "value": "1", "request_id": request_id});
-    let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+    let (status, answer) = node
+        .request("POST", "/v1/transactions", Some(transfer(request_id)))
+        .await;
     assert_eq!(status, 202, "{answer}");
     wait_until(Duration::from_secs(30), || async {
         if state(db, request_id).await == "CONFIRMED" {
