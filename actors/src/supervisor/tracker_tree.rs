@@ -283,15 +283,21 @@ impl TrackerTree {
         if self.stopping.load(Ordering::SeqCst) {
             return None;
         }
-        let delay = self
-            .restarts
-            .lock()
-            .ok()?
-            .entry(child)
-            .or_default()
-            .next_delay(Instant::now());
+        let delay = self.next_restart_delay(child)?;
         metrics::counter!(ACTOR_RESTARTS, "actor" => child.kind()).increment(1);
         Some((child, delay))
+    }
+
+    /// Counts a restart of `child` and answers its backoff delay.
+    fn next_restart_delay(&self, child: TrackerChild) -> Option<Duration> {
+        Some(
+            self.restarts
+                .lock()
+                .ok()?
+                .entry(child)
+                .or_default()
+                .next_delay(Instant::now()),
+        )
     }
 
     /// A respawn of `child` failed: the delay before the next try (None
@@ -300,14 +306,7 @@ impl TrackerTree {
         if self.is_stopping() {
             return None;
         }
-        let delay = self
-            .restarts
-            .lock()
-            .ok()?
-            .entry(child)
-            .or_default()
-            .next_delay(Instant::now());
-        Some(delay)
+        self.next_restart_delay(child)
     }
 
     /// Whether the tree is being stopped (no restart then).
