@@ -11,7 +11,7 @@ use std::time::Duration;
 use alloy::primitives::B256;
 use common::TestDb;
 use txmgr_actors::{
-    store::{self, pipeline, resubmit},
+    store::{self, pipeline, resubmit_claims},
     FencedTx, LeaseOwner, LeaseRequest, SubmitterKey,
 };
 
@@ -68,7 +68,7 @@ async fn a_known_refusal_may_commit_relaxed_but_an_unknown_answer_commits_durabl
     ftx.rollback().await.expect("rollback");
 
     let mut ftx = relaxed(&db).await;
-    resubmit::mark_maybe_pooled(&mut ftx, uuid::Uuid::now_v7())
+    resubmit_claims::mark_maybe_pooled(&mut ftx, uuid::Uuid::now_v7())
         .await
         .expect("mark");
     assert_eq!(synchronous_commit(&mut ftx).await, "on");

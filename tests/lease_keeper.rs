@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use alloy::signers::local::PrivateKeySigner;
-use common::{daemon::DEV_KEYS, invariants, node::TestNode, wait_until, Anvil, TestDb};
+use common::{daemon::DEV_KEYS, eventually, invariants, node::TestNode, wait_until, Anvil, TestDb};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -122,7 +122,9 @@ async fn every_held_lease_is_renewed_by_one_statement() {
 async fn idle_leaders_release_their_leases_renew_nothing_and_come_back_on_a_create() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
-    let node = TestNode::start(&config(&db.url, &anvil.rpc_url(), "a", "1s")).await;
+    // The linger outlasts two renew intervals, so the renewal checked below
+    // always falls inside it.
+    let node = TestNode::start(&config(&db.url, &anvil.rpc_url(), "a", "3s")).await;
     let used = 4;
     for i in 0..used {
         create(&node, i, &format!("once-{i}")).await;
@@ -149,23 +151,36 @@ async fn idle_leaders_release_their_leases_renew_nothing_and_come_back_on_a_crea
 
     // A create brings its submitter back at once; the others stay untouched
     // while its lease is acquired and renewed by the keeper at least once.
+    // Watched from before the create: the lease lives for the confirmation
+    // plus the linger, and a renewal inside that window is seen as a second
+    // stamp under the same fencing token.
+    let first = DEV_KEYS[0].1.to_lowercase();
+    let seen: std::sync::Arc<
+        std::sync::Mutex<std::collections::HashMap<i64, std::collections::HashSet<String>>>,
+    > = Default::default();
     create(&node, 0, "again-0").await;
-    wait_until(Duration::from_secs(30), || async {
-        confirmed(&db.pool).await == used as i64 + 1
+    eventually(Duration::from_secs(30), Duration::from_millis(20), || {
+        let pool = db.pool.clone();
+        let first = first.clone();
+        let seen = seen.clone();
+        async move {
+            let (token, stamp): (i64, String) = sqlx::query_as(
+                "SELECT fencing_token, updated_at::text FROM submitter_lease \
+                 WHERE submitter = $1 AND expires_at > now()",
+            )
+            .bind(&first)
+            .fetch_optional(&pool)
+            .await
+            .expect("lease row")?;
+            let mut seen = seen.lock().expect("not poisoned");
+            let stamps = seen.entry(token).or_default();
+            stamps.insert(stamp);
+            (stamps.len() >= 2).then_some(())
+        }
     })
     .await;
-    let first = DEV_KEYS[0].1.to_lowercase();
-    let acquired_at = lease_rows(&db.pool)
-        .await
-        .into_iter()
-        .find(|(s, _, _)| *s == first)
-        .map(|(_, t, _)| t)
-        .expect("row of the used submitter");
-    wait_until(Duration::from_secs(10), || async {
-        lease_rows(&db.pool)
-            .await
-            .iter()
-            .any(|(s, t, live)| *s == first && *live && *t != acquired_at)
+    wait_until(Duration::from_secs(30), || async {
+        confirmed(&db.pool).await == used as i64 + 1
     })
     .await;
     let now = lease_rows(&db.pool).await;

@@ -13,7 +13,7 @@ use common::{
     wait_until, Anvil, TestDb, DEV_ADDRESS_0,
 };
 use txmgr_actors::{
-    store::{self, resubmit},
+    store::{self, resubmit_claims},
     FencedTx, LeaseOwner, LeaseRequest, SubmitterKey,
 };
 
@@ -63,7 +63,7 @@ async fn concurrent_claims_of_one_due_time_are_disjoint_and_a_stale_holder_claim
         let mut ftx = FencedTx::begin(&pool, &lease, "claim_resubmit")
             .await
             .expect("fenced");
-        let claimed = resubmit::claim_due(&mut ftx, None, 7, Duration::from_secs(60))
+        let claimed = resubmit_claims::claim_due(&mut ftx, None, 7, Duration::from_secs(60))
             .await
             .expect("claim");
         ftx.commit().await.expect("commit");
@@ -203,7 +203,7 @@ async fn a_queued_cancel_racing_the_allocation_never_leaves_a_nonce_gap() {
         store::{
             actions::{self, ActionOutcome, Requester},
             intents, nonce_cursor, pipeline,
-            resubmit::OperatorAction,
+            resubmit_claims::OperatorAction,
         },
     };
     let db = TestDb::migrated().await;

@@ -10,10 +10,12 @@
 //!   HeadWatcher ─► Receipt / Finality / Resubmit pools ─► messages ─┘
 //! ```
 //!
-//! The actor tree starts at [`supervisor::Engine::start`]: it spawns the
-//! [`supervisor::Supervisor`], whose linked children are the head watcher,
-//! the three tracking pools ([`supervisor::TrackerTree`]) and one
-//! SubmitterActor per active submitter; it restarts any of them that fails.
+//! The daemon holds one [`node::Engine`]; the actor tree starts at
+//! [`node::Engine::start`]: it spawns the [`supervisor::Supervisor`], whose
+//! linked children are the head watcher, the three tracking pools
+//! ([`supervisor::TrackerTree`]) and one SubmitterActor per active
+//! submitter; it restarts any of them that fails. Dependencies run one way:
+//! `node` → `supervisor` → `submitter` → `tracker` → `store`/`chain`/`domain`.
 //!
 //! - [`domain`]: identifiers and the transaction state machine's vocabulary.
 //! - [`store`]: PostgreSQL access — migrations, lease + fencing, nonce cursor.
@@ -21,7 +23,8 @@
 //! - [`signer`]: transaction signers (env key, keystore, remote).
 //! - [`submitter`]: the SubmitterActor — leadership, nonces, sends, resubmits.
 //! - [`tracker`]: following the chain — head watcher, receipt, finality and resubmit pools.
-//! - [`supervisor`]: the root of the actor tree and the [`supervisor::Engine`] facade the daemon holds.
+//! - [`node`]: this node's engine as the daemon sees it — the [`node::Engine`] facade, ops view and operator actions.
+//! - [`supervisor`]: the root of the actor tree and the state it shares with the facade.
 //! - [`cluster`]: membership and lease balancing.
 //! - [`metrics`]: names of the metrics the engine records.
 //! - [`tls`]: the one TLS client policy (rustls, aws-lc-rs, public roots + private CA).
@@ -30,6 +33,7 @@ pub mod chain;
 pub mod cluster;
 pub mod domain;
 pub mod metrics;
+pub mod node;
 pub mod signer;
 pub mod store;
 pub mod submitter;

@@ -11,10 +11,10 @@ use txmgr_actors::{
     chain::{ChainClient, FeeCache},
     cluster::BalanceConfig,
     domain::{CreateError, CreateOutcome, Finality, NewIntent},
+    node::{Engine, EngineConfig, SubmitterSpec},
     signer::{build_signer, SignerSpec},
     store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LeaseOwner, LEASE_SUFFIX},
     submitter::{IngressLimits, LeaseTiming},
-    supervisor::{Engine, EngineConfig, SubmitterSpec},
 };
 
 use crate::{

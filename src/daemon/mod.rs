@@ -20,7 +20,7 @@ use sqlx::{
 };
 use txmgr_actors::{chain::ChainClient, store};
 
-use txmgr_actors::supervisor::Engine;
+use txmgr_actors::node::Engine;
 
 use crate::{
     config::Config,

@@ -21,8 +21,8 @@ use txmgr_actors::{
         MAILBOX_DEPTH, OLDEST_PENDING_AGE, RPC_CALLS, RPC_ENDPOINT_LATENCY, SUBMITTER_ROLES,
         TRANSACTIONS,
     },
+    node::Engine,
     store::{open_work, StoreError},
-    supervisor::Engine,
 };
 
 /// Buckets (seconds) of histograms named `*_seconds`: sub-second to an hour.

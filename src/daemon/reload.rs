@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::Mutex;
 use txmgr_actors::{
+    node::{Engine, SubmitterSpec},
     signer::build_signer,
-    supervisor::{Engine, SubmitterSpec},
 };
 
 use super::engine::signer_spec;

@@ -12,12 +12,12 @@ use std::collections::HashMap;
 
 use axum::{extract::State, Extension, Json};
 use txmgr_actors::{
+    node::{Engine, OpsError},
     store::{
         audit::AuditOutcome,
         lease_scan, node,
         open_work::{self, SubmitterWork},
     },
-    supervisor::{Engine, OpsError},
 };
 
 use super::{

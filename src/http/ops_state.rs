@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
-use txmgr_actors::{chain::ChainClient, supervisor::Engine};
+use txmgr_actors::{chain::ChainClient, node::Engine};
 
 use super::{auth::Auth, readiness::Readiness};
 use crate::config::{ConfigError, DEFAULT_HEARTBEAT_INTERVAL};

@@ -20,7 +20,7 @@ use txmgr_actors::{
     domain::TxState,
     store::{
         actions::{self, ActionOutcome, Requester},
-        resubmit::OperatorAction,
+        resubmit_claims::OperatorAction,
     },
 };
 use utoipa::ToSchema;

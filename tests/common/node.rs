@@ -15,7 +15,7 @@ use txmgr::{
     daemon::{listen_for_work, ops_state, start_engine, EngineSubmissions, Reloader},
     http::{app, AppState, CompletionNotifier, Limits},
 };
-use txmgr_actors::{chain::ChainClient, supervisor::Engine};
+use txmgr_actors::{chain::ChainClient, node::Engine};
 
 /// The environment variable that holds anvil's first dev key in tests.
 pub(crate) const KEY_VAR: &str = "TXMGR_TEST_DEV_KEY_0";

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::{
     audit::{self, AuditEntry, AuditOutcome},
     intents::WORK_CHANNEL,
-    resubmit::OperatorAction,
+    resubmit_claims::OperatorAction,
     StoreError, StoreResult,
 };
 use crate::domain::{ChainId, SubState, TxState};

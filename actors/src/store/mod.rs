@@ -28,7 +28,7 @@ pub mod nonce_cursor;
 pub mod open_work;
 mod owner;
 pub mod pipeline;
-pub mod resubmit;
+pub mod resubmit_claims;
 mod schema;
 pub mod tracking;
 pub mod tx_query;

@@ -27,6 +27,7 @@ use upkeep::{on_resubmit, on_sweep};
 use crate::{
     domain::{FinalDecision, ReorgedReceipt},
     store::{self, tracking::MinedReceipt, LeaseGuard, LeaseRequest},
+    tracker::TrackerReport,
 };
 
 /// Messages a SubmitterActor handles.
@@ -70,6 +71,17 @@ impl SubmitterMsg {
                 | SubmitterMsg::SweepTick
                 | SubmitterMsg::Drain(_)
         )
+    }
+}
+
+impl From<TrackerReport> for SubmitterMsg {
+    fn from(report: TrackerReport) -> Self {
+        match report {
+            TrackerReport::Receipts(found) => SubmitterMsg::Receipts(found),
+            TrackerReport::Finalize(decided) => SubmitterMsg::Finalize(decided),
+            TrackerReport::ReorgedOut(lost) => SubmitterMsg::ReorgedOut(lost),
+            TrackerReport::ResubmitDue(ids) => SubmitterMsg::ResubmitDue(ids),
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use super::SubmitterSettings;
 use crate::{
     domain::{AttemptKind, SubState, TxState},
-    store::resubmit::{ClaimedResubmit, OperatorAction},
+    store::resubmit_claims::{ClaimedResubmit, OperatorAction},
 };
 
 /// What to send for one claimed intent.
@@ -118,7 +118,7 @@ mod tests {
     use super::*;
     use crate::{
         domain::Intent,
-        store::resubmit::AttemptFees,
+        store::resubmit_claims::AttemptFees,
         submitter::{settings::DEFAULT_BUMP_MULTIPLIER, GasBump},
     };
 

@@ -145,7 +145,7 @@ pub(crate) fn bump(
 }
 
 /// The fees an attempt was signed with.
-pub(crate) fn of_attempt(fees: &crate::store::resubmit::AttemptFees) -> Fees {
+pub(crate) fn of_attempt(fees: &crate::store::resubmit_claims::AttemptFees) -> Fees {
     match (fees.gas_price, fees.max_fee_per_gas) {
         (Some(gas_price), _) => Fees::Legacy { gas_price },
         (None, max_fee) => Fees::Eip1559 {

@@ -48,8 +48,6 @@ pub use handle::{SubmitterHandle, BUSY_RETRY_AFTER, OVERLOADED_RETRY_AFTER};
 pub use ingress::{queued_bytes, IngressLimits, IngressWriter, INGRESS_ITEM_OVERHEAD_BYTES};
 pub use keeper::LeaseKeeper;
 pub use settings::{GasBump, SubmitterSettings};
-// The finality workers name it through here.
-pub(crate) use crate::domain::Finality;
 pub use status::{Role, SubmitterStatus};
 
 /// Lease timing of the deployment (`[lease]`).

@@ -25,7 +25,7 @@ use crate::{
     metrics::{stuck_reason as stuck_label, HEAD_OF_LINE_BLOCKED, RESUBMITS, STUCK},
     store::{
         pipeline::NewAttempt,
-        resubmit::{self, ClaimedResubmit},
+        resubmit_claims::{self, ClaimedResubmit},
         tracking, FencedTx,
     },
 };
@@ -59,7 +59,7 @@ pub(crate) async fn run(
     let limit = settings.batch_size.max(1) as usize;
     let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "claim_resubmit").await?;
     let mut claimed =
-        resubmit::claim_due(&mut ftx, only, limit, settings.resubmit_interval).await?;
+        resubmit_claims::claim_due(&mut ftx, only, limit, settings.resubmit_interval).await?;
     let mut newly_stuck = Vec::new();
     for item in &mut claimed {
         if let Some((sub_state, reason)) = stuck_reason(item, &settings) {
@@ -77,7 +77,7 @@ pub(crate) async fn run(
         claimed: claimed.iter().map(|c| c.tx_id).collect(),
         ..ResubmitOutcome::default()
     };
-    let head = resubmit::head_of_line(&ctx.pool, ctx.key).await?;
+    let head = resubmit_claims::head_of_line(&ctx.pool, ctx.key).await?;
     outcome.head_of_line_blocked = report_head_of_line(ctx, head);
     if claimed.is_empty() {
         return Ok(outcome);
@@ -113,7 +113,7 @@ pub(crate) async fn run(
 async fn restore_requests(ctx: &SubmitterContext, items: &[ClaimedResubmit]) {
     for item in items {
         if let Some(action) = item.requested {
-            if let Err(err) = resubmit::restore_request(
+            if let Err(err) = resubmit_claims::restore_request(
                 &ctx.pool,
                 item.tx_id,
                 action,
@@ -172,7 +172,7 @@ async fn resubmit_one(
                 SubState::FeeCapReached
             };
             let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "resubmit_sub_state").await?;
-            resubmit::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
+            resubmit_claims::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
             ftx.commit().await?;
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id,
                 nonce = item.nonce, %sub_state, "fee cap reached: re-broadcasting instead");
@@ -193,7 +193,7 @@ async fn resubmit_one(
         } else {
             SubState::FeeBumped
         };
-        resubmit::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
+        resubmit_claims::set_sub_state(&mut ftx, item.tx_id, sub_state, None).await?;
         ftx.commit().await?;
         super::tracking_reports::track(ctx, item.tx_id, attempt.tx_hash);
         let label = if kind == AttemptKind::Cancel {
@@ -312,13 +312,14 @@ async fn record(
     let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "record_resubmit").await?;
     ftx.relax_durability().await?;
     if class.counts_as_accepted() {
-        resubmit::record_resubmitted(&mut ftx, &[(tx_id, hash, class.label().to_string())]).await?;
+        resubmit_claims::record_resubmitted(&mut ftx, &[(tx_id, hash, class.label().to_string())])
+            .await?;
     } else {
         if class == BroadcastClass::NonceTooLow {
             outcome.sweep_now = true;
         }
         if class == BroadcastClass::Transient {
-            resubmit::mark_maybe_pooled(&mut ftx, tx_id).await?;
+            resubmit_claims::mark_maybe_pooled(&mut ftx, tx_id).await?;
         }
         crate::store::pipeline::record_attempt_results(
             &mut ftx,

@@ -149,7 +149,7 @@ pub struct TrackerTree {
 impl TrackerTree {
     /// The tree for `shared`'s configuration; nothing runs until
     /// [`TrackerTree::spawn_all`].
-    pub(super) fn new(shared: &Arc<EngineShared>) -> Self {
+    pub(crate) fn new(shared: &Arc<EngineShared>) -> Self {
         let config = &shared.config;
         let chain = shared.chain.clone();
         let router: Arc<dyn SubmitterRouter> = shared.clone();
@@ -352,7 +352,7 @@ impl TrackerTree {
     }
 
     /// Stops every tracking actor; none is restarted afterwards.
-    pub(super) fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let cells: Vec<ActorCell> = self
             .cells

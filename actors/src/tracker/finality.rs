@@ -9,14 +9,12 @@ use alloy::primitives::Address;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use sqlx::PgPool;
 
-use super::{CanonicalWindow, SubmitterRouter};
+use super::{CanonicalWindow, SubmitterRouter, TrackerReport};
 use crate::{
     chain::{ChainClient, ChainError, FinalityTag},
-    domain::ChainId,
-    domain::{FinalDecision, ReorgedReceipt},
+    domain::{ChainId, FinalDecision, Finality, ReorgedReceipt},
     metrics::REORGS_BEYOND_FINALITY,
     store::{finality, StoreError},
-    submitter::{Finality, SubmitterMsg},
 };
 
 /// Messages of a finality worker.
@@ -172,12 +170,12 @@ async fn on_head(state: &FinalityWorkerArgs, head: u64) -> Result<(), FinalityEr
     for (address, decided) in finalize {
         state
             .router
-            .deliver_repeating(address, SubmitterMsg::Finalize(decided));
+            .deliver_repeating(address, TrackerReport::Finalize(decided));
     }
     for (address, lost) in orphaned {
         state
             .router
-            .deliver_repeating(address, SubmitterMsg::ReorgedOut(lost));
+            .deliver_repeating(address, TrackerReport::ReorgedOut(lost));
     }
     Ok(())
 }
@@ -211,7 +209,7 @@ async fn on_reorg(state: &FinalityWorkerArgs, fork: u64) -> Result<(), FinalityE
     for (address, lost) in orphaned {
         state
             .router
-            .deliver(address, SubmitterMsg::ReorgedOut(lost));
+            .deliver(address, TrackerReport::ReorgedOut(lost));
     }
     Ok(())
 }

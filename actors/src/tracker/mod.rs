@@ -22,7 +22,8 @@ mod head;
 mod index;
 mod new_heads;
 mod receipts;
-mod resubmit;
+mod report;
+mod resubmit_timers;
 mod slots;
 mod window;
 
@@ -30,14 +31,15 @@ use std::fmt;
 
 use alloy::primitives::Address;
 
-use crate::{domain::Finality, submitter::SubmitterMsg};
+use crate::domain::Finality;
 
 pub use coalesce::Coalesced;
 pub use finality::{FinalityMsg, FinalityWorker, FinalityWorkerArgs};
 pub use head::{HeadMsg, HeadWatcher, HeadWatcherArgs};
 pub use index::{ReceiptIndex, Tracked};
 pub use receipts::{ReceiptMsg, ReceiptWorker, ReceiptWorkerArgs};
-pub use resubmit::{ResubmitMsg, ResubmitPoolStats, ResubmitTimers, ResubmitWorker};
+pub use report::TrackerReport;
+pub use resubmit_timers::{ResubmitMsg, ResubmitPoolStats, ResubmitTimers, ResubmitWorker};
 pub use slots::WorkerSlots;
 pub use window::CanonicalWindow;
 
@@ -247,12 +249,12 @@ impl TrackerProgress {
 
 /// How the tracking pools reach the SubmitterActors of this node.
 pub trait SubmitterRouter: Send + Sync + fmt::Debug {
-    /// Delivers a message to the submitter's actor here; false if none runs.
-    fn deliver(&self, submitter: Address, msg: SubmitterMsg) -> bool;
+    /// Delivers a report to the submitter's actor here; false if none runs.
+    fn deliver(&self, submitter: Address, report: TrackerReport) -> bool;
     /// Delivers a report the sender repeats on every head while it holds
     /// (`Finalize`, a receipt seen orphaned): dropped while one of its kind
     /// still waits in that actor's mailbox. False if no actor runs.
-    fn deliver_repeating(&self, submitter: Address, msg: SubmitterMsg) -> bool;
+    fn deliver_repeating(&self, submitter: Address, report: TrackerReport) -> bool;
     /// The submitters this node leads now, with their finality setting.
     fn led(&self) -> Vec<(Address, Finality)>;
 }

@@ -8,12 +8,11 @@ use alloy::{primitives::Address, rpc::types::TransactionReceipt};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
-use super::{ReceiptIndex, SubmitterRouter};
+use super::{ReceiptIndex, SubmitterRouter, TrackerReport};
 use crate::{
     chain::{BlockSummary, ChainClient, ChainError},
     metrics::RECEIPT_CHECKS,
     store::tracking::MinedReceipt,
-    submitter::SubmitterMsg,
 };
 
 /// Tries for one block before leaving it to the slow sweep.
@@ -141,7 +140,7 @@ async fn match_block(state: &ReceiptWorkerArgs, block: &BlockSummary) -> Result<
     for (submitter, found) in by_submitter {
         state
             .router
-            .deliver(submitter, SubmitterMsg::Receipts(found));
+            .deliver(submitter, TrackerReport::Receipts(found));
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ use txmgr::{
     daemon::{listen_for_work, start_engine, EngineSubmissions},
     http::{app, AppState, CompletionNotifier, Limits},
 };
-use txmgr_actors::{chain::ChainClient, supervisor::Engine};
+use txmgr_actors::{chain::ChainClient, node::Engine};
 
 use crate::{
     anvil::CHAIN_ID,

@@ -182,7 +182,7 @@ async fn take_up(state: &mut SubmitterState) -> Result<(), LeaderError> {
     let found = sweep::on_acquired(&ctx, &lease).await?;
     state.protect_reason = found.protect_reason;
     tracking_reports::index_open_attempts(&ctx).await?;
-    let due = store::resubmit::schedule(&ctx.pool, ctx.key, None).await?;
+    let due = store::resubmit_claims::schedule(&ctx.pool, ctx.key, None).await?;
     ctx.timers.schedule(ctx.key.address, due);
     state.handle.send(SubmitterMsg::ResubmitDue(Vec::new()));
     state.taken_up = true;

@@ -80,7 +80,7 @@ pub(super) async fn on_resubmit(
             looked_at.extend(ids);
             if !looked_at.is_empty() {
                 let ctx = &state.ctx;
-                match store::resubmit::schedule(&ctx.pool, ctx.key, Some(&looked_at)).await {
+                match store::resubmit_claims::schedule(&ctx.pool, ctx.key, Some(&looked_at)).await {
                     Ok(due) => ctx.timers.schedule(ctx.key.address, due),
                     Err(err) => return fatal(state, err.into()),
                 }

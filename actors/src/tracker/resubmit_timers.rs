@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::SubmitterRouter;
-use crate::submitter::SubmitterMsg;
+use super::TrackerReport;
 
 /// Messages of a resubmit worker.
 #[derive(Debug)]
@@ -221,7 +221,7 @@ impl ResubmitWorkerState {
         for (submitter, ids) in fired {
             // No actor here any more: its successor rebuilds the timers.
             self.router
-                .deliver(submitter, SubmitterMsg::ResubmitDue(ids));
+                .deliver(submitter, TrackerReport::ResubmitDue(ids));
         }
     }
 

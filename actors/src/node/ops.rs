@@ -1,26 +1,25 @@
-//! Operator actions on the engine (DESIGN.md sections 11 and 12): the status
-//! snapshot behind `GET /v1/ops/actors`, restart, unprotect, and live
-//! reconfiguration (new settings, new and removed submitters).
+//! Operator actions on the engine (README "Operations"): restart,
+//! unprotect, and live reconfiguration (new settings, new and removed
+//! submitters).
 //!
-//! Status is read from the handles' shared atomics, never by calling into an
-//! actor, so it answers at once while an actor is busy. Actions that must not
-//! race the actor (restart, unprotect, removal) pause it through the
-//! supervisor first: the actor drains and releases its lease, the action
-//! runs, and the supervisor spawns a fresh actor.
+//! Actions that must not race the actor (restart, unprotect, removal)
+//! pause it through the supervisor first: the actor drains and releases its
+//! lease, the action runs, and the supervisor spawns a fresh actor.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use alloy::primitives::Address;
 
-use super::{Engine, EngineShared, SubmitterSpec, SupervisorMsg};
+use super::Engine;
 use crate::{
     domain::SubmitterKey,
     store::{
         self,
         audit::{AuditEntry, AuditOutcome},
-        nonce_cursor, FencedTx, LeaseOutcome, LeaseOwner, LeaseRequest, StoreError,
+        nonce_cursor, FencedTx, LeaseOutcome, LeaseRequest, StoreError,
     },
-    submitter::{Role, SubmitterContext, SubmitterSettings},
+    submitter::{SubmitterContext, SubmitterSettings},
+    supervisor::{EngineShared, SubmitterSpec, SupervisorMsg},
 };
 
 /// How long an operator action waits for the supervisor to pause an actor.
@@ -53,77 +52,6 @@ pub enum OpsError {
     Chain(#[from] crate::chain::ChainError),
 }
 
-/// One SubmitterActor as the ops view shows it.
-#[derive(Debug, Clone)]
-pub struct SubmitterSnapshot {
-    /// The submitter.
-    pub address: Address,
-    /// Its role on this node.
-    pub role: Role,
-    /// Fencing token while leader (0 otherwise).
-    pub fencing_token: i64,
-    /// Local lease time left, while leader.
-    pub lease_time_left: Option<Duration>,
-    /// Messages queued for the actor.
-    pub mailbox_depth: usize,
-    /// Creates waiting to be persisted.
-    pub ingress_depth: usize,
-    /// Restarts by the supervisor.
-    pub restarts: u32,
-    /// The last error reported.
-    pub last_error: Option<String>,
-    /// Why the submitter is in PROTECT.
-    pub protect_reason: Option<String>,
-    /// The lowest unmined nonce is STUCK (known where the leader runs).
-    pub head_of_line_blocked: bool,
-    /// An actor runs for it on this node.
-    pub running: bool,
-    /// Removed from the configuration: refuses creates, stops when idle.
-    pub draining: bool,
-    /// Its current settings.
-    pub settings: SubmitterSettings,
-}
-
-/// The tracking pools of this node.
-#[derive(Debug, Clone)]
-pub struct PoolsSnapshot {
-    /// Newest block processed by the head watcher.
-    pub head: u64,
-    /// Newest head every finality worker has processed.
-    pub finality_head: u64,
-    /// Attempt hashes the receipt matcher looks for.
-    pub receipt_index_size: usize,
-    /// Receipt matcher workers.
-    pub receipt_workers: usize,
-    /// Finality workers.
-    pub finality_workers: usize,
-    /// The resubmit timers' queue.
-    pub resubmit: crate::tracker::ResubmitPoolStats,
-    /// Blocks waiting for the receipt matchers.
-    pub receipt_queue: crate::tracker::PoolQueue,
-    /// Heads waiting for the finality workers.
-    pub finality_queue: crate::tracker::PoolQueue,
-    /// The head watcher and every pool worker, with their restarts.
-    pub actors: Vec<super::TrackerActorSnapshot>,
-}
-
-/// Everything `GET /v1/ops/actors` shows about this node's engine.
-#[derive(Debug, Clone)]
-pub struct EngineSnapshot {
-    /// This node.
-    pub node_id: Arc<str>,
-    /// This process's instance of it (lease owner = node id + instance).
-    pub instance: Arc<str>,
-    /// The chain served.
-    pub chain_id: u64,
-    /// The supervisor is alive.
-    pub supervisor_alive: bool,
-    /// Every configured (or still draining) submitter, in address order.
-    pub submitters: Vec<SubmitterSnapshot>,
-    /// The tracking pools.
-    pub pools: PoolsSnapshot,
-}
-
 /// What an unprotect did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unprotected {
@@ -135,110 +63,7 @@ pub struct Unprotected {
     pub fencing_token: i64,
 }
 
-impl EngineShared {
-    pub(super) fn new_context(&self, spec: SubmitterSpec) -> Arc<SubmitterContext> {
-        Arc::new(SubmitterContext {
-            key: SubmitterKey::new(self.config.chain_id, spec.address),
-            owner: self.config.owner.clone(),
-            pool: self.pool.clone(),
-            chain: self.chain.clone(),
-            signer: spec.signer,
-            settings: std::sync::RwLock::new(spec.settings),
-            lease: self.config.lease,
-            sweep_interval: self.config.sweep_interval,
-            index: self.index.clone(),
-            timers: self.timers.clone(),
-            membership: self.membership.clone(),
-            committer: self.committer.clone(),
-            keeper: self.keeper.clone(),
-            consumed_suspects: Default::default(),
-        })
-    }
-
-    fn addresses(&self) -> Vec<Address> {
-        let mut addresses: Vec<Address> = self
-            .contexts
-            .read()
-            .map(|c| c.keys().copied().collect())
-            .unwrap_or_default();
-        addresses.sort();
-        addresses
-    }
-}
-
 impl Engine {
-    /// This node's id.
-    pub fn node_id(&self) -> &str {
-        &self.shared.config.owner.node_id
-    }
-
-    /// This process's lease owner identity (node id + instance).
-    pub fn owner(&self) -> &LeaseOwner {
-        &self.shared.config.owner
-    }
-
-    /// Every submitter with a context on this node, in address order.
-    pub fn submitters(&self) -> Vec<Address> {
-        self.shared.addresses()
-    }
-
-    /// A submitter's current settings.
-    pub fn settings(&self, address: Address) -> Option<SubmitterSettings> {
-        self.shared.context(&address).map(|ctx| ctx.settings())
-    }
-
-    /// The status of every submitter and pool, from shared state only: never
-    /// waits for a busy actor.
-    pub fn snapshot(&self) -> EngineSnapshot {
-        let submitters = self
-            .shared
-            .addresses()
-            .into_iter()
-            .filter_map(|address| {
-                let ctx = self.shared.context(&address)?;
-                let handle = self.shared.handle(address)?;
-                let status = handle.status();
-                Some(SubmitterSnapshot {
-                    address,
-                    role: status.role(),
-                    fencing_token: status.fencing_token(),
-                    lease_time_left: status.lease_time_left(),
-                    mailbox_depth: handle.mailbox_depth(),
-                    ingress_depth: handle.ingress_depth(),
-                    restarts: status.restarts(),
-                    last_error: status.last_error(),
-                    protect_reason: status.protect_reason(),
-                    head_of_line_blocked: status.head_of_line_blocked(),
-                    running: handle.actor().is_some(),
-                    draining: self.shared.removed.contains_key(&address),
-                    settings: ctx.settings(),
-                })
-            })
-            .collect();
-        let progress = self.tracker.progress();
-        EngineSnapshot {
-            node_id: self.shared.config.owner.node_id.clone(),
-            instance: self.shared.config.owner.instance.clone(),
-            chain_id: self.shared.config.chain_id,
-            supervisor_alive: matches!(
-                self.supervisor.get_status(),
-                ractor::ActorStatus::Running | ractor::ActorStatus::Upgrading
-            ),
-            submitters,
-            pools: PoolsSnapshot {
-                head: progress.head(),
-                finality_head: progress.finality_head(),
-                receipt_index_size: self.shared.index.len(),
-                receipt_workers: progress.receipt_workers(),
-                finality_workers: progress.finality_workers(),
-                actors: self.tracker.snapshot(),
-                resubmit: self.shared.timers.stats(),
-                receipt_queue: progress.receipt_queue(),
-                finality_queue: progress.finality_queue(),
-            },
-        }
-    }
-
     async fn pause(&self, address: Address) -> Result<(), OpsError> {
         let millis = u64::try_from(PAUSE_CALL_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
         ractor::call_t!(
@@ -343,11 +168,11 @@ impl Engine {
             return;
         };
         handle.set_draining(true);
-        self.shared.removed.insert(address, ());
+        self.shared.removed.insert(address);
         let engine = self.clone();
         tokio::spawn(async move {
             loop {
-                if !engine.shared.removed.contains_key(&address) {
+                if !engine.shared.removed.contains(&address) {
                     return;
                 }
                 match open_work(&engine.shared, address).await {

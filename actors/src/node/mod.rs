@@ -1,0 +1,237 @@
+//! This node's engine as the daemon sees it: the [`Engine`] facade that
+//! starts the actor tree, accepts creates, wakes submitters, answers the
+//! ops view and operator actions, and shuts everything down.
+//!
+//! The actors themselves live elsewhere: the root of the tree is the
+//! [`Supervisor`](crate::supervisor::Supervisor), which spawns and restarts
+//! the tracking actors and one SubmitterActor per active submitter.
+
+mod ops;
+mod snapshot;
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use alloy::primitives::Address;
+use dashmap::{DashMap, DashSet};
+use ractor::{Actor, ActorRef};
+use sqlx::PgPool;
+
+use crate::{
+    chain::ChainClient,
+    cluster::Membership,
+    domain::{CreateError, CreateOutcome, NewIntent},
+    store::group::GroupCommitter,
+    submitter::{IngressWriter, LeaseKeeper, SubmitterHandle, SubmitterMsg},
+    supervisor::{EngineShared, Supervisor, SupervisorArgs, SupervisorMsg, TrackerTree},
+    tracker::{ReceiptIndex, ResubmitTimers, TrackerProgress},
+};
+
+pub use crate::supervisor::{EngineConfig, SubmitterSpec};
+pub use ops::{OpsError, Unprotected};
+pub use snapshot::{EngineSnapshot, PoolsSnapshot, SubmitterSnapshot};
+
+/// Creates persisted per ingress transaction at most.
+const INGRESS_MAX_BATCH: usize = 1000;
+
+/// What the daemon holds: create intents, wake submitters, see handles, shut down.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    shared: Arc<EngineShared>,
+    supervisor: ActorRef<SupervisorMsg>,
+    tracker: Arc<TrackerTree>,
+    /// The membership refresh task.
+    members: Arc<tokio::task::JoinHandle<()>>,
+    /// The lease keeper's task.
+    keeper: Arc<tokio::task::JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts the supervisor for the configured submitters.
+    pub async fn start(
+        config: EngineConfig,
+        pool: PgPool,
+        chain: Arc<dyn ChainClient>,
+        submitters: Vec<SubmitterSpec>,
+    ) -> Result<Engine, ractor::SpawnErr> {
+        let index = Arc::new(ReceiptIndex::default());
+        let timers = Arc::new(ResubmitTimers::default());
+        let membership = Arc::new(Membership::new(config.balance));
+        let keeper = Arc::new(LeaseKeeper::new(
+            pool.clone(),
+            config.owner.clone(),
+            config.lease,
+            membership.clone(),
+        ));
+        let ingress = IngressWriter::start(pool.clone(), INGRESS_MAX_BATCH, config.ingress);
+        let shared = Arc::new(EngineShared {
+            config,
+            ingress,
+            committer: GroupCommitter::spawn(pool.clone()),
+            pool,
+            contexts: std::sync::RwLock::new(HashMap::new()),
+            handles: DashMap::new(),
+            chain: chain.clone(),
+            index: index.clone(),
+            timers,
+            membership: membership.clone(),
+            removed: DashSet::new(),
+            keeper: keeper.clone(),
+        });
+        if let Ok(mut contexts) = shared.contexts.write() {
+            for spec in submitters {
+                contexts.insert(spec.address, shared.new_context(spec));
+            }
+        }
+        let tracker = Arc::new(TrackerTree::new(&shared));
+        let args = SupervisorArgs {
+            shared: shared.clone(),
+            tracker: tracker.clone(),
+        };
+        // The root of the node's actor tree: it spawns and restarts the
+        // tracking actors and the SubmitterActors.
+        let (supervisor, _) = Actor::spawn(None, Supervisor, args).await?;
+        let members = {
+            let shared = shared.clone();
+            tokio::spawn(crate::cluster::refresh_loop(
+                shared.pool.clone(),
+                shared.membership.clone(),
+                move || shared.configured_submitters(),
+            ))
+        };
+        let keeper = tokio::spawn(keeper.run());
+        Ok(Engine {
+            shared,
+            supervisor,
+            tracker,
+            members: Arc::new(members),
+            keeper: Arc::new(keeper),
+        })
+    }
+
+    /// Accepts a create for a configured submitter (any node, leader or not).
+    pub async fn create(&self, intent: NewIntent) -> Result<CreateOutcome, CreateError> {
+        let address = intent.submitter.address;
+        let Some(handle) = self.shared.handle(address) else {
+            return Err(CreateError::UnknownSubmitter(address));
+        };
+        if handle.actor().is_none() {
+            let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+        }
+        let outcome = handle.create(intent).await;
+        // The actor may have stopped idle between the first look and the
+        // commit, and the wake-up after the commit found none: start one.
+        // (One that was still there then got the wake-up, or its stop is
+        // followed by the supervisor's look for open work.)
+        if outcome.is_ok() && handle.actor().is_none() {
+            let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+        }
+        outcome
+    }
+
+    /// Another node (or this one) reported new work for a submitter.
+    pub fn notify(&self, address: Address) {
+        if self.shared.context(&address).is_none() {
+            return;
+        }
+        match self.shared.handle(address) {
+            Some(handle) if handle.actor().is_some() => handle.wake(),
+            _ => {
+                let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+            }
+        }
+    }
+
+    /// Another node handed this node the submitter's lease: try to take it now.
+    pub fn notify_lease(&self, address: Address) {
+        if self.shared.context(&address).is_none() {
+            return;
+        }
+        match self.shared.handle(address).and_then(|h| h.actor()) {
+            Some(actor) => {
+                let _ = actor.send_message(SubmitterMsg::LeaseTick);
+            }
+            None => {
+                let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+            }
+        }
+    }
+
+    /// The preferred node of every configured submitter and the live nodes,
+    /// as this node sees them (lease balancing).
+    pub fn membership(&self) -> &Membership {
+        &self.shared.membership
+    }
+
+    /// An operator asked for an action on one of the submitter's
+    /// transactions: the leader (if it runs here) claims it now.
+    pub fn notify_resubmit(&self, address: Address) {
+        if self.shared.context(&address).is_none() {
+            return;
+        }
+        match self.shared.handle(address) {
+            Some(handle) if handle.actor().is_some() => {
+                handle.send(SubmitterMsg::ResubmitDue(Vec::new()));
+            }
+            _ => {
+                let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+            }
+        }
+    }
+
+    /// Leases this node holds and its lease keeper renews (one statement
+    /// per renew interval for all of them; none while this is zero).
+    pub fn leases_held(&self) -> usize {
+        self.shared.keeper.held_count()
+    }
+
+    /// How far the head watcher and the finality workers have got.
+    pub fn progress(&self) -> &TrackerProgress {
+        self.tracker.progress()
+    }
+
+    /// The tracking actors (head watcher, pools) and their restarts.
+    pub fn tracker(&self) -> &TrackerTree {
+        &self.tracker
+    }
+
+    /// Every submitter handle on this node.
+    pub fn handles(&self) -> Vec<SubmitterHandle> {
+        self.shared
+            .handles
+            .iter()
+            .map(|h| h.value().clone())
+            .collect()
+    }
+
+    /// Stops everything at once without releasing leases or finishing work:
+    /// what a crash looks like to the rest of the cluster (tests, and the
+    /// last resort of a shutdown that timed out).
+    pub fn kill(&self) {
+        // Renewals first: a dead process renews nothing.
+        self.keeper.abort();
+        self.members.abort();
+        self.supervisor.kill();
+        self.tracker.stop();
+        for handle in self.shared.handles.iter() {
+            if let Some(actor) = handle.actor() {
+                actor.kill();
+            }
+        }
+    }
+
+    /// Drains every SubmitterActor (releasing leases) and stops the supervisor.
+    pub async fn shutdown(&self, timeout: Duration) {
+        let result = ractor::call_t!(
+            self.supervisor,
+            SupervisorMsg::Shutdown,
+            timeout.as_millis() as u64
+        );
+        if let Err(err) = result {
+            tracing::warn!(target: "txmgr::supervisor", error = %err, "supervisor shutdown incomplete");
+        }
+        self.supervisor.stop(None);
+        self.tracker.stop();
+        self.members.abort();
+        self.keeper.abort();
+    }
+}
