@@ -17,6 +17,7 @@
 //! ([`Config::warnings`], see `deprecated.rs`).
 
 mod auth;
+mod defaults;
 mod deprecated;
 mod endpoints;
 mod env;
@@ -38,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use txmgr_actors::submitter::SubmitterSettings;
 
 pub use auth::{AuthConfig, Role, TokenConfig};
+pub use defaults::*;
 pub use deprecated::RENAMED_KEYS;
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};

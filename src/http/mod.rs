@@ -19,10 +19,12 @@
 
 pub mod auth;
 mod capacity;
+mod completion_notifier;
 mod completions;
 mod dashboard;
 mod direct;
 mod error;
+mod error_body;
 pub mod health;
 mod intent_body;
 mod json;
@@ -55,7 +57,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::config::HttpConfig;
 
-pub use completions::CompletionNotifier;
+pub use completion_notifier::CompletionNotifier;
 pub use direct::DirectSubmissions;
 pub use error::{ApiError, ApiResult, ErrorDetail, ErrorIssue, ErrorResponse, ERROR_CODES};
 pub use intent_body::{

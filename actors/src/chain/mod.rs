@@ -15,6 +15,7 @@ mod endpoints;
 mod fanout;
 mod fee_cache;
 mod health;
+mod port;
 mod redact;
 mod rpc;
 mod transport;
@@ -24,9 +25,7 @@ pub use endpoints::{
 };
 pub use fee_cache::FeeCache;
 pub use health::HealthPolicy;
+pub use port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag};
 pub use redact::shown_url;
-pub use rpc::{
-    intent_request, BlockSummary, ChainClient, ChainError, ChainNonces, EvmRpc, FeeQuote,
-    FinalityTag,
-};
+pub use rpc::{intent_request, EvmRpc};
 pub use transport::NamedHttp;

@@ -59,7 +59,8 @@ pub struct SupervisorArgs {
 #[derive(Debug, Default)]
 pub struct Supervisor;
 
-/// Its state.
+/// What the supervisor tracks between messages: which submitters run,
+/// their restart history and backoff, and when to look for unled work.
 #[derive(Debug)]
 pub struct SupervisorState {
     shared: Arc<EngineShared>,

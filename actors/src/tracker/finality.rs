@@ -31,7 +31,8 @@ pub enum FinalityMsg {
     },
 }
 
-/// The actor.
+/// Decides finality (and notices reorged receipts) for the leaders of its
+/// slot, once per head; stateless between messages apart from its args.
 #[derive(Debug, Default)]
 pub struct FinalityWorker;
 

@@ -29,7 +29,8 @@ pub enum HeadMsg {
     Tick,
 }
 
-/// The actor.
+/// Follows the chain head (polling, woken early by `newHeads`), keeps the
+/// canonical window, and hands each new block to the pools.
 #[derive(Debug, Default)]
 pub struct HeadWatcher;
 
@@ -55,7 +56,8 @@ pub struct HeadWatcherArgs {
     pub ws: Option<watch::Receiver<Option<WsTarget>>>,
 }
 
-/// Its state.
+/// Where the watcher is between messages: the next height to fetch, the
+/// armed poll timer and the `newHeads` subscription that wakes it early.
 #[derive(Debug)]
 pub struct HeadState {
     args: HeadWatcherArgs,

@@ -1,4 +1,5 @@
-//! Following the chain for every leader on this node (DESIGN.md section 9).
+//! Following the chain for every leader on this node (README "Receipts,
+//! finality and reorgs").
 //!
 //! ```text
 //! HeadWatcher ──block──► ReceiptWorker pool ──Receipts──► SubmitterActor (fenced write)

@@ -27,7 +27,8 @@ pub enum ReceiptMsg {
     Retry(BlockSummary, u32),
 }
 
-/// The actor.
+/// Matches one new block's transactions against the receipt index and
+/// fetches the block's receipts only when one of ours is in it.
 #[derive(Debug, Default)]
 pub struct ReceiptWorker;
 

@@ -1,5 +1,5 @@
-//! The ResubmitActor pool: one timer per accepted, unmined intent (DESIGN.md
-//! section 10).
+//! The resubmit pool: one timer per accepted, unmined intent (README
+//! "Resubmission, fee bumps, STUCK and cancel").
 //!
 //! Each worker keeps its intents in a deadline-ordered set and arms a single
 //! actor timer for the earliest one. On expiry it tells the owning

@@ -1,0 +1,113 @@
+//! The wire form of an [`ApiError`]: `{"error":{"code","message","field"?}}`
+//! and its OpenAPI schema, whose `code` is the closed set [`ERROR_CODES`].
+
+use serde::Serialize;
+use utoipa::{
+    openapi::{schema::Type, Object, ObjectBuilder},
+    ToSchema,
+};
+
+use super::error::ApiError;
+
+/// Every `code` an [`ApiError`] can carry (the schema's enum of
+/// [`ErrorDetail::code`]; a test checks it against [`ApiError::code`]).
+pub const ERROR_CODES: &[&str] = &[
+    "invalid_request",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "method_not_allowed",
+    "idempotency_conflict",
+    "invalid_state",
+    "not_leader",
+    "payload_too_large",
+    "unknown_submitter",
+    "submitter_protected",
+    "overloaded",
+    "invalid_config",
+    "internal",
+    "unavailable",
+    "busy",
+];
+
+/// The body of every error answer: `{"error": {...}}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorResponse {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// Inside [`ErrorResponse`].
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable machine code; clients branch on it.
+    #[schema(schema_with = error_code_schema)]
+    pub code: &'static str,
+    /// For humans; may change between versions.
+    pub message: String,
+    /// The body field, query parameter, header-backed field or path segment
+    /// at fault, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// Every problem of a rejected configuration (`invalid_config` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issues: Option<Vec<ErrorIssue>>,
+    /// The node holding the submitter's lease, to ask instead (`not_leader` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// One problem of a rejected configuration.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorIssue {
+    /// Dotted key path.
+    pub key: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// `code` as a closed set of strings.
+fn error_code_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(ERROR_CODES.iter().copied()))
+        .build()
+}
+
+impl ApiError {
+    /// The wire form of this error.
+    pub fn body(&self) -> ErrorResponse {
+        let field = match self {
+            ApiError::InvalidRequest { field, .. } | ApiError::Forbidden { field, .. } => {
+                field.clone()
+            }
+            ApiError::InvalidConfig { issues } => issues.first().map(|(key, _)| key.clone()),
+            _ => None,
+        };
+        let issues = match self {
+            ApiError::InvalidConfig { issues } => Some(
+                issues
+                    .iter()
+                    .map(|(key, reason)| ErrorIssue {
+                        key: key.clone(),
+                        reason: reason.clone(),
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let owner = match self {
+            ApiError::NotLeader { owner } => Some(owner.clone()),
+            _ => None,
+        };
+        ErrorResponse {
+            error: ErrorDetail {
+                code: self.code(),
+                message: self.to_string(),
+                field,
+                issues,
+                owner,
+            },
+        }
+    }
+}
