@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install a pinned Hardhat 2 (its node runs the EDR engine, another team's EVM
 # and pool than anvil) into .tools/hardhat, for the tests that run the core
-# scenarios against Hardhat's node as well as anvil (tests/common/hardhat.rs).
+# scenarios against Hardhat's node as well as anvil (tests/it/common/hardhat.rs).
 #
 # The npm package `hardhat` is installed under .tools/hardhat/node_modules; the
 # tests start `.tools/hardhat/node_modules/.bin/hardhat node` from that folder

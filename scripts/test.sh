@@ -26,7 +26,7 @@ export ANVIL_BIN="$ROOT/.tools/bin/anvil"
 
 # ---------------------------------------------------------------- hardhat
 # The core scenarios also run against Hardhat's node (EDR): other error texts
-# and pool rules than anvil's (tests/common/hardhat.rs).
+# and pool rules than anvil's (tests/it/common/hardhat.rs).
 section "hardhat"
 scripts/install-hardhat.sh
 export TXMGR_HARDHAT_DIR="$ROOT/.tools/hardhat"

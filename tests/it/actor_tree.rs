@@ -1,0 +1,117 @@
+//! The tracking actors (head watcher, receipt, finality and resubmit pools)
+//! are children of the Supervisor: one that dies is spawned again in its
+//! slot, the ops view counts the restart, and tracking goes on through the
+//! new actors (CONFIRMED needs the finality workers; the leaders' sweep
+//! alone never confirms).
+
+use std::time::Duration;
+
+use crate::common::{node::TestNode, transfer, wait_until, Anvil, Scenario, TestDb};
+use serde_json::Value;
+use txmgr_actors::supervisor::TrackerChild;
+
+async fn state(db: &TestDb, request_id: &str) -> String {
+    sqlx::query_scalar("SELECT state FROM managed_tx WHERE request_id = $1")
+        .bind(request_id)
+        .fetch_optional(&db.pool)
+        .await
+        .expect("query")
+        .unwrap_or_default()
+}
+
+/// Creates an intent and mines until it is CONFIRMED.
+async fn create_and_confirm(node: &TestNode, anvil: &Anvil, db: &TestDb, request_id: &str) {
+    let (status, answer) = node
+        .request("POST", "/v1/transactions", Some(transfer(request_id)))
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    wait_until(Duration::from_secs(30), || async {
+        if state(db, request_id).await == "CONFIRMED" {
+            return true;
+        }
+        anvil.mine().await;
+        false
+    })
+    .await;
+}
+
+/// The tracking actors as `GET /v1/ops/actors` shows them.
+async fn tracker_actors(node: &TestNode) -> Vec<Value> {
+    let (status, body) = node.request("GET", "/v1/ops/actors", None).await;
+    assert_eq!(status, 200, "{body}");
+    body["pools"]["actors"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits until every tracking actor runs and the head watcher has been
+/// restarted `head` times, every pool worker `workers` times.
+async fn all_restarted(node: &TestNode, head: u64, workers: u64) {
+    wait_until(Duration::from_secs(10), || async {
+        let actors = tracker_actors(node).await;
+        !actors.is_empty()
+            && actors.iter().all(|a| {
+                let expected = if a["actor"] == "head_watcher" {
+                    head
+                } else {
+                    workers
+                };
+                a["running"] == true && a["restarts"] == expected
+            })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_tracking_actors_come_back_and_tracking_continues() {
+    let Scenario { db, anvil, node } =
+        Scenario::single_node("finality = { confirmations = 2 }").await;
+    create_and_confirm(&node, &anvil, &db, "before").await;
+
+    let actors = tracker_actors(&node).await;
+    let kinds: Vec<&str> = actors.iter().filter_map(|a| a["actor"].as_str()).collect();
+    for kind in [
+        "head_watcher",
+        "receipt_worker",
+        "finality_worker",
+        "resubmit_worker",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing from {actors:?}");
+    }
+    assert!(
+        actors
+            .iter()
+            .all(|a| a["running"] == true && a["restarts"] == 0),
+        "{actors:?}"
+    );
+
+    // Kill every pool worker, as a panic in its handler would end it. The
+    // head watcher lives on: it must find the new workers in their slots.
+    let engine = node.engine.clone();
+    let tree = engine.tracker();
+    for child in tree.children() {
+        if child != TrackerChild::Head {
+            tree.cell(child).expect("running").kill();
+        }
+    }
+    all_restarted(&node, 0, 1).await;
+    create_and_confirm(&node, &anvil, &db, "after_first_restart").await;
+
+    // Then all of them, head watcher included, soon after: restarted again
+    // (after a longer backoff for the workers).
+    for child in tree.children() {
+        tree.cell(child).expect("running").stop(Some("test".into()));
+    }
+    all_restarted(&node, 1, 2).await;
+    create_and_confirm(&node, &anvil, &db, "after_second_restart").await;
+
+    node.stop().await;
+    // A shutdown stops them for good: nothing restarts afterwards.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        tree.snapshot().iter().all(|a| !a.running),
+        "{:?}",
+        tree.snapshot()
+    );
+}

@@ -1,0 +1,196 @@
+//! The API over HTTPS (`[http.tls]`) on real `txmgr run` processes: a client
+//! trusting the test CA gets `/readyz`, plain `http://` on the same port and
+//! a client trusting another CA fail; with `client_ca_file` (mutual TLS) a
+//! client without a certificate is refused while one holding a certificate
+//! of the CA is ready-checked and can create a transaction; and a key that
+//! does not match the certificate stops `txmgr run` with an error naming
+//! `http.tls`.
+
+use std::{process::Stdio, time::Duration};
+
+use crate::common::{
+    daemon::{key_var, Daemon, DEV_KEYS},
+    free_port,
+    node::{config_toml, KEY_VAR},
+    tls::{https_client, Issued, TestCa},
+    Anvil, TestDb,
+};
+use serde_json::json;
+
+/// A single-node daemon configuration serving HTTPS with `issued`, with
+/// client certificates from `client_ca` required when given.
+fn config(
+    db: &TestDb,
+    anvil: &Anvil,
+    node_id: &str,
+    port: u16,
+    issued: &Issued,
+    client_ca: Option<&std::path::Path>,
+) -> String {
+    let client_ca = client_ca
+        .map(|path| format!("client_ca_file = \"{}\"\n", path.display()))
+        .unwrap_or_default();
+    // The daemon harness exports dev key 0 as `key_var(0)`.
+    let base = config_toml(&db.url, &anvil.rpc_url(), node_id, "").replace(
+        &format!("env = \"{KEY_VAR}\""),
+        &format!("env = \"{}\"", key_var(0)),
+    );
+    format!(
+        "{base}\n[http]\nlisten = \"127.0.0.1:{port}\"\n[http.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n{client_ca}",
+        issued.cert_file.display(),
+        issued.key_file.display(),
+    )
+}
+
+/// Prints the daemon's log when the test panics while it is alive.
+struct LogOnPanic<'a>(&'a Daemon);
+
+impl Drop for LogOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("---- log of {} ----\n{}", self.0.node_id, self.0.log());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_serves_clients_of_the_ca_and_refuses_plain_http_and_other_cas() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let ca = TestCa::new("https-api");
+    let other = TestCa::new("https-api-other");
+    let port = free_port();
+    let node = config(&db, &anvil, "https-1", port, &ca.server("api"), None);
+    let daemon = Daemon::start("https-1", port, &node).await;
+    let _log = LogOnPanic(&daemon);
+
+    let trusted = https_client(&ca.ca_file, None);
+    daemon
+        .ready_at(&trusted, format!("https://localhost:{port}"))
+        .await;
+    let status = trusted
+        .get(format!("https://localhost:{port}/readyz"))
+        .send()
+        .await
+        .expect("readyz over https")
+        .status();
+    assert_eq!(status.as_u16(), 200);
+
+    let plain = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("plain client");
+    let answer = plain
+        .get(format!("http://127.0.0.1:{port}/readyz"))
+        .send()
+        .await;
+    assert!(
+        answer.is_err(),
+        "plain http to the https port answered: {:?}",
+        answer.map(|r| r.status())
+    );
+
+    let stranger = https_client(&other.ca_file, None);
+    let answer = stranger
+        .get(format!("https://localhost:{port}/readyz"))
+        .send()
+        .await;
+    assert!(
+        answer.is_err(),
+        "a client trusting another CA got an answer: {:?}",
+        answer.map(|r| r.status())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_admits_only_clients_with_a_certificate_of_the_ca() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let ca = TestCa::new("https-mtls");
+    let port = free_port();
+    let node = config(
+        &db,
+        &anvil,
+        "https-mtls",
+        port,
+        &ca.server("api"),
+        Some(&ca.ca_file),
+    );
+    let daemon = Daemon::start("https-mtls", port, &node).await;
+    let _log = LogOnPanic(&daemon);
+
+    let identity = ca.issue("client", &["client"]);
+    let with_certificate = https_client(&ca.ca_file, Some(&identity));
+    daemon
+        .ready_at(&with_certificate, format!("https://localhost:{port}"))
+        .await;
+
+    let without = https_client(&ca.ca_file, None);
+    let answer = without
+        .get(format!("https://localhost:{port}/readyz"))
+        .send()
+        .await;
+    assert!(
+        answer.is_err(),
+        "a client without a certificate got an answer: {:?}",
+        answer.map(|r| r.status())
+    );
+
+    let response = with_certificate
+        .post(format!("https://localhost:{port}/v1/transactions"))
+        .json(&json!({
+            "submitter": DEV_KEYS[0].1,
+            "to": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+            "value": "1",
+        }))
+        .send()
+        .await
+        .expect("create over mutual TLS");
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap_or_default();
+    assert_eq!(status, 202, "create over mutual TLS: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_does_not_match_the_certificate_stops_the_node() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let ca = TestCa::new("https-mismatch");
+    let certificate = ca.server("api");
+    let foreign = ca.server("other");
+    let mismatched = Issued {
+        cert_file: certificate.cert_file.clone(),
+        key_file: foreign.key_file.clone(),
+    };
+    let port = free_port();
+    let node = config(&db, &anvil, "https-bad-key", port, &mismatched, None);
+    let path = ca.dir().join("node.toml");
+    std::fs::write(&path, node).expect("write the node config");
+
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_txmgr"));
+    command
+        .args(["run", "--config"])
+        .arg(&path)
+        .env(key_var(0), DEV_KEYS[0].0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("txmgr run with a mismatched key must exit, not serve")
+        .expect("run txmgr");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!(
+        "txmgr run with a mismatched key ({}):\n{stderr}",
+        output.status
+    );
+    assert!(
+        !output.status.success(),
+        "txmgr run succeeded with a mismatched key; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("http.tls"),
+        "the error does not name http.tls; stderr:\n{stderr}"
+    );
+}

@@ -1,0 +1,63 @@
+//! The integration tests: one binary, one module per topic (real
+//! PostgreSQL, real anvil, and Hardhat's node for the core scenarios).
+//! `common` is the shared harness on top of the `txmgr-testkit` crate.
+//!
+//! Run one topic with `cargo nextest run --test it -E 'test(/^lease::/)'`
+//! or `scripts/test.sh -E 'test(/^lease::/)'`.
+
+mod common;
+
+mod actor_tree;
+mod allocated_escalation;
+mod bounded;
+mod bounded_tracker;
+mod cli;
+mod cluster_balance;
+mod cluster_faults;
+mod cluster_node_id;
+mod completions;
+mod completions_http;
+mod config;
+mod create_fuzz;
+mod db_session;
+mod durability;
+mod finality;
+mod group_commit;
+mod hardhat_errors;
+mod harness;
+mod http_api;
+mod https_api;
+mod lease;
+mod lease_fencing;
+mod lease_keeper;
+mod log_secrets;
+mod metrics_promtool;
+mod migrations;
+mod node_registration;
+mod nonce_cursor;
+mod openapi_statuses;
+mod openapi_valid;
+mod ops_actions;
+mod ops_api;
+mod ops_dashboard;
+mod ops_reload;
+mod ops_roles;
+mod pg_tls;
+mod pipeline;
+mod pipeline_cluster;
+mod pipeline_external;
+mod pipeline_recovery;
+mod pipeline_rejects;
+mod reload_sighup;
+mod reorg;
+mod resubmit;
+mod resubmit_claims;
+mod rpc_cost;
+mod rpc_endpoints;
+mod rpc_proxy;
+mod rpc_secrets;
+mod tls_rpc;
+mod tx_actions;
+mod tx_query;
+mod unknown_sends;
+mod ws_head;

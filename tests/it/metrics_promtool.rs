@@ -1,0 +1,67 @@
+//! The `/metrics` exposition passes Prometheus' own linter: every `txmgr_`
+//! metric has `# HELP` and `# TYPE`, counters end in `_total`, units are
+//! spelled as Prometheus expects. Needs `promtool` (Debian's `prometheus`
+//! package; `scripts/test.sh` installs it).
+
+use std::{io::Write, process::Stdio, time::Duration};
+
+use crate::common::{wait_until, Scenario};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_exposition_passes_promtool_check_metrics() {
+    let Scenario {
+        db: _db,
+        anvil: _anvil,
+        node,
+    } = Scenario::single_node("").await;
+    let body = json!({"submitter": crate::common::DEV_ADDRESS_0.to_lowercase(),
+        "to": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "value": "1", "request_id": "m1"});
+    let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+    assert_eq!(status, 202, "{answer}");
+    // Every kind of metric has samples: counters, gauges, the RPC histogram.
+    let handle = txmgr::daemon::metrics_recorder().expect("recorder");
+    wait_until(Duration::from_secs(20), || async {
+        let text = handle.render();
+        text.contains("txmgr_broadcasts_total")
+            && text.contains("txmgr_rpc_endpoint_latency_seconds_bucket")
+            && text.contains("txmgr_rpc_endpoint_healthy")
+    })
+    .await;
+    let text = handle.render();
+    let mut promtool = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool not found: install Debian's `prometheus` package (scripts/test.sh does)");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write exposition");
+    let out = promtool.wait_with_output().expect("promtool ran");
+    let findings = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && findings.trim().is_empty(),
+        "promtool check metrics found problems:\n{findings}\n--- exposition ---\n{text}"
+    );
+    for line in text.lines().filter(|l| l.starts_with("txmgr_")) {
+        let name = line.split(['{', ' ']).next().unwrap_or_default();
+        let base = name
+            .trim_end_matches("_bucket")
+            .trim_end_matches("_sum")
+            .trim_end_matches("_count");
+        assert!(
+            text.contains(&format!("# HELP {base} ")),
+            "{name} has no # HELP line"
+        );
+    }
+    node.stop().await;
+}

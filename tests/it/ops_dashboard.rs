@@ -1,0 +1,109 @@
+//! The ops dashboard in a real browser: headless Chromium loads `/ops/` from
+//! a node serving on a loopback port, runs the page's script, and the
+//! rendered DOM shows the submitter's row with its role and mailbox depth.
+//! Skipped (with a message) when no Chromium binary is installed.
+
+use std::time::Duration;
+
+use crate::common::{Scenario, DEV};
+use serde_json::json;
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|bin| {
+            std::process::Command::new(bin)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        eprintln!("SKIPPED: no chromium binary (apt-get install -y chromium)");
+        return;
+    };
+    let Scenario {
+        db: _db,
+        anvil: _anvil,
+        node,
+    } = Scenario::single_node("").await;
+    let (status, _) = node
+        .request(
+            "POST",
+            "/v1/transactions",
+            Some(json!({"submitter": DEV, "to": DEV, "value": "1"})),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/ops/", listener.local_addr().expect("addr"));
+    let app = node.app.clone();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut dom = String::new();
+    for _ in 0..5 {
+        let profile = std::env::temp_dir().join(format!("txmgr-chromium-{}", uuid::Uuid::new_v4()));
+        let output = tokio::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--virtual-time-budget=5000",
+                "--dump-dom",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(&url)
+            .output()
+            .await
+            .expect("chromium runs");
+        let _ = std::fs::remove_dir_all(&profile);
+        dom = String::from_utf8_lossy(&output.stdout).into_owned();
+        if dom.contains(DEV) && dom.contains("role leader") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        dom.contains(DEV),
+        "no submitter row in the rendered DOM:\n{dom}"
+    );
+    assert!(
+        dom.contains("class=\"role leader\""),
+        "the row shows the role:\n{dom}"
+    );
+    // The mailbox-depth column holds a number.
+    let row = dom.split(DEV).nth(1).unwrap_or("");
+    let cells: Vec<&str> = row
+        .split("<td class=\"num\">")
+        .skip(1)
+        .map(|c| c.split('<').next().unwrap_or(""))
+        .collect();
+    assert!(
+        cells.get(2).is_some_and(|c| c.parse::<u64>().is_ok()),
+        "mailbox depth cell: {cells:?}"
+    );
+    // For a human look: TXMGR_DASHBOARD_SCREENSHOT=/tmp/ops.png cargo test --test ops_dashboard
+    if let Ok(path) = std::env::var("TXMGR_DASHBOARD_SCREENSHOT") {
+        let _ = tokio::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+            ])
+            .args(["--virtual-time-budget=5000", "--window-size=1400,700"])
+            .arg(format!("--screenshot={path}"))
+            .arg(&url)
+            .output()
+            .await;
+    }
+    server.abort();
+    node.stop().await;
+}
