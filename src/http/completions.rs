@@ -42,7 +42,7 @@ use utoipa::ToSchema;
 use super::{
     capacity::BUSY_RETRY_AFTER,
     error::{ApiError, ApiResult, ErrorResponse},
-    AppState,
+    query, AppState,
 };
 
 /// Page size when `limit` is not given.
@@ -70,30 +70,15 @@ impl FeedQuery {
             limit: DEFAULT_LIMIT,
             wait: Duration::ZERO,
         };
-        let mut seen: Vec<String> = Vec::new();
-        for (key, value) in pairs {
-            if seen.contains(&key) {
-                return Err(ApiError::invalid(&key, format!("{key} is given twice")));
-            }
-            match key.as_str() {
+        query::each_once(pairs, |key, value| {
+            match key {
                 "after" => {
                     query.after = Some(
                         FeedCursor::parse(&value)
                             .map_err(|err| ApiError::invalid("after", err.to_string()))?,
                     );
                 }
-                "limit" => {
-                    query.limit = value
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|limit| (1..=MAX_LIMIT).contains(limit))
-                        .ok_or_else(|| {
-                            ApiError::invalid(
-                                "limit",
-                                format!("limit must be an integer from 1 to {MAX_LIMIT}"),
-                            )
-                        })?;
-                }
+                "limit" => query.limit = query::limit(&value, MAX_LIMIT)?,
                 "wait" => {
                     query.wait = humantime::parse_duration(&value)
                         .ok()
@@ -108,15 +93,10 @@ impl FeedQuery {
                             )
                         })?;
                 }
-                _ => {
-                    return Err(ApiError::invalid(
-                        &key,
-                        format!("unknown query parameter {key}"),
-                    ))
-                }
+                _ => return Ok(false),
             }
-            seen.push(key);
-        }
+            Ok(true)
+        })?;
         Ok(query)
     }
 }

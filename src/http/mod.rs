@@ -35,6 +35,7 @@ pub mod ops_endpoints;
 mod ops_state;
 pub mod ops_views;
 mod path;
+mod query;
 pub mod readiness;
 mod transactions;
 pub mod tx_actions;

@@ -22,7 +22,7 @@ use super::{
     intent_body::{parse_address, CreateBody},
     json::ApiJson,
     path::ApiPath,
-    AppState,
+    query, AppState,
 };
 
 /// Page size when `limit` is not given.
@@ -180,12 +180,8 @@ struct ListQuery {
 impl ListQuery {
     fn parse(pairs: Vec<(String, String)>) -> ApiResult<Self> {
         let mut query = ListQuery::default();
-        let mut seen: Vec<String> = Vec::new();
-        for (key, value) in pairs {
-            if seen.contains(&key) {
-                return Err(ApiError::invalid(&key, format!("{key} is given twice")));
-            }
-            match key.as_str() {
+        query::each_once(pairs, |key, value| {
+            match key {
                 "submitter" => query.submitter = Some(parse_address("submitter", &value)?),
                 "request_id" => {
                     super::intent_body::validate_request_id(&value)?;
@@ -197,33 +193,16 @@ impl ListQuery {
                         ApiError::invalid("state", format!("state must be one of {names:?}"))
                     })?)
                 }
-                "limit" => {
-                    let limit = value
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|limit| (1..=MAX_LIST_LIMIT).contains(limit))
-                        .ok_or_else(|| {
-                            ApiError::invalid(
-                                "limit",
-                                format!("limit must be an integer from 1 to {MAX_LIST_LIMIT}"),
-                            )
-                        })?;
-                    query.limit = Some(limit);
-                }
+                "limit" => query.limit = Some(query::limit(&value, MAX_LIST_LIMIT)?),
                 "after" => {
                     query.after = Some(value.parse::<Cursor>().map_err(|_| {
                         ApiError::invalid("after", "after is not a cursor this API handed out")
                     })?)
                 }
-                _ => {
-                    return Err(ApiError::invalid(
-                        &key,
-                        format!("unknown query parameter {key}"),
-                    ))
-                }
+                _ => return Ok(false),
             }
-            seen.push(key);
-        }
+            Ok(true)
+        })?;
         Ok(query)
     }
 }

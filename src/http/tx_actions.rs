@@ -62,18 +62,45 @@ pub struct ActionAccepted {
     pub state: TxState,
 }
 
+/// The answers every action route documents (one list for the four routes).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Only its derive is used: it describes, it is never built.
+enum ActionAnswers {
+    #[response(status = 202, description = "accepted")]
+    Accepted(ActionAccepted),
+    #[response(
+        status = 400,
+        description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)"
+    )]
+    Invalid(ErrorResponse),
+    #[response(
+        status = 404,
+        description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)"
+    )]
+    NotFound(ErrorResponse),
+    #[response(
+        status = 409,
+        description = "invalid_state: the state does not allow it (final, mined, no nonce yet)"
+    )]
+    InvalidState(ErrorResponse),
+    #[response(
+        status = 500,
+        description = "internal: corrupt data; details only in the node's log"
+    )]
+    Internal(ErrorResponse),
+    #[response(
+        status = 503,
+        description = "unavailable: the database is unavailable; nothing was recorded"
+    )]
+    Unavailable(ErrorResponse),
+}
+
 /// `POST /v1/transactions/{tx_id}/cancel`.
 #[utoipa::path(post, path = "/v1/transactions/{tx_id}/cancel", tag = "transactions",
     description = "QUEUED: cancelled at once, no nonce used. ALLOCATED (signed), TRACKING, STUCK: the leader replaces it with a 0-value self-transfer at its nonce; it ends CANCELLED if that is final, CONFIRMED if the original wins.",
     params(("tx_id" = Uuid, Path, description = "the transaction")),
     request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
-    responses(
-        (status = 202, description = "accepted", body = ActionAccepted),
-        (status = 400, description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)", body = ErrorResponse),
-        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
-        (status = 409, description = "invalid_state: the state does not allow it (final, mined, no nonce yet)", body = ErrorResponse),
-        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
-        (status = 503, description = "unavailable: the database is unavailable; nothing was recorded", body = ErrorResponse)))]
+    responses(ActionAnswers))]
 pub(crate) async fn cancel(
     state: State<AppState>,
     caller: Option<Extension<Caller>>,
@@ -88,13 +115,7 @@ pub(crate) async fn cancel(
     description = "TRACKING or STUCK, not mined: the leader signs a fee bump now, within the caps.",
     params(("tx_id" = Uuid, Path, description = "the transaction")),
     request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
-    responses(
-        (status = 202, description = "accepted", body = ActionAccepted),
-        (status = 400, description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)", body = ErrorResponse),
-        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
-        (status = 409, description = "invalid_state: the state does not allow it (final, mined, no nonce yet)", body = ErrorResponse),
-        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
-        (status = 503, description = "unavailable: the database is unavailable; nothing was recorded", body = ErrorResponse)))]
+    responses(ActionAnswers))]
 pub(crate) async fn speedup(
     state: State<AppState>,
     caller: Option<Extension<Caller>>,
@@ -109,13 +130,7 @@ pub(crate) async fn speedup(
     description = "TRACKING or STUCK, not mined: the leader re-broadcasts the newest attempt's identical bytes now.",
     params(("tx_id" = Uuid, Path, description = "the transaction")),
     request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
-    responses(
-        (status = 202, description = "accepted", body = ActionAccepted),
-        (status = 400, description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)", body = ErrorResponse),
-        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
-        (status = 409, description = "invalid_state: the state does not allow it (final, mined, no nonce yet)", body = ErrorResponse),
-        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
-        (status = 503, description = "unavailable: the database is unavailable; nothing was recorded", body = ErrorResponse)))]
+    responses(ActionAnswers))]
 pub(crate) async fn rebroadcast(
     state: State<AppState>,
     caller: Option<Extension<Caller>>,
@@ -132,13 +147,7 @@ pub(crate) async fn rebroadcast(
     description = "STUCK with sub_state nonce_consumed_externally (a transaction that is not ours took its nonce; it never executed): back to QUEUED at once, sent again with a fresh nonce.",
     params(("tx_id" = Uuid, Path, description = "the transaction")),
     request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
-    responses(
-        (status = 202, description = "accepted", body = ActionAccepted),
-        (status = 400, description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)", body = ErrorResponse),
-        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
-        (status = 409, description = "invalid_state: the state does not allow it (final, mined, no nonce yet)", body = ErrorResponse),
-        (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
-        (status = 503, description = "unavailable: the database is unavailable; nothing was recorded", body = ErrorResponse)))]
+    responses(ActionAnswers))]
 pub(crate) async fn requeue(
     state: State<AppState>,
     caller: Option<Extension<Caller>>,

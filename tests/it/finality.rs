@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::common::{
     invariants,
     node::{config_toml, TestNode},
-    parse_quantity, wait_until, Anvil, TestDb, DEV,
+    parse_quantity, wait_until, Anvil, Scenario, TestDb, DEV,
 };
 use serde_json::json;
 
@@ -46,15 +46,8 @@ async fn create(node: &TestNode, body: serde_json::Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_intent_is_confirmed_after_exactly_n_blocks_with_one_completion_row() {
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--no-mining"]).await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
-        "finality = { confirmations = 3 }",
-    ))
-    .await;
+    let Scenario { db, anvil, node } =
+        Scenario::single_node_on(&["--no-mining"], "finality = { confirmations = 3 }").await;
     create(
         &node,
         json!({"submitter": DEV, "to": TO, "value": "9", "request_id": "c"}),
@@ -137,15 +130,11 @@ async fn a_reverted_call_ends_failed_final_with_its_nonce_consumed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn finalized_mode_waits_for_the_chains_finalized_block() {
-    let db = TestDb::migrated().await;
     // Two slots per epoch: anvil's finalized block trails the head by a few blocks.
-    let anvil = Anvil::start_with(&["--no-mining", "--slots-in-an-epoch", "2"]).await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
+    let Scenario { db, anvil, node } = Scenario::single_node_on(
+        &["--no-mining", "--slots-in-an-epoch", "2"],
         "finality = \"finalized\"",
-    ))
+    )
     .await;
     create(
         &node,
@@ -197,15 +186,8 @@ async fn a_receipt_for_an_older_attempt_is_attributed_to_the_intent() {
         primitives::{keccak256, TxKind, U256},
         signers::local::PrivateKeySigner,
     };
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--no-mining"]).await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
-        "finality = { confirmations = 1 }",
-    ))
-    .await;
+    let Scenario { db, anvil, node } =
+        Scenario::single_node_on(&["--no-mining"], "finality = { confirmations = 1 }").await;
     create(
         &node,
         json!({"submitter": DEV, "to": TO, "value": "4", "request_id": "o"}),

@@ -119,15 +119,8 @@ async fn restart_drains_and_comes_back_as_leader_without_losing_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unprotect_resyncs_the_cursor_and_accepts_creates_again() {
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start().await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
-        "on_external_nonce = \"protect\"",
-    ))
-    .await;
+    let Scenario { db, anvil, node } =
+        Scenario::single_node("on_external_nonce = \"protect\"").await;
     let (status, _) = node
         .request("POST", "/v1/transactions", Some(transfer("p0")))
         .await;
@@ -202,15 +195,8 @@ async fn stored_protect_reason(db: &TestDb) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unprotect_and_its_audit_row_commit_together_or_not_at_all() {
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start().await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
-        "on_external_nonce = \"protect\"",
-    ))
-    .await;
+    let Scenario { db, anvil, node } =
+        Scenario::single_node("on_external_nonce = \"protect\"").await;
     let (status, _) = node
         .request("POST", "/v1/transactions", Some(transfer("a0")))
         .await;

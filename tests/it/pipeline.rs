@@ -134,16 +134,12 @@ async fn an_idempotency_conflict_answers_409_and_consumes_no_nonce() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn strict_mode_never_has_more_than_one_in_flight_and_leaves_no_gap() {
-    let db = TestDb::migrated().await;
     // A block a second, so each intent waits in flight a while.
-    let anvil = Anvil::start_with(&["--block-time", "1"]).await;
     // Strict mode: the next nonce only after the previous intent is final.
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
+    let Scenario { db, anvil, node } = Scenario::single_node_on(
+        &["--block-time", "1"],
         "max_in_flight = 1\nadvance_after = \"confirmed\"\nfinality = { confirmations = 2 }",
-    ))
+    )
     .await;
     for i in 0..5 {
         let (status, _) = node
@@ -184,16 +180,12 @@ async fn strict_mode_never_has_more_than_one_in_flight_and_leaves_no_gap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_ingress_queue_answers_429_and_loses_nothing_accepted() {
-    let db = TestDb::migrated().await;
     // Interval mining: anvil's automine can strand a burst of same-sender
     // transactions in its queue (a pool race of anvil's, not a chain rule).
-    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
+    let Scenario { db, anvil, node } = Scenario::single_node_on(
+        &["--block-time", "0.2"],
         "ingress_capacity = 2\nbatch_size = 2\nmax_in_flight = 200",
-    ))
+    )
     .await;
     let answers = futures::future::join_all(
         (0..200)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::common::{
     invariants,
     node::{config_toml, TestNode},
-    parse_quantity, transfer, wait_until, Anvil, Client, DevChain, DevNode, Mining, TestDb, DEV,
+    parse_quantity, transfer, wait_until, Client, DevChain, DevNode, Mining, Scenario, TestDb, DEV,
 };
 use serde_json::json;
 
@@ -32,15 +32,8 @@ async fn chain_nonce(chain: &impl DevNode) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protect_stops_the_submitter_and_refuses_creates_with_423() {
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start().await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
-        "on_external_nonce = \"protect\"",
-    ))
-    .await;
+    let Scenario { db, anvil, node } =
+        Scenario::single_node("on_external_nonce = \"protect\"").await;
     let (status, _) = node
         .request("POST", "/v1/transactions", Some(transfer("before")))
         .await;
@@ -191,15 +184,8 @@ async fn nonce_taken_externally_is_requeued(client: Client) {
 /// operator's `requeue` sends the lost one with a fresh nonce.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unprotect_sticks_and_an_intent_that_lost_its_nonce_can_be_requeued() {
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--no-mining"]).await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
-        "on_external_nonce = \"protect\"",
-    ))
-    .await;
+    let Scenario { db, anvil, node } =
+        Scenario::single_node_on(&["--no-mining"], "on_external_nonce = \"protect\"").await;
     let (status, body) = node
         .request("POST", "/v1/transactions", Some(transfer("victim")))
         .await;

@@ -102,14 +102,10 @@ async fn receipts_in_reorged_blocks_are_cleared_and_the_intents_confirm_again() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dropped_transaction_is_rebroadcast_and_confirms() {
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--no-mining"]).await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
+    let Scenario { db, anvil, node } = Scenario::single_node_on(
+        &["--no-mining"],
         "finality = { confirmations = 1 }\nresubmit_interval = \"1s\"",
-    ))
+    )
     .await;
     create_n(&node, 1).await;
     wait_until(Duration::from_secs(30), || async {

@@ -59,14 +59,17 @@ pub async fn load_unmined_below(
                 attempt_hashes: row
                     .attempt_hashes
                     .iter()
-                    .map(|h| {
-                        h.parse()
-                            .map_err(|e| StoreError::Corrupt(format!("hash {h}: {e}")))
-                    })
+                    .map(|h| stored_hash(h))
                     .collect::<StoreResult<_>>()?,
             })
         })
         .collect()
+}
+
+/// A transaction hash as stored (`0x…` text); anything else is corrupt data.
+fn stored_hash(text: &str) -> StoreResult<B256> {
+    text.parse()
+        .map_err(|e| StoreError::Corrupt(format!("hash {text}: {e}")))
 }
 
 /// A receipt as recorded on the intent.
@@ -251,13 +254,7 @@ pub async fn open_attempt_hashes(
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(tx_id, hash)| {
-            Ok((
-                tx_id,
-                hash.parse()
-                    .map_err(|e| StoreError::Corrupt(format!("hash {hash}: {e}")))?,
-            ))
-        })
+        .map(|(tx_id, hash)| Ok((tx_id, stored_hash(&hash)?)))
         .collect()
 }
 
@@ -280,13 +277,7 @@ pub async fn other_attempts_at_nonce(
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(tx_id, h)| {
-            Ok((
-                tx_id,
-                h.parse()
-                    .map_err(|e| StoreError::Corrupt(format!("hash {h}: {e}")))?,
-            ))
-        })
+        .map(|(tx_id, hash)| Ok((tx_id, stored_hash(&hash)?)))
         .collect()
 }
 

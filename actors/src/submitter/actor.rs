@@ -162,6 +162,15 @@ impl SubmitterState {
             myself.send_after(after, || SubmitterMsg::WorkTimer),
         );
     }
+
+    /// The lease ran out under a step: look at it now (renew, or step
+    /// down) instead of at the next tick.
+    fn check_lease_now(&mut self, myself: &ActorRef<SubmitterMsg>) {
+        rearm(
+            &mut self.lease_timer,
+            myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
+        );
+    }
 }
 
 /// Turns a cycle error into the actor's reaction: `Err` stops the actor (the
@@ -339,10 +348,7 @@ async fn on_work(
             Ok(())
         }
         Err(LeaderError::LeaseExpired) => {
-            rearm(
-                &mut state.lease_timer,
-                myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
-            );
+            state.check_lease_now(myself);
             state.schedule_work(myself, state.ctx.lease.renew_interval / 4);
             Ok(())
         }

@@ -17,7 +17,7 @@ use super::{
     fees::{self, Fees},
     leader_lease::LeaderLease,
     settings::MIN_BUMP_MULTIPLIER,
-    SubmitterContext, SubmitterSettings,
+    signing, SubmitterContext, SubmitterSettings,
 };
 use crate::{
     chain::{classify_send, BroadcastClass, FeeQuote},
@@ -271,18 +271,9 @@ async fn sign_replacement(
             return Ok(None);
         }
     };
-    let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = new_fees.columns();
-    Ok(Some(NewAttempt {
-        tx_id: item.tx_id,
-        nonce: item.nonce,
-        tx_hash: raw.hash,
-        raw: raw.raw,
-        max_fee_per_gas,
-        max_priority_fee_per_gas,
-        gas_price,
-        gas_limit,
-        kind,
-    }))
+    Ok(Some(signing::attempt_row(
+        item.tx_id, item.nonce, raw, &new_fees, gas_limit, kind,
+    )))
 }
 
 /// Broadcasts once on a lease this node still holds; returns the class.

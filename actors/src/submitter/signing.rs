@@ -7,8 +7,33 @@ use super::{fees, SubmitterContext};
 use crate::{
     chain::{ChainError, FeeQuote},
     domain::{AttemptKind, Intent},
+    signer::SignedRaw,
     store::pipeline::NewAttempt,
 };
+
+/// The attempt row of a signed transaction: what is persisted before it
+/// is broadcast (originals here, replacements in the resubmit pass).
+pub(crate) fn attempt_row(
+    tx_id: Uuid,
+    nonce: u64,
+    raw: SignedRaw,
+    fees: &fees::Fees,
+    gas_limit: u64,
+    kind: AttemptKind,
+) -> NewAttempt {
+    let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = fees.columns();
+    NewAttempt {
+        tx_id,
+        nonce,
+        tx_hash: raw.hash,
+        raw: raw.raw,
+        max_fee_per_gas,
+        max_priority_fee_per_gas,
+        gas_price,
+        gas_limit,
+        kind,
+    }
+}
 
 /// The result of signing a batch.
 #[derive(Debug, Default)]
@@ -67,18 +92,14 @@ pub(crate) async fn sign_all(
         };
         match result {
             Ok(raw) => {
-                let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = fee.columns();
-                signed.attempts.push(NewAttempt {
+                signed.attempts.push(attempt_row(
                     tx_id,
                     nonce,
-                    tx_hash: raw.hash,
-                    raw: raw.raw,
-                    max_fee_per_gas,
-                    max_priority_fee_per_gas,
-                    gas_price,
+                    raw,
+                    &fee,
                     gas_limit,
-                    kind: AttemptKind::Original,
-                });
+                    AttemptKind::Original,
+                ));
             }
             Err(err) if err.is_transient() => {
                 tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, error = %err, "signer unavailable");

@@ -26,8 +26,14 @@ impl Scenario {
     /// ([`config_toml`]); `submitter_extra` is appended to the dev
     /// submitter's table (e.g. `finality = { confirmations = 8 }`).
     pub(crate) async fn single_node(submitter_extra: &str) -> Scenario {
+        Self::single_node_on(&[], submitter_extra).await
+    }
+
+    /// [`Scenario::single_node`] on an anvil started with extra arguments
+    /// (`--no-mining`, `--block-time 0.2`, …).
+    pub(crate) async fn single_node_on(anvil_args: &[&str], submitter_extra: &str) -> Scenario {
         let db = TestDb::migrated().await;
-        let anvil = Anvil::start().await;
+        let anvil = Anvil::start_with(anvil_args).await;
         let node = TestNode::start(&config_toml(
             &db.url,
             &anvil.rpc_url(),

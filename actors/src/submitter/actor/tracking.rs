@@ -6,7 +6,7 @@ use std::time::Duration;
 use ractor::{ActorProcessingErr, ActorRef};
 use uuid::Uuid;
 
-use super::{fatal, rearm, SubmitterMsg, SubmitterState};
+use super::{fatal, SubmitterMsg, SubmitterState};
 use crate::{
     domain::{FinalDecision, ReorgedReceipt},
     store::tracking::MinedReceipt,
@@ -57,10 +57,7 @@ pub(super) async fn on_tracking(
         }
         Ok(_) => Ok(()),
         Err(LeaderError::LeaseExpired) => {
-            rearm(
-                &mut state.lease_timer,
-                myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
-            );
+            state.check_lease_now(myself);
             Ok(())
         }
         // Not fatal: the finality worker repeats on the next head, the sweep

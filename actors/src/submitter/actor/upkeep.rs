@@ -88,10 +88,7 @@ pub(super) async fn on_resubmit(
             Ok(())
         }
         Err(LeaderError::LeaseExpired) => {
-            rearm(
-                &mut state.lease_timer,
-                myself.send_after(Duration::ZERO, || SubmitterMsg::LeaseTick),
-            );
+            state.check_lease_now(myself);
             Ok(())
         }
         Err(err) => fatal(state, err),
