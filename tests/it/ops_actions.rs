@@ -117,25 +117,33 @@ async fn restart_drains_and_comes_back_as_leader_without_losing_work() {
     node.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn unprotect_resyncs_the_cursor_and_accepts_creates_again() {
-    let Scenario { db, anvil, node } =
-        Scenario::single_node("on_external_nonce = \"protect\"").await;
-    let (status, _) = node
-        .request("POST", "/v1/transactions", Some(transfer("p0")))
+/// A node whose submitter is in PROTECT: one intent of ours mined, then
+/// the key used by a transaction that is not ours.
+async fn protected_node() -> Scenario {
+    let scenario = Scenario::single_node("on_external_nonce = \"protect\"").await;
+    let (status, _) = scenario
+        .node
+        .request("POST", "/v1/transactions", Some(transfer("before-protect")))
         .await;
     assert_eq!(status, 202);
-    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
-    anvil
+    invariants::wait_mined(&scenario.db.pool, 1, Duration::from_secs(30)).await;
+    scenario
+        .anvil
         .rpc(
             "eth_sendTransaction",
             json!([{"from": DEV, "to": OTHER, "value": "0x1"}]),
         )
         .await;
     wait_until(Duration::from_secs(30), || async {
-        dev_row(&node).await["protect_reason"].is_string()
+        dev_row(&scenario.node).await["protect_reason"].is_string()
     })
     .await;
+    scenario
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unprotect_resyncs_the_cursor_and_accepts_creates_again() {
+    let Scenario { db, anvil: _anvil, node } = protected_node().await;
     let (status, _) = node
         .request("POST", "/v1/transactions", Some(transfer("p1")))
         .await;
@@ -195,23 +203,7 @@ async fn stored_protect_reason(db: &TestDb) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unprotect_and_its_audit_row_commit_together_or_not_at_all() {
-    let Scenario { db, anvil, node } =
-        Scenario::single_node("on_external_nonce = \"protect\"").await;
-    let (status, _) = node
-        .request("POST", "/v1/transactions", Some(transfer("a0")))
-        .await;
-    assert_eq!(status, 202);
-    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
-    anvil
-        .rpc(
-            "eth_sendTransaction",
-            json!([{"from": DEV, "to": OTHER, "value": "0x1"}]),
-        )
-        .await;
-    wait_until(Duration::from_secs(30), || async {
-        dev_row(&node).await["protect_reason"].is_string()
-    })
-    .await;
+    let Scenario { db, anvil: _anvil, node } = protected_node().await;
 
     // The audit insert fails (as it would on a full disk or a broken
     // table): PROTECT must stay, and nothing may claim otherwise.
