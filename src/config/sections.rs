@@ -259,7 +259,7 @@ impl fmt::Debug for ChainConfig {
     }
 }
 
-/// `[lease]`: submitter ownership (DESIGN §5).
+/// `[lease]`: submitter ownership (README "Data model and leases").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LeaseConfig {

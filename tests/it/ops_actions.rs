@@ -143,7 +143,11 @@ async fn protected_node() -> Scenario {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unprotect_resyncs_the_cursor_and_accepts_creates_again() {
-    let Scenario { db, anvil: _anvil, node } = protected_node().await;
+    let Scenario {
+        db,
+        anvil: _anvil,
+        node,
+    } = protected_node().await;
     let (status, _) = node
         .request("POST", "/v1/transactions", Some(transfer("p1")))
         .await;
@@ -203,7 +207,11 @@ async fn stored_protect_reason(db: &TestDb) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unprotect_and_its_audit_row_commit_together_or_not_at_all() {
-    let Scenario { db, anvil: _anvil, node } = protected_node().await;
+    let Scenario {
+        db,
+        anvil: _anvil,
+        node,
+    } = protected_node().await;
 
     // The audit insert fails (as it would on a full disk or a broken
     // table): PROTECT must stay, and nothing may claim otherwise.

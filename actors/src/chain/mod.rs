@@ -1,12 +1,13 @@
 //! The chain port: what the engine needs to know about talking to EVM nodes.
 //!
 //! - [`classify_rpc_error`]: turns a node's answer to `eth_sendRawTransaction`
-//!   into a [`BroadcastClass`] that the submitter acts on (DESIGN §8).
+//!   into a [`BroadcastClass`] that the submitter acts on (README "How an intent is executed").
 //! - [`RpcEndpoints`]: one or several JSON-RPC endpoints with health, read
 //!   fail-over and send fan-out, behind the [`ChainClient`] trait.
 //! - [`EvmRpc`]: one HTTP(S) endpoint, known by name (never by URL).
 
 mod classify;
+mod classify_rules;
 
 pub use classify::{classify_rpc_error, classify_send, BroadcastClass, InvalidReason};
 

@@ -15,6 +15,7 @@
 
 mod actor;
 mod discovery;
+mod restart_backoff;
 mod shared;
 mod tracker_tree;
 

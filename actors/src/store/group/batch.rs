@@ -4,6 +4,7 @@
 use sqlx::{PgConnection, PgPool};
 
 use super::{
+    allocate,
     writes::{self, AllocatePart, PersistPart, RecordPart},
     Answer, Part, Write,
 };
@@ -111,7 +112,7 @@ async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<A
     }
     if !allocating.is_empty() {
         let (at, allocate): (Vec<usize>, Vec<AllocatePart>) = allocating.into_iter().unzip();
-        let drawn = writes::allocate(&mut tx, &allocate).await?;
+        let drawn = allocate::allocate(&mut tx, &allocate).await?;
         for (i, assigned) in at.into_iter().zip(drawn) {
             answers[i] = Ok(Answer::Allocated(assigned));
         }

@@ -21,6 +21,7 @@
 //! another leader's write. Each leader still waits for its own answer before
 //! it goes on, so "committed before broadcast" holds per part.
 
+mod allocate;
 mod batch;
 mod writes;
 

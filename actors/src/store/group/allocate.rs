@@ -1,0 +1,234 @@
+//! The merged allocation of a group transaction: rejections first, then
+//! nonces for every allocate part, each drawn from its own submitter's
+//! cursor; the cursors of all parts are read and locked in one statement,
+//! the intents updated in one and the cursors written in one.
+
+use std::collections::HashMap;
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{
+    writes::{row_key, AllocatePart, Columns, RowKey},
+    Fence,
+};
+use crate::{
+    domain::ChainId,
+    store::{
+        millis,
+        nonce_cursor::{self, CursorRow, NonceCursor},
+        pipeline, StoreError, StoreResult,
+    },
+};
+
+/// A cursor row with its submitter's key.
+#[derive(sqlx::FromRow)]
+struct KeyedCursorRow {
+    chain_id: ChainId,
+    submitter: String,
+    #[sqlx(flatten)]
+    cursor: CursorRow,
+}
+
+/// One part's draw: its index, the cursor after drawing, `(intent, nonce)`.
+type Drawn = (usize, NonceCursor, Vec<(Uuid, u64)>);
+
+/// Rejections, then nonces for every allocate part: the cursors of all
+/// parts are read and locked in one statement, the nonces drawn here, the
+/// intents updated in one statement and the cursors written in one. Returns
+/// per part the intents that got a nonce.
+pub(super) async fn allocate(
+    conn: &mut PgConnection,
+    parts: &[AllocatePart<'_>],
+) -> StoreResult<Vec<Vec<(Uuid, u64)>>> {
+    for part in parts {
+        for (tx_id, reason) in part.reject {
+            let (submitter, token) = (part.fence.submitter, part.fence.token);
+            pipeline::reject_on(conn, submitter, token, *tx_id, reason).await?;
+        }
+    }
+    let mut answers: Vec<Vec<(Uuid, u64)>> = parts.iter().map(|_| Vec::new()).collect();
+    // Lock the intents still QUEUED before drawing: an operator's cancel
+    // that got there first has committed (they are skipped, and no nonce is
+    // drawn for them), one that comes later waits and then finds them
+    // ALLOCATED. So every nonce drawn is assigned and none leaves a gap.
+    let queued = lock_queued(conn, parts).await?;
+    let still: Vec<Vec<Uuid>> = parts
+        .iter()
+        .map(|part| {
+            part.tx_ids
+                .iter()
+                .copied()
+                .filter(|id| queued.contains(id))
+                .collect()
+        })
+        .collect();
+    let drawing: Vec<usize> = (0..parts.len()).filter(|i| !still[*i].is_empty()).collect();
+    if drawing.is_empty() {
+        return Ok(answers);
+    }
+    let (chains, addresses): (Vec<ChainId>, Vec<String>) =
+        drawing.iter().map(|i| row_key(parts[*i].fence)).unzip();
+    let rows: Vec<KeyedCursorRow> = sqlx::query_as(&format!(
+        "SELECT chain_id, submitter, {} FROM submitter_nonce_cursor
+              WHERE (chain_id, submitter) IN (SELECT * FROM UNNEST($1::bigint[], $2::text[]))
+              ORDER BY chain_id, submitter FOR UPDATE",
+        nonce_cursor::COLUMNS
+    ))
+    .bind(&chains)
+    .bind(&addresses)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut cursors: HashMap<RowKey, CursorRow> = rows
+        .into_iter()
+        .map(|row| ((row.chain_id, row.submitter), row.cursor))
+        .collect();
+
+    // Draw per part; one row per intent for the merged update.
+    let mut drawn: Vec<Drawn> = Vec::new();
+    for &i in &drawing {
+        let part = &parts[i];
+        // A part without a cursor fails the batch: written alone then, it
+        // fails whole (its rejections too), never half.
+        let Some(row) = cursors.remove(&row_key(part.fence)) else {
+            return Err(StoreError::Missing {
+                what: "nonce cursor",
+                submitter: part.fence.submitter,
+            });
+        };
+        let mut cursor = nonce_cursor::from_row(part.fence.submitter, row)?;
+        let nonces = cursor.draw(still[i].len());
+        let assignments = still[i].iter().copied().zip(nonces).collect();
+        drawn.push((i, cursor, assignments));
+    }
+    let assigned = assign(conn, parts, &drawn).await?;
+
+    // Nonces of intents that left QUEUED meanwhile go back to the cursor.
+    let mut cursor_rows = CursorWrites::default();
+    for (i, mut cursor, assignments) in drawn {
+        let (kept, unused): (Vec<_>, Vec<_>) = assignments
+            .into_iter()
+            .partition(|(id, _)| assigned.contains(id));
+        let mut back: Vec<u64> = unused.iter().map(|(_, n)| *n).collect();
+        back.sort_unstable();
+        cursor.give_back(&back)?;
+        cursor_rows.push(parts[i].fence, &cursor)?;
+        answers[i] = kept;
+    }
+    cursor_rows.write(conn).await?;
+    Ok(answers)
+}
+
+/// Locks, in one statement, every part's intents that are still QUEUED
+/// (in a fixed order, so concurrent lockers never wait on each other in a
+/// cycle).
+async fn lock_queued(
+    conn: &mut PgConnection,
+    parts: &[AllocatePart<'_>],
+) -> StoreResult<std::collections::HashSet<Uuid>> {
+    let mut rows = Columns::default();
+    for part in parts {
+        for tx_id in part.tx_ids {
+            rows.push(part.fence, *tx_id);
+        }
+    }
+    if rows.tx_ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let locked: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT m.tx_id FROM managed_tx m
+           JOIN UNNEST($1::uuid[], $2::bigint[], $3::text[]) AS a(tx_id, chain_id, submitter)
+             ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
+          WHERE m.state = 'QUEUED'
+          ORDER BY m.tx_id FOR UPDATE OF m",
+    )
+    .bind(&rows.tx_ids)
+    .bind(&rows.chains)
+    .bind(&rows.addresses)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(locked.into_iter().collect())
+}
+
+/// The merged ALLOCATED update; returns the intents it changed.
+async fn assign(
+    conn: &mut PgConnection,
+    parts: &[AllocatePart<'_>],
+    drawn: &[Drawn],
+) -> StoreResult<std::collections::HashSet<Uuid>> {
+    let mut rows = Columns::default();
+    for (i, _, assignments) in drawn {
+        let part = &parts[*i];
+        for (tx_id, nonce) in assignments {
+            rows.push(part.fence, *tx_id);
+            rows.numbers.push(pipeline::nonce_db(*nonce)?);
+            rows.millis.push(millis(part.resubmit_interval));
+        }
+    }
+    let assigned: Vec<Uuid> = sqlx::query_scalar(
+        "UPDATE managed_tx m SET state = 'ALLOCATED', nonce = a.nonce, sub_state = NULL,
+                fencing_token = a.token, updated_at = now(), retry_at = now(), allocated_at = now(),
+                maybe_pooled = false, next_resubmit_at = now() + a.resubmit_ms * interval '1 millisecond'
+           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
+                AS a(tx_id, chain_id, submitter, token, nonce, resubmit_ms)
+          WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
+            AND m.state = 'QUEUED'
+         RETURNING m.tx_id",
+    )
+    .bind(&rows.tx_ids)
+    .bind(&rows.chains)
+    .bind(&rows.addresses)
+    .bind(&rows.tokens)
+    .bind(&rows.numbers)
+    .bind(&rows.millis)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(assigned.into_iter().collect())
+}
+
+/// Cursor rows to write back in one statement.
+#[derive(Default)]
+struct CursorWrites {
+    chains: Vec<ChainId>,
+    addresses: Vec<String>,
+    next: Vec<i64>,
+    /// `released` as array literals: PostgreSQL has no array of arrays of
+    /// different lengths to unnest.
+    released: Vec<String>,
+    tokens: Vec<i64>,
+}
+
+impl CursorWrites {
+    fn push(&mut self, fence: &Fence, cursor: &NonceCursor) -> StoreResult<()> {
+        let (chain, address) = row_key(fence);
+        self.chains.push(chain);
+        self.addresses.push(address);
+        self.next.push(nonce_cursor::to_db(cursor.next_nonce)?);
+        let released: Vec<String> = cursor.released.iter().map(u64::to_string).collect();
+        self.released.push(format!("{{{}}}", released.join(",")));
+        self.tokens.push(fence.token);
+        Ok(())
+    }
+
+    async fn write(self, conn: &mut PgConnection) -> StoreResult<()> {
+        if self.chains.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE submitter_nonce_cursor c
+                SET next_nonce = u.next_nonce, released = u.released::bigint[],
+                    fencing_token = u.token, updated_at = now()
+               FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
+                    AS u(chain_id, submitter, next_nonce, released, token)
+              WHERE c.chain_id = u.chain_id AND c.submitter = u.submitter",
+        )
+        .bind(&self.chains)
+        .bind(&self.addresses)
+        .bind(&self.next)
+        .bind(&self.released)
+        .bind(&self.tokens)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+}
