@@ -26,7 +26,7 @@ use utoipa::{
     Modify, OpenApi,
 };
 
-use super::{auth, error::ErrorResponse};
+use super::{auth, error::ErrorResponse, tx_actions::ActionAccepted};
 
 /// Every route of the API: `(method, path)`.
 pub const ROUTES: &[(&str, &str)] = &[
@@ -58,7 +58,9 @@ const ERROR_SCHEMA: &str = "ErrorResponse";
 #[derive(OpenApi)]
 #[openapi(
     info(title = "txmgr", description = "Durable, fenced EVM transaction submission"),
-    components(schemas(ErrorResponse)),
+    // ActionAccepted: the action routes answer it through one response list
+    // (`tx_actions::ActionAnswers`), which references it without adding it.
+    components(schemas(ErrorResponse, ActionAccepted)),
     modifiers(&BearerAuth)
 )]
 struct ApiBase;
