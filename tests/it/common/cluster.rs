@@ -245,6 +245,21 @@ level = "info"
         )
     }
 
+    /// The chain's side of a stall, for the failure message: whether anvil
+    /// still mines (its head moves within 3 s) and what waits in its pool.
+    async fn chain_state(&self) -> String {
+        let head = self.anvil.block_number().await;
+        let moved = tokio::time::timeout(Duration::from_secs(3), async {
+            while self.anvil.block_number().await == head {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await
+        .is_ok();
+        let pool = self.anvil.rpc("txpool_status", serde_json::json!([])).await;
+        format!("chain head {head}, still mining: {moved}; txpool_status {pool}")
+    }
+
     /// Waits until every acknowledged intent is final (or STUCK with a
     /// reason), then checks the promises: nothing acknowledged is lost,
     /// every intent confirmed exactly once on chain, nonces contiguous per
@@ -273,9 +288,10 @@ level = "info"
         if waited.is_err() {
             self.dump_logs();
             panic!(
-                "{} intents still open after 120 s: {}",
+                "{} intents still open after 120 s: {}\n{}",
                 open().await,
-                self.states(&ids).await
+                self.states(&ids).await,
+                self.chain_state().await
             );
         }
         let present: Vec<(Uuid, Option<String>, String)> =
