@@ -45,6 +45,26 @@ if ! command -v promtool >/dev/null; then
 fi
 promtool --version 2>&1 | head -n1
 
+# ---------------------------------------------------------------- chromium
+# The ops dashboard is rendered in a real headless browser
+# (tests/it/ops_dashboard.rs). Installed when we may; then the test must run
+# (TXMGR_REQUIRE_CHROMIUM), so a missing browser cannot pass as a skip.
+section "chromium"
+chromium_bin() { command -v chromium || command -v chromium-browser || command -v google-chrome; }
+if ! chromium_bin >/dev/null; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+        echo "installing Debian's chromium package (headless, for the dashboard test)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    fi
+fi
+if chromium_bin >/dev/null; then
+    "$(chromium_bin)" --version 2>/dev/null | head -n1
+    export TXMGR_REQUIRE_CHROMIUM=1
+else
+    echo "no chromium and no way to install it: the dashboard test is skipped"
+fi
+
 # ---------------------------------------------------------------- postgres
 DEFAULT_DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres"
 DATABASE_URL_WAS_SET="${DATABASE_URL+yes}"

@@ -115,3 +115,68 @@ async fn killed_tracking_actors_come_back_and_tracking_continues() {
         tree.snapshot()
     );
 }
+
+/// The attempt hashes of an intent, oldest first.
+async fn attempt_hashes(db: &TestDb, request_id: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
+          WHERE m.request_id = $1 ORDER BY a.created_at",
+    )
+    .bind(request_id)
+    .fetch_all(&db.pool)
+    .await
+    .expect("attempts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_resubmit_timer_lost_with_its_worker_is_covered_by_the_leaders_sweep() {
+    // No mining: the transaction waits in the pool until the test drops it.
+    let Scenario { db, anvil, node } = Scenario::single_node_on(
+        &["--no-mining"],
+        "resubmit_interval = \"2s\"\nfinality = { confirmations = 1 }",
+    )
+    .await;
+    let (status, answer) = node
+        .request("POST", "/v1/transactions", Some(transfer("lost-timer")))
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    wait_until(Duration::from_secs(30), || async {
+        state(&db, "lost-timer").await == "TRACKING"
+    })
+    .await;
+    let hashes = attempt_hashes(&db, "lost-timer").await;
+    assert_eq!(hashes.len(), 1, "{hashes:?}");
+    // The node that took the transaction loses it, and the only reminder
+    // to send it again (its resubmit timer) dies with the workers.
+    anvil
+        .rpc("anvil_dropTransaction", serde_json::json!([hashes[0]]))
+        .await;
+    let engine = node.engine.clone();
+    let tree = engine.tracker();
+    for child in tree.children() {
+        if matches!(child, TrackerChild::Resubmit(_)) {
+            tree.cell(child).expect("running").kill();
+        }
+    }
+    wait_until(Duration::from_secs(10), || async {
+        tracker_actors(&node).await.iter().all(|a| {
+            a["running"] == true && (a["actor"] != "resubmit_worker" || a["restarts"] == 1)
+        })
+    })
+    .await;
+    // The 1 s sweep claims the overdue intent and re-broadcasts its bytes.
+    wait_until(Duration::from_secs(30), || async {
+        if state(&db, "lost-timer").await == "CONFIRMED" {
+            return true;
+        }
+        anvil.mine().await;
+        false
+    })
+    .await;
+    assert_eq!(
+        attempt_hashes(&db, "lost-timer").await,
+        hashes,
+        "re-broadcast, not re-signed"
+    );
+    node.stop().await;
+}

@@ -78,13 +78,6 @@ fn with_data(request_id: &str, bytes: usize) -> Value {
     body
 }
 
-pub(crate) async fn count(db: &TestDb, sql: &str) -> i64 {
-    sqlx::query_scalar(sql)
-        .fetch_one(&db.pool)
-        .await
-        .expect("count")
-}
-
 /// Holds the ingress writer (a lock its INSERT waits for) while `held`
 /// creates are admitted, then sends `over`: it must be refused at once with
 /// 503 `busy`, and every admitted create must be stored once the writer runs.
@@ -129,7 +122,7 @@ async fn over_the_ingress_cap(node_keys: &str, held: Vec<Value>, over: Value) {
     }
     let retried = call(&node.app, "POST", "/v1/transactions", Some(over)).await;
     assert_eq!(retried.status, 202, "{}", retried.json);
-    let stored = count(&db, "SELECT count(*) FROM managed_tx").await;
+    let stored = db.count("SELECT count(*) FROM managed_tx").await;
     assert_eq!(stored, admitted as i64 + 1);
     node.stop().await;
 }
@@ -300,7 +293,7 @@ async fn list_and_feed_pages_end_at_their_byte_budget_and_their_cursors_continue
         assert_eq!(reply.status, 202, "{}", reply.json);
     }
     wait_until(Duration::from_secs(60), || async {
-        count(&db, "SELECT count(*) FROM tx_completion").await == 5
+        db.count("SELECT count(*) FROM tx_completion").await == 5
     })
     .await;
     request_ids.sort();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use txmgr_actors::submitter::Role;
 
 use crate::{
-    bounded::{call, count, toml},
+    bounded::{call, toml},
     common::{node::TestNode, transfer, wait_until, Anvil, TestDb},
 };
 
@@ -32,10 +32,7 @@ async fn a_finality_worker_behind_a_blocked_query_holds_one_head_message_not_one
     assert_eq!(created.status, 202, "{}", created.json);
     // An open intent keeps the node leading, so the worker has work per head.
     let tracking = "SELECT count(*) FROM managed_tx WHERE state = 'TRACKING'";
-    wait_until(Duration::from_secs(30), || async {
-        count(&db, tracking).await == 1
-    })
-    .await;
+    db.wait_count(tracking, 1).await;
     leading(&node).await;
     // The finality worker serving the submitter reads managed_tx on every head.
     let mut lock = db.pool.begin().await.expect("begin");
@@ -74,16 +71,10 @@ async fn a_blocked_submitter_actor_holds_one_finality_report_not_one_per_head() 
     let created = call(&node.app, "POST", "/v1/transactions", Some(transfer("f"))).await;
     assert_eq!(created.status, 202, "{}", created.json);
     let state = "SELECT count(*) FROM managed_tx WHERE state = 'TRACKING'";
-    wait_until(Duration::from_secs(30), || async {
-        count(&db, state).await == 1
-    })
-    .await;
+    db.wait_count(state, 1).await;
     anvil.mine().await;
     let mined = "SELECT count(*) FROM managed_tx WHERE receipt IS NOT NULL";
-    wait_until(Duration::from_secs(30), || async {
-        count(&db, mined).await == 1
-    })
-    .await;
+    db.wait_count(mined, 1).await;
     // Every fenced write and lease renewal of the actor waits for this lock;
     // the finality worker's reads do not.
     let mut lock = db.pool.begin().await.expect("begin");
@@ -119,9 +110,6 @@ async fn a_blocked_submitter_actor_holds_one_finality_report_not_one_per_head() 
     }
     lock.rollback().await.expect("unlock");
     let confirmed = "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'";
-    wait_until(Duration::from_secs(30), || async {
-        count(&db, confirmed).await == 1
-    })
-    .await;
+    db.wait_count(confirmed, 1).await;
     node.stop().await;
 }

@@ -25,6 +25,13 @@ async fn lead(pool: &PgPool) -> LeaseGuard {
     outcome.lease().cloned().expect("sole node leads")
 }
 
+/// A fenced transaction under `lease`, for a write named `operation`.
+async fn fenced(pool: &PgPool, lease: &LeaseGuard, operation: &'static str) -> FencedTx {
+    FencedTx::begin(pool, lease, operation)
+        .await
+        .expect("fence")
+}
+
 #[tokio::test]
 async fn a_new_cursor_starts_at_the_given_nonce_and_init_never_resets_it() {
     let db = TestDb::migrated().await;
@@ -36,9 +43,7 @@ async fn a_new_cursor_starts_at_the_given_nonce_and_init_never_resets_it() {
         None
     );
 
-    let mut ftx = FencedTx::begin(&db.pool, &lease, "init")
-        .await
-        .expect("fence");
+    let mut ftx = fenced(&db.pool, &lease, "init").await;
     let cursor = nonce_cursor::init(&mut ftx, 5).await.expect("init");
     assert_eq!(cursor.next_nonce, 5);
     assert_eq!(
@@ -47,9 +52,7 @@ async fn a_new_cursor_starts_at_the_given_nonce_and_init_never_resets_it() {
     );
     ftx.commit().await.expect("commit");
 
-    let mut ftx = FencedTx::begin(&db.pool, &lease, "init")
-        .await
-        .expect("fence");
+    let mut ftx = fenced(&db.pool, &lease, "init").await;
     let again = nonce_cursor::init(&mut ftx, 0)
         .await
         .expect("init is idempotent");
@@ -61,9 +64,7 @@ async fn a_new_cursor_starts_at_the_given_nonce_and_init_never_resets_it() {
 async fn released_nonces_are_reused_lowest_first_before_fresh_ones() {
     let db = TestDb::migrated().await;
     let lease = lead(&db.pool).await;
-    let mut ftx = FencedTx::begin(&db.pool, &lease, "alloc")
-        .await
-        .expect("fence");
+    let mut ftx = fenced(&db.pool, &lease, "alloc").await;
     nonce_cursor::init(&mut ftx, 0).await.expect("init");
     assert_eq!(
         nonce_cursor::allocate(&mut ftx, 6).await.expect("alloc"),
@@ -71,9 +72,7 @@ async fn released_nonces_are_reused_lowest_first_before_fresh_ones() {
     );
     ftx.commit().await.expect("commit");
 
-    let mut ftx = FencedTx::begin(&db.pool, &lease, "alloc")
-        .await
-        .expect("fence");
+    let mut ftx = fenced(&db.pool, &lease, "alloc").await;
     nonce_cursor::release(&mut ftx, &[4, 1])
         .await
         .expect("release");
@@ -86,9 +85,7 @@ async fn released_nonces_are_reused_lowest_first_before_fresh_ones() {
     assert!(matches!(err, StoreError::Corrupt(_)));
     ftx.rollback().await.expect("rollback");
 
-    let mut ftx = FencedTx::begin(&db.pool, &lease, "alloc")
-        .await
-        .expect("fence");
+    let mut ftx = fenced(&db.pool, &lease, "alloc").await;
     nonce_cursor::release(&mut ftx, &[4, 1])
         .await
         .expect("release");
@@ -112,9 +109,7 @@ async fn released_nonces_are_reused_lowest_first_before_fresh_ones() {
 async fn adopting_the_chain_nonce_moves_up_only_and_drops_consumed_released_nonces() {
     let db = TestDb::migrated().await;
     let lease = lead(&db.pool).await;
-    let mut ftx = FencedTx::begin(&db.pool, &lease, "adopt")
-        .await
-        .expect("fence");
+    let mut ftx = fenced(&db.pool, &lease, "adopt").await;
     nonce_cursor::init(&mut ftx, 0).await.expect("init");
     nonce_cursor::allocate(&mut ftx, 10).await.expect("alloc");
     nonce_cursor::release(&mut ftx, &[2, 8])
@@ -154,9 +149,7 @@ async fn adopting_the_chain_nonce_moves_up_only_and_drops_consumed_released_nonc
 async fn protect_is_set_with_a_reason_and_cleared() {
     let db = TestDb::migrated().await;
     let lease = lead(&db.pool).await;
-    let mut ftx = FencedTx::begin(&db.pool, &lease, "protect")
-        .await
-        .expect("fence");
+    let mut ftx = fenced(&db.pool, &lease, "protect").await;
     nonce_cursor::init(&mut ftx, 0).await.expect("init");
     nonce_cursor::set_protect(&mut ftx, "chain pending nonce 3 > cursor 0")
         .await
@@ -171,9 +164,7 @@ async fn protect_is_set_with_a_reason_and_cleared() {
         Some("chain pending nonce 3 > cursor 0")
     );
 
-    let mut ftx = FencedTx::begin(&db.pool, &lease, "unprotect")
-        .await
-        .expect("fence");
+    let mut ftx = fenced(&db.pool, &lease, "unprotect").await;
     nonce_cursor::clear_protect(&mut ftx, 0)
         .await
         .expect("clear");
@@ -189,9 +180,7 @@ async fn protect_is_set_with_a_reason_and_cleared() {
 async fn operations_on_a_missing_cursor_say_so() {
     let db = TestDb::migrated().await;
     let lease = lead(&db.pool).await;
-    let mut ftx = FencedTx::begin(&db.pool, &lease, "alloc")
-        .await
-        .expect("fence");
+    let mut ftx = fenced(&db.pool, &lease, "alloc").await;
     let err = nonce_cursor::allocate(&mut ftx, 1)
         .await
         .expect_err("no cursor");

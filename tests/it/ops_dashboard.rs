@@ -1,7 +1,8 @@
 //! The ops dashboard in a real browser: headless Chromium loads `/ops/` from
 //! a node serving on a loopback port, runs the page's script, and the
 //! rendered DOM shows the submitter's row with its role and mailbox depth.
-//! Skipped (with a message) when no Chromium binary is installed.
+//! Skipped (with a message) when no Chromium binary is installed, unless
+//! `TXMGR_REQUIRE_CHROMIUM` is set (`scripts/test.sh` sets it once it has one).
 
 use std::time::Duration;
 
@@ -22,6 +23,12 @@ fn chromium() -> Option<&'static str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
     let Some(browser) = chromium() else {
+        // scripts/test.sh sets this once it has a browser: then a missing
+        // one is a failure, not a skip.
+        assert!(
+            std::env::var_os("TXMGR_REQUIRE_CHROMIUM").is_none(),
+            "TXMGR_REQUIRE_CHROMIUM is set but no chromium binary runs"
+        );
         eprintln!("SKIPPED: no chromium binary (apt-get install -y chromium)");
         return;
     };

@@ -10,13 +10,6 @@ use crate::common::{
 };
 use serde_json::{json, Value};
 
-async fn count(db: &TestDb, sql: &str) -> i64 {
-    sqlx::query_scalar(sql)
-        .fetch_one(&db.pool)
-        .await
-        .expect(sql)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_intents_are_broadcast_and_mined_with_contiguous_nonces() {
     two_hundred_intents_mined_with_contiguous_nonces(Client::Anvil).await;
@@ -52,21 +45,17 @@ async fn two_hundred_intents_mined_with_contiguous_nonces(client: Client) {
     invariants::wait_mined(&db.pool, 200, Duration::from_secs(90)).await;
     invariants::check(&db.pool, &chain, DEV, 0).await;
     assert_eq!(
-        count(&db, "SELECT count(*) FROM tx_attempt").await,
+        db.count("SELECT count(*) FROM tx_attempt").await,
         200,
         "one signature each"
     );
 
     // Twelve more blocks: everything is past the default 12 confirmations.
     chain.mine_blocks(12).await;
-    crate::common::wait_until(Duration::from_secs(30), || async {
-        count(
-            &db,
-            "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
-        )
-        .await
-            == 200
-    })
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
+        200,
+    )
     .await;
     let (status, body) = node
         .request(
@@ -104,7 +93,7 @@ async fn a_hundred_concurrent_creates_with_one_request_id_make_one_intent_and_on
         "one creation"
     );
     invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
-    assert_eq!(count(&db, "SELECT count(*) FROM managed_tx").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM managed_tx").await, 1);
     invariants::check(&db.pool, &anvil, DEV, 0).await;
     node.stop().await;
 }
@@ -128,7 +117,7 @@ async fn an_idempotency_conflict_answers_409_and_consumes_no_nonce() {
     invariants::wait_mined(&db.pool, 2, Duration::from_secs(30)).await;
     // Nonces 0 and 1: the conflict took none.
     invariants::check(&db.pool, &anvil, DEV, 0).await;
-    assert_eq!(count(&db, "SELECT count(*) FROM managed_tx").await, 2);
+    assert_eq!(db.count("SELECT count(*) FROM managed_tx").await, 2);
     node.stop().await;
 }
 
@@ -209,7 +198,7 @@ async fn a_full_ingress_queue_answers_429_and_loses_nothing_accepted() {
     );
     assert_eq!(overloaded[0]["error"]["code"], "overloaded");
     assert_eq!(
-        count(&db, "SELECT count(*) FROM managed_tx").await,
+        db.count("SELECT count(*) FROM managed_tx").await,
         accepted as i64
     );
     invariants::wait_mined(&db.pool, accepted as i64, Duration::from_secs(60)).await;
@@ -286,7 +275,7 @@ async fn one_create_the_database_refuses_fails_alone_not_its_batch() {
     }
     assert_eq!(answers[11].1["error"]["code"], "invalid_request");
     assert_eq!(
-        count(&db, "SELECT count(*) FROM managed_tx").await,
+        db.count("SELECT count(*) FROM managed_tx").await,
         19,
         "every other create was stored"
     );

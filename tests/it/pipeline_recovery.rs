@@ -19,13 +19,6 @@ use txmgr_actors::{
 
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
-async fn count(db: &TestDb, sql: &str) -> i64 {
-    sqlx::query_scalar(sql)
-        .fetch_one(&db.pool)
-        .await
-        .expect(sql)
-}
-
 /// Queues three intents before node a starts, so its first cycle takes all
 /// three in one batch and the fault stops the node with all of them at the
 /// same step.
@@ -74,7 +67,7 @@ async fn crash_at(fault: SendFault) {
     let faulty = faulty.lock().expect("lock").take().expect("wrapped");
     // Every attempt persisted and the broadcast under way when the node dies.
     wait_until(Duration::from_secs(30), || async {
-        count(&db, "SELECT count(*) FROM tx_attempt").await == 3
+        db.count("SELECT count(*) FROM tx_attempt").await == 3
             && faulty.sends.load(std::sync::atomic::Ordering::SeqCst) >= 1
     })
     .await;
@@ -143,7 +136,7 @@ async fn intents_allocated_but_never_signed_are_signed_again_with_the_same_nonce
         .await
         .expect("assign");
     ftx.commit().await.expect("commit");
-    assert_eq!(count(&db, "SELECT count(*) FROM tx_attempt").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM tx_attempt").await, 0);
 
     // Node b finds the work by discovery once a's lease expires.
     let node_b = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "b", "")).await;

@@ -12,13 +12,6 @@ use serde_json::json;
 
 const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
-async fn count(db: &TestDb, sql: &str) -> i64 {
-    sqlx::query_scalar(sql)
-        .fetch_one(&db.pool)
-        .await
-        .expect(sql)
-}
-
 async fn create_n(node: &TestNode, n: usize) {
     for i in 0..n {
         let body = json!({"submitter": DEV, "to": TO, "value": "1", "request_id": format!("x{i}")});
@@ -55,24 +48,16 @@ async fn receipts_in_reorged_blocks_are_cleared_and_the_intents_confirm_again() 
     assert!(depth >= 3);
     anvil.rpc("anvil_reorg", json!([depth, []])).await;
     // The orphaned receipts are cleared, the bytes re-broadcast and mined in new blocks.
-    wait_until(Duration::from_secs(30), || async {
-        count(
-            &db,
-            &format!("SELECT count(*) FROM managed_tx WHERE receipt_block_number > {head}"),
-        )
-        .await
-            == 3
-    })
+    db.wait_count(
+        &format!("SELECT count(*) FROM managed_tx WHERE receipt_block_number > {head}"),
+        3,
+    )
     .await;
     anvil.mine_blocks(8).await;
-    wait_until(Duration::from_secs(30), || async {
-        count(
-            &db,
-            "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
-        )
-        .await
-            == 3
-    })
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
+        3,
+    )
     .await;
     let after: Vec<(String, i64)> =
         sqlx::query_as("SELECT mined_tx_hash, receipt_block_number FROM managed_tx ORDER BY nonce")
@@ -87,12 +72,12 @@ async fn receipts_in_reorged_blocks_are_cleared_and_the_intents_confirm_again() 
         assert!(block_after > block_before, "re-included in a later block");
     }
     assert_eq!(
-        count(&db, "SELECT count(*) FROM tx_attempt").await,
+        db.count("SELECT count(*) FROM tx_attempt").await,
         3,
         "nothing re-signed"
     );
     assert_eq!(
-        count(&db, "SELECT count(*) FROM tx_completion").await,
+        db.count("SELECT count(*) FROM tx_completion").await,
         3,
         "one completion each"
     );
@@ -108,14 +93,10 @@ async fn a_dropped_transaction_is_rebroadcast_and_confirms() {
     )
     .await;
     create_n(&node, 1).await;
-    wait_until(Duration::from_secs(30), || async {
-        count(
-            &db,
-            "SELECT count(*) FROM managed_tx WHERE state = 'TRACKING'",
-        )
-        .await
-            == 1
-    })
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'TRACKING'",
+        1,
+    )
     .await;
     let hash: String = sqlx::query_scalar("SELECT tx_hash FROM managed_tx")
         .fetch_one(&db.pool)
@@ -138,14 +119,10 @@ async fn a_dropped_transaction_is_rebroadcast_and_confirms() {
     })
     .await;
     anvil.mine().await;
-    wait_until(Duration::from_secs(30), || async {
-        count(
-            &db,
-            "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
-        )
-        .await
-            == 1
-    })
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
+        1,
+    )
     .await;
     invariants::check(&db.pool, &anvil, DEV, 0).await;
     node.stop().await;
@@ -167,37 +144,26 @@ async fn a_fresh_node_finishes_intents_mined_but_not_final_when_the_first_one_di
     create_n(&node_a, 3).await;
     invariants::wait_mined(&db.pool, 3, Duration::from_secs(30)).await;
     assert_eq!(
-        count(
-            &db,
-            "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'"
-        )
-        .await,
+        db.count("SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'")
+            .await,
         0
     );
     node_a.kill();
 
     let node_b = TestNode::start(&config("b")).await;
     // b takes the lease once a's expires, then finality needs more blocks.
-    wait_until(Duration::from_secs(30), || async {
-        count(
-            &db,
-            "SELECT count(*) FROM submitter_lease WHERE owner_node = 'b'",
-        )
-        .await
-            == 1
-    })
+    db.wait_count(
+        "SELECT count(*) FROM submitter_lease WHERE owner_node = 'b'",
+        1,
+    )
     .await;
     anvil.mine_blocks(5).await;
-    wait_until(Duration::from_secs(30), || async {
-        count(
-            &db,
-            "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
-        )
-        .await
-            == 3
-    })
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
+        3,
+    )
     .await;
-    assert_eq!(count(&db, "SELECT count(*) FROM tx_completion").await, 3);
+    assert_eq!(db.count("SELECT count(*) FROM tx_completion").await, 3);
     invariants::check(&db.pool, &anvil, DEV, 0).await;
     node_b.stop().await;
 }

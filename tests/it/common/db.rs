@@ -70,6 +70,27 @@ impl TestDb {
 
     /// A second, independent pool to the same database, e.g. to play a
     /// second node competing for leases.
+    /// The one number `sql` answers, e.g. a `count(*)`.
+    pub(crate) async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sql)
+            .fetch_one(&self.pool)
+            .await
+            .expect(sql)
+    }
+
+    /// Waits (30 s at most) until `sql` answers `expected`; a timeout names
+    /// the test line that waited.
+    #[track_caller]
+    pub(crate) fn wait_count<'a>(
+        &'a self,
+        sql: &'a str,
+        expected: i64,
+    ) -> impl std::future::Future<Output = ()> + 'a {
+        super::wait_until(Duration::from_secs(30), move || async move {
+            self.count(sql).await == expected
+        })
+    }
+
     pub(crate) async fn connect_new_pool(&self) -> PgPool {
         pool_for(&self.url).await
     }
