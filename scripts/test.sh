@@ -54,12 +54,15 @@ chromium_bin() { command -v chromium || command -v chromium-browser || command -
 if ! chromium_bin >/dev/null; then
     if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
         echo "installing Debian's chromium package (headless, for the dashboard test)"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+        # Not fatal: without a browser the dashboard test says it is skipped.
+        if ! { apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; then
+            echo "installing chromium failed"
+        fi
     fi
 fi
 if chromium_bin >/dev/null; then
-    "$(chromium_bin)" --version 2>/dev/null | head -n1
+    "$(chromium_bin)" --version 2>/dev/null | head -n1 || true
     export TXMGR_REQUIRE_CHROMIUM=1
 else
     echo "no chromium and no way to install it: the dashboard test is skipped"

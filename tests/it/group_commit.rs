@@ -310,3 +310,56 @@ async fn a_part_that_cannot_be_written_fails_whole_and_alone() {
         .iter()
         .all(|(state, nonce, _)| state == "QUEUED" && nonce.is_none()));
 }
+
+#[tokio::test]
+async fn a_retry_record_touches_only_intents_still_in_flight() {
+    let db = TestDb::migrated().await;
+    let key = submitter(8);
+    let (lease, ids) = leader_with_queue(&db, key, 1, Duration::from_secs(30)).await;
+    let write = |w: Write| group::write_together(&db.pool, vec![(lease.clone(), w)]);
+    assert!(write(allocate(&ids)).await[0].is_ok());
+    let sent = B256::repeat_byte(0xcc);
+    let persisted = write(Write::PersistAttempts {
+        attempts: vec![attempt(ids[0], 0, sent)],
+        refused: Vec::new(),
+    })
+    .await;
+    assert!(persisted[0].is_ok(), "{persisted:?}");
+    // The intent has left flight (as a refusal or an operator would make
+    // it) before a late record of a retried broadcast arrives.
+    sqlx::query(
+        "UPDATE managed_tx SET state = 'REJECTED', last_error = 'refused', retry_at = NULL
+          WHERE tx_id = $1",
+    )
+    .bind(ids[0])
+    .execute(&db.pool)
+    .await
+    .expect("reject");
+    let recorded = write(Write::RecordBroadcast(group::BroadcastRecord {
+        accepted: Vec::new(),
+        retries: vec![store::pipeline::RetryLater {
+            tx_id: ids[0],
+            tx_hash: sent,
+            error: "connection reset".into(),
+            unknown: true,
+        }],
+        rejects: Vec::new(),
+        resubmit_interval: RESUBMIT,
+        retry_after: Duration::from_secs(1),
+    }))
+    .await;
+    assert!(recorded[0].is_ok(), "{recorded:?}");
+    let (state, error, retry_at, pooled): (String, Option<String>, Option<String>, bool) =
+        sqlx::query_as(
+            "SELECT state, last_error, retry_at::text, maybe_pooled FROM managed_tx WHERE tx_id = $1",
+        )
+        .bind(ids[0])
+        .fetch_one(&db.pool)
+        .await
+        .expect("intent");
+    assert_eq!(
+        (state.as_str(), error.as_deref(), retry_at, pooled),
+        ("REJECTED", Some("refused"), None, false),
+        "a finished intent is not rescheduled"
+    );
+}

@@ -161,7 +161,8 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
                FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
                            $6::text[], $7::bool[], $8::text[])
                     AS a(tx_id, chain_id, submitter, token, retry_ms, error, unknown, tx_hash)
-              WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter",
+              WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
+                AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
         )
         .bind(&retried.tx_ids)
         .bind(&retried.chains)

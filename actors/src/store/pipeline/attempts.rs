@@ -133,17 +133,23 @@ pub async fn record_retry(
         ftx.require_durability().await?;
     }
     let token = ftx.token();
+    let key = ftx.submitter();
+    // Only the fenced submitter's intents, and only while still in flight:
+    // a finished intent is never rescheduled.
     sqlx::query(
         "UPDATE managed_tx m SET last_error = a.error, retry_at = now() + $3 * interval '1 millisecond',
                 maybe_pooled = m.maybe_pooled OR a.unknown, fencing_token = $4, updated_at = now()
            FROM UNNEST($1::uuid[], $2::text[], $5::bool[]) AS a(tx_id, error, unknown)
-          WHERE m.tx_id = a.tx_id",
+          WHERE m.tx_id = a.tx_id AND m.chain_id = $6 AND m.submitter = $7
+            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
     )
     .bind(retries.iter().map(|r| r.tx_id).collect::<Vec<_>>())
     .bind(retries.iter().map(|r| r.error.clone()).collect::<Vec<_>>())
     .bind(millis(retry_after))
     .bind(token)
     .bind(retries.iter().map(|r| r.unknown).collect::<Vec<_>>())
+    .bind(key.chain_id)
+    .bind(key.address_hex())
     .execute(ftx.conn())
     .await?;
     record_attempt_results(ftx, retries.iter().map(|r| (r.tx_hash, r.error.clone()))).await
