@@ -10,7 +10,10 @@ use crate::common::{
     invariants,
     node::{config_toml, TestNode},
     rpc_proxy::{Faults, RpcProxy},
-    txs::{action, attempts, completion_states, create_transfer, intent, wait_state},
+    txs::{
+        action, attempts, completion_states, create_transfer, expect_stuck_after_resubmits, intent,
+        wait_state,
+    },
     wait_until, Anvil, TestDb, DEV_ADDRESS_0,
 };
 
@@ -86,17 +89,7 @@ async fn an_intent_no_node_accepts_can_be_sped_up_and_becomes_stuck_loudly() {
 
     // Bumping is off: re-broadcasts only, then STUCK with its reason and a
     // completion row — not a silent retry loop.
-    wait_state(&db.pool, tx_id, "STUCK", WAIT).await;
-    let stuck = intent(&db.pool, tx_id).await;
-    assert_eq!(stuck.sub_state.as_deref(), Some("stuck_max_resubmits"));
-    assert!(
-        stuck
-            .last_error
-            .as_deref()
-            .is_some_and(|e| e.contains("resubmits")),
-        "{stuck:?}"
-    );
-    assert_eq!(completion_states(&db.pool, tx_id).await, ["STUCK"]);
+    expect_stuck_after_resubmits(&db.pool, tx_id, "resubmits", WAIT).await;
 
     // Still sent: once a node takes it, it may confirm.
     proxy.set(Faults::default());

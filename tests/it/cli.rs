@@ -168,16 +168,7 @@ async fn run_registers_the_node_and_deregisters_on_sigterm() {
     };
     wait_until(Duration::from_secs(30), || async { node_rows().await == 1 }).await;
 
-    let pid = daemon.id().expect("running");
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(30), daemon.wait())
-        .await
-        .expect("daemon exits after SIGTERM")
-        .expect("wait");
+    let exit = crate::common::daemon::terminate(&mut daemon).await;
     assert!(exit.success(), "{exit:?}");
     assert_eq!(
         node_rows().await,

@@ -4,15 +4,34 @@
 
 use std::time::Duration;
 
+use sqlx::PgPool;
+
 use txmgr_actors::{
     store::{self, acquire_or_renew, nonce_cursor},
-    FencedTx, StoreError,
+    FencedTx, LeaseGuard, StoreError,
 };
 
 use crate::{
     common::wait_until,
     lease::{lead, request, setup, submitter, LEASE, SKEW},
 };
+
+/// A write under `stale` is refused as fenced before it touches anything.
+async fn assert_fenced(pool: &PgPool, stale: &LeaseGuard) {
+    let err = FencedTx::begin(pool, stale, "allocate")
+        .await
+        .err()
+        .expect("fenced");
+    assert!(err.is_fenced());
+}
+
+/// The submitter's nonce cursor as stored.
+async fn cursor_row(pool: &PgPool) -> nonce_cursor::NonceCursor {
+    nonce_cursor::load(pool, submitter())
+        .await
+        .expect("load")
+        .expect("row")
+}
 
 #[tokio::test]
 async fn a_stale_holder_writes_nothing_and_gets_fenced() {
@@ -38,16 +57,9 @@ async fn a_stale_holder_writes_nothing_and_gets_fenced() {
     clock.advance(SKEW).await;
     let b = lead(&node_b, "b").await;
     assert_eq!(b.token, 2);
-    let err = FencedTx::begin(&node_a, &a, "allocate")
-        .await
-        .err()
-        .expect("fenced");
-    assert!(err.is_fenced());
+    assert_fenced(&node_a, &a).await;
 
-    let cursor = nonce_cursor::load(&db.pool, submitter())
-        .await
-        .expect("load")
-        .expect("row");
+    let cursor = cursor_row(&db.pool).await;
     assert_eq!(cursor.next_nonce, 7, "the stale holder allocated nothing");
     assert_eq!(cursor.fencing_token, 1);
 }
@@ -117,15 +129,8 @@ async fn a_take_over_waits_for_the_in_flight_fenced_commit_and_sees_it() {
     next.commit().await.expect("commit");
 
     // a's next write is refused and leaves no trace.
-    let err = FencedTx::begin(&node_a, &a, "allocate")
-        .await
-        .err()
-        .expect("fenced");
-    assert!(err.is_fenced());
-    let cursor = nonce_cursor::load(&db.pool, submitter())
-        .await
-        .expect("load")
-        .expect("row");
+    assert_fenced(&node_a, &a).await;
+    let cursor = cursor_row(&db.pool).await;
     assert_eq!(cursor.next_nonce, 5);
     assert_eq!(cursor.fencing_token, 2);
     let _ = store::current_lease(&db.pool, submitter())

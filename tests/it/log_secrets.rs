@@ -85,16 +85,7 @@ async fn json_debug_logs_never_contain_the_key_or_the_database_password() {
     assert_eq!(response.status().as_u16(), 202);
     invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
 
-    let pid = daemon.id().expect("running");
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(30), daemon.wait())
-        .await
-        .expect("daemon exits after SIGTERM")
-        .expect("wait");
+    let exit = crate::common::daemon::terminate(&mut daemon).await;
     assert!(exit.success(), "{exit:?}");
     let stderr = String::from_utf8_lossy(&err_task.await.expect("stderr task")).into_owned();
     let stdout = String::from_utf8_lossy(&out_task.await.expect("stdout task")).into_owned();

@@ -9,8 +9,8 @@ use crate::common::{
     invariants,
     node::{config_toml, TestNode},
     txs::{
-        attempts, completion_states, create_transfer, intent, known_to_node, raw_hex,
-        set_next_base_fee, wait_state, GWEI,
+        attempts, completion_states, create_transfer, expect_stuck_after_resubmits, intent,
+        known_to_node, raw_hex, set_next_base_fee, wait_state, GWEI,
     },
     wait_until, Anvil, Client, DevChain, DevNode, Mining, TestDb, DEV_ADDRESS_0,
 };
@@ -149,17 +149,7 @@ async fn without_bumping_a_spike_is_rebroadcast_only_then_stuck_and_it_may_still
     wait_state(&db.pool, tx_id, "TRACKING", WAIT).await;
     set_next_base_fee(&anvil, 10 * GWEI).await;
 
-    wait_state(&db.pool, tx_id, "STUCK", WAIT).await;
-    let stuck = intent(&db.pool, tx_id).await;
-    assert_eq!(stuck.sub_state.as_deref(), Some("stuck_max_resubmits"));
-    assert!(
-        stuck
-            .last_error
-            .as_deref()
-            .is_some_and(|e| e.contains("max_resubmits 2")),
-        "{stuck:?}"
-    );
-    assert_eq!(completion_states(&db.pool, tx_id).await, ["STUCK"]);
+    expect_stuck_after_resubmits(&db.pool, tx_id, "max_resubmits 2", WAIT).await;
     assert_eq!(
         attempts(&db.pool, tx_id).await.len(),
         1,

@@ -176,15 +176,7 @@ async fn scenario(format: &str) {
         String::from_utf8_lossy(&check.stderr).into(),
     ));
 
-    let pid = daemon.id().expect("running");
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill");
-    tokio::time::timeout(Duration::from_secs(30), daemon.wait())
-        .await
-        .expect("daemon exits after SIGTERM")
-        .expect("wait");
+    crate::common::daemon::terminate(&mut daemon).await;
     let logs = String::from_utf8_lossy(&err_task.await.expect("stderr task")).into_owned();
     assert!(logs.lines().count() > 5, "debug logs expected: {logs}");
     for line in logs.lines().filter(|l| l.contains("rror")).take(12) {

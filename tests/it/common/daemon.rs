@@ -38,6 +38,21 @@ pub(crate) const DEV_KEYS: [(&str, &str); 6] = [
 ];
 
 /// Environment variable holding dev key `i` for the daemons.
+/// Sends SIGTERM to a daemon child and waits (30 s at most) for it to exit;
+/// returns its exit status.
+pub(crate) async fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let pid = child.id().expect("running");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -TERM {pid}");
+    tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("daemon exits after SIGTERM")
+        .expect("wait")
+}
+
 pub(crate) fn key_var(i: usize) -> String {
     format!("CHAOS_DEV_KEY_{i}")
 }

@@ -110,6 +110,28 @@ pub(crate) fn wait_state<'a>(
     })
 }
 
+/// Waits until the intent is STUCK after `max_resubmits`, then checks that
+/// its reason mentions `reason` and that exactly one STUCK completion row
+/// was written: a stop with its reason, not a silent retry loop.
+pub(crate) async fn expect_stuck_after_resubmits(
+    pool: &PgPool,
+    tx_id: Uuid,
+    reason: &str,
+    timeout: Duration,
+) {
+    wait_state(pool, tx_id, "STUCK", timeout).await;
+    let stuck = intent(pool, tx_id).await;
+    assert_eq!(stuck.sub_state.as_deref(), Some("stuck_max_resubmits"));
+    assert!(
+        stuck
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains(reason)),
+        "{stuck:?}"
+    );
+    assert_eq!(completion_states(pool, tx_id).await, ["STUCK"]);
+}
+
 /// The completion rows of an intent, in feed order.
 pub(crate) async fn completion_states(pool: &PgPool, tx_id: Uuid) -> Vec<String> {
     sqlx::query_scalar("SELECT state FROM tx_completion WHERE tx_id = $1 ORDER BY seq")
