@@ -26,6 +26,7 @@
 //! - [`node`]: this node's engine as the daemon sees it — the [`node::Engine`] facade, ops view and operator actions.
 //! - [`supervisor`]: the root of the actor tree and the state it shares with the facade.
 //! - [`cluster`]: membership and lease balancing.
+//! - [`webhook`]: push delivery of the completion feed — one leased WebhookActor per webhook.
 //! - [`metrics`]: names of the metrics the engine records.
 //! - [`tls`]: the one TLS client policy (rustls, aws-lc-rs, public roots + private CA).
 
@@ -40,6 +41,7 @@ pub mod submitter;
 pub mod supervisor;
 pub mod tls;
 pub mod tracker;
+pub mod webhook;
 
 pub use domain::{AttemptKind, ChainId, SubState, SubmitterKey, TxState};
 pub use store::{FencedTx, LeaseGuard, LeaseOutcome, LeaseOwner, LeaseRequest, StoreError};

@@ -122,12 +122,88 @@ pub const RPC_READ_SWITCHES: &str = "txmgr_rpc_read_switches_total";
 /// Histogram: parts (leaders' write sets) per group-commit transaction.
 pub const GROUP_COMMIT_PARTS: &str = "txmgr_group_commit_parts";
 
+/// Counter: webhook lease attempts, labels `webhook` and `result` =
+/// `acquired` | `renewed` | `not_owner` | `released`.
+pub const WEBHOOK_LEASES: &str = "txmgr_webhook_lease_acquisitions_total";
+
+/// Counter: webhook delivery attempts, labels `webhook` and `result` =
+/// `delivered` (2xx) | `retry` (timeout, connection error, 5xx, 429) |
+/// `refused` (another 4xx: not retried).
+pub const WEBHOOK_ATTEMPTS: &str = "txmgr_webhook_attempts_total";
+
+/// Histogram: seconds per webhook HTTP attempt, label `webhook`.
+pub const WEBHOOK_ATTEMPT_SECONDS: &str = "txmgr_webhook_attempt_seconds";
+
+/// Histogram: seconds from an event's commit to its 2xx delivery, label
+/// `webhook` (database clock to this node's clock).
+pub const WEBHOOK_DELIVERY_DELAY: &str = "txmgr_webhook_delivery_delay_seconds";
+
+/// Counter: events dead-lettered, label `webhook`.
+pub const WEBHOOK_DEAD_LETTERS: &str = "txmgr_webhook_dead_letters_total";
+
+/// Gauge: events read and not yet done by this node's holder, label `webhook`.
+pub const WEBHOOK_PENDING: &str = "txmgr_webhook_pending_events";
+
+/// Gauge: a submitter's last balance read, in wei, label `submitter`
+/// (bounded: configured submitters only).
+pub const SUBMITTER_BALANCE: &str = "txmgr_submitter_balance_wei";
+
+/// Counter: funds events recorded, label `event` = `low_balance` | `balance_restored`.
+pub const FUNDS_EVENTS: &str = "txmgr_funds_events_total";
+
+/// Counter: top-ups, label `result` = `sent` | `capped` (daily cap reached).
+pub const TOP_UPS: &str = "txmgr_top_ups_total";
+
 /// Registers the help text (and unit) of every metric above with the
 /// installed recorder, so each is exposed with `# HELP` and `# TYPE` lines.
 /// Call once after installing the recorder; metrics recorded before still
 /// get their description.
 pub fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        WEBHOOK_LEASES,
+        Unit::Count,
+        "Webhook lease attempts by webhook and result (acquired, renewed, not_owner, released)."
+    );
+    describe_counter!(
+        WEBHOOK_ATTEMPTS,
+        Unit::Count,
+        "Webhook delivery attempts by webhook and result (delivered, retry, refused)."
+    );
+    describe_histogram!(
+        WEBHOOK_ATTEMPT_SECONDS,
+        Unit::Seconds,
+        "Seconds per webhook HTTP attempt."
+    );
+    describe_histogram!(
+        WEBHOOK_DELIVERY_DELAY,
+        Unit::Seconds,
+        "Seconds from an event's commit to its delivery (2xx)."
+    );
+    describe_counter!(
+        WEBHOOK_DEAD_LETTERS,
+        Unit::Count,
+        "Webhook events given up on (max_attempts reached or refused with a 4xx)."
+    );
+    describe_gauge!(
+        WEBHOOK_PENDING,
+        Unit::Count,
+        "Events read and not yet delivered or dead-lettered by this node's webhook holder."
+    );
+    describe_gauge!(
+        SUBMITTER_BALANCE,
+        "A submitter's last balance read, in wei."
+    );
+    describe_counter!(
+        FUNDS_EVENTS,
+        Unit::Count,
+        "Funds events recorded (low_balance, balance_restored)."
+    );
+    describe_counter!(
+        TOP_UPS,
+        Unit::Count,
+        "Top-ups of low submitters by result (sent, capped)."
+    );
     describe_counter!(LEASE_ACQUISITIONS, Unit::Count, "Lease acquisition attempts by result (acquired, renewed, taken_over, not_owner, released, handed_over, lost, idle_released).");
     describe_counter!(
         LEASE_RENEW_STATEMENTS,

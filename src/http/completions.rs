@@ -61,6 +61,8 @@ struct FeedQuery {
     after: Option<FeedCursor>,
     limit: u32,
     wait: Duration,
+    /// Serve funds events (`LOW_BALANCE`, `BALANCE_RESTORED`) too.
+    funds: bool,
 }
 
 impl FeedQuery {
@@ -69,6 +71,7 @@ impl FeedQuery {
             after: None,
             limit: DEFAULT_LIMIT,
             wait: Duration::ZERO,
+            funds: false,
         };
         query::each_once(pairs, |key, value| {
             match key {
@@ -92,6 +95,18 @@ impl FeedQuery {
                                 ),
                             )
                         })?;
+                }
+                "funds" => {
+                    query.funds = match value.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => {
+                            return Err(ApiError::invalid(
+                                "funds",
+                                "funds must be true or false",
+                            ))
+                        }
+                    };
                 }
                 _ => return Ok(false),
             }
@@ -150,11 +165,12 @@ impl FeedPage {
 /// A client token with a submitter allow-list sees only its submitters'
 /// completions; the cursor still moves past the others.
 #[utoipa::path(get, path = "/v1/completions", tag = "transactions",
-    description = "Every terminal transition and every entry into STUCK, in commit order; long-polls up to `wait` when nothing is new. A page also ends once its items reach `http.page_max_bytes` of JSON; `next_after` continues after its last row.",
+    description = "Every terminal transition and every entry into STUCK (and, with `funds=true`, every balance crossing of a submitter's `min_balance`), in commit order; long-polls up to `wait` when nothing is new. A page also ends once its items reach `http.page_max_bytes` of JSON; `next_after` continues after its last row.",
     params(
         ("after" = Option<String>, Query, description = "the `next_after` of the previous page; absent = from the beginning", pattern = "^[0-9]+-[0-9]+$"),
         ("limit" = Option<u32>, Query, description = "page size (default 100)", minimum = 1, maximum = 1000),
-        ("wait" = Option<String>, Query, description = "long poll when nothing is new, e.g. `30s`; at most 60 s and 90 % of `http.request_timeout`")),
+        ("wait" = Option<String>, Query, description = "long poll when nothing is new, e.g. `30s`; at most 60 s and 90 % of `http.request_timeout`"),
+        ("funds" = Option<bool>, Query, description = "also serve funds events (LOW_BALANCE, BALANCE_RESTORED: no `tx_id`, with `balance_wei`); default false")),
     responses(
         (status = 200, description = "the next completions (possibly none)", body = FeedPage),
         (status = 400, description = "invalid_request: a bad or unknown parameter (`field` names it)", body = ErrorResponse),
@@ -180,7 +196,8 @@ pub(crate) async fn feed(
     // Taken before the first wait, kept until the answer.
     let mut waiting: Option<OwnedSemaphorePermit> = None;
     let visible = |row: &CompletionRow| {
-        caller.as_deref().is_none_or(|caller| {
+        (query.funds || !row.state.is_funds())
+            && caller.as_deref().is_none_or(|caller| {
             row.submitter
                 .parse::<alloy::primitives::Address>()
                 .is_ok_and(|address| caller.may_use(&address))
@@ -238,10 +255,16 @@ mod tests {
     fn row(seq: i64, submitter: &str) -> CompletionRow {
         CompletionRow {
             cursor: FeedCursor::new(7, seq).to_token(),
-            tx_id: uuid::Uuid::nil(),
+            tx_id: Some(uuid::Uuid::nil()),
             submitter: submitter.to_owned(),
             request_id: Some("r".repeat(100)),
-            state: txmgr_actors::domain::TxState::Confirmed,
+            state: txmgr_actors::domain::FeedEvent::Confirmed,
+            tx_hash: None,
+            block_number: None,
+            nonce: None,
+            reason: None,
+            balance_wei: None,
+            min_balance_wei: None,
             completed_at: sqlx::types::chrono::DateTime::UNIX_EPOCH,
         }
     }

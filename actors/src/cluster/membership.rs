@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alloy::primitives::Address;
+use alloy::primitives::{keccak256, Address};
 use sqlx::PgPool;
 
 use super::assign;
@@ -47,6 +47,7 @@ impl Default for BalanceConfig {
 #[derive(Debug, Default)]
 struct View {
     live: HashSet<String>,
+    settled: Vec<String>,
     preferred: HashMap<Address, String>,
 }
 
@@ -121,12 +122,44 @@ impl Membership {
             .filter(|p| p != me && self.is_live(p))
     }
 
+    /// The preferred node of a named singleton job (a webhook): the settled
+    /// node with the highest rendezvous weight for `name`, if balancing is on.
+    pub fn preferred_for_name(&self, name: &str) -> Option<String> {
+        if !self.config.enabled {
+            return None;
+        }
+        let view = self.view.read().ok()?;
+        view.settled
+            .iter()
+            .max_by_key(|node| keccak256([node.as_bytes(), b"/", name.as_bytes()].concat()).0)
+            .cloned()
+    }
+
+    /// [`Membership::defer_for`] for a named job: the hand-over grace when
+    /// another live node is preferred for it.
+    pub fn defer_for_name(&self, name: &str, me: &str) -> Duration {
+        match self.preferred_for_name(name) {
+            Some(p) if p != me && self.is_live(&p) => self.config.handover_grace,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// [`Membership::hand_over_to`] for a named job held for `held`.
+    pub fn hand_over_name_to(&self, name: &str, me: &str, held: Duration) -> Option<String> {
+        if held < self.config.min_hold {
+            return None;
+        }
+        self.preferred_for_name(name)
+            .filter(|p| p != me && self.is_live(p))
+    }
+
     /// Replaces the view: `live` nodes, of which `settled` may receive leases.
     pub fn update(&self, live: Vec<String>, settled: &[String], submitters: &[Address]) {
         let preferred = assign(submitters, settled);
         if let Ok(mut view) = self.view.write() {
             *view = View {
                 live: live.into_iter().collect(),
+                settled: settled.to_vec(),
                 preferred,
             };
         }

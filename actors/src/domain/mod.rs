@@ -1,6 +1,7 @@
 //! Domain vocabulary shared by the store, the actors and the HTTP edge.
 
 mod chain_id;
+mod feed_event;
 mod finality;
 mod intent;
 mod state;
@@ -8,6 +9,7 @@ mod sub_state;
 mod submitter;
 
 pub use chain_id::{ChainId, ChainIdOutOfRange};
+pub use feed_event::{FeedEvent, UnknownFeedEvent};
 pub use finality::{FinalDecision, Finality, ReorgedReceipt, DEFAULT_CONFIRMATIONS};
 pub use intent::{CreateError, CreateOutcome, Intent, NewIntent, TxSummary};
 pub use state::{AttemptKind, TxState};

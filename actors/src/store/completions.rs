@@ -28,7 +28,7 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::{StoreError, StoreResult};
-use crate::domain::{ChainId, TxState};
+use crate::domain::{ChainId, FeedEvent, SubmitterKey};
 
 /// The `LISTEN`/`NOTIFY` channel woken at the commit of every completion; the
 /// payload is the chain id in decimal.
@@ -49,8 +49,12 @@ pub const COMPLETION_CHANNEL: &str = "txmgr_completion";
 /// transition without its completion row must not commit.
 pub async fn record(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
     let chain_id: Option<ChainId> = sqlx::query_scalar(
-        "INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state)
-         SELECT tx_id, chain_id, submitter, request_id, state FROM managed_tx WHERE tx_id = $1
+        "INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state,
+                                    tx_hash, block_number, nonce, reason)
+         SELECT tx_id, chain_id, submitter, request_id, state,
+                COALESCE(mined_tx_hash, tx_hash), receipt_block_number, nonce,
+                CASE WHEN state = 'CONFIRMED' THEN NULL ELSE last_error END
+           FROM managed_tx WHERE tx_id = $1
          RETURNING chain_id",
     )
     .bind(tx_id)
@@ -61,6 +65,48 @@ pub async fn record(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
             "completion of unknown transaction {tx_id}"
         )));
     };
+    notify_durably(conn, chain_id).await
+}
+
+/// A submitter's balance crossing its threshold, as [`record_funds`] writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FundsEvent {
+    /// The submitter whose balance crossed.
+    pub submitter: SubmitterKey,
+    /// [`FeedEvent::LowBalance`] or [`FeedEvent::BalanceRestored`].
+    pub event: FeedEvent,
+    /// The balance read, in wei (decimal).
+    pub balance_wei: String,
+    /// The threshold, in wei (decimal).
+    pub min_balance_wei: String,
+}
+
+/// Records a funds event in the feed, with the same commit rules as
+/// [`record`]: call it inside the fenced transaction that flips the
+/// submitter's funds state, so a crossing is reported exactly once.
+pub async fn record_funds(conn: &mut PgConnection, event: &FundsEvent) -> StoreResult<()> {
+    if !event.event.is_funds() {
+        return Err(StoreError::Corrupt(format!(
+            "{} is not a funds event",
+            event.event
+        )));
+    }
+    sqlx::query(
+        "INSERT INTO tx_completion (chain_id, submitter, state, balance_wei, min_balance_wei)
+         VALUES ($1, $2, $3, $4::numeric, $5::numeric)",
+    )
+    .bind(event.submitter.chain_id)
+    .bind(event.submitter.address_hex())
+    .bind(event.event.as_str())
+    .bind(&event.balance_wei)
+    .bind(&event.min_balance_wei)
+    .execute(&mut *conn)
+    .await?;
+    notify_durably(conn, event.submitter.chain_id).await
+}
+
+/// Queues the feed's wake-up and makes this transaction's commit durable.
+async fn notify_durably(conn: &mut PgConnection, chain_id: ChainId) -> StoreResult<()> {
     sqlx::query("SELECT pg_notify($1, $2), set_config('synchronous_commit', 'on', true)")
         .bind(COMPLETION_CHANNEL)
         .bind(chain_id.to_string())
@@ -72,7 +118,7 @@ pub async fn record(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
 /// A position in the feed: the `(xid, seq)` of the last row served. Clients
 /// see it as an opaque token ([`FeedCursor::to_token`] / [`FeedCursor::parse`]),
 /// so its form may change without breaking them beyond a restart of paging.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FeedCursor {
     /// Id of the transaction that wrote the row (`xid8`, never wraps).
     xid: u64,
@@ -143,22 +189,39 @@ impl FromStr for FeedCursor {
     }
 }
 
-/// One completion as the feed serves it.
+/// One completion as the feed serves it: a transaction's (with `tx_id`) or a
+/// submitter's funds event (`LOW_BALANCE` / `BALANCE_RESTORED`, with the
+/// balance and threshold instead).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CompletionRow {
     /// This row's position; passing it as `after` continues after this row.
     #[schema(pattern = "^[0-9]+-[0-9]+$")]
     pub cursor: String,
-    /// The intent that completed.
-    pub tx_id: Uuid,
+    /// The intent that completed; `null` for funds events.
+    pub tx_id: Option<Uuid>,
     /// The submitter's address, lower-case `0x` hex.
     #[schema(pattern = "^0x[0-9a-f]{40}$")]
     pub submitter: String,
     /// The caller's idempotency key, if it gave one.
     pub request_id: Option<String>,
-    /// The state entered: a terminal state, or STUCK (which may still confirm
-    /// later, and then appears again).
-    pub state: TxState,
+    /// The event: the state entered — a terminal state, or STUCK (which may
+    /// still confirm later, and then appears again) — or a funds event.
+    pub state: FeedEvent,
+    /// Hash of the mined attempt (else the latest sent), when there was one.
+    #[schema(pattern = "^0x[0-9a-f]{64}$")]
+    pub tx_hash: Option<String>,
+    /// Block of the receipt, for CONFIRMED and FAILED_FINAL.
+    pub block_number: Option<i64>,
+    /// The nonce, once one was assigned.
+    pub nonce: Option<i64>,
+    /// Why, for REJECTED, STUCK, FAILED_FINAL and CANCELLED when known.
+    pub reason: Option<String>,
+    /// Funds events: the balance read, in wei (decimal string).
+    #[schema(pattern = "^[0-9]+$")]
+    pub balance_wei: Option<String>,
+    /// Funds events: the submitter's `min_balance`, in wei (decimal string).
+    #[schema(pattern = "^[0-9]+$")]
+    pub min_balance_wei: Option<String>,
     /// Database time of the transition.
     pub completed_at: DateTime<Utc>,
 }
@@ -168,12 +231,23 @@ pub struct CompletionRow {
 struct FeedRow {
     xid: String,
     seq: i64,
-    tx_id: Uuid,
+    tx_id: Option<Uuid>,
     submitter: String,
     request_id: Option<String>,
     state: String,
+    tx_hash: Option<String>,
+    block_number: Option<i64>,
+    nonce: Option<i64>,
+    reason: Option<String>,
+    balance_wei: Option<String>,
+    min_balance_wei: Option<String>,
     completed_at: DateTime<Utc>,
 }
+
+/// The columns [`FeedRow`] reads, for every query of the feed.
+pub(crate) const FEED_COLUMNS: &str = "xid::text AS xid, seq, tx_id, submitter, request_id, state,
+    tx_hash, block_number, nonce, reason, balance_wei::text AS balance_wei,
+    min_balance_wei::text AS min_balance_wei, completed_at";
 
 impl FeedRow {
     fn into_row(self) -> StoreResult<(FeedCursor, CompletionRow)> {
@@ -182,7 +256,7 @@ impl FeedRow {
         })?;
         let state = self
             .state
-            .parse::<TxState>()
+            .parse::<FeedEvent>()
             .map_err(|e| StoreError::Corrupt(format!("completion {}: {e}", self.seq)))?;
         let cursor = FeedCursor::new(xid, self.seq);
         let row = CompletionRow {
@@ -191,6 +265,12 @@ impl FeedRow {
             submitter: self.submitter,
             request_id: self.request_id,
             state,
+            tx_hash: self.tx_hash,
+            block_number: self.block_number,
+            nonce: self.nonce,
+            reason: self.reason,
+            balance_wei: self.balance_wei,
+            min_balance_wei: self.min_balance_wei,
             completed_at: self.completed_at,
         };
         Ok((cursor, row))
@@ -214,15 +294,16 @@ pub async fn read(
     // xid 0 is never assigned, so (0, 0) sorts before every row; one
     // comparison keeps the (xid, seq) index usable from the first page on.
     let from = after.unwrap_or(FeedCursor::new(0, 0));
-    let rows: Vec<FeedRow> = sqlx::query_as(
-        "SELECT xid::text AS xid, seq, tx_id, submitter, request_id, state, completed_at
+    let sql = format!(
+        "SELECT {FEED_COLUMNS}
            FROM tx_completion
           WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
             AND (xid, seq) > ($2::text::xid8, $3::bigint)
             AND chain_id = $1
           ORDER BY xid, seq
-          LIMIT $4",
-    )
+          LIMIT $4"
+    );
+    let rows: Vec<FeedRow> = sqlx::query_as(&sql)
     .bind(chain_id)
     .bind(from.xid.to_string())
     .bind(from.seq)
@@ -237,6 +318,25 @@ pub async fn read(
         items.push(row);
     }
     Ok((items, next))
+}
+
+/// The feed rows with these `seq`s (dead letters being redelivered), in feed
+/// order, with their cursors.
+pub async fn read_seqs(
+    pool: &PgPool,
+    chain_id: ChainId,
+    seqs: &[i64],
+) -> StoreResult<Vec<(FeedCursor, CompletionRow)>> {
+    let sql = format!(
+        "SELECT {FEED_COLUMNS} FROM tx_completion
+          WHERE chain_id = $1 AND seq = ANY($2) ORDER BY xid, seq"
+    );
+    let rows: Vec<FeedRow> = sqlx::query_as(&sql)
+        .bind(chain_id)
+        .bind(seqs)
+        .fetch_all(pool)
+        .await?;
+    rows.into_iter().map(FeedRow::into_row).collect()
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ pub mod resubmit_claims;
 mod schema;
 pub mod tracking;
 pub mod tx_query;
+pub mod webhook_lease;
+pub mod webhooks;
 
 pub use error::{StoreError, StoreResult};
 pub use fenced::FencedTx;

@@ -15,7 +15,7 @@
 
 mod actor;
 mod discovery;
-mod restart_backoff;
+pub(crate) mod restart_backoff;
 mod shared;
 mod tracker_tree;
 

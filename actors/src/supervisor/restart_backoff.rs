@@ -13,9 +13,9 @@ const HEALTHY_AFTER: Duration = Duration::from_secs(60);
 
 /// Restart bookkeeping of one tracking actor.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Restarts {
+pub(crate) struct Restarts {
     /// Since the node started (shown, and never reset).
-    pub(super) total: u32,
+    pub(crate) total: u32,
     /// Since it last ran [`HEALTHY_AFTER`] without failing (sets the backoff).
     consecutive: u32,
     /// When the last restart was scheduled.
@@ -25,7 +25,7 @@ pub(super) struct Restarts {
 impl Restarts {
     /// Records a failure at `now` and returns the delay before the restart:
     /// 100 ms doubling to 10 s, back to 100 ms after a healthy period.
-    pub(super) fn next_delay(&mut self, now: Instant) -> Duration {
+    pub(crate) fn next_delay(&mut self, now: Instant) -> Duration {
         if self
             .last
             .is_some_and(|last| now.duration_since(last) >= HEALTHY_AFTER)

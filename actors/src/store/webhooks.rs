@@ -1,0 +1,351 @@
+//! A webhook's durable progress over the completion feed (README "Webhooks"):
+//! its cursor, the events done beyond it, dead letters, and the ops view.
+//!
+//! ```text
+//! feed: … e1 e2 e3 e4 e5 …      cursor = e2: everything up to e2 is done
+//!             └ done ┘ │  └ done (webhook_done), e3 still pending
+//!                      pending
+//! ```
+//!
+//! Every write here is fenced by the webhook lease's token: the progress
+//! statement updates the cursor row only where the token still matches, and
+//! the rest of the transaction runs only when it did.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+
+use super::{completions::FeedCursor, webhook_lease::WebhookKey, StoreResult};
+use crate::domain::ChainId;
+
+/// Where a new holder resumes: the cursor and the events done beyond it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resume {
+    /// Everything at or before it was delivered or dead-lettered.
+    pub cursor: FeedCursor,
+    /// Done events after the cursor (their submitters' earlier events were done too).
+    pub done: Vec<FeedCursor>,
+}
+
+/// Reads where the webhook's delivery stands.
+pub async fn resume(pool: &PgPool, key: &WebhookKey) -> StoreResult<Resume> {
+    let cursor: Option<(String, i64)> = sqlx::query_as(
+        "SELECT cursor_xid::text, cursor_seq FROM webhook_cursor WHERE chain_id = $1 AND webhook = $2",
+    )
+    .bind(key.chain_id)
+    .bind(&key.name)
+    .fetch_optional(pool)
+    .await?;
+    let done: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT xid::text, seq FROM webhook_done WHERE chain_id = $1 AND webhook = $2 ORDER BY xid, seq",
+    )
+    .bind(key.chain_id)
+    .bind(&key.name)
+    .fetch_all(pool)
+    .await?;
+    let parse = |(xid, seq): (String, i64)| FeedCursor::parse(&format!("{xid}-{seq}")).ok();
+    Ok(Resume {
+        cursor: cursor.and_then(parse).unwrap_or_default(),
+        done: done.into_iter().filter_map(parse).collect(),
+    })
+}
+
+/// An event given up on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewDeadLetter {
+    /// Its feed row.
+    pub feed_seq: i64,
+    /// The delivery id the receiver saw.
+    pub delivery_id: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last HTTP status, when there was an answer.
+    pub last_status: Option<u16>,
+    /// What went wrong last.
+    pub last_error: String,
+}
+
+/// What a holder has finished since its last commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// The new cursor, when the done prefix moved.
+    pub cursor: Option<FeedCursor>,
+    /// Events done beyond the (new) cursor.
+    pub done: Vec<FeedCursor>,
+    /// Events given up on (also in `done` or before `cursor`).
+    pub dead: Vec<NewDeadLetter>,
+    /// Events delivered (2xx).
+    pub delivered: u64,
+    /// Attempts that failed.
+    pub failed_attempts: u64,
+    /// The last failure, if any.
+    pub last_error: Option<String>,
+    /// Dead letters redelivered (2xx) by id.
+    pub redelivered: Vec<i64>,
+    /// Dead letters whose redelivery failed again, by id.
+    pub redelivery_failed: Vec<(i64, String)>,
+}
+
+impl Progress {
+    /// True when there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        *self == Progress::default()
+    }
+
+    /// Adds `other`'s outcomes and counts to these (a failed commit's,
+    /// kept for the next one); the cursor and markers are recomputed then.
+    pub fn absorb(&mut self, other: Progress) {
+        self.dead.extend(other.dead);
+        self.delivered += other.delivered;
+        self.failed_attempts += other.failed_attempts;
+        if self.last_error.is_none() {
+            self.last_error = other.last_error;
+        }
+        self.redelivered.extend(other.redelivered);
+        self.redelivery_failed.extend(other.redelivery_failed);
+    }
+}
+
+/// Writes `progress` in one transaction if `token` still holds the lease;
+/// false (nothing written) when it does not.
+pub async fn commit(
+    pool: &PgPool,
+    key: &WebhookKey,
+    token: i64,
+    progress: &Progress,
+) -> StoreResult<bool> {
+    let mut tx = pool.begin().await?;
+    let (xid, seq) = progress
+        .cursor
+        .map_or((None, None), |c| (Some(c.xid().to_string()), Some(c.seq())));
+    let fenced = sqlx::query(
+        "UPDATE webhook_cursor
+            SET cursor_xid = COALESCE($4::text::xid8, cursor_xid),
+                cursor_seq = COALESCE($5, cursor_seq),
+                delivered = delivered + $6, failed_attempts = failed_attempts + $7,
+                last_delivered_at = CASE WHEN $6 > 0 THEN now() ELSE last_delivered_at END,
+                last_error = COALESCE($8, last_error), updated_at = now()
+          WHERE chain_id = $1 AND webhook = $2 AND fencing_token = $3",
+    )
+    .bind(key.chain_id)
+    .bind(&key.name)
+    .bind(token)
+    .bind(xid)
+    .bind(seq)
+    .bind(i64::try_from(progress.delivered).unwrap_or(i64::MAX))
+    .bind(i64::try_from(progress.failed_attempts).unwrap_or(i64::MAX))
+    .bind(progress.last_error.as_deref())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 0;
+    if fenced {
+        return Ok(false);
+    }
+    if let Some(cursor) = progress.cursor {
+        sqlx::query(
+            "DELETE FROM webhook_done WHERE chain_id = $1 AND webhook = $2
+                AND (xid, seq) <= ($3::text::xid8, $4::bigint)",
+        )
+        .bind(key.chain_id)
+        .bind(&key.name)
+        .bind(cursor.xid().to_string())
+        .bind(cursor.seq())
+        .execute(&mut *tx)
+        .await?;
+    }
+    if !progress.done.is_empty() {
+        let xids: Vec<String> = progress.done.iter().map(|c| c.xid().to_string()).collect();
+        let seqs: Vec<i64> = progress.done.iter().map(|c| c.seq()).collect();
+        sqlx::query(
+            "INSERT INTO webhook_done (chain_id, webhook, xid, seq)
+             SELECT $1, $2, x::xid8, s FROM unnest($3::text[], $4::bigint[]) AS d(x, s)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(key.chain_id)
+        .bind(&key.name)
+        .bind(xids)
+        .bind(seqs)
+        .execute(&mut *tx)
+        .await?;
+    }
+    for dead in &progress.dead {
+        sqlx::query(
+            "INSERT INTO webhook_dead_letter
+                    (chain_id, webhook, delivery_id, feed_seq, attempts, last_status, last_error)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (chain_id, webhook, feed_seq) DO UPDATE
+                SET attempts = webhook_dead_letter.attempts + EXCLUDED.attempts,
+                    last_status = EXCLUDED.last_status, last_error = EXCLUDED.last_error,
+                    delivered_at = NULL, redeliver_asked = NULL",
+        )
+        .bind(key.chain_id)
+        .bind(&key.name)
+        .bind(&dead.delivery_id)
+        .bind(dead.feed_seq)
+        .bind(i32::try_from(dead.attempts).unwrap_or(i32::MAX))
+        .bind(dead.last_status.map(i32::from))
+        .bind(&dead.last_error)
+        .execute(&mut *tx)
+        .await?;
+    }
+    if !progress.redelivered.is_empty() {
+        sqlx::query(
+            "UPDATE webhook_dead_letter SET delivered_at = now(), redeliver_asked = NULL
+              WHERE chain_id = $1 AND webhook = $2 AND id = ANY($3)",
+        )
+        .bind(key.chain_id)
+        .bind(&key.name)
+        .bind(&progress.redelivered)
+        .execute(&mut *tx)
+        .await?;
+    }
+    for (id, error) in &progress.redelivery_failed {
+        sqlx::query(
+            "UPDATE webhook_dead_letter SET redeliver_asked = NULL, last_error = $4
+              WHERE chain_id = $1 AND webhook = $2 AND id = $3",
+        )
+        .bind(key.chain_id)
+        .bind(&key.name)
+        .bind(id)
+        .bind(error)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// A dead letter an operator asked to deliver again.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct RedeliveryAsked {
+    /// The dead letter's id.
+    pub id: i64,
+    /// Its feed row.
+    pub feed_seq: i64,
+}
+
+/// Up to `limit` dead letters of the webhook waiting for redelivery.
+pub async fn redeliveries(
+    pool: &PgPool,
+    key: &WebhookKey,
+    limit: i64,
+) -> StoreResult<Vec<RedeliveryAsked>> {
+    Ok(sqlx::query_as(
+        "SELECT id, feed_seq FROM webhook_dead_letter
+          WHERE chain_id = $1 AND webhook = $2 AND delivered_at IS NULL
+            AND redeliver_asked IS NOT NULL
+          ORDER BY id LIMIT $3",
+    )
+    .bind(key.chain_id)
+    .bind(&key.name)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Asks for the redelivery of one dead letter (`id`) or of every open one;
+/// returns how many were asked for.
+pub async fn ask_redelivery(pool: &PgPool, key: &WebhookKey, id: Option<i64>) -> StoreResult<u64> {
+    let result = sqlx::query(
+        "UPDATE webhook_dead_letter SET redeliver_asked = now()
+          WHERE chain_id = $1 AND webhook = $2 AND delivered_at IS NULL
+            AND ($3::bigint IS NULL OR id = $3)",
+    )
+    .bind(key.chain_id)
+    .bind(&key.name)
+    .bind(id)
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected())
+}
+
+/// One webhook as the ops view shows it (database view: any node answers).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema, sqlx::FromRow)]
+pub struct WebhookStatus {
+    /// `[[webhooks]].name`.
+    pub name: String,
+    /// The node delivering (or that last delivered) for it.
+    pub owner_node: Option<String>,
+    /// True while that node's lease is live.
+    pub lease_live: bool,
+    /// The durable position: every event up to it was delivered or dead-lettered.
+    #[schema(pattern = "^[0-9]+-[0-9]+$")]
+    pub cursor: String,
+    /// Feed events after the cursor (not all of them may be for this webhook).
+    pub lag_events: i64,
+    /// Age in seconds of the oldest event after the cursor (0 when none).
+    pub lag_seconds: f64,
+    /// Events delivered (2xx) since the webhook was first configured.
+    pub delivered: i64,
+    /// Attempts that failed (timeouts, errors, non-2xx).
+    pub failed_attempts: i64,
+    /// The last failure seen.
+    pub last_error: Option<String>,
+    /// Last 2xx.
+    pub last_delivered_at: Option<DateTime<Utc>>,
+    /// Dead letters not redelivered.
+    pub dead_letters: i64,
+}
+
+/// The status of every webhook with a row (delivery started at least once).
+pub async fn statuses(pool: &PgPool, chain_id: ChainId) -> StoreResult<Vec<WebhookStatus>> {
+    Ok(sqlx::query_as(
+        "SELECT w.webhook AS name, w.owner_node AS owner_node, w.expires_at > now() AS lease_live,
+                w.cursor_xid::text || '-' || w.cursor_seq AS cursor,
+                lag.events AS lag_events,
+                COALESCE(EXTRACT(EPOCH FROM now() - lag.oldest)::float8, 0) AS lag_seconds,
+                w.delivered, w.failed_attempts, w.last_error, w.last_delivered_at,
+                (SELECT count(*) FROM webhook_dead_letter d
+                  WHERE d.chain_id = w.chain_id AND d.webhook = w.webhook
+                    AND d.delivered_at IS NULL) AS dead_letters
+           FROM webhook_cursor w
+           CROSS JOIN LATERAL (
+                SELECT count(*) AS events, min(c.completed_at) AS oldest FROM tx_completion c
+                 WHERE c.chain_id = w.chain_id AND (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq)) lag
+          WHERE w.chain_id = $1
+          ORDER BY w.webhook",
+    )
+    .bind(chain_id)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// One dead letter as the ops view lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema, sqlx::FromRow)]
+pub struct DeadLetter {
+    /// Pass to `redeliver` as `id`.
+    pub id: i64,
+    /// The delivery id the receiver saw.
+    pub delivery_id: String,
+    /// Attempts made.
+    pub attempts: i32,
+    /// Last HTTP status, when there was an answer.
+    pub last_status: Option<i32>,
+    /// What went wrong last.
+    pub last_error: String,
+    /// When it was given up on.
+    pub created_at: DateTime<Utc>,
+    /// True while a redelivery is asked for and not yet made.
+    pub redelivery_pending: bool,
+}
+
+/// Open dead letters of one webhook, oldest first, at most `limit`.
+pub async fn dead_letters(
+    pool: &PgPool,
+    key: &WebhookKey,
+    limit: i64,
+) -> StoreResult<Vec<DeadLetter>> {
+    Ok(sqlx::query_as(
+        "SELECT id, delivery_id, attempts, last_status, last_error, created_at,
+                redeliver_asked IS NOT NULL AS redelivery_pending
+           FROM webhook_dead_letter
+          WHERE chain_id = $1 AND webhook = $2 AND delivered_at IS NULL
+          ORDER BY id LIMIT $3",
+    )
+    .bind(key.chain_id)
+    .bind(&key.name)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
