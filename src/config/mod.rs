@@ -27,6 +27,7 @@ mod sections;
 mod signer;
 mod url;
 mod validate;
+mod webhooks;
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -48,6 +49,7 @@ pub use sections::*;
 pub use signer::SignerConfig;
 pub use url::{redact_password, shown_url};
 pub use validate::{check_address, check_node_id};
+pub use webhooks::{resolve_webhooks, WebhookConfig};
 
 /// The whole, validated configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,6 +84,9 @@ pub struct Config {
     /// Log output.
     #[serde(default)]
     pub log: LogConfig,
+    /// Where completion-feed events are pushed (`[[webhooks]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<WebhookConfig>,
     /// What loaded but deserves the operator's attention (renamed keys);
     /// shown by `txmgr config check`, logged at start and on reload.
     #[serde(skip)]
@@ -126,6 +131,15 @@ impl Config {
         } else {
             Err(ConfigError { issues })
         }
+    }
+
+    /// The engine's settings of every webhook, secrets read from the
+    /// process environment.
+    pub fn resolved_webhooks(
+        &self,
+    ) -> Result<Vec<txmgr_actors::webhook::WebhookSettings>, ConfigError> {
+        resolve_webhooks(&self.webhooks, |var| std::env::var(var).ok())
+            .map_err(|issues| ConfigError { issues })
     }
 
     /// Keys that loaded but deserve attention (deprecated names), as
@@ -180,6 +194,9 @@ impl Config {
         for endpoint in &mut shown.chain.rpc_urls {
             endpoint.url = shown_url(&endpoint.url);
             endpoint.ws_url = endpoint.ws_url.as_deref().map(shown_url);
+        }
+        for hook in &mut shown.webhooks {
+            hook.url = shown_url(&hook.url);
         }
         for entry in shown.submitters.values_mut() {
             if let SignerConfig::Remote { url, .. } = &mut entry.signer {

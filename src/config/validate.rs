@@ -86,6 +86,7 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
         }
     }
     config.submitters = submitters;
+    issues.extend(super::webhooks::validate_webhooks(&mut config.webhooks));
     issues
 }
 

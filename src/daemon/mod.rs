@@ -10,6 +10,7 @@ mod observe;
 mod registration;
 mod reload;
 mod telemetry;
+mod webhooks;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
@@ -32,6 +33,7 @@ pub use engine::{listen_for_work, start_engine, EngineSubmissions};
 pub use observe::{gauge_loop, metrics_recorder, CountingChain};
 use registration::NodeRegistration;
 pub use reload::Reloader;
+pub use webhooks::{start_webhooks, wake_on_completions};
 
 /// Period of the gauges refreshed from the database and the engine.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
@@ -167,6 +169,16 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             return Err(err);
         }
     };
+    let webhooks = match start_webhooks(&config, &owner, pool.clone(), &engine).await {
+        Ok(webhooks) => webhooks,
+        Err(err) => {
+            engine.shutdown(config.lease.duration).await;
+            if let Err(cleanup) = registration.leave().await {
+                tracing::warn!(error = %cleanup, "removing the node row failed");
+            }
+            return Err(err);
+        }
+    };
     let node_id = config.node_id.clone();
     tracing::info!(node_id, instance = %owner.instance, http = %http_addr, https = https.is_some(), chain_id = config.chain.chain_id, "txmgr node started");
     // Stop on a signal, or when another process took the node id over.
@@ -190,18 +202,20 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         GAUGE_INTERVAL,
     ));
     let reloader: Arc<dyn Reload> =
-        Arc::new(Reloader::new(config_path, engine.clone(), config.clone()));
+        Arc::new(Reloader::new(config_path, engine.clone(), webhooks.clone(), config.clone()));
     let hangups = tokio::spawn(reload_on_sighup(reloader.clone()));
+    let completions = CompletionNotifier::listen(
+        pool.clone(),
+        config.chain.chain_id,
+        config.http.max_long_polls,
+    );
+    let webhook_wakes = wake_on_completions(&completions, webhooks.clone());
     let state = AppState {
         pool: pool.clone(),
         chain_id: config.chain.chain_id.into(),
         submissions: Arc::new(EngineSubmissions(engine.clone())),
         limits: Limits::from_config(&config.http),
-        completions: CompletionNotifier::listen(
-            pool.clone(),
-            config.chain.chain_id,
-            config.http.max_long_polls,
-        ),
+        completions,
         ops: ops_state(&config, &pool, &engine, chain, Some(reloader)).await,
     };
     let app = crate::http::app(state);
@@ -224,6 +238,8 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     work_listener.abort();
     hangups.abort();
     gauges.abort();
+    webhook_wakes.abort();
+    webhooks.shutdown(config.lease.duration).await;
     engine.shutdown(config.lease.duration).await;
     let left = registration.leave().await;
     pool.close().await;

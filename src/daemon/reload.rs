@@ -6,6 +6,7 @@
 //!                      ├─ new submitters: build + check signers first (any failure rejects all)
 //!                      ├─ changed settings ─► Engine::apply_settings (running actors, no restart)
 //!                      ├─ added ─► Engine::add_submitter     removed ─► Engine::remove_submitter
+//!                      ├─ [[webhooks]] (secrets re-read) ─► Webhooks::apply
 //!                      └─ node-level keys that differ ─► reported as needing a restart
 //! ```
 //!
@@ -21,6 +22,7 @@ use tokio::sync::Mutex;
 use txmgr_actors::{
     node::{Engine, SubmitterSpec},
     signer::build_signer,
+    webhook::Webhooks,
 };
 
 use super::engine::signer_spec;
@@ -38,15 +40,17 @@ const NODE_LEVEL: &[&str] = &[
 pub struct Reloader {
     path: PathBuf,
     engine: Engine,
+    webhooks: Webhooks,
     running: Mutex<Config>,
 }
 
 impl Reloader {
     /// A reloader for the node started with `config` from `path`.
-    pub fn new(path: PathBuf, engine: Engine, config: Config) -> Self {
+    pub fn new(path: PathBuf, engine: Engine, webhooks: Webhooks, config: Config) -> Self {
         Self {
             path,
             engine,
+            webhooks,
             running: Mutex::new(config),
         }
     }
@@ -138,6 +142,7 @@ impl Reload for Reloader {
         let new_subs = by_address(&new);
 
         // Everything that can fail happens before anything is applied.
+        let webhooks = new.resolved_webhooks()?;
         let mut added = Vec::new();
         for (address, resolved) in &new_subs {
             if old_subs.contains_key(address) {
@@ -199,6 +204,11 @@ impl Reload for Reloader {
                 entry.signer = old.signer.clone();
             }
         }
+        if running.webhooks != new.webhooks {
+            report.webhooks = new.webhooks.iter().map(|w| w.name.clone()).collect();
+        }
+        // Applied every time: a rotated secret (same file) takes effect too.
+        self.webhooks.apply(webhooks);
         *running = new;
         tracing::info!(target: "txmgr::reload", updated = report.updated.len(), added = report.added.len(),
             removed = report.removed.len(), restart_required = ?report.restart_required, "configuration reloaded");

@@ -77,6 +77,20 @@ impl CompletionNotifier {
         self.inner.waiters.clone().try_acquire_owned().ok()
     }
 
+    /// Calls `wake` after every completion commit of this chain (and after
+    /// every reconnect, when some may have been missed), until the process ends.
+    pub fn on_each_completion(
+        &self,
+        wake: impl Fn() + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let mut signal = self.subscribe();
+        tokio::spawn(async move {
+            while signal.changed().await.is_ok() {
+                wake();
+            }
+        })
+    }
+
     /// A fresh subscription; its first `changed()` fires on the next signal.
     pub(crate) fn subscribe(&self) -> watch::Receiver<Signal> {
         let mut receiver = self.inner.signal.clone();

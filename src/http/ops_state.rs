@@ -35,6 +35,8 @@ pub struct ReloadReport {
     pub restart_required: Vec<String>,
     /// Submitters whose signer changed: needs a restart of the node.
     pub signer_changed: Vec<String>,
+    /// The webhooks now configured, when `[[webhooks]]` changed (applied at once).
+    pub webhooks: Vec<String>,
 }
 
 /// The operator side of [`AppState`](super::AppState).

@@ -124,7 +124,7 @@ impl Reader {
     }
 
     fn tx_ids(&self) -> Vec<Uuid> {
-        self.served.iter().map(|row| row.tx_id).collect()
+        self.served.iter().filter_map(|row| row.tx_id).collect()
     }
 
     fn cursors(&self) -> Vec<FeedCursor> {

@@ -162,6 +162,11 @@ impl Engine {
         &self.shared.membership
     }
 
+    /// [`Engine::membership`] as a shared handle (the webhooks balance over it too).
+    pub fn membership_handle(&self) -> Arc<Membership> {
+        self.shared.membership.clone()
+    }
+
     /// An operator asked for an action on one of the submitter's
     /// transactions: the leader (if it runs here) claims it now.
     pub fn notify_resubmit(&self, address: Address) {

@@ -245,6 +245,15 @@ impl Webhooks {
         let _ = self.supervisor.send_message(WebhookSupervisorMsg::Wake);
     }
 
+    /// Crashes every webhook actor (tests): nothing is committed or released.
+    pub fn kill(&self) {
+        for child in self.supervisor.get_children() {
+            child.unlink(self.supervisor.get_cell());
+            child.kill();
+        }
+        self.supervisor.kill();
+    }
+
     /// Stops every webhook actor (each commits what it can and releases its
     /// lease) and waits up to `timeout`.
     pub async fn shutdown(&self, timeout: Duration) {

@@ -57,6 +57,8 @@ pub(crate) struct TestNode {
     pub(crate) engine: Engine,
     pub(crate) app: Router,
     listener: tokio::task::JoinHandle<()>,
+    webhooks: txmgr_actors::webhook::Webhooks,
+    wakes: tokio::task::JoinHandle<()>,
 }
 
 impl TestNode {
@@ -109,17 +111,19 @@ impl TestNode {
         let engine = start_engine(&config, &owner, pool.clone(), chain.clone())
             .await
             .expect("engine starts");
+        let webhooks = txmgr::daemon::start_webhooks(&config, &owner, pool.clone(), &engine)
+            .await
+            .expect("webhooks start");
         let listener = tokio::spawn(listen_for_work(
             pool.clone(),
             engine.clone(),
             config.chain.chain_id,
         ));
+        let completions =
+            CompletionNotifier::listen(pool.clone(), config.chain.chain_id, config.http.max_long_polls);
+        let wakes = txmgr::daemon::wake_on_completions(&completions, webhooks.clone());
         let app = app(AppState {
-            completions: CompletionNotifier::listen(
-                pool.clone(),
-                config.chain.chain_id,
-                config.http.max_long_polls,
-            ),
+            completions,
             pool: pool.clone(),
             chain_id: config.chain.chain_id.into(),
             submissions: Arc::new(EngineSubmissions(engine.clone())),
@@ -130,7 +134,7 @@ impl TestNode {
                 &engine,
                 chain,
                 file.map(|path| -> Arc<dyn txmgr::http::Reload> {
-                    Arc::new(Reloader::new(path, engine.clone(), config.clone()))
+                    Arc::new(Reloader::new(path, engine.clone(), webhooks.clone(), config.clone()))
                 }),
             )
             .await,
@@ -139,6 +143,8 @@ impl TestNode {
             engine,
             app,
             listener,
+            webhooks,
+            wakes,
         }
     }
 
@@ -188,12 +194,18 @@ impl TestNode {
     /// Crashes the node: actors die mid-work, leases are not released.
     pub(crate) fn kill(self) {
         self.listener.abort();
+        self.wakes.abort();
+        self.webhooks.kill();
         self.engine.kill();
     }
 
     /// Stops the engine gracefully (leases released).
     pub(crate) async fn stop(self) {
         self.listener.abort();
+        self.wakes.abort();
+        self.webhooks
+            .shutdown(std::time::Duration::from_secs(10))
+            .await;
         self.engine
             .shutdown(std::time::Duration::from_secs(10))
             .await;

@@ -1,0 +1,250 @@
+//! `[[webhooks]]`: where completion-feed events are pushed (README "Webhooks").
+//! The signing secret is named here by its environment variable and read at
+//! start and on reload, never stored in the file.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use serde::{Deserialize, Serialize};
+use txmgr_actors::{
+    domain::FeedEvent,
+    webhook::{WebhookSecret, WebhookSettings},
+};
+
+use super::{error::ConfigIssue, url::check_url, validate::check_address};
+
+/// One webhook as configured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Unique name, 1–64 characters of `[A-Za-z0-9_.-]`: names its lease,
+    /// cursor, dead letters and metrics. Renaming starts a new cursor.
+    pub name: String,
+    /// Receiver URL, `https://` or `http://`.
+    pub url: String,
+    /// Environment variable holding the signing secret.
+    pub secret_env: String,
+    /// Events delivered; default all of them.
+    #[serde(default = "all_events")]
+    pub events: Vec<FeedEvent>,
+    /// Only these submitters' events, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitters: Option<Vec<String>>,
+    /// Attempts per event before it is dead-lettered.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// Delay before the first retry; doubles per retry, with jitter.
+    #[serde(default = "default_backoff_initial", with = "humantime_serde")]
+    pub backoff_initial: Duration,
+    /// Longest delay between retries (a receiver's `Retry-After` may ask for more).
+    #[serde(default = "default_backoff_max", with = "humantime_serde")]
+    pub backoff_max: Duration,
+    /// Time allowed for one request.
+    #[serde(default = "default_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Submitters delivered to at the same time (each submitter's events stay in order).
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+}
+
+fn all_events() -> Vec<FeedEvent> {
+    FeedEvent::ALL.to_vec()
+}
+fn default_max_attempts() -> u32 {
+    10
+}
+fn default_backoff_initial() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_backoff_max() -> Duration {
+    Duration::from_secs(300)
+}
+fn default_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_concurrency() -> usize {
+    16
+}
+
+/// Largest `concurrency`.
+const MAX_CONCURRENCY: usize = 256;
+
+/// Checks every webhook (and that names are unique), lower-casing the
+/// submitter filters.
+pub(crate) fn validate_webhooks(webhooks: &mut [WebhookConfig]) -> Vec<ConfigIssue> {
+    let mut issues = Vec::new();
+    let mut names = BTreeSet::new();
+    for (i, hook) in webhooks.iter_mut().enumerate() {
+        let key = |field: &str| format!("webhooks[{i}].{field}");
+        let name_ok = (1..=64).contains(&hook.name.len())
+            && hook
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        if !name_ok {
+            issues.push(ConfigIssue::new(
+                key("name"),
+                format!(
+                    "invalid webhook name {:?}: expected 1 to 64 characters of [A-Za-z0-9_.-]",
+                    hook.name
+                ),
+            ));
+        } else if !names.insert(hook.name.clone()) {
+            issues.push(ConfigIssue::new(
+                key("name"),
+                format!("duplicate webhook name {:?}", hook.name),
+            ));
+        }
+        if let Err(reason) = check_url(&hook.url, &["https", "http"]) {
+            issues.push(ConfigIssue::new(key("url"), reason));
+        }
+        if hook.secret_env.trim().is_empty() {
+            issues.push(ConfigIssue::new(
+                key("secret_env"),
+                "name the environment variable that holds the signing secret",
+            ));
+        }
+        if hook.events.is_empty() {
+            issues.push(ConfigIssue::new(
+                key("events"),
+                "no events: list at least one, or leave the key out for all",
+            ));
+        }
+        if let Some(only) = &mut hook.submitters {
+            for address in only.iter_mut() {
+                match check_address(address) {
+                    Ok(lower) => *address = lower,
+                    Err(reason) => issues.push(ConfigIssue::new(key("submitters"), reason)),
+                }
+            }
+        }
+        if hook.max_attempts == 0 {
+            issues.push(ConfigIssue::new(key("max_attempts"), "must be at least 1"));
+        }
+        if hook.backoff_initial.is_zero() {
+            issues.push(ConfigIssue::new(key("backoff_initial"), "must be above zero"));
+        }
+        if hook.backoff_max < hook.backoff_initial {
+            issues.push(ConfigIssue::new(
+                key("backoff_max"),
+                "must be at least backoff_initial",
+            ));
+        }
+        if hook.timeout.is_zero() {
+            issues.push(ConfigIssue::new(key("timeout"), "must be above zero"));
+        }
+        if !(1..=MAX_CONCURRENCY).contains(&hook.concurrency) {
+            issues.push(ConfigIssue::new(
+                key("concurrency"),
+                format!("must be between 1 and {MAX_CONCURRENCY}"),
+            ));
+        }
+    }
+    issues
+}
+
+/// The engine's settings of every webhook, reading each secret from `env`.
+/// A missing or empty variable is an issue naming the webhook and variable.
+pub fn resolve_webhooks(
+    webhooks: &[WebhookConfig],
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<WebhookSettings>, Vec<ConfigIssue>> {
+    let mut issues = Vec::new();
+    let mut resolved = Vec::new();
+    for (i, hook) in webhooks.iter().enumerate() {
+        let secret = match env(&hook.secret_env) {
+            Some(secret) if !secret.is_empty() => secret,
+            _ => {
+                issues.push(ConfigIssue::new(
+                    format!("webhooks[{i}].secret_env"),
+                    format!(
+                        "environment variable {} is not set (or empty): webhook {:?} cannot sign",
+                        hook.secret_env, hook.name
+                    ),
+                ));
+                continue;
+            }
+        };
+        resolved.push(WebhookSettings {
+            name: hook.name.clone(),
+            url: hook.url.clone(),
+            secret: WebhookSecret::new(secret),
+            events: hook.events.iter().copied().collect(),
+            submitters: hook
+                .submitters
+                .as_ref()
+                .map(|only| only.iter().cloned().collect()),
+            max_attempts: hook.max_attempts,
+            backoff_initial: hook.backoff_initial,
+            backoff_max: hook.backoff_max,
+            timeout: hook.timeout,
+            concurrency: hook.concurrency,
+        });
+    }
+    if issues.is_empty() {
+        Ok(resolved)
+    } else {
+        Err(issues)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hook(name: &str) -> WebhookConfig {
+        toml::from_str(&format!(
+            "name = \"{name}\"\nurl = \"https://example.com/hook\"\nsecret_env = \"HOOK_SECRET\""
+        ))
+        .expect("parses")
+    }
+
+    #[test]
+    fn defaults_deliver_every_event_and_retry_ten_times() {
+        let hook = hook("ops");
+        assert_eq!(hook.events, FeedEvent::ALL.to_vec());
+        assert_eq!(hook.max_attempts, 10);
+        assert!(validate_webhooks(&mut [hook]).is_empty());
+    }
+
+    #[test]
+    fn each_bad_key_is_named() {
+        let mut bad = hook("bad name");
+        bad.url = "ftp://x".into();
+        bad.max_attempts = 0;
+        bad.concurrency = 0;
+        bad.submitters = Some(vec!["0x12".into()]);
+        let mut hooks = [bad, hook("ops"), hook("ops")];
+        let keys: Vec<String> = validate_webhooks(&mut hooks)
+            .into_iter()
+            .map(|i| i.key)
+            .collect();
+        for expected in [
+            "webhooks[0].name",
+            "webhooks[0].url",
+            "webhooks[0].max_attempts",
+            "webhooks[0].concurrency",
+            "webhooks[0].submitters",
+            "webhooks[2].name",
+        ] {
+            assert!(keys.contains(&expected.to_string()), "{expected} in {keys:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_events_are_refused_by_name() {
+        let err = toml::from_str::<WebhookConfig>(
+            "name = \"x\"\nurl = \"http://a\"\nsecret_env = \"S\"\nevents = [\"MINED\"]",
+        )
+        .expect_err("unknown event");
+        assert!(err.to_string().contains("MINED"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_secret_names_the_variable() {
+        let issues = resolve_webhooks(&[hook("ops")], |_| None).expect_err("no secret");
+        assert_eq!(issues[0].key, "webhooks[0].secret_env");
+        assert!(issues[0].reason.contains("HOOK_SECRET"));
+        let ok = resolve_webhooks(&[hook("ops")], |_| Some("s3cret".into())).expect("resolved");
+        assert_eq!(ok[0].secret, WebhookSecret::new("s3cret"));
+    }
+}
