@@ -34,6 +34,7 @@ mod ops_audit;
 pub mod ops_endpoints;
 mod ops_state;
 pub mod ops_views;
+pub mod ops_webhooks;
 mod path;
 mod query;
 pub mod readiness;
@@ -158,6 +159,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(ops::restart))
         .routes(routes!(ops::unprotect))
         .routes(routes!(ops::reload))
+        .routes(routes!(ops_webhooks::list))
+        .routes(routes!(ops_webhooks::redeliver))
         .routes(routes!(openapi::serve))
         .routes(routes!(dashboard::page))
 }

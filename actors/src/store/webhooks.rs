@@ -314,6 +314,8 @@ pub async fn statuses(pool: &PgPool, chain_id: ChainId) -> StoreResult<Vec<Webho
 /// One dead letter as the ops view lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema, sqlx::FromRow)]
 pub struct DeadLetter {
+    /// The webhook it belongs to.
+    pub webhook: String,
     /// Pass to `redeliver` as `id`.
     pub id: i64,
     /// The delivery id the receiver saw.
@@ -330,21 +332,20 @@ pub struct DeadLetter {
     pub redelivery_pending: bool,
 }
 
-/// Open dead letters of one webhook, oldest first, at most `limit`.
+/// Open dead letters of every webhook, oldest first, at most `limit`.
 pub async fn dead_letters(
     pool: &PgPool,
-    key: &WebhookKey,
+    chain_id: ChainId,
     limit: i64,
 ) -> StoreResult<Vec<DeadLetter>> {
     Ok(sqlx::query_as(
-        "SELECT id, delivery_id, attempts, last_status, last_error, created_at,
+        "SELECT webhook, id, delivery_id, attempts, last_status, last_error, created_at,
                 redeliver_asked IS NOT NULL AS redelivery_pending
            FROM webhook_dead_letter
-          WHERE chain_id = $1 AND webhook = $2 AND delivered_at IS NULL
-          ORDER BY id LIMIT $3",
+          WHERE chain_id = $1 AND delivered_at IS NULL
+          ORDER BY id LIMIT $2",
     )
-    .bind(key.chain_id)
-    .bind(&key.name)
+    .bind(chain_id)
     .bind(limit)
     .fetch_all(pool)
     .await?)
