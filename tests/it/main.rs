@@ -60,4 +60,5 @@ mod tls_rpc;
 mod tx_actions;
 mod tx_query;
 mod unknown_sends;
+mod webhooks;
 mod ws_head;

@@ -20,6 +20,7 @@ pub(crate) mod invariants;
 pub(crate) mod load;
 pub(crate) mod node;
 pub(crate) mod pg_cluster;
+pub(crate) mod receiver;
 pub(crate) mod rpc_proxy;
 pub(crate) mod scenario;
 pub(crate) mod tls;
