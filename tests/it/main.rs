@@ -15,6 +15,7 @@ mod cli;
 mod cluster_balance;
 mod cluster_faults;
 mod cluster_node_id;
+mod cluster_webhooks;
 mod completions;
 mod completions_http;
 mod config;

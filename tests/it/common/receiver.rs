@@ -40,6 +40,8 @@ pub(crate) type Policy = Box<dyn Fn(usize) -> (u16, Option<u64>) + Send + Sync>;
 struct Shared {
     received: Arc<Mutex<Vec<Received>>>,
     policy: Arc<Mutex<Policy>>,
+    /// Time taken before answering (a slow receiver).
+    delay_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A running receiver.
@@ -56,6 +58,7 @@ impl Receiver {
         let shared = Shared {
             received: Arc::default(),
             policy: Arc::new(Mutex::new(policy)),
+            delay_ms: Arc::default(),
         };
         let app = Router::new()
             .route("/hook", post(receive))
@@ -78,6 +81,14 @@ impl Receiver {
     /// Changes how later requests are answered.
     pub(crate) fn set_policy(&self, policy: Policy) {
         *self.shared.policy.lock().expect("not poisoned") = policy;
+    }
+
+    /// Makes every later answer take `delay` (requests are recorded on arrival).
+    pub(crate) fn set_delay(&self, delay: std::time::Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.shared
+            .delay_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Every request so far, in arrival order.
@@ -108,16 +119,23 @@ async fn receive(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) 
             .unwrap_or_default()
             .to_owned()
     };
-    let mut received = shared.received.lock().expect("not poisoned");
-    let (status, retry_after) = (shared.policy.lock().expect("not poisoned"))(received.len());
-    received.push(Received {
-        delivery_id: header("x-txmgr-delivery"),
-        attempt: header("x-txmgr-attempt").parse().unwrap_or(0),
-        signature: header("x-txmgr-signature"),
-        json: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        body: body.to_vec(),
-        status,
-    });
+    let (status, retry_after) = {
+        let mut received = shared.received.lock().expect("not poisoned");
+        let (status, retry_after) = (shared.policy.lock().expect("not poisoned"))(received.len());
+        received.push(Received {
+            delivery_id: header("x-txmgr-delivery"),
+            attempt: header("x-txmgr-attempt").parse().unwrap_or(0),
+            signature: header("x-txmgr-signature"),
+            json: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            body: body.to_vec(),
+            status,
+        });
+        (status, retry_after)
+    };
+    let delay = shared.delay_ms.load(std::sync::atomic::Ordering::Relaxed);
+    if delay > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
     let status = StatusCode::from_u16(status).expect("policy status");
     match retry_after {
         Some(seconds) => (status, [("retry-after", seconds.to_string())]).into_response(),
