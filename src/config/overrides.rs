@@ -11,7 +11,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use txmgr_actors::{
     domain::Finality,
-    submitter::{settings::file_format, GasBump, SubmitterSettings},
+    submitter::{
+        settings::{file_format, TopUp},
+        GasBump, SubmitterSettings,
+    },
 };
 
 use super::signer::SignerConfig;
@@ -117,6 +120,16 @@ pub struct SubmitterConfig {
     /// Overrides parts of `defaults.gas_bump`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gas_bump: Option<GasBumpOverride>,
+    /// Overrides `min_balance`.
+    #[serde(
+        default,
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub min_balance: Option<u128>,
+    /// Overrides `top_up`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_up: Option<TopUp>,
 }
 
 /// Partial override of `[defaults.gas_bump]`; unset fields inherit.
@@ -153,6 +166,8 @@ impl SubmitterConfig {
             max_priority_fee_per_gas_cap: None,
             gas_price_cap: None,
             gas_bump: None,
+            min_balance: None,
+            top_up: None,
         }
     }
 
@@ -187,6 +202,8 @@ impl SubmitterConfig {
                 enabled: bump.enabled.unwrap_or(d.gas_bump.enabled),
                 multiplier: bump.multiplier.unwrap_or(d.gas_bump.multiplier),
             },
+            min_balance: self.min_balance.or(d.min_balance),
+            top_up: self.top_up.or(d.top_up),
             // Node-wide (derived from `chain.poll_interval`), never overridden.
             retry_backoff: d.retry_backoff,
         }

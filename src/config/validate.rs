@@ -85,6 +85,22 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
             }
         }
     }
+    for (address, entry) in &submitters {
+        if let Some(top_up) = entry.merged_settings(&config.defaults).top_up {
+            let from = format!("{:#x}", top_up.from);
+            if from == *address {
+                issues.push(ConfigIssue::new(
+                    format!("submitters.{address}.top_up.from"),
+                    "a submitter cannot top itself up",
+                ));
+            } else if !submitters.contains_key(&from) {
+                issues.push(ConfigIssue::new(
+                    format!("submitters.{address}.top_up.from"),
+                    format!("{from} is not a configured submitter: the funder must be one"),
+                ));
+            }
+        }
+    }
     config.submitters = submitters;
     issues.extend(super::webhooks::validate_webhooks(&mut config.webhooks));
     issues
@@ -346,6 +362,22 @@ pub(crate) fn check_settings(s: &SubmitterSettings) -> Vec<(&'static str, String
                 "max_priority_fee_per_gas_cap",
                 format!("{prio} exceeds max_fee_per_gas_cap {max}"),
             ));
+        }
+    }
+    if let Some(top_up) = &s.top_up {
+        match s.min_balance {
+            None => out.push((
+                "top_up",
+                "needs min_balance: a top-up starts when the balance falls below it".to_string(),
+            )),
+            Some(min) if top_up.target <= min => out.push((
+                "top_up.target",
+                format!("{} must be above min_balance {min}", top_up.target),
+            )),
+            Some(_) => {}
+        }
+        if top_up.max_per_day == 0 {
+            out.push(("top_up.max_per_day", "must be > 0".to_string()));
         }
     }
     let m = s.gas_bump.multiplier;

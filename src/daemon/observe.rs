@@ -8,7 +8,7 @@ use std::{
 };
 
 use alloy::{
-    primitives::{Address, Bytes, B256},
+    primitives::{Address, Bytes, B256, U256},
     rpc::types::TransactionReceipt,
 };
 use async_trait::async_trait;
@@ -99,6 +99,9 @@ impl ChainClient for CountingChain {
     }
     async fn nonces(&self, address: Address) -> Result<ChainNonces, ChainError> {
         counted("eth_getTransactionCount", self.inner.nonces(address).await)
+    }
+    async fn balance(&self, address: Address) -> Result<U256, ChainError> {
+        counted("eth_getBalance", self.inner.balance(address).await)
     }
     async fn estimate_gas(&self, from: Address, intent: &Intent) -> Result<u64, ChainError> {
         counted(

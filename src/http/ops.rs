@@ -100,6 +100,9 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
                 running: s.running,
                 draining: s.draining,
                 max_in_flight: s.settings.max_in_flight,
+                balance_wei: s.funds.map(|(balance, _)| balance.to_string()),
+                min_balance_wei: s.settings.min_balance.map(|m| m.to_string()),
+                funds_low: s.funds.map(|(_, low)| low),
             }
         })
         .collect();

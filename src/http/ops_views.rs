@@ -40,6 +40,15 @@ pub struct ActorView {
     pub draining: bool,
     /// Current `max_in_flight`.
     pub max_in_flight: u32,
+    /// Last balance read by the leader on this node, in wei (decimal); null
+    /// where no leader with `min_balance` runs.
+    #[schema(pattern = "^[0-9]+$")]
+    pub balance_wei: Option<String>,
+    /// The configured `min_balance`, in wei (decimal); null when not monitored.
+    #[schema(pattern = "^[0-9]+$")]
+    pub min_balance_wei: Option<String>,
+    /// The balance read was below `min_balance`.
+    pub funds_low: Option<bool>,
 }
 
 /// The tracking pools in `GET /v1/ops/actors`.

@@ -1,12 +1,13 @@
 //! The ops dashboard in a real browser: headless Chromium loads `/ops/` from
 //! a node serving on a loopback port, runs the page's script, and the
-//! rendered DOM shows the submitter's row with its role and mailbox depth.
+//! rendered DOM shows the submitter's row with its role, mailbox depth and
+//! balance, and the webhooks table.
 //! Skipped (with a message) when no Chromium binary is installed, unless
 //! `TXMGR_REQUIRE_CHROMIUM` is set (`scripts/test.sh` sets it once it has one).
 
 use std::time::Duration;
 
-use crate::common::{Scenario, DEV};
+use crate::common::{receiver::Receiver, Scenario, DEV};
 use serde_json::json;
 
 fn chromium() -> Option<&'static str> {
@@ -32,11 +33,18 @@ async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
         eprintln!("SKIPPED: no chromium binary (apt-get install -y chromium)");
         return;
     };
+    let receiver = Receiver::always_ok().await;
+    std::env::set_var("TXMGR_DASHBOARD_HOOK_SECRET", "s");
     let Scenario {
         db: _db,
         anvil: _anvil,
         node,
-    } = Scenario::single_node("").await;
+    } = Scenario::single_node(&format!(
+        "min_balance = \"1000\"\n[[webhooks]]\nname = \"dash-hook\"\nurl = \"{}\"\n\
+         secret_env = \"TXMGR_DASHBOARD_HOOK_SECRET\"",
+        receiver.url
+    ))
+    .await;
     let (status, _) = node
         .request(
             "POST",
@@ -72,7 +80,11 @@ async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
             .expect("chromium runs");
         let _ = std::fs::remove_dir_all(&profile);
         dom = String::from_utf8_lossy(&output.stdout).into_owned();
-        if dom.contains(DEV) && dom.contains("role leader") {
+        if dom.contains(DEV)
+            && dom.contains("role leader")
+            && dom.contains(" / 1000<")
+            && dom.contains("dash-hook")
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -85,6 +97,11 @@ async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
         dom.contains("class=\"role leader\""),
         "the row shows the role:\n{dom}"
     );
+    assert!(
+        dom.contains(" / 1000<"),
+        "the row shows balance / min_balance:\n{dom}"
+    );
+    assert!(dom.contains(">dash-hook<"), "the webhook row:\n{dom}");
     // The mailbox-depth column holds a number.
     let row = dom.split(DEV).nth(1).unwrap_or("");
     let cells: Vec<&str> = row

@@ -2,7 +2,7 @@
 //! the fail-over path, every send through the fan-out.
 
 use alloy::{
-    primitives::{Address, Bytes, B256},
+    primitives::{Address, Bytes, B256, U256},
     rpc::types::TransactionReceipt,
 };
 use async_trait::async_trait;
@@ -22,6 +22,11 @@ impl ChainClient for RpcEndpoints {
 
     async fn nonces(&self, address: Address) -> Result<ChainNonces, ChainError> {
         self.read(|rpc| async move { rpc.nonces(address).await })
+            .await
+    }
+
+    async fn balance(&self, address: Address) -> Result<U256, ChainError> {
+        self.read(|rpc| async move { rpc.balance(address).await })
             .await
     }
 

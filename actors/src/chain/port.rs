@@ -6,7 +6,7 @@
 use std::fmt;
 
 use alloy::{
-    primitives::{Address, Bytes, B256},
+    primitives::{Address, Bytes, B256, U256},
     rpc::types::TransactionReceipt,
 };
 use async_trait::async_trait;
@@ -123,6 +123,8 @@ pub trait ChainClient: Send + Sync + fmt::Debug {
     async fn chain_id(&self) -> Result<u64, ChainError>;
     /// `eth_getTransactionCount` at latest and pending.
     async fn nonces(&self, address: Address) -> Result<ChainNonces, ChainError>;
+    /// `eth_getBalance` at the latest block, in wei.
+    async fn balance(&self, address: Address) -> Result<U256, ChainError>;
     /// `eth_estimateGas` for the intent sent from `from`.
     async fn estimate_gas(&self, from: Address, intent: &Intent) -> Result<u64, ChainError>;
     /// Base fee, priority fee and gas price now.

@@ -5,7 +5,7 @@ use std::{fmt, sync::Arc, time::Duration};
 use alloy::{
     eips::BlockNumberOrTag,
     network::TransactionBuilder,
-    primitives::{Address, Bytes, B256},
+    primitives::{Address, Bytes, B256, U256},
     providers::{Provider, RootProvider},
     rpc::{
         client::RpcClient,
@@ -148,6 +148,11 @@ impl ChainClient for EvmRpc {
             self.bounded(async { self.provider.get_transaction_count(address).pending().await });
         let (latest, pending) = tokio::try_join!(latest, pending)?;
         Ok(ChainNonces { latest, pending })
+    }
+
+    async fn balance(&self, address: Address) -> Result<U256, ChainError> {
+        self.bounded(async { self.provider.get_balance(address).latest().await })
+            .await
     }
 
     async fn estimate_gas(&self, from: Address, intent: &Intent) -> Result<u64, ChainError> {

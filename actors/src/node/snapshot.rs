@@ -42,6 +42,9 @@ pub struct SubmitterSnapshot {
     pub draining: bool,
     /// Its current settings.
     pub settings: SubmitterSettings,
+    /// Last balance read by the leader here (wei) and whether it was below
+    /// `min_balance`; None where no leader with `min_balance` ran.
+    pub funds: Option<(u128, bool)>,
 }
 
 /// The tracking pools of this node.
@@ -130,6 +133,7 @@ impl Engine {
                     running: handle.actor().is_some(),
                     draining: self.shared.removed.contains(&address),
                     settings: ctx.settings(),
+                    funds: status.funds(),
                 })
             })
             .collect();

@@ -17,6 +17,7 @@ mod error;
 mod fenced;
 pub mod filler;
 pub mod finality;
+pub mod funds;
 pub mod group;
 pub mod intents;
 mod lease;

@@ -94,6 +94,9 @@ pub(crate) async fn broadcast(
         metrics::counter!(crate::metrics::BROADCASTS, "result" => class.label()).increment(1);
         if matches!(class, BroadcastClass::InsufficientFunds) {
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, "insufficient funds");
+            // The sweep reads the balance: a LOW_BALANCE (and top-up) now,
+            // not at the next sweep interval.
+            report.sweep_now = true;
         }
         let error = result.err().map(|e| e.to_string()).unwrap_or_default();
         match judge(attempt, &class, error, settings.reject_after) {

@@ -20,6 +20,7 @@ mod keeper;
 mod leader_lease;
 mod resubmit_pass;
 pub mod settings;
+pub mod funds;
 mod signing;
 mod status;
 mod sweep;

@@ -60,6 +60,8 @@ pub struct SubmitterStatus {
     protect_reason: RwLock<Option<String>>,
     last_error: RwLock<Option<String>>,
     lease_deadline: RwLock<Option<LeaseDeadline>>,
+    /// Last balance read by the leader (wei) and whether it was below `min_balance`.
+    funds: RwLock<Option<(u128, bool)>>,
 }
 
 impl SubmitterStatus {
@@ -135,6 +137,19 @@ impl SubmitterStatus {
     pub fn set_lease_deadline(&self, deadline: Option<LeaseDeadline>) {
         if let Ok(mut slot) = self.lease_deadline.write() {
             *slot = deadline;
+        }
+    }
+
+    /// The last balance read by this node's leader, in wei, and whether it
+    /// was below `min_balance` (None: not read here).
+    pub fn funds(&self) -> Option<(u128, bool)> {
+        self.funds.read().ok().and_then(|f| *f)
+    }
+
+    /// Records a balance read.
+    pub fn set_funds(&self, balance: u128, low: bool) {
+        if let Ok(mut slot) = self.funds.write() {
+            *slot = Some((balance, low));
         }
     }
 

@@ -13,7 +13,7 @@ use std::{
 };
 
 use alloy::{
-    primitives::{Address, Bytes, B256},
+    primitives::{Address, Bytes, B256, U256},
     rpc::types::TransactionReceipt,
 };
 use async_trait::async_trait;
@@ -130,6 +130,13 @@ impl ChainClient for CountingChain {
         let t = Instant::now();
         let r = self.inner.chain_id().await;
         self.stats.record(0, t);
+        r
+    }
+
+    async fn balance(&self, address: Address) -> Result<U256, ChainError> {
+        let t = Instant::now();
+        let r = self.inner.balance(address).await;
+        self.stats.record(1, t);
         r
     }
 

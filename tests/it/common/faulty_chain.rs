@@ -7,7 +7,7 @@ use std::sync::{
 };
 
 use alloy::{
-    primitives::{Address, Bytes, B256},
+    primitives::{Address, Bytes, B256, U256},
     rpc::types::TransactionReceipt,
 };
 use async_trait::async_trait;
@@ -79,6 +79,10 @@ impl ChainClient for FaultyChain {
     async fn nonces(&self, address: Address) -> Result<ChainNonces, ChainError> {
         self.count("eth_getTransactionCount");
         self.inner.nonces(address).await
+    }
+    async fn balance(&self, address: Address) -> Result<U256, ChainError> {
+        self.count("eth_getBalance");
+        self.inner.balance(address).await
     }
     async fn estimate_gas(&self, from: Address, intent: &Intent) -> Result<u64, ChainError> {
         self.count("eth_estimateGas");

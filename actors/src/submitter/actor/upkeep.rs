@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::{fatal, ready_to_lead, rearm, SubmitterMsg, SubmitterState};
 use crate::{
     store,
-    submitter::{error::LeaderError, leader_lease::LeaderLease, resubmit_pass, sweep},
+    submitter::{error::LeaderError, funds, leader_lease::LeaderLease, resubmit_pass, sweep},
 };
 
 pub(super) async fn on_sweep(
@@ -43,6 +43,15 @@ pub(super) async fn on_sweep(
             }
         }
         Err(err) => return fatal(state, err),
+    }
+    match funds::check(&state.ctx, &lease).await {
+        Ok(Some((balance, low))) => state.handle.status().set_funds(balance, low),
+        Ok(None) => {}
+        Err(err) if err.is_fenced() => return fatal(state, err),
+        // A chain or database hiccup: the next sweep reads again.
+        Err(err) => {
+            tracing::warn!(target: "txmgr::funds", submitter = %state.ctx.key, error = %err, "funds check failed")
+        }
     }
     // Safety net for the timers: claim anything overdue.
     on_resubmit(myself, state, Vec::new()).await

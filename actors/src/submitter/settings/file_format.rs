@@ -119,6 +119,21 @@ pub mod wei_option {
     }
 }
 
+/// A required wei amount, spelled as for [`wei_option`].
+pub mod wei {
+    use serde::{Deserializer, Serializer};
+
+    /// Writes the amount as a decimal string.
+    pub fn serialize<S: Serializer>(amount: &u128, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&amount.to_string())
+    }
+
+    /// Reads an integer, decimal string or hex string.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        d.deserialize_any(super::Wei)
+    }
+}
+
 struct OptionalWei;
 
 impl<'de> Visitor<'de> for OptionalWei {

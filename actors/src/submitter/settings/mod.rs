@@ -117,10 +117,38 @@ pub struct SubmitterSettings {
     pub gas_price_cap: Option<u128>,
     /// Fee bumping of resubmits, and the factor of forced replacements.
     pub gas_bump: GasBump,
+    /// Balance (wei) below which the submitter reports `LOW_BALANCE` (and
+    /// is topped up, with `top_up`); `None` = not monitored.
+    #[serde(
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub min_balance: Option<u128>,
+    /// Refill from another configured submitter when the balance falls
+    /// below `min_balance`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_up: Option<TopUp>,
     /// Wait before retrying a broadcast whose outcome was a transient
     /// refusal. Not a key: derived from `chain.poll_interval`.
     #[serde(skip)]
     pub retry_backoff: Duration,
+}
+
+/// `top_up = { from, target, max_per_day }`: when the balance falls below
+/// `min_balance`, `from` (another configured submitter) sends an ordinary
+/// intent bringing it back to `target`, at most `max_per_day` wei per
+/// rolling 24 hours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopUp {
+    /// The funding submitter.
+    pub from: alloy::primitives::Address,
+    /// Balance a top-up aims for, in wei (above `min_balance`).
+    #[serde(with = "file_format::wei")]
+    pub target: u128,
+    /// Most wei sent to this submitter per rolling 24 hours.
+    #[serde(with = "file_format::wei")]
+    pub max_per_day: u128,
 }
 
 /// `gas_bump = { enabled, multiplier }`: fee bumping of resubmits.
@@ -173,6 +201,8 @@ impl Default for SubmitterSettings {
             max_priority_fee_per_gas_cap: None,
             gas_price_cap: None,
             gas_bump: GasBump::default(),
+            min_balance: None,
+            top_up: None,
             retry_backoff: DEFAULT_RETRY_BACKOFF,
         }
     }

@@ -1,0 +1,185 @@
+//! Funds monitoring (README "Funds"): each submitter's low/ok state, its
+//! crossings, and the top-ups sent for it. Written only by the submitter's
+//! leader inside a [`FencedTx`], so a crossing is reported — and topped up —
+//! once, however many nodes run.
+
+use uuid::Uuid;
+
+use super::{
+    audit::{self, AuditEntry, AuditOutcome},
+    completions::{self, FundsEvent},
+    intents::WORK_CHANNEL,
+    FencedTx, StoreError, StoreResult,
+};
+use crate::domain::{FeedEvent, NewIntent};
+
+/// The stored funds state of a submitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FundsState {
+    /// Below `min_balance` at the last crossing.
+    pub low: bool,
+    /// Downward crossings so far.
+    pub crossings: i64,
+}
+
+/// The submitter's funds state, locked for this transaction; `None` before
+/// its first check.
+pub async fn lock_state(ftx: &mut FencedTx) -> StoreResult<Option<FundsState>> {
+    let key = ftx.submitter();
+    let row: Option<(bool, i64)> = sqlx::query_as(
+        "SELECT low, crossings FROM submitter_funds
+          WHERE chain_id = $1 AND submitter = $2 FOR UPDATE",
+    )
+    .bind(key.chain_id)
+    .bind(key.address_hex())
+    .fetch_optional(ftx.conn())
+    .await?;
+    Ok(row.map(|(low, crossings)| FundsState { low, crossings }))
+}
+
+/// Stores a new state, and the feed row of the crossing when `event` is set.
+pub async fn save(
+    ftx: &mut FencedTx,
+    state: FundsState,
+    balance: u128,
+    min_balance: u128,
+    event: Option<FeedEvent>,
+) -> StoreResult<()> {
+    let key = ftx.submitter();
+    let token = ftx.token();
+    sqlx::query(
+        "INSERT INTO submitter_funds
+                (chain_id, submitter, low, balance_wei, min_balance_wei, crossings, fencing_token)
+         VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6, $7)
+         ON CONFLICT (chain_id, submitter) DO UPDATE
+            SET low = EXCLUDED.low, balance_wei = EXCLUDED.balance_wei,
+                min_balance_wei = EXCLUDED.min_balance_wei, crossings = EXCLUDED.crossings,
+                fencing_token = EXCLUDED.fencing_token, checked_at = now()",
+    )
+    .bind(key.chain_id)
+    .bind(key.address_hex())
+    .bind(state.low)
+    .bind(balance.to_string())
+    .bind(min_balance.to_string())
+    .bind(state.crossings)
+    .bind(token)
+    .execute(ftx.conn())
+    .await?;
+    if let Some(event) = event {
+        completions::record_funds(
+            ftx.conn(),
+            &FundsEvent {
+                submitter: key,
+                event,
+                balance_wei: balance.to_string(),
+                min_balance_wei: min_balance.to_string(),
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Wei sent to the submitter by top-ups in the last 24 hours.
+pub async fn topped_up_last_day(ftx: &mut FencedTx) -> StoreResult<u128> {
+    let key = ftx.submitter();
+    let sum: String = sqlx::query_scalar(
+        "SELECT COALESCE(sum(value_wei), 0)::text FROM funds_top_up
+          WHERE chain_id = $1 AND submitter = $2 AND created_at > now() - interval '1 day'",
+    )
+    .bind(key.chain_id)
+    .bind(key.address_hex())
+    .fetch_one(ftx.conn())
+    .await?;
+    sum.parse()
+        .map_err(|_| StoreError::Corrupt(format!("top-up sum {sum:?}")))
+}
+
+/// Queues the funder's intent of a top-up (an ordinary QUEUED intent of the
+/// funder, under a request id that names the submitter and the crossing),
+/// records it for the daily cap and the audit table, and wakes the funder's
+/// leader. Returns the intent's id, or `None` when this request id exists
+/// already (the top-up of this crossing was queued before).
+pub async fn queue_top_up(
+    ftx: &mut FencedTx,
+    intent: &NewIntent,
+    value: u128,
+    node_id: &str,
+) -> StoreResult<Option<Uuid>> {
+    let key = ftx.submitter();
+    let request_id = intent
+        .request_id
+        .clone()
+        .ok_or_else(|| StoreError::Corrupt("a top-up needs its request id".into()))?;
+    let json = serde_json::to_value(&intent.intent)
+        .map_err(|e| StoreError::Corrupt(format!("intent does not serialise: {e}")))?;
+    let inserted: Option<Uuid> = sqlx::query_scalar(
+        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state)
+         VALUES ($1, $2, $3, $4, $5, $6, 'QUEUED')
+         ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING
+         RETURNING tx_id",
+    )
+    .bind(intent.tx_id)
+    .bind(intent.submitter.chain_id)
+    .bind(intent.submitter.address_hex())
+    .bind(&request_id)
+    .bind(intent.intent.request_hash(&intent.submitter).to_vec())
+    .bind(json)
+    .fetch_optional(ftx.conn())
+    .await?;
+    let Some(tx_id) = inserted else {
+        return Ok(None);
+    };
+    sqlx::query(
+        "INSERT INTO funds_top_up (chain_id, submitter, funder, request_id, tx_id, value_wei)
+         VALUES ($1, $2, $3, $4, $5, $6::numeric)",
+    )
+    .bind(key.chain_id)
+    .bind(key.address_hex())
+    .bind(intent.submitter.address_hex())
+    .bind(&request_id)
+    .bind(tx_id)
+    .bind(value.to_string())
+    .execute(ftx.conn())
+    .await?;
+    let submitter = key.address_hex();
+    let reason = format!(
+        "top-up of {value} wei from {} (request {request_id})",
+        intent.submitter.address_hex()
+    );
+    let entry = AuditEntry {
+        actor: "txmgr",
+        action: "top_up",
+        submitter: Some(&submitter),
+        reason: Some(&reason),
+        node_id: Some(node_id),
+        tx_id: Some(tx_id),
+    };
+    audit::insert(ftx.conn(), &entry, AuditOutcome::Done).await?;
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(WORK_CHANNEL)
+        .bind(format!(
+            "{}:{}",
+            intent.submitter.chain_id,
+            intent.submitter.address_hex()
+        ))
+        .execute(ftx.conn())
+        .await?;
+    Ok(Some(tx_id))
+}
+
+/// Records, for the audit table, that a crossing's top-up was not sent
+/// because the daily cap was reached.
+pub async fn record_capped(ftx: &mut FencedTx, reason: &str, node_id: &str) -> StoreResult<()> {
+    let submitter = ftx.submitter().address_hex();
+    let entry = AuditEntry {
+        actor: "txmgr",
+        action: "top_up",
+        submitter: Some(&submitter),
+        reason: Some(reason),
+        node_id: Some(node_id),
+        tx_id: None,
+    };
+    audit::insert(ftx.conn(), &entry, AuditOutcome::Failed).await?;
+    Ok(())
+}

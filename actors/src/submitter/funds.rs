@@ -1,0 +1,159 @@
+//! The leader's funds check (README "Funds"): on every sweep and after an
+//! insufficient-funds refusal it reads the balance; a crossing of
+//! `min_balance` flips the stored state and writes `LOW_BALANCE` or
+//! `BALANCE_RESTORED` to the feed in one fenced transaction, so each
+//! crossing is reported once however many nodes run. A downward crossing
+//! with `top_up` configured also queues the funder's intent, under a request
+//! id naming the submitter and the crossing, within the daily cap.
+
+use alloy::primitives::{Bytes, U256};
+
+use super::{error::LeaderError, SubmitterContext};
+use crate::{
+    domain::{FeedEvent, Intent, NewIntent, SubmitterKey},
+    metrics::{FUNDS_EVENTS, SUBMITTER_BALANCE, TOP_UPS},
+    store::{
+        funds::{self, FundsState},
+        FencedTx, LeaseGuard,
+    },
+    submitter::settings::TopUp,
+};
+
+/// The request id of the top-up of `submitter`'s `crossing`-th downward crossing.
+pub fn top_up_request_id(submitter: &SubmitterKey, crossing: i64) -> String {
+    format!("txmgr-top-up:{}:{crossing}", submitter.address_hex())
+}
+
+/// How much a top-up sends: up to `target`, within what is left of the
+/// daily cap after `sent_today`. Zero when nothing may be sent.
+pub fn top_up_amount(balance: u128, top_up: &TopUp, sent_today: u128) -> u128 {
+    let wanted = top_up.target.saturating_sub(balance);
+    let left = top_up.max_per_day.saturating_sub(sent_today);
+    wanted.min(left)
+}
+
+/// Reads the balance and records a crossing, if any. Returns the balance
+/// and whether it is below `min_balance` (None when `min_balance` is not
+/// set: nothing is read).
+pub(crate) async fn check(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+) -> Result<Option<(u128, bool)>, LeaderError> {
+    let settings = ctx.settings();
+    let Some(min_balance) = settings.min_balance else {
+        return Ok(None);
+    };
+    let balance = ctx.chain.balance(ctx.key.address).await?;
+    let balance = u128::try_from(balance).unwrap_or(u128::MAX);
+    let low = balance < min_balance;
+    metrics::gauge!(SUBMITTER_BALANCE, "submitter" => ctx.key.address_hex()).set(balance as f64);
+
+    let mut ftx = FencedTx::begin(&ctx.pool, lease, "funds").await?;
+    let stored = funds::lock_state(&mut ftx).await?;
+    let event = match stored {
+        Some(state) if state.low == low => None,
+        // The first check assumes the balance was sufficient before.
+        None if !low => None,
+        _ if low => Some(FeedEvent::LowBalance),
+        _ => Some(FeedEvent::BalanceRestored),
+    };
+    if stored.is_some() && event.is_none() {
+        ftx.rollback().await?;
+        return Ok(Some((balance, low)));
+    }
+    let crossings = stored.map_or(0, |s| s.crossings) + i64::from(event == Some(FeedEvent::LowBalance));
+    funds::save(
+        &mut ftx,
+        FundsState { low, crossings },
+        balance,
+        min_balance,
+        event,
+    )
+    .await?;
+    let top_up = match (event, settings.top_up) {
+        (Some(FeedEvent::LowBalance), Some(top_up)) => {
+            Some(queue_top_up(ctx, &mut ftx, &top_up, balance, crossings).await?)
+        }
+        _ => None,
+    };
+    ftx.commit().await?;
+    if event.is_some() {
+        let label = if low { "low_balance" } else { "balance_restored" };
+        metrics::counter!(FUNDS_EVENTS, "event" => label).increment(1);
+        if low {
+            tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, balance, min_balance, crossing = crossings, "balance below min_balance");
+        } else {
+            tracing::info!(target: "txmgr::funds", submitter = %ctx.key, balance, min_balance, "balance restored");
+        }
+    }
+    if let Some(sent) = top_up {
+        let result = if sent > 0 { "sent" } else { "capped" };
+        metrics::counter!(TOP_UPS, "result" => result).increment(1);
+    }
+    Ok(Some((balance, low)))
+}
+
+/// Queues the top-up of this crossing (or records that the cap left nothing
+/// to send). Returns the wei queued (0 when capped).
+async fn queue_top_up(
+    ctx: &SubmitterContext,
+    ftx: &mut FencedTx,
+    top_up: &TopUp,
+    balance: u128,
+    crossing: i64,
+) -> Result<u128, LeaderError> {
+    let sent_today = funds::topped_up_last_day(ftx).await?;
+    let amount = top_up_amount(balance, top_up, sent_today);
+    if amount == 0 {
+        let reason = format!(
+            "top-up not sent: {sent_today} wei sent in the last 24 h reaches max_per_day {}",
+            top_up.max_per_day
+        );
+        tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, "{reason}");
+        funds::record_capped(ftx, &reason, &ctx.owner.node_id).await?;
+        return Ok(0);
+    }
+    let funder = SubmitterKey::new(ctx.key.chain_id, top_up.from);
+    let intent = NewIntent::new(
+        funder,
+        Some(top_up_request_id(&ctx.key, crossing)),
+        Intent {
+            to: Some(ctx.key.address),
+            value: U256::from(amount),
+            data: Bytes::new(),
+            gas_limit: None,
+            max_fee_per_gas: None,
+            max_priority_fee_per_gas: None,
+        },
+    );
+    let queued = funds::queue_top_up(ftx, &intent, amount, &ctx.owner.node_id).await?;
+    tracing::info!(target: "txmgr::funds", submitter = %ctx.key, funder = %funder, amount, queued = queued.is_some(), "top-up queued");
+    Ok(amount)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_top_up_aims_for_the_target_within_the_daily_cap() {
+        let top_up = TopUp {
+            from: alloy::primitives::Address::ZERO,
+            target: 100,
+            max_per_day: 150,
+        };
+        assert_eq!(top_up_amount(30, &top_up, 0), 70);
+        assert_eq!(top_up_amount(30, &top_up, 100), 50, "the cap's rest");
+        assert_eq!(top_up_amount(30, &top_up, 150), 0, "cap reached");
+        assert_eq!(top_up_amount(120, &top_up, 0), 0, "above target");
+    }
+
+    #[test]
+    fn the_request_id_names_the_submitter_and_the_crossing() {
+        let key = SubmitterKey::new(1u64, alloy::primitives::Address::repeat_byte(0xab));
+        assert_eq!(
+            top_up_request_id(&key, 3),
+            "txmgr-top-up:0xabababababababababababababababababababab:3"
+        );
+    }
+}
