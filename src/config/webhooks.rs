@@ -121,7 +121,10 @@ pub(crate) fn validate_webhooks(webhooks: &mut [WebhookConfig]) -> Vec<ConfigIss
             issues.push(ConfigIssue::new(key("max_attempts"), "must be at least 1"));
         }
         if hook.backoff_initial.is_zero() {
-            issues.push(ConfigIssue::new(key("backoff_initial"), "must be above zero"));
+            issues.push(ConfigIssue::new(
+                key("backoff_initial"),
+                "must be above zero",
+            ));
         }
         if hook.backoff_max < hook.backoff_initial {
             issues.push(ConfigIssue::new(
@@ -226,7 +229,10 @@ mod tests {
             "webhooks[0].submitters",
             "webhooks[2].name",
         ] {
-            assert!(keys.contains(&expected.to_string()), "{expected} in {keys:?}");
+            assert!(
+                keys.contains(&expected.to_string()),
+                "{expected} in {keys:?}"
+            );
         }
     }
 

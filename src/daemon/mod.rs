@@ -201,8 +201,12 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         recorder,
         GAUGE_INTERVAL,
     ));
-    let reloader: Arc<dyn Reload> =
-        Arc::new(Reloader::new(config_path, engine.clone(), webhooks.clone(), config.clone()));
+    let reloader: Arc<dyn Reload> = Arc::new(Reloader::new(
+        config_path,
+        engine.clone(),
+        webhooks.clone(),
+        config.clone(),
+    ));
     let hangups = tokio::spawn(reload_on_sighup(reloader.clone()));
     let completions = CompletionNotifier::listen(
         pool.clone(),

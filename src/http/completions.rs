@@ -100,12 +100,7 @@ impl FeedQuery {
                     query.funds = match value.as_str() {
                         "true" => true,
                         "false" => false,
-                        _ => {
-                            return Err(ApiError::invalid(
-                                "funds",
-                                "funds must be true or false",
-                            ))
-                        }
+                        _ => return Err(ApiError::invalid("funds", "funds must be true or false")),
                     };
                 }
                 _ => return Ok(false),
@@ -198,10 +193,10 @@ pub(crate) async fn feed(
     let visible = |row: &CompletionRow| {
         (query.funds || !row.state.is_funds())
             && caller.as_deref().is_none_or(|caller| {
-            row.submitter
-                .parse::<alloy::primitives::Address>()
-                .is_ok_and(|address| caller.may_use(&address))
-        })
+                row.submitter
+                    .parse::<alloy::primitives::Address>()
+                    .is_ok_and(|address| caller.may_use(&address))
+            })
     };
     loop {
         let (rows, _) =

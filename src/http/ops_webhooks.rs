@@ -96,7 +96,10 @@ pub(crate) async fn redeliver(
     let id = match (body.id, body.all) {
         (Some(id), None | Some(false)) if id > 0 => Some(id),
         (Some(_), None | Some(false)) => {
-            return Err(ApiError::invalid("id", "id must be a dead letter's id (≥ 1)"))
+            return Err(ApiError::invalid(
+                "id",
+                "id must be a dead letter's id (≥ 1)",
+            ))
         }
         (None, Some(true)) => None,
         _ => {

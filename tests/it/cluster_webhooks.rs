@@ -44,7 +44,12 @@ async fn the_delivering_node_killed_mid_burst_hands_over_and_nothing_is_lost() {
         node_extra: "rebalance = true\nrebalance_settle = \"2s\"\nrebalance_min_hold = \"3s\"\nhandover_grace = \"1s\"",
         confirmations: 2,
     };
-    let mut cluster = Cluster::start(spec, Anvil::start_with(&["--block-time", "0.2"]).await, None).await;
+    let mut cluster = Cluster::start(
+        spec,
+        Anvil::start_with(&["--block-time", "0.2"]).await,
+        None,
+    )
+    .await;
     let hook = format!(
         "\n[[webhooks]]\nname = \"hook\"\nurl = \"{}\"\nsecret_env = \"{SECRET_VAR}\"\n\
          events = [\"CONFIRMED\"]\nbackoff_initial = \"100ms\"\nbackoff_max = \"500ms\"\n",
@@ -52,7 +57,9 @@ async fn the_delivering_node_killed_mid_burst_hands_over_and_nothing_is_lost() {
     );
     for node in ["n1", "n2"] {
         let hook = hook.clone();
-        cluster.add_node_with(node, move |config| config + &hook).await;
+        cluster
+            .add_node_with(node, move |config| config + &hook)
+            .await;
     }
     let load = cluster.load(160, 40, 7);
     wait_until(Duration::from_secs(60), || async {
@@ -85,7 +92,11 @@ async fn the_delivering_node_killed_mid_burst_hands_over_and_nothing_is_lost() {
     for r in &delivered {
         *times.entry(r.delivery_id.clone()).or_default() += 1;
     }
-    let twice: Vec<&String> = times.iter().filter(|(_, n)| **n > 1).map(|(id, _)| id).collect();
+    let twice: Vec<&String> = times
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| id)
+        .collect();
     // At most one event per submitter is in flight at a time.
     assert!(
         twice.len() <= cluster.submitters.len(),

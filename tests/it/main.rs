@@ -23,6 +23,7 @@ mod create_fuzz;
 mod db_session;
 mod durability;
 mod finality;
+mod funds;
 mod group_commit;
 mod hardhat_errors;
 mod harness;

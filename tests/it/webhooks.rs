@@ -46,7 +46,11 @@ async fn create(scenario: &Scenario, n: usize, prefix: &str) {
     for i in 0..n {
         let (status, body) = scenario
             .node
-            .request("POST", "/v1/transactions", Some(transfer(&format!("{prefix}{i}"))))
+            .request(
+                "POST",
+                "/v1/transactions",
+                Some(transfer(&format!("{prefix}{i}"))),
+            )
             .await;
         assert_eq!(status, 202, "{body}");
     }
@@ -70,7 +74,10 @@ async fn ops_webhooks(scenario: &Scenario) -> Value {
 }
 
 fn find<'a>(view: &'a Value, name: &str) -> Option<&'a Value> {
-    view["webhooks"].as_array()?.iter().find(|w| w["name"] == name)
+    view["webhooks"]
+        .as_array()?
+        .iter()
+        .find(|w| w["name"] == name)
 }
 
 fn status_of<'a>(view: &'a Value, name: &str) -> &'a Value {
@@ -99,8 +106,15 @@ async fn a_failing_receiver_gets_every_completion_in_order_with_stable_ids_and_v
     assert_eq!(delivered.len(), 20, "each completion delivered once");
     // The three failures were attempts of the first event: same id, attempts 1..4.
     let first = &delivered[0];
-    let retried: Vec<&str> = received[..3].iter().map(|r| r.delivery_id.as_str()).collect();
-    assert_eq!(retried, vec![first.delivery_id.as_str(); 3], "same id across retries");
+    let retried: Vec<&str> = received[..3]
+        .iter()
+        .map(|r| r.delivery_id.as_str())
+        .collect();
+    assert_eq!(
+        retried,
+        vec![first.delivery_id.as_str(); 3],
+        "same id across retries"
+    );
     let attempts: Vec<u32> = received[..4].iter().map(|r| r.attempt).collect();
     assert_eq!(attempts, vec![1, 2, 3, 4]);
     assert_eq!(received[3].delivery_id, first.delivery_id);
@@ -111,11 +125,20 @@ async fn a_failing_receiver_gets_every_completion_in_order_with_stable_ids_and_v
             "signature of {} verifies",
             r.delivery_id
         );
-        assert!(!signature::verify(b"wrong", &r.signature, &r.body, now_unix(), 300));
+        assert!(!signature::verify(
+            b"wrong",
+            &r.signature,
+            &r.body,
+            now_unix(),
+            300
+        ));
     }
     // In feed order (one submitter), every event CONFIRMED with its details.
     let cursors: Vec<FeedCursor> = delivered.iter().map(|r| cursor_of(&r.json)).collect();
-    assert!(cursors.windows(2).all(|w| w[0] < w[1]), "feed order: {cursors:?}");
+    assert!(
+        cursors.windows(2).all(|w| w[0] < w[1]),
+        "feed order: {cursors:?}"
+    );
     let ids: HashSet<&str> = delivered.iter().map(|r| r.delivery_id.as_str()).collect();
     assert_eq!(ids.len(), 20, "one id per event");
     for r in &delivered {
@@ -124,9 +147,17 @@ async fn a_failing_receiver_gets_every_completion_in_order_with_stable_ids_and_v
         assert_eq!(event["webhook"], "hook");
         assert_eq!(event["chain_id"], 31337);
         assert_eq!(event["id"].as_str(), Some(r.delivery_id.as_str()));
-        assert!(event["tx_hash"].as_str().is_some_and(|h| h.len() == 66), "{event}");
-        assert!(event["block_number"].is_u64() && event["nonce"].is_u64(), "{event}");
-        assert!(event["request_id"].as_str().is_some_and(|id| id.starts_with('w')));
+        assert!(
+            event["tx_hash"].as_str().is_some_and(|h| h.len() == 66),
+            "{event}"
+        );
+        assert!(
+            event["block_number"].is_u64() && event["nonce"].is_u64(),
+            "{event}"
+        );
+        assert!(event["request_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with('w')));
     }
     let view = ops_webhooks(&scenario).await;
     let status = status_of(&view, "hook");
@@ -156,16 +187,23 @@ async fn refused_and_exhausted_events_are_dead_lettered_redelivered_and_never_ho
         let view = ops_webhooks(&scenario).await;
         (find(&view, "refusing").is_some_and(|s| s["dead_letters"] == 5)
             && find(&view, "failing").is_some_and(|s| s["dead_letters"] == 5))
-            .then_some(view)
+        .then_some(view)
     })
     .await;
     // 400 is not retried: one attempt each; 503 twice (max_attempts = 2).
     assert_eq!(refusing.received().len(), 5, "{view}");
     assert_eq!(failing.received().len(), 10, "{view}");
-    assert_eq!(good.received().len(), 5, "the good webhook was never held back");
+    assert_eq!(
+        good.received().len(),
+        5,
+        "the good webhook was never held back"
+    );
     for name in ["refusing", "failing"] {
         let status = status_of(&view, name);
-        assert_eq!(status["lag_events"], 0, "the cursor moved past dead letters: {view}");
+        assert_eq!(
+            status["lag_events"], 0,
+            "the cursor moved past dead letters: {view}"
+        );
         assert_eq!(status["delivered"], 0);
     }
     let letters = view["dead_letters"].as_array().expect("list");
@@ -183,10 +221,18 @@ async fn refused_and_exhausted_events_are_dead_lettered_redelivered_and_never_ho
         .node
         .request("POST", &redeliver("refusing"), Some(serde_json::json!({})))
         .await;
-    assert_eq!((status, body["error"]["field"].as_str()), (400, Some("all")), "{body}");
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("all")),
+        "{body}"
+    );
     let (status, body) = scenario
         .node
-        .request("POST", &redeliver("nope"), Some(serde_json::json!({"all": true})))
+        .request(
+            "POST",
+            &redeliver("nope"),
+            Some(serde_json::json!({"all": true})),
+        )
         .await;
     assert_eq!(status, 404, "{body}");
 
@@ -196,10 +242,17 @@ async fn refused_and_exhausted_events_are_dead_lettered_redelivered_and_never_ho
     let one = failing_letter["id"].as_i64().expect("id");
     let (status, body) = scenario
         .node
-        .request("POST", &redeliver("failing"), Some(serde_json::json!({"id": one})))
+        .request(
+            "POST",
+            &redeliver("failing"),
+            Some(serde_json::json!({"id": one})),
+        )
         .await;
     assert_eq!((status, body["queued"].as_u64()), (200, Some(1)), "{body}");
-    wait_until(CONFIRMED_WITHIN, || async { failing.delivered().len() == 1 }).await;
+    wait_until(CONFIRMED_WITHIN, || async {
+        failing.delivered().len() == 1
+    })
+    .await;
     assert_eq!(
         failing.delivered()[0].delivery_id,
         failing_letter["delivery_id"].as_str().expect("id"),
@@ -208,7 +261,11 @@ async fn refused_and_exhausted_events_are_dead_lettered_redelivered_and_never_ho
     for name in ["failing", "refusing"] {
         let (status, body) = scenario
             .node
-            .request("POST", &redeliver(name), Some(serde_json::json!({"all": true})))
+            .request(
+                "POST",
+                &redeliver(name),
+                Some(serde_json::json!({"all": true})),
+            )
             .await;
         assert_eq!(status, 200, "{body}");
     }
@@ -242,10 +299,11 @@ async fn a_taken_over_webhook_lease_refuses_the_old_holders_cursor_writes() {
     };
     let (a, b) = (LeaseOwner::new("a", "i1"), LeaseOwner::new("b", "i2"));
     let short = Duration::from_millis(200);
-    let old = webhook_lease::acquire_or_renew(&db.pool, &key, &a, short, Duration::ZERO, Duration::ZERO)
-        .await
-        .expect("store")
-        .expect("first holder");
+    let old =
+        webhook_lease::acquire_or_renew(&db.pool, &key, &a, short, Duration::ZERO, Duration::ZERO)
+            .await
+            .expect("store")
+            .expect("first holder");
     assert!(
         webhook_lease::acquire_or_renew(&db.pool, &key, &b, short, Duration::ZERO, Duration::ZERO)
             .await
@@ -257,7 +315,9 @@ async fn a_taken_over_webhook_lease_refuses_the_old_holders_cursor_writes() {
         cursor: Some(FeedCursor::new(1, seq)),
         ..Progress::default()
     };
-    assert!(webhooks::commit(&db.pool, &key, old.token, &progress(1)).await.expect("store"));
+    assert!(webhooks::commit(&db.pool, &key, old.token, &progress(1))
+        .await
+        .expect("store"));
     let new = eventually(Duration::from_secs(10), Duration::from_millis(20), || {
         let (pool, key, b) = (db.pool.clone(), key.clone(), b.clone());
         async move {
@@ -270,10 +330,18 @@ async fn a_taken_over_webhook_lease_refuses_the_old_holders_cursor_writes() {
     assert_eq!(new.token, old.token + 1);
     assert!(new.fresh);
     assert!(
-        !webhooks::commit(&db.pool, &key, old.token, &progress(9)).await.expect("store"),
+        !webhooks::commit(&db.pool, &key, old.token, &progress(9))
+            .await
+            .expect("store"),
         "the old token is fenced"
     );
     let resume = webhooks::resume(&db.pool, &key).await.expect("store");
-    assert_eq!(resume.cursor, FeedCursor::new(1, 1), "the fenced write changed nothing");
-    assert!(webhooks::commit(&db.pool, &key, new.token, &progress(2)).await.expect("store"));
+    assert_eq!(
+        resume.cursor,
+        FeedCursor::new(1, 1),
+        "the fenced write changed nothing"
+    );
+    assert!(webhooks::commit(&db.pool, &key, new.token, &progress(2))
+        .await
+        .expect("store"));
 }

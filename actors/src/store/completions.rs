@@ -304,12 +304,12 @@ pub async fn read(
           LIMIT $4"
     );
     let rows: Vec<FeedRow> = sqlx::query_as(&sql)
-    .bind(chain_id)
-    .bind(from.xid.to_string())
-    .bind(from.seq)
-    .bind(i64::from(limit.max(1)))
-    .fetch_all(pool)
-    .await?;
+        .bind(chain_id)
+        .bind(from.xid.to_string())
+        .bind(from.seq)
+        .bind(i64::from(limit.max(1)))
+        .fetch_all(pool)
+        .await?;
     let mut next = after;
     let mut items = Vec::with_capacity(rows.len());
     for row in rows {

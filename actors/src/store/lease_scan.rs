@@ -32,20 +32,24 @@ struct UnledRow {
 }
 
 /// Every submitter of the chain with open intents (QUEUED, ALLOCATED,
-/// TRACKING, STUCK) whose lease `owner` does not hold live: no lease row,
-/// another owner's, or one of `owner`'s that expired.
+/// TRACKING, STUCK) — and every one of `always` (lower-case hex: submitters
+/// led even when idle, to watch their funds) — whose lease `owner` does not
+/// hold live: no lease row, another owner's, or one of `owner`'s that expired.
 pub async fn unled_open_work(
     pool: &PgPool,
     chain_id: ChainId,
     owner: &LeaseOwner,
+    always: &[String],
 ) -> StoreResult<Vec<UnledWork>> {
     let rows: Vec<UnledRow> = sqlx::query_as(
         "SELECT o.submitter, l.owner_node,
                 COALESCE(l.owner_node = $2 AND l.owner_instance = $3, false) AS mine,
                 COALESCE((EXTRACT(EPOCH FROM (l.expires_at - now())) * 1000)::bigint, 0)
                     AS expires_in_ms
-           FROM (SELECT DISTINCT submitter FROM managed_tx
-                  WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')) o
+           FROM (SELECT submitter FROM managed_tx
+                  WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
+                 UNION
+                 SELECT unnest($4::text[])) o
            LEFT JOIN submitter_lease l ON l.chain_id = $1 AND l.submitter = o.submitter
           WHERE l.submitter IS NULL
              OR NOT (l.owner_node = $2 AND l.owner_instance = $3 AND l.expires_at > now())",
@@ -53,6 +57,7 @@ pub async fn unled_open_work(
     .bind(chain_id)
     .bind(&*owner.node_id)
     .bind(&*owner.instance)
+    .bind(always)
     .fetch_all(pool)
     .await?;
     rows.into_iter()

@@ -61,7 +61,8 @@ pub(crate) async fn check(
         ftx.rollback().await?;
         return Ok(Some((balance, low)));
     }
-    let crossings = stored.map_or(0, |s| s.crossings) + i64::from(event == Some(FeedEvent::LowBalance));
+    let crossings =
+        stored.map_or(0, |s| s.crossings) + i64::from(event == Some(FeedEvent::LowBalance));
     funds::save(
         &mut ftx,
         FundsState { low, crossings },
@@ -78,7 +79,11 @@ pub(crate) async fn check(
     };
     ftx.commit().await?;
     if event.is_some() {
-        let label = if low { "low_balance" } else { "balance_restored" };
+        let label = if low {
+            "low_balance"
+        } else {
+            "balance_restored"
+        };
         metrics::counter!(FUNDS_EVENTS, "event" => label).increment(1);
         if low {
             tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, balance, min_balance, crossing = crossings, "balance below min_balance");

@@ -2,7 +2,8 @@
 //! submitter at once, in one query per round — instead of every standby
 //! polling its own lease.
 //!
-//! A round reads each submitter with open intents whose lease is not held
+//! A round reads each submitter with open intents (or with `min_balance`
+//! set: its funds are watched while idle too) whose lease is not held
 //! live by this process: no lease row, a released or expired one, or one of
 //! ours whose actor is gone. A lease can be taken over once it has been
 //! expired for the clock-skew allowance (plus the hand-over grace when
@@ -84,7 +85,10 @@ pub(crate) fn plan(
 /// process does not hold live.
 pub(crate) async fn scan(shared: &EngineShared) -> StoreResult<Vec<OpenLease>> {
     let chain_id = ChainId::from(shared.config.chain_id);
-    let rows = lease_scan::unled_open_work(&shared.pool, chain_id, &shared.config.owner).await?;
+    let monitored = shared.funds_monitored();
+    let rows =
+        lease_scan::unled_open_work(&shared.pool, chain_id, &shared.config.owner, &monitored)
+            .await?;
     Ok(rows
         .into_iter()
         .filter(|row| shared.context(&row.submitter).is_some())

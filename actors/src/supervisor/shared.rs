@@ -107,6 +107,22 @@ impl EngineShared {
             .unwrap_or_default()
     }
 
+    /// Configured submitters with `min_balance` set (lower-case hex): led
+    /// even when idle, so their funds are watched.
+    pub(crate) fn funds_monitored(&self) -> Vec<String> {
+        self.contexts
+            .read()
+            .map(|c| {
+                c.iter()
+                    .filter(|(a, ctx)| {
+                        !self.removed.contains(*a) && ctx.settings().min_balance.is_some()
+                    })
+                    .map(|(_, ctx)| ctx.key.address_hex())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The context of a configured submitter.
     pub(crate) fn context(&self, address: &Address) -> Option<Arc<SubmitterContext>> {
         self.contexts

@@ -218,8 +218,9 @@ impl Actor for WebhookActor {
             // Best effort: a later holder resumes from the durable cursor
             // either way; releasing only saves it the expiry wait.
             let _ = state.commit(held).await;
-            let _ = webhook_lease::release(&state.env.pool, &state.key, &state.env.owner, held.token)
-                .await;
+            let _ =
+                webhook_lease::release(&state.env.pool, &state.key, &state.env.owner, held.token)
+                    .await;
         }
         Ok(())
     }
@@ -277,11 +278,11 @@ impl WebhookState {
         let timing = self.env.lease;
         let me: &str = &self.env.owner.node_id;
         if let Some(held) = self.held {
-            if let Some(to) =
-                self.env
-                    .membership
-                    .hand_over_name_to(&self.key.name, me, now.duration_since(held.since))
-            {
+            if let Some(to) = self.env.membership.hand_over_name_to(
+                &self.key.name,
+                me,
+                now.duration_since(held.since),
+            ) {
                 tracing::info!(target: "txmgr::webhook", webhook = %self.key.name, to, "handing the webhook to its preferred node");
                 let _ = self.commit(held).await;
                 let _ =

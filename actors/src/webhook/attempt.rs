@@ -156,14 +156,23 @@ mod tests {
     fn statuses_are_delivered_retried_or_refused() {
         let none = HeaderMap::new();
         assert_eq!(classify(StatusCode::OK, &none), AttemptOutcome::Delivered);
-        assert_eq!(classify(StatusCode::NO_CONTENT, &none), AttemptOutcome::Delivered);
+        assert_eq!(
+            classify(StatusCode::NO_CONTENT, &none),
+            AttemptOutcome::Delivered
+        );
         for retried in [500, 502, 503, 504, 429] {
             let status = StatusCode::from_u16(retried).expect("status");
-            assert!(matches!(classify(status, &none), AttemptOutcome::Retry { .. }), "{retried}");
+            assert!(
+                matches!(classify(status, &none), AttemptOutcome::Retry { .. }),
+                "{retried}"
+            );
         }
         for refused in [400, 401, 403, 404, 410, 301] {
             let status = StatusCode::from_u16(refused).expect("status");
-            assert!(matches!(classify(status, &none), AttemptOutcome::Refused { .. }), "{refused}");
+            assert!(
+                matches!(classify(status, &none), AttemptOutcome::Refused { .. }),
+                "{refused}"
+            );
         }
     }
 
@@ -179,7 +188,10 @@ mod tests {
                 retry_after: Some(Duration::from_secs(7)),
             }
         );
-        headers.insert(reqwest::header::RETRY_AFTER, "999999".parse().expect("value"));
+        headers.insert(
+            reqwest::header::RETRY_AFTER,
+            "999999".parse().expect("value"),
+        );
         assert_eq!(retry_after(&headers), Some(MAX_RETRY_AFTER));
         headers.insert(
             reqwest::header::RETRY_AFTER,

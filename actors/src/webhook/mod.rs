@@ -13,8 +13,8 @@
 
 mod actor;
 mod attempt;
-pub mod signature;
 mod settings;
+pub mod signature;
 mod window;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -28,8 +28,8 @@ pub use settings::{WebhookSecret, WebhookSettings};
 pub use signature::SIGNATURE_HEADER;
 
 use crate::{
-    cluster::Membership, domain::ChainId, store::LeaseOwner,
-    supervisor::restart_backoff::Restarts, submitter::LeaseTiming,
+    cluster::Membership, domain::ChainId, store::LeaseOwner, submitter::LeaseTiming,
+    supervisor::restart_backoff::Restarts,
 };
 
 /// What every webhook actor of a node shares.

@@ -12,7 +12,10 @@ pub const SIGNATURE_HEADER: &str = "x-txmgr-signature";
 
 /// The `X-Txmgr-Signature` value for `body` sent at `unix_seconds`.
 pub fn sign(secret: &[u8], unix_seconds: u64, body: &[u8]) -> String {
-    format!("t={unix_seconds},v1={}", hex_mac(secret, unix_seconds, body))
+    format!(
+        "t={unix_seconds},v1={}",
+        hex_mac(secret, unix_seconds, body)
+    )
 }
 
 /// Hex of HMAC-SHA256(secret, "<t>.<body>").

@@ -172,12 +172,22 @@ mod tests {
 
         window.finish("b", at(2));
         let progress = window.progress();
-        assert_eq!(progress, WindowProgress { cursor: None, done: vec![at(2)] });
+        assert_eq!(
+            progress,
+            WindowProgress {
+                cursor: None,
+                done: vec![at(2)]
+            }
+        );
         window.committed(&progress);
         assert_eq!(window.progress(), WindowProgress::default(), "marker saved");
 
         window.finish("a", at(1));
-        assert_eq!(window.heads(), vec![("a".into(), at(4))], "a's next, in order");
+        assert_eq!(
+            window.heads(),
+            vec![("a".into(), at(4))],
+            "a's next, in order"
+        );
         let progress = window.progress();
         assert_eq!(progress.cursor, Some(at(3)), "1 done, 2 done, 3 not wanted");
         window.committed(&progress);
@@ -189,7 +199,10 @@ mod tests {
     fn done_markers_from_before_are_skipped_and_rereads_ignored() {
         let mut window = Window::resume(at(5), [at(4), at(7)]);
         assert!(window.push(at(6), "a", true));
-        assert!(!window.push(at(7), "a", true), "done by the previous holder");
+        assert!(
+            !window.push(at(7), "a", true),
+            "done by the previous holder"
+        );
         assert!(!window.push(at(6), "a", true), "already read");
         assert_eq!(window.heads(), vec![("a".into(), at(6))]);
         window.finish("a", at(6));

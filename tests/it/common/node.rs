@@ -119,8 +119,11 @@ impl TestNode {
             engine.clone(),
             config.chain.chain_id,
         ));
-        let completions =
-            CompletionNotifier::listen(pool.clone(), config.chain.chain_id, config.http.max_long_polls);
+        let completions = CompletionNotifier::listen(
+            pool.clone(),
+            config.chain.chain_id,
+            config.http.max_long_polls,
+        );
         let wakes = txmgr::daemon::wake_on_completions(&completions, webhooks.clone());
         let app = app(AppState {
             completions,
@@ -134,7 +137,12 @@ impl TestNode {
                 &engine,
                 chain,
                 file.map(|path| -> Arc<dyn txmgr::http::Reload> {
-                    Arc::new(Reloader::new(path, engine.clone(), webhooks.clone(), config.clone()))
+                    Arc::new(Reloader::new(
+                        path,
+                        engine.clone(),
+                        webhooks.clone(),
+                        config.clone(),
+                    ))
                 }),
             )
             .await,

@@ -21,7 +21,8 @@ pub(crate) const IDLE_STOP: &str = "idle";
 /// What an idle check decides, from what the actor knows (pure, tested below).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum IdleCheck {
-    /// Not a leader, or protected: no idle release (and no timer).
+    /// Not a leader, or a lease that is kept (protected, funds watched): no
+    /// idle release (and no timer).
     NotApplicable,
     /// Active too recently or with work queued locally: look again after this.
     LookAgainIn(Duration),
@@ -32,12 +33,12 @@ pub(super) enum IdleCheck {
 /// Decides what an idle tick does.
 pub(super) fn idle_check(
     leader: bool,
-    protected: bool,
+    kept: bool,
     quiet_for: Duration,
     linger: Duration,
     queued_locally: bool,
 ) -> IdleCheck {
-    if !leader || protected {
+    if !leader || kept {
         return IdleCheck::NotApplicable;
     }
     if queued_locally {
@@ -68,9 +69,11 @@ pub(super) async fn on_idle_tick(
 ) -> Result<(), ActorProcessingErr> {
     let linger = state.ctx.lease.idle_release_after;
     let queued_locally = state.handle.mailbox_depth() > 0 || state.handle.ingress_depth() > 0;
+    // A protected submitter, and one whose funds are watched, keep the lease.
+    let kept = state.protect_reason.is_some() || state.ctx.settings().min_balance.is_some();
     let check = idle_check(
         state.lease.is_some(),
-        state.protect_reason.is_some(),
+        kept,
         state.last_activity.elapsed(),
         linger,
         queued_locally,

@@ -1,0 +1,256 @@
+//! Funds monitoring end to end (README "Funds"): two in-process nodes on one
+//! database and anvil, `anvil_setBalance` moving a submitter across its
+//! `min_balance`. Each crossing is reported once (feed and webhook) however
+//! many nodes run and however the lease moves; a top-up is sent once per
+//! crossing by the funder, confirmed, and capped per rolling day.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use txmgr_testkit::Anvil;
+
+use crate::common::{
+    daemon::DEV_KEYS,
+    node::{config_toml, TestNode},
+    receiver::Receiver,
+    transfer, wait_until, TestDb, DEV,
+};
+
+const ETH: u128 = 1_000_000_000_000_000_000;
+const FUNDER_VAR: &str = "TXMGR_TEST_FUNDER_KEY";
+const HOOK_SECRET_VAR: &str = "TXMGR_FUNDS_HOOK_SECRET";
+const WITHIN: Duration = Duration::from_secs(60);
+
+/// The funder: dev account 1.
+fn funder() -> &'static str {
+    DEV_KEYS[1].1
+}
+
+/// A node leading the dev submitter (watched, maybe topped up by the
+/// funder) and the funder, both kept led while idle.
+fn config(db: &TestDb, anvil: &Anvil, node_id: &str, dev_extra: &str, hook_url: &str) -> String {
+    let base = config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        node_id,
+        &format!("min_balance = \"{ETH}\"\nfinality = {{ confirmations = 1 }}\n{dev_extra}"),
+    );
+    format!(
+        "{base}\n[submitters.\"{funder}\"]\nsigner = {{ kind = \"env\", env = \"{FUNDER_VAR}\" }}\n\
+         finality = {{ confirmations = 1 }}\n\
+         [[webhooks]]\nname = \"funds\"\nurl = \"{hook_url}\"\nsecret_env = \"{HOOK_SECRET_VAR}\"\n\
+         events = [\"LOW_BALANCE\", \"BALANCE_RESTORED\"]\nbackoff_initial = \"50ms\"\n",
+        funder = funder(),
+    )
+}
+
+async fn two_nodes(dev_extra: &str) -> (TestDb, Anvil, Receiver, TestNode, TestNode) {
+    std::env::set_var(FUNDER_VAR, DEV_KEYS[1].0);
+    std::env::set_var(HOOK_SECRET_VAR, "funds-secret");
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let receiver = Receiver::always_ok().await;
+    let n1 = TestNode::start(&config(&db, &anvil, "n1", dev_extra, &receiver.url)).await;
+    let n2 = TestNode::start(&config(&db, &anvil, "n2", dev_extra, &receiver.url)).await;
+    (db, anvil, receiver, n1, n2)
+}
+
+async fn set_balance(anvil: &Anvil, address: &str, wei: u128) {
+    anvil
+        .rpc("anvil_setBalance", json!([address, format!("{wei:#x}")]))
+        .await;
+}
+
+async fn funds_events(db: &TestDb, event: &str) -> i64 {
+    db.count(&format!(
+        "SELECT count(*) FROM tx_completion WHERE submitter = '{DEV}' AND state = '{event}'"
+    ))
+    .await
+}
+
+/// Funds events the webhook received, in order.
+fn hooked(receiver: &Receiver) -> Vec<String> {
+    receiver
+        .delivered()
+        .iter()
+        .map(|r| r.json["state"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Waits until `node`'s leader of the dev submitter has read `balance`
+/// (the ops view shows the last read).
+async fn read_again(node: &TestNode, balance: u128) {
+    wait_until(WITHIN, || async {
+        let (_, body) = node.request("GET", "/v1/ops/actors", None).await;
+        body["submitters"].as_array().is_some_and(|subs| {
+            subs.iter()
+                .any(|s| s["submitter"] == DEV && s["balance_wei"] == balance.to_string())
+        })
+    })
+    .await;
+}
+
+/// The node whose dev actor leads.
+async fn leader(db: &TestDb) -> String {
+    sqlx::query_scalar(
+        "SELECT owner_node FROM submitter_lease WHERE submitter = $1 AND expires_at > now()",
+    )
+    .bind(DEV)
+    .fetch_one(&db.pool)
+    .await
+    .expect("a live lease")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crossing_is_reported_once_with_two_nodes_even_across_a_change_of_leader() {
+    let (db, anvil, receiver, n1, n2) = two_nodes("").await;
+    // Led while idle: no intent needed for the funds to be watched.
+    wait_until(WITHIN, || async {
+        db.count(&format!(
+            "SELECT count(*) FROM submitter_lease WHERE submitter = '{DEV}' AND expires_at > now()"
+        ))
+        .await
+            == 1
+    })
+    .await;
+
+    set_balance(&anvil, DEV, ETH / 2).await;
+    wait_until(WITHIN, || async {
+        funds_events(&db, "LOW_BALANCE").await == 1
+    })
+    .await;
+    // Further sweeps, and the other node taking over, report nothing new.
+    let first = leader(&db).await;
+    let (stay, gone) = if first == "n1" { (n2, n1) } else { (n1, n2) };
+    gone.stop().await;
+    wait_until(WITHIN, || async { leader(&db).await != first }).await;
+    read_again(&stay, ETH / 2).await;
+    assert_eq!(
+        funds_events(&db, "LOW_BALANCE").await,
+        1,
+        "once per crossing"
+    );
+
+    set_balance(&anvil, DEV, 3 * ETH).await;
+    wait_until(WITHIN, || async {
+        funds_events(&db, "BALANCE_RESTORED").await == 1
+    })
+    .await;
+    read_again(&stay, 3 * ETH).await;
+    assert_eq!(funds_events(&db, "BALANCE_RESTORED").await, 1);
+    assert_eq!(funds_events(&db, "LOW_BALANCE").await, 1);
+
+    // The feed serves them with `funds=true` only; the webhook got both, in order.
+    let (status, page) = stay
+        .request("GET", "/v1/completions?funds=true", None)
+        .await;
+    assert_eq!(status, 200, "{page}");
+    let items: Vec<&Value> = page["items"].as_array().expect("items").iter().collect();
+    let states: Vec<&str> = items.iter().filter_map(|i| i["state"].as_str()).collect();
+    assert_eq!(states, vec!["LOW_BALANCE", "BALANCE_RESTORED"], "{page}");
+    assert_eq!(items[0]["balance_wei"], (ETH / 2).to_string());
+    assert_eq!(items[0]["min_balance_wei"], ETH.to_string());
+    assert!(items[0]["tx_id"].is_null());
+    let (_, plain) = stay.request("GET", "/v1/completions", None).await;
+    assert_eq!(plain["items"].as_array().map(Vec::len), Some(0), "{plain}");
+    assert_eq!(
+        plain["next_after"], page["next_after"],
+        "the cursor still moves past them"
+    );
+    wait_until(WITHIN, || async { hooked(&receiver).len() == 2 }).await;
+    assert_eq!(hooked(&receiver), vec!["LOW_BALANCE", "BALANCE_RESTORED"]);
+    stay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_low_submitter_is_topped_up_once_per_crossing_within_the_daily_cap() {
+    let top_up = format!(
+        "top_up = {{ from = \"{}\", target = \"{}\", max_per_day = \"{}\" }}",
+        funder(),
+        3 * ETH,
+        4 * ETH
+    );
+    let (db, anvil, receiver, n1, n2) = two_nodes(&top_up).await;
+    let top_ups = || async {
+        db.count(&format!(
+            "SELECT count(*) FROM managed_tx WHERE submitter = '{}' AND request_id LIKE 'txmgr-top-up:%'",
+            funder()
+        ))
+        .await
+    };
+    let confirmed_top_ups = || async {
+        db.count(&format!(
+            "SELECT count(*) FROM managed_tx WHERE submitter = '{}' AND request_id LIKE 'txmgr-top-up:%' \
+             AND state = 'CONFIRMED'",
+            funder()
+        ))
+        .await
+    };
+
+    // Crossing 1: 0.5 ETH → a top-up of 2.5 ETH, confirmed, then restored.
+    set_balance(&anvil, DEV, ETH / 2).await;
+    wait_until(WITHIN, || async { confirmed_top_ups().await == 1 }).await;
+    wait_until(WITHIN, || async {
+        funds_events(&db, "BALANCE_RESTORED").await == 1
+    })
+    .await;
+    assert_eq!(top_ups().await, 1, "exactly one top-up for the crossing");
+    let value: String =
+        sqlx::query_scalar("SELECT value_wei::text FROM funds_top_up WHERE request_id = $1")
+            .bind(format!("txmgr-top-up:{DEV}:1"))
+            .fetch_one(&db.pool)
+            .await
+            .expect("top-up row");
+    assert_eq!(value, (5 * ETH / 2).to_string());
+
+    // Crossing 2: only 1.5 ETH of the 4 ETH cap is left.
+    set_balance(&anvil, DEV, ETH / 2).await;
+    wait_until(WITHIN, || async { confirmed_top_ups().await == 2 }).await;
+    wait_until(WITHIN, || async {
+        funds_events(&db, "BALANCE_RESTORED").await == 2
+    })
+    .await;
+    let total: String =
+        sqlx::query_scalar("SELECT sum(value_wei)::text FROM funds_top_up WHERE submitter = $1")
+            .bind(DEV)
+            .fetch_one(&db.pool)
+            .await
+            .expect("sum");
+    assert_eq!(total, (4 * ETH).to_string(), "capped at max_per_day");
+
+    // Crossing 3: the cap is used up: LOW, no top-up, an audited refusal.
+    set_balance(&anvil, DEV, ETH / 2).await;
+    wait_until(WITHIN, || async {
+        funds_events(&db, "LOW_BALANCE").await == 3
+    })
+    .await;
+    wait_until(WITHIN, || async {
+        db.count("SELECT count(*) FROM ops_audit WHERE action = 'top_up' AND outcome = 'failed'")
+            .await
+            == 1
+    })
+    .await;
+    assert_eq!(top_ups().await, 2, "no top-up beyond the daily cap");
+    assert_eq!(
+        db.count("SELECT count(*) FROM ops_audit WHERE action = 'top_up' AND outcome = 'done'")
+            .await,
+        2,
+        "every top-up is audited"
+    );
+    // The top-ups are ordinary intents: in the feed under their request ids.
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM tx_completion WHERE request_id LIKE 'txmgr-top-up:%' AND state = 'CONFIRMED'"
+        )
+        .await,
+        2
+    );
+    wait_until(WITHIN, || async { hooked(&receiver).len() == 5 }).await;
+    // The dev submitter still works while low.
+    let (status, body) = n1
+        .request("POST", "/v1/transactions", Some(transfer("after")))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    n1.stop().await;
+    n2.stop().await;
+}
