@@ -44,6 +44,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/ops/submitters/{address}/restart"),
     ("post", "/v1/ops/submitters/{address}/unprotect"),
     ("post", "/v1/ops/reload"),
+    ("get", "/v1/ops/webhooks"),
+    ("post", "/v1/ops/webhooks/{name}/redeliver"),
     ("get", "/v1/openapi.json"),
     ("get", "/healthz"),
     ("get", "/readyz"),

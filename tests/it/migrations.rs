@@ -130,13 +130,18 @@ async fn migrations_apply_to_an_empty_database_and_are_idempotent() {
     assert_eq!(
         tables,
         [
+            "funds_top_up",
             "managed_tx",
             "ops_audit",
+            "submitter_funds",
             "submitter_lease",
             "submitter_nonce_cursor",
             "tx_attempt",
             "tx_completion",
-            "txmgr_node"
+            "txmgr_node",
+            "webhook_cursor",
+            "webhook_dead_letter",
+            "webhook_done"
         ]
     );
     let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")

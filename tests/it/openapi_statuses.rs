@@ -166,12 +166,18 @@ fn uris(path: &str) -> Vec<String> {
         &["0190c7a4-6b1e-7cc0-8000-000000000000", "not-a-uuid", "%FF"]
     } else if path.contains("{address}") {
         &[ALICE, "0x12", "%FF"]
+    } else if path.contains("{name}") {
+        &["hook", "bad%20name", "%FF"]
     } else {
         &[""]
     };
     let mut uris: Vec<String> = ids
         .iter()
-        .map(|id| path.replace("{tx_id}", id).replace("{address}", id))
+        .map(|id| {
+            path.replace("{tx_id}", id)
+                .replace("{address}", id)
+                .replace("{name}", id)
+        })
         .collect();
     let queries: &[&str] = match path {
         "/v1/transactions" => &[
@@ -182,7 +188,14 @@ fn uris(path: &str) -> Vec<String> {
             "?bogus=1",
             "?submitter=%FF",
         ],
-        "/v1/completions" => &["?limit=5", "?after=x", "?wait=forever", "?limit=%FF"],
+        "/v1/completions" => &[
+            "?limit=5",
+            "?after=x",
+            "?wait=forever",
+            "?limit=%FF",
+            "?funds=true",
+            "?funds=maybe",
+        ],
         _ => &[],
     };
     for query in queries {
@@ -203,6 +216,8 @@ fn bodies(method: &str) -> Vec<Option<&'static str>> {
         Some("[1]"),
         Some("{\"reason\": "),
         Some("{\"reason\": \"ticket 7\"}"),
+        Some("{\"all\": true}"),
+        Some("{\"id\": 0}"),
         Some("{\"submitter\": \"0xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"to\": \"0xbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\", \"value\": \"1\"}"),
     ]
 }
