@@ -34,6 +34,7 @@ mod report;
 mod session;
 mod table;
 mod tls_proxy;
+mod webhooks;
 
 use std::{process::ExitCode, time::Duration};
 
@@ -114,6 +115,18 @@ pub(crate) struct Args {
     /// the run), right after the plain-HTTP ones, on a fresh database.
     #[arg(long)]
     rpc_tls: bool,
+    /// Phase "webhooks": events of the burst.
+    #[arg(long, default_value_t = 5000)]
+    webhook_events: usize,
+    /// Phase "webhooks": submitters the events are spread over.
+    #[arg(long, default_value_t = 100)]
+    webhook_submitters: usize,
+    /// Phase "webhooks": the webhook's `concurrency`.
+    #[arg(long, default_value_t = 16)]
+    webhook_concurrency: usize,
+    /// Phase "webhooks": open-loop events per second (latency).
+    #[arg(long, default_value_t = 200.0)]
+    webhook_rate: f64,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -134,6 +147,9 @@ pub(crate) enum Phase {
     /// A real daemon with `--idle-submitters` submitters: start-up, idle
     /// cost before and after work, fail-over.
     Idle,
+    /// Webhook delivery alone: a burst of feed events, then an open-loop
+    /// rate, to a receiver in this process.
+    Webhooks,
 }
 
 fn main() -> ExitCode {
@@ -240,6 +256,7 @@ async fn run_phases(
         one_tls: None,
         many_tls: Vec::new(),
         idle: None,
+        webhooks: None,
     };
     if args.phases.contains(&Phase::Raw) {
         anvil::fund(anvil, &keys::addresses(&plan.raw_one)).await?;
@@ -279,6 +296,18 @@ async fn run_phases(
         }
         let phases = phases?;
         (report.one_tls, report.many_tls) = (phases.one, phases.many);
+    }
+    if args.phases.contains(&Phase::Webhooks) {
+        report.webhooks = Some(
+            webhooks::run(
+                db,
+                args.webhook_events,
+                args.webhook_submitters,
+                args.webhook_concurrency,
+                args.webhook_rate,
+            )
+            .await?,
+        );
     }
     if args.phases.contains(&Phase::Idle) {
         report.idle = Some(idle::run(args, anvil, admin_url).await?);

@@ -165,4 +165,6 @@ pub(crate) struct Report {
     pub(crate) many_tls: Vec<TxmgrPhase>,
     /// Phase "idle": a real daemon with `--idle-submitters` submitters.
     pub(crate) idle: Option<IdlePhase>,
+    /// Phase "webhooks": delivery alone.
+    pub(crate) webhooks: Option<crate::webhooks::WebhookPhase>,
 }

@@ -78,6 +78,9 @@ impl Report {
         if let Some(idle) = &self.idle {
             idle.print();
         }
+        if let Some(webhooks) = &self.webhooks {
+            webhooks.print();
+        }
     }
 
     /// Rows grouped by key count: raw, then txmgr, then txmgr over HTTPS.
