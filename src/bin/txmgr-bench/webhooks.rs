@@ -108,20 +108,41 @@ async fn receive(State(seen): State<Arc<Received>>, body: Bytes) -> &'static str
     "ok"
 }
 
-/// Inserts `n` funds rows spread over `submitters` addresses, in one commit.
+/// Inserts `n` funds rows spread over `submitters` addresses, in one commit
+/// with the feed's `NOTIFY`, as the engine's own completions do.
 async fn insert_events(db: &BenchDb, n: usize, submitters: usize) -> anyhow::Result<()> {
     sqlx::query(
-        "INSERT INTO tx_completion (chain_id, submitter, state, balance_wei, min_balance_wei)
-         SELECT 31337, '0x' || lpad(to_hex(1 + i % $2), 40, '0'), $3, 1, 2
-           FROM generate_series(0, $1 - 1) AS i",
+        "WITH rows AS (
+            INSERT INTO tx_completion (chain_id, submitter, state, balance_wei, min_balance_wei)
+            SELECT 31337, '0x' || lpad(to_hex(1 + i % $2), 40, '0'), $3, 1, 2
+              FROM generate_series(0, $1 - 1) AS i
+            RETURNING 1)
+         SELECT pg_notify($4, '31337') FROM (SELECT count(*) FROM rows) AS c",
     )
     .bind(i64::try_from(n)?)
     .bind(i64::try_from(submitters.max(1))?)
     .bind(FeedEvent::LowBalance.as_str())
+    .bind(store::completions::COMPLETION_CHANNEL)
     .execute(&db.pool)
     .await
     .context("inserting feed rows")?;
     Ok(())
+}
+
+/// Wakes the webhooks at each feed `NOTIFY`, as the daemon's listener does.
+async fn wake_on_notify(
+    db: &BenchDb,
+    webhooks: Webhooks,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let mut listener = sqlx::postgres::PgListener::connect(&db.url).await?;
+    listener
+        .listen(store::completions::COMPLETION_CHANNEL)
+        .await?;
+    Ok(tokio::spawn(async move {
+        while listener.recv().await.is_ok() {
+            webhooks.wake();
+        }
+    }))
 }
 
 async fn wait_for(seen: &Received, n: usize, what: &str) -> anyhow::Result<()> {
@@ -185,16 +206,14 @@ pub(crate) async fn run(
         concurrency,
     };
     let webhooks = Webhooks::start(env, vec![settings]).await?;
+    let wakes = wake_on_notify(db, webhooks.clone()).await?;
 
     let before = CpuSample::take(None, Some(db)).await;
     let started = Instant::now();
     insert_events(db, events, submitters).await?;
-    webhooks.wake();
     wait_for(&seen, events, "burst").await?;
     let elapsed = started.elapsed();
-    let cpu = CpuSample::take(None, Some(db))
-        .await
-        .since(&before, events);
+    let cpu = CpuSample::take(None, Some(db)).await.since(&before, events);
 
     seen.measuring.store(true, Ordering::Relaxed);
     let interval = Duration::from_secs_f64(1.0 / rate_per_s.max(1.0));
@@ -208,12 +227,9 @@ pub(crate) async fn run(
     }
     wait_for(&seen, events + offered, "open loop").await?;
     webhooks.shutdown(Duration::from_secs(5)).await;
+    wakes.abort();
     server.abort();
-    let latencies = seen
-        .latencies
-        .lock()
-        .map(|l| l.clone())
-        .unwrap_or_default();
+    let latencies = seen.latencies.lock().map(|l| l.clone()).unwrap_or_default();
     Ok(WebhookPhase {
         events,
         submitters,
