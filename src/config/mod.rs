@@ -49,7 +49,7 @@ pub use sections::*;
 pub use signer::SignerConfig;
 pub use url::{redact_password, shown_url};
 pub use validate::{check_address, check_node_id};
-pub use webhooks::{resolve_webhooks, WebhookConfig};
+pub use webhooks::{resolve_webhooks, StartAt, WebhookConfig};
 
 /// The whole, validated configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

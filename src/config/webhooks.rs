@@ -2,7 +2,7 @@
 //! The signing secret is named here by its environment variable and read at
 //! start and on reload, never stored in the file.
 
-use std::{collections::BTreeSet, time::Duration};
+use std::{collections::BTreeSet, path::PathBuf, time::Duration};
 
 use serde::{Deserialize, Serialize};
 use txmgr_actors::{
@@ -44,6 +44,25 @@ pub struct WebhookConfig {
     /// Submitters delivered to at the same time (each submitter's events stay in order).
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
+    /// A private CA (PEM) trusted for an `https://` receiver, besides the public roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// Where a new webhook starts in the feed: `end` (events from now on,
+    /// the default) or `beginning` (replay every retained event). Only the
+    /// first start counts: afterwards the webhook resumes from its cursor.
+    #[serde(default)]
+    pub start_at: StartAt,
+}
+
+/// `start_at` of a webhook.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartAt {
+    /// Events committed from the webhook's first start on.
+    #[default]
+    End,
+    /// Every event in the feed.
+    Beginning,
 }
 
 fn all_events() -> Vec<FeedEvent> {
@@ -154,6 +173,13 @@ pub fn resolve_webhooks(
     let mut issues = Vec::new();
     let mut resolved = Vec::new();
     for (i, hook) in webhooks.iter().enumerate() {
+        if let Err(err) = txmgr_actors::tls::client_config(hook.ca_file.as_deref()) {
+            issues.push(ConfigIssue::new(
+                format!("webhooks[{i}].ca_file"),
+                err.to_string(),
+            ));
+            continue;
+        }
         let secret = match env(&hook.secret_env) {
             Some(secret) if !secret.is_empty() => secret,
             _ => {
@@ -181,6 +207,8 @@ pub fn resolve_webhooks(
             backoff_max: hook.backoff_max,
             timeout: hook.timeout,
             concurrency: hook.concurrency,
+            ca_file: hook.ca_file.clone(),
+            start_at_end: hook.start_at == StartAt::End,
         });
     }
     if issues.is_empty() {

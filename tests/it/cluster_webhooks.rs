@@ -52,7 +52,7 @@ async fn the_delivering_node_killed_mid_burst_hands_over_and_nothing_is_lost() {
     .await;
     let hook = format!(
         "\n[[webhooks]]\nname = \"hook\"\nurl = \"{}\"\nsecret_env = \"{SECRET_VAR}\"\n\
-         events = [\"CONFIRMED\"]\nbackoff_initial = \"100ms\"\nbackoff_max = \"500ms\"\n",
+         events = [\"CONFIRMED\"]\nstart_at = \"beginning\"\nbackoff_initial = \"100ms\"\nbackoff_max = \"500ms\"\n",
         receiver.url
     );
     for node in ["n1", "n2"] {

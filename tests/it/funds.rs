@@ -39,7 +39,7 @@ fn config(db: &TestDb, anvil: &Anvil, node_id: &str, dev_extra: &str, hook_url: 
         "{base}\n[submitters.\"{funder}\"]\nsigner = {{ kind = \"env\", env = \"{FUNDER_VAR}\" }}\n\
          finality = {{ confirmations = 1 }}\n\
          [[webhooks]]\nname = \"funds\"\nurl = \"{hook_url}\"\nsecret_env = \"{HOOK_SECRET_VAR}\"\n\
-         events = [\"LOW_BALANCE\", \"BALANCE_RESTORED\"]\nbackoff_initial = \"50ms\"\n",
+         events = [\"LOW_BALANCE\", \"BALANCE_RESTORED\"]\nbackoff_initial = \"50ms\"\nstart_at = \"beginning\"\n",
         funder = funder(),
     )
 }

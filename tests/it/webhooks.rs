@@ -13,11 +13,18 @@ use txmgr_actors::{
         webhook_lease::{self, WebhookKey},
         webhooks::{self, Progress},
     },
+    submitter::LeaseTiming,
     webhook::signature,
     LeaseOwner,
 };
 
-use crate::common::{eventually, receiver::Receiver, transfer, wait_until, Scenario, TestDb};
+use crate::common::{
+    eventually,
+    node::{config_toml, TestNode},
+    receiver::Receiver,
+    tls::{TestCa, TlsProxy},
+    transfer, wait_until, Scenario, TestDb,
+};
 
 /// The variable the tests' webhooks read their secret from.
 const SECRET_VAR: &str = "TXMGR_TEST_WEBHOOK_SECRET";
@@ -28,7 +35,8 @@ const CONFIRMED_WITHIN: Duration = Duration::from_secs(60);
 fn webhook(name: &str, url: &str, extra: &str) -> String {
     format!(
         "\n[[webhooks]]\nname = \"{name}\"\nurl = \"{url}\"\nsecret_env = \"{SECRET_VAR}\"\n\
-         backoff_initial = \"50ms\"\nbackoff_max = \"200ms\"\ntimeout = \"2s\"\n{extra}\n"
+         backoff_initial = \"50ms\"\nbackoff_max = \"200ms\"\ntimeout = \"2s\"\n\
+         start_at = \"beginning\"\n{extra}\n"
     )
 }
 
@@ -298,14 +306,18 @@ async fn a_taken_over_webhook_lease_refuses_the_old_holders_cursor_writes() {
         name: "hook".into(),
     };
     let (a, b) = (LeaseOwner::new("a", "i1"), LeaseOwner::new("b", "i2"));
-    let short = Duration::from_millis(200);
-    let old =
-        webhook_lease::acquire_or_renew(&db.pool, &key, &a, short, Duration::ZERO, Duration::ZERO)
-            .await
-            .expect("store")
-            .expect("first holder");
+    let timing = LeaseTiming {
+        duration: Duration::from_millis(200),
+        renew_interval: Duration::from_millis(50),
+        clock_skew: Duration::ZERO,
+        idle_release_after: Duration::from_secs(60),
+    };
+    let old = webhook_lease::acquire_or_renew(&db.pool, &key, &a, timing, Duration::ZERO, false)
+        .await
+        .expect("store")
+        .expect("first holder");
     assert!(
-        webhook_lease::acquire_or_renew(&db.pool, &key, &b, short, Duration::ZERO, Duration::ZERO)
+        webhook_lease::acquire_or_renew(&db.pool, &key, &b, timing, Duration::ZERO, false)
             .await
             .expect("store")
             .is_none(),
@@ -321,7 +333,7 @@ async fn a_taken_over_webhook_lease_refuses_the_old_holders_cursor_writes() {
     let new = eventually(Duration::from_secs(10), Duration::from_millis(20), || {
         let (pool, key, b) = (db.pool.clone(), key.clone(), b.clone());
         async move {
-            webhook_lease::acquire_or_renew(&pool, &key, &b, short, Duration::ZERO, Duration::ZERO)
+            webhook_lease::acquire_or_renew(&pool, &key, &b, timing, Duration::ZERO, false)
                 .await
                 .expect("store")
         }
@@ -344,4 +356,124 @@ async fn a_taken_over_webhook_lease_refuses_the_old_holders_cursor_writes() {
     assert!(webhooks::commit(&db.pool, &key, new.token, &progress(2))
         .await
         .expect("store"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_https_receiver_is_reached_through_its_private_ca_and_refused_without_it() {
+    let receiver = Receiver::always_ok().await;
+    let ca = TestCa::new("webhook-ca");
+    let upstream = receiver
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/hook");
+    let proxy = TlsProxy::start(&ca.server("receiver"), upstream).await;
+    let url = format!("{}/hook", proxy.https_url());
+    let hooks = [
+        webhook(
+            "trusted",
+            &url,
+            &format!("ca_file = \"{}\"", ca.ca_file.display()),
+        ),
+        webhook("untrusted", &url, "max_attempts = 2"),
+    ]
+    .concat();
+    let scenario = scenario(&hooks).await;
+    create(&scenario, 3, "t").await;
+    wait_until(CONFIRMED_WITHIN, || async {
+        receiver
+            .delivered()
+            .iter()
+            .filter(|r| r.json["webhook"] == "trusted")
+            .count()
+            == 3
+    })
+    .await;
+    let view = eventually(CONFIRMED_WITHIN, Duration::from_millis(100), || async {
+        let view = ops_webhooks(&scenario).await;
+        find(&view, "untrusted")
+            .is_some_and(|s| s["dead_letters"] == 3)
+            .then_some(view)
+    })
+    .await;
+    assert!(
+        receiver
+            .received()
+            .iter()
+            .all(|r| r.json["webhook"] == "trusted"),
+        "no request passed TLS without the CA"
+    );
+    let error = status_of(&view, "untrusted")["last_error"]
+        .as_str()
+        .expect("an error")
+        .to_owned();
+    assert!(
+        error.contains("connection failed") || error.contains("certificate"),
+        "{error}"
+    );
+    scenario.node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_webhook_starts_at_the_end_of_the_feed_unless_told_to_replay_it() {
+    std::env::set_var(SECRET_VAR, SECRET);
+    let first =
+        Scenario::single_node_on(&["--block-time", "0.2"], "finality = { confirmations = 1 }")
+            .await;
+    create(&first, 3, "before").await;
+    first
+        .db
+        .wait_count(
+            "SELECT count(*) FROM tx_completion WHERE state = 'CONFIRMED'",
+            3,
+        )
+        .await;
+    let Scenario { db, anvil, node } = first;
+    node.stop().await;
+
+    let receiver = Receiver::always_ok().await;
+    let hooks = [
+        // `webhook()` replays from the beginning; the default starts at the end.
+        webhook("replay", &receiver.url, ""),
+        webhook("fresh", &receiver.url, "").replace("start_at = \"beginning\"\n", ""),
+    ]
+    .concat();
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        &format!("finality = {{ confirmations = 1 }}\n{hooks}"),
+    ))
+    .await;
+    wait_until(CONFIRMED_WITHIN, || async {
+        db.count("SELECT count(*) FROM webhook_cursor").await == 2
+    })
+    .await;
+    for i in 0..2 {
+        let (status, body) = node
+            .request(
+                "POST",
+                "/v1/transactions",
+                Some(transfer(&format!("after{i}"))),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+    }
+    let of = |name: &str| {
+        receiver
+            .delivered()
+            .iter()
+            .filter(|r| r.json["webhook"] == name)
+            .map(|r| r.json["request_id"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    wait_until(CONFIRMED_WITHIN, || async {
+        of("replay").len() == 5 && of("fresh").len() == 2
+    })
+    .await;
+    assert!(
+        of("fresh").iter().all(|id| id.starts_with("after")),
+        "{:?}",
+        of("fresh")
+    );
+    node.stop().await;
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sqlx::PgPool;
 
 use super::{millis, LeaseOwner, StoreResult};
-use crate::{domain::ChainId, metrics::WEBHOOK_LEASES};
+use crate::{domain::ChainId, metrics::WEBHOOK_LEASES, submitter::LeaseTiming};
 
 /// Names one webhook's row: the chain the deployment serves and the
 /// webhook's configured name.
@@ -37,14 +37,24 @@ pub struct WebhookLease {
 /// rules of [`acquire_or_renew`](super::acquire_or_renew)); a foreign
 /// expired lease is taken only `clock_skew + defer` after it expired. `None`
 /// when another owner holds it.
+///
+/// The first grant creates the webhook's row; its cursor starts at the
+/// current end of the feed when `start_at_end` (the last row every reader
+/// can already see: a transaction still running sorts after it, see
+/// `completions`), else at the beginning.
 pub async fn acquire_or_renew(
     pool: &PgPool,
     key: &WebhookKey,
     owner: &LeaseOwner,
-    duration: Duration,
-    clock_skew: Duration,
+    timing: LeaseTiming,
     defer: Duration,
+    start_at_end: bool,
 ) -> StoreResult<Option<WebhookLease>> {
+    let LeaseTiming {
+        duration,
+        clock_skew,
+        ..
+    } = timing;
     let sent_at = Instant::now();
     let valid_until = sent_at + duration.saturating_sub(clock_skew);
     // The sub-select locks the row and hands its old values to RETURNING.
@@ -78,8 +88,16 @@ pub async fn acquire_or_renew(
         None => {
             let inserted: Option<(i64,)> = sqlx::query_as(
                 "INSERT INTO webhook_cursor
-                        (chain_id, webhook, owner_node, owner_instance, fencing_token, expires_at)
-                 VALUES ($1, $2, $3, $4, 1, now() + $5 * interval '1 millisecond')
+                        (chain_id, webhook, owner_node, owner_instance, fencing_token, expires_at,
+                         cursor_xid, cursor_seq)
+                 SELECT $1, $2, $3, $4, 1, now() + $5 * interval '1 millisecond',
+                        COALESCE(e.xid, '0'), COALESCE(e.seq, 0)
+                   FROM (SELECT NULL) AS one
+                   LEFT JOIN LATERAL (
+                        SELECT xid, seq FROM tx_completion
+                         WHERE $6 AND chain_id = $1
+                           AND xid < pg_snapshot_xmin(pg_current_snapshot())
+                         ORDER BY xid DESC, seq DESC LIMIT 1) e ON true
                  ON CONFLICT (chain_id, webhook) DO NOTHING
                  RETURNING fencing_token",
             )
@@ -88,6 +106,7 @@ pub async fn acquire_or_renew(
             .bind(&*owner.node_id)
             .bind(&*owner.instance)
             .bind(millis(duration))
+            .bind(start_at_end)
             .fetch_optional(pool)
             .await?;
             // A lost insert race means another process holds it now.

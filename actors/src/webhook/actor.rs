@@ -162,10 +162,23 @@ pub struct WebhookState {
     next_redelivery_check: Instant,
 }
 
-/// The HTTP client of one webhook: its timeout, no redirects (a 3xx is an
-/// answer, not retried).
+/// The HTTP client of one webhook: the node's TLS policy (public roots and
+/// the webhook's `ca_file`), its timeout, no redirects (a 3xx is an answer,
+/// not retried). The CA file was checked when the settings were resolved;
+/// should it have become unreadable since, the public roots alone are used.
 fn client(settings: &WebhookSettings) -> reqwest::Client {
-    reqwest::Client::builder()
+    let tls = crate::tls::client_config(settings.ca_file.as_deref())
+        .or_else(|err| {
+            tracing::error!(target: "txmgr::webhook", webhook = %settings.name, error = %err, "webhook ca_file unusable; trusting the public roots only");
+            crate::tls::client_config(None)
+        });
+    let builder = match tls {
+        Ok(tls) => {
+            reqwest::Client::builder().tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
+        }
+        Err(_) => reqwest::Client::builder(),
+    };
+    builder
         .timeout(settings.timeout)
         .connect_timeout(settings.timeout)
         .redirect(reqwest::redirect::Policy::none())
@@ -185,6 +198,8 @@ impl Actor for WebhookActor {
         args: WebhookArgs,
     ) -> Result<WebhookState, ActorProcessingErr> {
         myself.send_interval(args.env.tick, || WebhookMsg::Tick);
+        // The first look at the lease now, not one tick later.
+        myself.send_message(WebhookMsg::Tick)?;
         let now = Instant::now();
         Ok(WebhookState {
             key: WebhookKey {
@@ -260,7 +275,9 @@ impl Actor for WebhookActor {
                 }
             }
             WebhookMsg::Reconfigure(settings) => {
-                if settings.url != state.settings.url || settings.timeout != state.settings.timeout
+                if settings.url != state.settings.url
+                    || settings.timeout != state.settings.timeout
+                    || settings.ca_file != state.settings.ca_file
                 {
                     state.client = client(&settings);
                 }
@@ -308,9 +325,9 @@ impl WebhookState {
             &self.env.pool,
             &self.key,
             &self.env.owner,
-            timing.duration,
-            timing.clock_skew,
+            timing,
             defer,
+            self.settings.start_at_end,
         )
         .await;
         match outcome {

@@ -51,6 +51,11 @@ pub struct WebhookSettings {
     /// Submitters whose events are delivered at the same time (each
     /// submitter's events stay one at a time, in order).
     pub concurrency: usize,
+    /// A private CA trusted for an `https://` receiver, besides the public roots.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A webhook seen for the first time starts at the end of the feed
+    /// (true) or replays it from the beginning (false).
+    pub start_at_end: bool,
 }
 
 impl WebhookSettings {

@@ -204,6 +204,8 @@ pub(crate) async fn run(
         backoff_max: Duration::from_secs(1),
         timeout: Duration::from_secs(10),
         concurrency,
+        ca_file: None,
+        start_at_end: true,
     };
     let webhooks = Webhooks::start(env, vec![settings]).await?;
     let wakes = wake_on_notify(db, webhooks.clone()).await?;
