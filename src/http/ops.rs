@@ -25,7 +25,7 @@ use super::{
     error::{ApiError, ApiResult, ErrorResponse},
     intent_body::parse_address,
     json::ApiJson,
-    ops_audit::{audit_entry, audited, log_action},
+    ops_audit::{audit_entry, audited, caller_name, log_action, node_name},
     ops_state::ReloadReport,
     ops_views::{
         ActionView, ActorView, ActorsView, ClusterView, LeaseView, NodeView, PoolsView,
@@ -44,12 +44,6 @@ fn engine(state: &AppState) -> ApiResult<&Engine> {
         .engine
         .as_ref()
         .ok_or_else(|| ApiError::Unavailable("no engine runs in this process".into()))
-}
-
-fn caller_name(caller: &Option<Extension<Caller>>) -> String {
-    caller
-        .as_ref()
-        .map_or_else(|| "anonymous".to_owned(), |c| c.name.to_string())
 }
 
 fn millis(duration: std::time::Duration) -> u64 {
@@ -302,11 +296,7 @@ pub(crate) async fn reload(
             ApiError::Unavailable("reload is not available in this process".into())
         })?;
     let who = caller_name(&caller);
-    let node_id = state
-        .ops
-        .engine
-        .as_ref()
-        .map_or_else(|| "unknown".to_owned(), |e| e.node_id().to_owned());
+    let node_id = node_name(&state);
     let entry = audit_entry(&node_id, &who, "reload", None, None);
     let report = audited(&state, &entry, async {
         reloader.reload().await.map_err(|err| {

@@ -8,6 +8,22 @@ use txmgr_actors::store::audit::{self, AuditEntry, AuditOutcome};
 
 use super::{error::ApiResult, AppState};
 
+/// The name of the token that made the request (`anonymous` with auth off).
+pub(super) fn caller_name(caller: &Option<axum::Extension<super::auth::Caller>>) -> String {
+    caller
+        .as_ref()
+        .map_or_else(|| "anonymous".to_owned(), |c| c.name.to_string())
+}
+
+/// This node's id for the audit row (`unknown` in a process without an engine).
+pub(super) fn node_name(state: &AppState) -> String {
+    state
+        .ops
+        .engine
+        .as_ref()
+        .map_or_else(|| "unknown".to_owned(), |e| e.node_id().to_owned())
+}
+
 /// The audit row of an operator action taken on this node.
 pub(super) fn audit_entry<'a>(
     node_id: &'a str,

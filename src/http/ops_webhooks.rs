@@ -14,7 +14,7 @@ use super::{
     auth::Caller,
     error::{ApiError, ApiResult, ErrorResponse},
     json::ApiJson,
-    ops_audit::{audit_entry, audited},
+    ops_audit::{audit_entry, audited, caller_name, node_name},
     path::ApiPath,
     AppState,
 };
@@ -109,14 +109,8 @@ pub(crate) async fn redeliver(
             ))
         }
     };
-    let who = caller
-        .as_ref()
-        .map_or_else(|| "anonymous".to_owned(), |c| c.name.to_string());
-    let node_id = state
-        .ops
-        .engine
-        .as_ref()
-        .map_or_else(|| "unknown".to_owned(), |e| e.node_id().to_owned());
+    let who = caller_name(&caller);
+    let node_id = node_name(&state);
     let reason = match id {
         Some(id) => format!("webhook {name}: dead letter {id}"),
         None => format!("webhook {name}: all dead letters"),

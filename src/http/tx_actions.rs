@@ -198,14 +198,8 @@ async fn act(
     if check_submitter(caller.as_deref(), &address).is_err() {
         return Err(not_found());
     }
-    let name = caller
-        .as_ref()
-        .map_or_else(|| "anonymous".to_owned(), |c| c.name.to_string());
-    let node_id = state
-        .ops
-        .engine
-        .as_ref()
-        .map_or_else(|| "unknown".to_owned(), |e| e.node_id().to_owned());
+    let name = super::ops_audit::caller_name(&caller);
+    let node_id = super::ops_audit::node_name(&state);
     let who = Requester {
         name: &name,
         reason: body.reason.as_deref(),

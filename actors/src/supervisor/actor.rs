@@ -16,6 +16,7 @@ use super::{
 };
 use crate::{
     store,
+    supervisor::restart_backoff::ended_child,
     submitter::{Role, SubmitterActor, SubmitterArgs, SubmitterMsg, IDLE_STOP},
 };
 
@@ -328,12 +329,8 @@ impl Actor for Supervisor {
         event: SupervisionEvent,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell, why) = match event {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => {
-                (cell, reason.unwrap_or_else(|| "stopped".into()))
-            }
-            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
-            _ => return Ok(()),
+        let Some((cell, why)) = ended_child(event) else {
+            return Ok(());
         };
         if let Some((child, delay)) = state.tracker.exited(cell.get_id()) {
             tracing::error!(target: "txmgr::supervisor", actor = child.kind(), slot = child.slot(),

@@ -11,6 +11,18 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// a first one again (backoff back to [`FIRST_BACKOFF`]).
 const HEALTHY_AFTER: Duration = Duration::from_secs(60);
 
+/// The child and the reason of a supervision event that ended a child (it
+/// stopped, or it failed); `None` for other events.
+pub(crate) fn ended_child(event: ractor::SupervisionEvent) -> Option<(ractor::ActorCell, String)> {
+    match event {
+        ractor::SupervisionEvent::ActorTerminated(cell, _, reason) => {
+            Some((cell, reason.unwrap_or_else(|| "stopped".into())))
+        }
+        ractor::SupervisionEvent::ActorFailed(cell, err) => Some((cell, err.to_string())),
+        _ => None,
+    }
+}
+
 /// Restart bookkeeping of one tracking actor.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Restarts {

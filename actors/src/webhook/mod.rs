@@ -29,7 +29,7 @@ pub use signature::SIGNATURE_HEADER;
 
 use crate::{
     cluster::Membership, domain::ChainId, store::LeaseOwner, submitter::LeaseTiming,
-    supervisor::restart_backoff::Restarts,
+    supervisor::restart_backoff::{ended_child, Restarts},
 };
 
 /// What every webhook actor of a node shares.
@@ -191,12 +191,8 @@ impl Actor for WebhookSupervisor {
         event: SupervisionEvent,
         state: &mut WebhookSupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell, why) = match event {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => {
-                (cell, reason.unwrap_or_else(|| "stopped".into()))
-            }
-            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
-            _ => return Ok(()),
+        let Some((cell, why)) = ended_child(event) else {
+            return Ok(());
         };
         let Some(name) = state.by_id.remove(&cell.get_id()) else {
             return Ok(());
