@@ -16,8 +16,8 @@ use super::{
 };
 use crate::{
     store,
-    supervisor::restart_backoff::ended_child,
     submitter::{Role, SubmitterActor, SubmitterArgs, SubmitterMsg, IDLE_STOP},
+    supervisor::restart_backoff::ended_child,
 };
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);

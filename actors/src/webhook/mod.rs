@@ -28,7 +28,10 @@ pub use settings::{WebhookSecret, WebhookSettings};
 pub use signature::SIGNATURE_HEADER;
 
 use crate::{
-    cluster::Membership, domain::ChainId, store::LeaseOwner, submitter::LeaseTiming,
+    cluster::Membership,
+    domain::ChainId,
+    store::LeaseOwner,
+    submitter::LeaseTiming,
     supervisor::restart_backoff::{ended_child, Restarts},
 };
 
