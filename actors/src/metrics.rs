@@ -141,6 +141,17 @@ pub const WEBHOOK_DELIVERY_DELAY: &str = "txmgr_webhook_delivery_delay_seconds";
 /// Counter: events dead-lettered, label `webhook`.
 pub const WEBHOOK_DEAD_LETTERS: &str = "txmgr_webhook_dead_letters_total";
 
+/// Gauge: feed events after a webhook's durable cursor, label `webhook`
+/// (cluster-wide, from the database; every node exports it).
+pub const WEBHOOK_LAG_EVENTS: &str = "txmgr_webhook_lag_events";
+
+/// Gauge: age in seconds of the oldest feed event after a webhook's cursor
+/// (0 when none), label `webhook`.
+pub const WEBHOOK_LAG_SECONDS: &str = "txmgr_webhook_lag_seconds";
+
+/// Gauge: a webhook's dead letters not redelivered, label `webhook`.
+pub const WEBHOOK_DEAD_LETTERS_OPEN: &str = "txmgr_webhook_dead_letters_open";
+
 /// Gauge: events read and not yet done by this node's holder, label `webhook`.
 pub const WEBHOOK_PENDING: &str = "txmgr_webhook_pending_events";
 
@@ -184,6 +195,21 @@ pub fn describe() {
         WEBHOOK_DEAD_LETTERS,
         Unit::Count,
         "Webhook events given up on (max_attempts reached or refused with a 4xx)."
+    );
+    describe_gauge!(
+        WEBHOOK_LAG_EVENTS,
+        Unit::Count,
+        "Feed events after a webhook's durable cursor (from the database)."
+    );
+    describe_gauge!(
+        WEBHOOK_LAG_SECONDS,
+        Unit::Seconds,
+        "Age of the oldest feed event after a webhook's cursor."
+    );
+    describe_gauge!(
+        WEBHOOK_DEAD_LETTERS_OPEN,
+        Unit::Count,
+        "A webhook's dead letters not redelivered."
     );
     describe_gauge!(
         WEBHOOK_PENDING,

@@ -167,6 +167,9 @@ pub async fn gauge_loop(
         if let Err(err) = refresh_states(&pool, chain_id).await {
             tracing::debug!(error = %err, "transactions gauge not refreshed");
         }
+        if let Err(err) = refresh_webhooks(&pool, chain_id).await {
+            tracing::debug!(error = %err, "webhook gauges not refreshed");
+        }
         refresh_engine(&engine);
         if let Some(recorder) = &recorder {
             recorder.run_upkeep();
@@ -186,6 +189,22 @@ async fn refresh_states(pool: &PgPool, chain_id: ChainId) -> Result<(), StoreErr
         }
     }
     metrics::gauge!(OLDEST_PENDING_AGE).set(oldest.as_secs_f64());
+    Ok(())
+}
+
+/// Lag and open dead letters of every webhook (one grouped query).
+async fn refresh_webhooks(pool: &PgPool, chain_id: ChainId) -> Result<(), StoreError> {
+    use txmgr_actors::metrics::{
+        WEBHOOK_DEAD_LETTERS_OPEN, WEBHOOK_LAG_EVENTS, WEBHOOK_LAG_SECONDS,
+    };
+    for status in txmgr_actors::store::webhooks::statuses(pool, chain_id).await? {
+        let webhook = status.name;
+        metrics::gauge!(WEBHOOK_LAG_EVENTS, "webhook" => webhook.clone())
+            .set(status.lag_events as f64);
+        metrics::gauge!(WEBHOOK_LAG_SECONDS, "webhook" => webhook.clone()).set(status.lag_seconds);
+        metrics::gauge!(WEBHOOK_DEAD_LETTERS_OPEN, "webhook" => webhook)
+            .set(status.dead_letters as f64);
+    }
     Ok(())
 }
 

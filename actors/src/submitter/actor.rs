@@ -113,6 +113,10 @@ pub struct SubmitterState {
     idle_timer: Option<Timer>,
     /// When the actor last handled work or a tracking report (idle release).
     last_activity: std::time::Instant,
+    /// The stored funds state as of the last check, with the fencing token it
+    /// was read under: while the token holds, only this leader can change
+    /// it, so an unchanged check needs no database transaction.
+    funds_stored: Option<(i64, bool)>,
     /// Standby: until when the foreign lease last seen is live (by the local
     /// clock, skew included); a wake-up after that tries to acquire it.
     foreign_until: Option<std::time::Instant>,
@@ -209,6 +213,7 @@ impl Actor for SubmitterActor {
             sweep_timer: None,
             idle_timer: None,
             last_activity: std::time::Instant::now(),
+            funds_stored: None,
             foreign_until: None,
             leader_since: None,
             last_owner: None,

@@ -34,10 +34,13 @@ pub fn top_up_amount(balance: u128, top_up: &TopUp, sent_today: u128) -> u128 {
 
 /// Reads the balance and records a crossing, if any. Returns the balance
 /// and whether it is below `min_balance` (None when `min_balance` is not
-/// set: nothing is read).
+/// set: nothing is read). `known` is the stored state this leader last
+/// saw under its current lease: when the balance agrees with it, nothing
+/// can have changed and no database transaction is opened.
 pub(crate) async fn check(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
+    known: Option<bool>,
 ) -> Result<Option<(u128, bool)>, LeaderError> {
     let settings = ctx.settings();
     let Some(min_balance) = settings.min_balance else {
@@ -47,6 +50,9 @@ pub(crate) async fn check(
     let balance = u128::try_from(balance).unwrap_or(u128::MAX);
     let low = balance < min_balance;
     metrics::gauge!(SUBMITTER_BALANCE, "submitter" => ctx.key.address_hex()).set(balance as f64);
+    if known == Some(low) {
+        return Ok(Some((balance, low)));
+    }
 
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "funds").await?;
     let stored = funds::lock_state(&mut ftx).await?;

@@ -249,7 +249,7 @@ impl Actor for WebhookActor {
         match message {
             WebhookMsg::Tick | WebhookMsg::Wake => {
                 state.upkeep(&myself).await;
-                if let Err(err) = state.fill().await {
+                if let Err(err) = state.fill(&myself).await {
                     tracing::warn!(target: "txmgr::webhook", webhook = %state.key.name, error = %err, "reading the feed failed");
                 }
                 state.dispatch(&myself);
@@ -400,7 +400,7 @@ impl WebhookState {
     }
 
     /// Reads new feed rows into the window, and dead letters asked for.
-    async fn fill(&mut self) -> StoreResult<()> {
+    async fn fill(&mut self, myself: &ActorRef<WebhookMsg>) -> StoreResult<()> {
         if !self.may_send() {
             return Ok(());
         }
@@ -423,9 +423,10 @@ impl WebhookState {
                 }
             }
             if passed_over && self.window.progress().cursor.is_some() && !self.flush_queued {
-                // Only passed-over rows moved the prefix: commit it soon,
-                // so the ops view's lag does not count them.
-                self.commit_now().await;
+                // Only passed-over rows moved the prefix: commit it now, so
+                // the ops view's lag does not count them.
+                self.flush_queued = true;
+                let _ = myself.send_message(WebhookMsg::Flush);
             }
         }
         if Instant::now() >= self.next_redelivery_check {
@@ -451,14 +452,6 @@ impl WebhookState {
         metrics::gauge!(WEBHOOK_PENDING, "webhook" => self.key.name.clone())
             .set(self.window.len() as f64);
         Ok(())
-    }
-
-    async fn commit_now(&mut self) {
-        if let Some(held) = self.held {
-            if let Err(err) = self.commit(held).await {
-                tracing::warn!(target: "txmgr::webhook", webhook = %self.key.name, error = %err, "committing webhook progress failed");
-            }
-        }
     }
 
     fn prepare(&self, row: &CompletionRow) -> Prepared {
@@ -497,6 +490,9 @@ impl WebhookState {
         for (id, (cursor, prepared)) in &self.redeliveries {
             ready.push((Lane::DeadLetter(*id), *cursor, prepared.clone()));
         }
+        // Oldest event first: with more submitters than `concurrency`, none
+        // waits behind others that keep getting new events.
+        ready.sort_by_key(|(_, cursor, _)| *cursor);
         for (lane, cursor, prepared) in ready {
             if self.busy.len() >= self.settings.concurrency.max(1) {
                 break;

@@ -44,8 +44,14 @@ pub(super) async fn on_sweep(
         }
         Err(err) => return fatal(state, err),
     }
-    match funds::check(&state.ctx, &lease).await {
-        Ok(Some((balance, low))) => state.handle.status().set_funds(balance, low),
+    let known = state
+        .funds_stored
+        .and_then(|(token, low)| (token == lease.token).then_some(low));
+    match funds::check(&state.ctx, &lease, known).await {
+        Ok(Some((balance, low))) => {
+            state.handle.status().set_funds(balance, low);
+            state.funds_stored = Some((lease.token, low));
+        }
         Ok(None) => {}
         Err(err) if err.is_fenced() => return fatal(state, err),
         // A chain or database hiccup: the next sweep reads again.
