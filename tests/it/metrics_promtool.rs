@@ -5,16 +5,25 @@
 
 use std::{io::Write, process::Stdio, time::Duration};
 
-use crate::common::{wait_until, Scenario};
+use crate::common::{receiver::Receiver, wait_until, Scenario};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_exposition_passes_promtool_check_metrics() {
+    // A threshold above the dev balance: LOW_BALANCE at the first sweep,
+    // pushed to a webhook, so the funds and webhook metrics have samples.
+    let receiver = Receiver::always_ok().await;
+    std::env::set_var("TXMGR_PROMTOOL_HOOK_SECRET", "s");
     let Scenario {
         db: _db,
         anvil: _anvil,
         node,
-    } = Scenario::single_node("").await;
+    } = Scenario::single_node(&format!(
+        "min_balance = \"1000000000000000000000000000000\"\n[[webhooks]]\nname = \"m\"\n\
+         url = \"{}\"\nsecret_env = \"TXMGR_PROMTOOL_HOOK_SECRET\"\nstart_at = \"beginning\"",
+        receiver.url
+    ))
+    .await;
     let body = json!({"submitter": crate::common::DEV_ADDRESS_0.to_lowercase(),
         "to": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "value": "1", "request_id": "m1"});
     let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
@@ -26,6 +35,10 @@ async fn the_exposition_passes_promtool_check_metrics() {
         text.contains("txmgr_broadcasts_total")
             && text.contains("txmgr_rpc_endpoint_latency_seconds_bucket")
             && text.contains("txmgr_rpc_endpoint_healthy")
+            && text.contains("txmgr_submitter_balance_wei")
+            && text.contains("txmgr_funds_events_total")
+            && text.contains("txmgr_webhook_attempts_total")
+            && text.contains("txmgr_webhook_delivery_delay_seconds_bucket")
     })
     .await;
     let text = handle.render();

@@ -51,9 +51,12 @@ async fn scenario(webhooks: &str) -> Scenario {
 }
 
 async fn create(scenario: &Scenario, n: usize, prefix: &str) {
+    create_on(&scenario.node, n, prefix).await;
+}
+
+async fn create_on(node: &TestNode, n: usize, prefix: &str) {
     for i in 0..n {
-        let (status, body) = scenario
-            .node
+        let (status, body) = node
             .request(
                 "POST",
                 "/v1/transactions",
@@ -476,4 +479,67 @@ async fn a_new_webhook_starts_at_the_end_of_the_feed_unless_told_to_replay_it() 
         of("fresh")
     );
     node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reload_starts_added_webhooks_stops_removed_ones_and_refuses_a_missing_secret() {
+    std::env::set_var(SECRET_VAR, SECRET);
+    let receiver = Receiver::always_ok().await;
+    let db = TestDb::migrated().await;
+    let anvil = txmgr_testkit::Anvil::start_with(&["--block-time", "0.2"]).await;
+    let path = std::env::temp_dir().join(format!("txmgr-hooks-{}.toml", uuid::Uuid::new_v4()));
+    let config = |hooks: &str| {
+        config_toml(
+            &db.url,
+            &anvil.rpc_url(),
+            "n1",
+            &format!("finality = {{ confirmations = 1 }}\n{hooks}"),
+        )
+    };
+    std::fs::write(&path, config(&webhook("old", &receiver.url, ""))).expect("config file");
+    let node = TestNode::start_file(&path).await;
+    wait_until(CONFIRMED_WITHIN, || async {
+        db.count("SELECT count(*) FROM webhook_cursor WHERE webhook = 'old' AND expires_at > now()")
+            .await
+            == 1
+    })
+    .await;
+
+    // A webhook whose secret variable is unset: the reload is refused whole.
+    let unset = webhook("new", &receiver.url, "").replace(SECRET_VAR, "TXMGR_TEST_UNSET_SECRET");
+    std::fs::write(&path, config(&unset)).expect("config file");
+    let (status, body) = node.request("POST", "/v1/ops/reload", None).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "webhooks[0].secret_env", "{body}");
+
+    std::fs::write(&path, config(&webhook("new", &receiver.url, ""))).expect("config file");
+    let (status, report) = node.request("POST", "/v1/ops/reload", None).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["webhooks"], serde_json::json!(["new"]), "{report}");
+    // The removed webhook's lease is released; the added one delivers.
+    wait_until(CONFIRMED_WITHIN, || async {
+        db.count("SELECT count(*) FROM webhook_cursor WHERE webhook = 'old' AND expires_at > now()")
+            .await
+            == 0
+    })
+    .await;
+    create_on(&node, 2, "r").await;
+    wait_until(CONFIRMED_WITHIN, || async {
+        receiver
+            .delivered()
+            .iter()
+            .filter(|r| r.json["webhook"] == "new")
+            .count()
+            == 2
+    })
+    .await;
+    assert!(
+        receiver
+            .delivered()
+            .iter()
+            .all(|r| r.json["webhook"] == "new"),
+        "nothing reached the removed webhook"
+    );
+    node.stop().await;
+    let _ = std::fs::remove_file(&path);
 }
