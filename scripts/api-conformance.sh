@@ -38,8 +38,25 @@ LOG="$WORK/dev.log"
 mkdir -p "$WORK"
 
 # ------------------------------------------------------------ schemathesis
-if [[ ! -x "$VENV/bin/st" ]] || ! "$VENV/bin/st" --version 2>/dev/null | grep -qF "$SCHEMATHESIS_VERSION"; then
-    if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
+# CPython 3.11 before 3.11.8 (Debian bookworm's, pyenv's 3.11.7) can raise
+# "SystemError: AST constructor recursion depth mismatch" inside
+# Hypothesis at random (python/cpython#106905), which schemathesis reports
+# as an error of the run: use a newer interpreter when the machine has one.
+PYTHON=python3
+candidates=(python3.13 python3.12)
+if command -v pyenv >/dev/null; then
+    for interpreter in "$(pyenv root)"/versions/3.1[2-9]*/bin/python3; do
+        [[ -x "$interpreter" ]] && candidates+=("$interpreter")
+    done
+fi
+for candidate in "${candidates[@]}"; do
+    if "$candidate" -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 12, 2))' 2>/dev/null; then
+        PYTHON="$candidate"
+        break
+    fi
+done
+if [[ ! -x "$VENV/bin/st" ]] || [[ "$("$VENV/bin/python" -c 'import sys; print(sys.version_info[:2])' 2>/dev/null)" != "$("$PYTHON" -c 'import sys; print(sys.version_info[:2])')" ]] || ! "$VENV/bin/st" --version 2>/dev/null | grep -qF "$SCHEMATHESIS_VERSION"; then
+    if ! "$PYTHON" -m venv --help >/dev/null 2>&1 || ! "$PYTHON" -c 'import ensurepip' 2>/dev/null; then
         if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
             say "installing Debian's python3-venv"
             apt-get update -qq
@@ -50,7 +67,7 @@ if [[ ! -x "$VENV/bin/st" ]] || ! "$VENV/bin/st" --version 2>/dev/null | grep -q
     fi
     say "installing schemathesis $SCHEMATHESIS_VERSION into $VENV"
     rm -rf "$VENV"
-    python3 -m venv "$VENV"
+    "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 "$VENV/bin/st" --version
