@@ -31,6 +31,13 @@ section "hardhat"
 scripts/install-hardhat.sh
 export TXMGR_HARDHAT_DIR="$ROOT/.tools/hardhat"
 
+# ---------------------------------------------------------------- localstack
+# The aws_kms signer is tested against LocalStack's KMS (no containers,
+# loopback only; tests/it/common/kms.rs, testkit's LocalStack launcher).
+section "localstack"
+scripts/install-localstack.sh
+export LOCALSTACK_PYTHON="$ROOT/.tools/localstack/bin/python"
+
 # ---------------------------------------------------------------- promtool
 # The metrics exposition is checked with Prometheus' own linter.
 section "promtool"

@@ -122,6 +122,14 @@ pub const RPC_READ_SWITCHES: &str = "txmgr_rpc_read_switches_total";
 /// Histogram: parts (leaders' write sets) per group-commit transaction.
 pub const GROUP_COMMIT_PARTS: &str = "txmgr_group_commit_parts";
 
+/// Counter: signatures asked of a signer, labels `kind` = `env` |
+/// `keystore` | `remote` | `aws_kms` and `result` = `ok` | `unavailable`
+/// (transient: the intent waits) | `refused`.
+pub const SIGNER_REQUESTS: &str = "txmgr_signer_requests_total";
+
+/// Histogram: seconds per signature, label `kind`.
+pub const SIGNER_LATENCY: &str = "txmgr_signer_latency_seconds";
+
 /// Counter: webhook lease attempts, labels `webhook` and `result` =
 /// `acquired` | `renewed` | `not_owner` | `released`.
 pub const WEBHOOK_LEASES: &str = "txmgr_webhook_lease_acquisitions_total";
@@ -171,6 +179,16 @@ pub const TOP_UPS: &str = "txmgr_top_ups_total";
 /// get their description.
 pub fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        SIGNER_REQUESTS,
+        Unit::Count,
+        "Signatures asked of a signer, by kind and result (ok, unavailable, refused)."
+    );
+    describe_histogram!(
+        SIGNER_LATENCY,
+        Unit::Seconds,
+        "Seconds per signature, by signer kind."
+    );
     describe_counter!(
         WEBHOOK_LEASES,
         Unit::Count,

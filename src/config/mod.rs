@@ -199,8 +199,13 @@ impl Config {
             hook.url = shown_url(&hook.url);
         }
         for entry in shown.submitters.values_mut() {
-            if let SignerConfig::Remote { url, .. } = &mut entry.signer {
-                *url = shown_url(url);
+            match &mut entry.signer {
+                SignerConfig::Remote { url, .. } => *url = shown_url(url),
+                SignerConfig::AwsKms {
+                    endpoint_url: Some(url),
+                    ..
+                } => *url = shown_url(url),
+                _ => {}
             }
         }
         toml::to_string_pretty(&shown)

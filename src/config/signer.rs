@@ -38,6 +38,27 @@ pub enum SignerConfig {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ca_file: Option<PathBuf>,
     },
+    /// A key held in AWS KMS (`ECC_SECG_P256K1`, `SIGN_VERIFY`). Credentials
+    /// come the standard AWS way (environment, profile, instance or task
+    /// role), never from this file.
+    #[serde(rename = "aws_kms")]
+    AwsKms {
+        /// Key id, key ARN or alias (`alias/…`).
+        key_id: String,
+        /// AWS region of the key.
+        region: String,
+        /// Another endpoint than AWS's: an emulator or a VPC endpoint.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint_url: Option<String>,
+        /// Signing requests in flight to KMS for this key, at most.
+        #[serde(default = "default_kms_concurrency")]
+        max_concurrency: usize,
+    },
+}
+
+/// Default `max_concurrency` of an `aws_kms` signer.
+fn default_kms_concurrency() -> usize {
+    8
 }
 
 impl SignerConfig {
@@ -47,6 +68,7 @@ impl SignerConfig {
             Self::Env { .. } => "env",
             Self::Keystore { .. } => "keystore",
             Self::Remote { .. } => "remote",
+            Self::AwsKms { .. } => "aws_kms",
         }
     }
 
@@ -82,21 +104,48 @@ impl SignerConfig {
                     }
                 }
                 if let Some(given) = signer_address {
-                    let key = format!("{prefix}.address");
-                    match check_address(given) {
-                        Err(reason) => issues.push(ConfigIssue::new(key, reason)),
-                        Ok(normalised) if normalised != address => issues.push(ConfigIssue::new(
-                            key,
-                            format!("{normalised} differs from the submitter address {address}"),
-                        )),
-                        Ok(_) => {}
+                    check_signer_address(prefix, given, address, &mut issues);
+                }
+            }
+            Self::AwsKms {
+                key_id,
+                region,
+                endpoint_url,
+                max_concurrency,
+            } => {
+                if key_id.trim().is_empty() {
+                    issues.push(ConfigIssue::new(
+                        format!("{prefix}.key_id"),
+                        "must name the KMS key (id, ARN or alias/…)",
+                    ));
+                }
+                let region_ok = !region.is_empty()
+                    && region
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                if !region_ok {
+                    issues.push(ConfigIssue::new(
+                        format!("{prefix}.region"),
+                        "must be an AWS region such as \"eu-west-1\"",
+                    ));
+                }
+                if let Some(url) = endpoint_url {
+                    if let Err(reason) = url::check_url(url, &["http", "https"]) {
+                        issues.push(ConfigIssue::new(format!("{prefix}.endpoint_url"), reason));
                     }
+                }
+                if !(1..=256).contains(max_concurrency) {
+                    issues.push(ConfigIssue::new(
+                        format!("{prefix}.max_concurrency"),
+                        "must be between 1 and 256",
+                    ));
                 }
             }
         }
         issues
     }
 
+    /// Lower-cases the optional remote signer address.
     /// Lower-cases the optional remote signer address.
     pub(crate) fn normalise(&mut self) {
         if let Self::Remote {
@@ -105,6 +154,19 @@ impl SignerConfig {
         {
             a.make_ascii_lowercase();
         }
+    }
+}
+
+/// The `address` of a remote signer must be the submitter's.
+fn check_signer_address(prefix: &str, given: &str, address: &str, issues: &mut Vec<ConfigIssue>) {
+    let key = format!("{prefix}.address");
+    match check_address(given) {
+        Err(reason) => issues.push(ConfigIssue::new(key, reason)),
+        Ok(normalised) if normalised != address => issues.push(ConfigIssue::new(
+            key,
+            format!("{normalised} differs from the submitter address {address}"),
+        )),
+        Ok(_) => {}
     }
 }
 
@@ -142,6 +204,18 @@ impl fmt::Debug for SignerConfig {
                 .field("address", address)
                 .field("ca_file", ca_file)
                 .finish(),
+            Self::AwsKms {
+                key_id,
+                region,
+                endpoint_url,
+                max_concurrency,
+            } => f
+                .debug_struct("AwsKms")
+                .field("key_id", key_id)
+                .field("region", region)
+                .field("endpoint_url", &endpoint_url.as_deref().map(url::shown_url))
+                .field("max_concurrency", max_concurrency)
+                .finish(),
         }
     }
 }
@@ -152,6 +226,7 @@ impl fmt::Display for SignerConfig {
             Self::Env { env } => write!(f, "env:{env}"),
             Self::Keystore { path, .. } => write!(f, "keystore:{}", path.display()),
             Self::Remote { url: u, .. } => write!(f, "remote:{}", url::shown_url(u)),
+            Self::AwsKms { key_id, region, .. } => write!(f, "aws_kms:{region}:{key_id}"),
         }
     }
 }

@@ -12,7 +12,7 @@ use txmgr_actors::{
     cluster::BalanceConfig,
     domain::{CreateError, CreateOutcome, Finality, NewIntent},
     node::{Engine, EngineConfig, SubmitterSpec},
-    signer::{build_signer, SignerSpec},
+    signer::{build_signer, KmsKey, SignerSpec},
     store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LeaseOwner, LEASE_SUFFIX},
     submitter::{IngressLimits, LeaseTiming},
 };
@@ -56,6 +56,19 @@ pub(crate) fn signer_spec(signer: &SignerConfig) -> SignerSpec {
         SignerConfig::Remote { url, ca_file, .. } => SignerSpec::Remote {
             url: url.clone(),
             ca_file: ca_file.clone(),
+        },
+        SignerConfig::AwsKms {
+            key_id,
+            region,
+            endpoint_url,
+            max_concurrency,
+        } => SignerSpec::AwsKms {
+            key: KmsKey {
+                key_id: key_id.clone(),
+                region: region.clone(),
+                endpoint_url: endpoint_url.clone(),
+            },
+            max_concurrency: *max_concurrency,
         },
     }
 }

@@ -97,6 +97,7 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
                 balance_wei: s.funds.map(|(balance, _)| balance.to_string()),
                 min_balance_wei: s.settings.min_balance.map(|m| m.to_string()),
                 funds_low: s.funds.map(|(_, low)| low),
+                signer_kind: s.signer_kind,
             }
         })
         .collect();

@@ -49,6 +49,8 @@ pub struct ActorView {
     pub min_balance_wei: Option<String>,
     /// The balance read was below `min_balance`.
     pub funds_low: Option<bool>,
+    /// Where the submitter's key lives: `env`, `keystore`, `remote` or `aws_kms`.
+    pub signer_kind: &'static str,
 }
 
 /// The tracking pools in `GET /v1/ops/actors`.

@@ -17,6 +17,14 @@ pub enum KitError {
         #[source]
         source: std::io::Error,
     },
+    /// LocalStack could not be run, or never reported KMS available.
+    #[error("LocalStack ({bin}) did not start: {reason} (run scripts/install-localstack.sh or set LOCALSTACK_PYTHON)")]
+    LocalStack {
+        /// The Python tried.
+        bin: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// anvil ran but never answered as expected (exited, wrong chain id, or
     /// silent past the startup deadline); the text carries anvil's stderr.
     #[error("anvil ({bin}) did not start: {reason}")]

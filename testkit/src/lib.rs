@@ -16,11 +16,13 @@
 mod anvil;
 mod dev_keys;
 mod error;
+mod localstack;
 mod poll;
 mod port;
 
 pub use anvil::{parse_quantity, Anvil, AnvilOptions, Mining, CHAIN_ID};
 pub use dev_keys::{DEV_ADDRESS_0, DEV_ADDRESS_1, DEV_PRIVATE_KEY_0};
 pub use error::KitError;
+pub use localstack::LocalStack;
 pub use poll::{eventually, wait_until, DEFAULT_INTERVAL};
 pub use port::{free_port, try_free_port};

@@ -29,6 +29,7 @@ mod hardhat_errors;
 mod harness;
 mod http_api;
 mod https_api;
+mod kms_signer;
 mod lease;
 mod lease_fencing;
 mod lease_keeper;

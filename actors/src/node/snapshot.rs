@@ -45,6 +45,8 @@ pub struct SubmitterSnapshot {
     /// Last balance read by the leader here (wei) and whether it was below
     /// `min_balance`; None where no leader with `min_balance` ran.
     pub funds: Option<(u128, bool)>,
+    /// Where its key lives: `env`, `keystore`, `remote` or `aws_kms`.
+    pub signer_kind: &'static str,
 }
 
 /// The tracking pools of this node.
@@ -134,6 +136,7 @@ impl Engine {
                     draining: self.shared.removed.contains(&address),
                     settings: ctx.settings(),
                     funds: status.funds(),
+                    signer_kind: ctx.signer.kind(),
                 })
             })
             .collect();

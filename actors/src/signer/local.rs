@@ -107,6 +107,13 @@ impl TxSigner for LocalTxSigner {
         self.key.address()
     }
 
+    fn kind(&self) -> &'static str {
+        match self.source {
+            KeySource::Env(_) => "env",
+            KeySource::Keystore(_) => "keystore",
+        }
+    }
+
     async fn sign(&self, tx: TypedTransaction) -> Result<SignedRaw, SignerError> {
         // One ECDSA signature takes microseconds: no need for the blocking pool.
         self.sign_now(tx)

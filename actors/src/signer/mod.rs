@@ -5,7 +5,9 @@
 //!   SignerSpec ─► build_signer(expected address, chain id, timeout)
 //!                   ├─ Env      ─► LocalTxSigner  (hex key in an env var)
 //!                   ├─ Keystore ─► LocalTxSigner  (scrypt JSON, decrypted off the runtime)
-//!                   └─ Remote   ─► RemoteTxSigner (eth_signTransaction, answer verified)
+//!                   ├─ Remote   ─► RemoteTxSigner (eth_signTransaction, answer verified)
+//!                   └─ AwsKms   ─► AwsKmsTxSigner (kms:Sign of the digest, bounded per key)
+//!                 ─► MeteredSigner (txmgr_signer_* by kind)
 //!                 ─► Arc<dyn TxSigner> ─► sign(TypedTransaction) ─► SignedRaw { raw, hash }
 //! ```
 //!
@@ -17,10 +19,12 @@
 //!
 //! Modules: `local` (env and keystore keys), `remote` (JSON-RPC client),
 //! `verify` (checks on a remote answer), `endpoint` (URL credentials and
-//! redaction).
+//! redaction), `aws_kms` (AWS KMS), `metered` (metrics of every kind).
 
+mod aws_kms;
 mod endpoint;
 mod local;
+mod metered;
 mod remote;
 mod verify;
 
@@ -32,7 +36,9 @@ use alloy::{
 };
 use async_trait::async_trait;
 
+pub use aws_kms::{AwsKmsTxSigner, KmsKey};
 pub use local::LocalTxSigner;
+pub use metered::MeteredSigner;
 pub use remote::RemoteTxSigner;
 
 /// `tracing` target of everything signer related.
@@ -44,6 +50,10 @@ const TARGET: &str = "txmgr::signer";
 pub trait TxSigner: Send + Sync + fmt::Debug {
     /// The address every signature from this signer recovers to.
     fn address(&self) -> Address;
+
+    /// The signer kind (`env`, `keystore`, `remote`, `aws_kms`), for the
+    /// ops view and metric labels.
+    fn kind(&self) -> &'static str;
 
     /// Signs an unsigned transaction and returns its EIP-2718 bytes and hash.
     ///
@@ -150,6 +160,13 @@ pub enum SignerSpec {
         /// an `https://` signer.
         ca_file: Option<PathBuf>,
     },
+    /// A key held in AWS KMS (credentials from the standard AWS chain).
+    AwsKms {
+        /// The key.
+        key: KmsKey,
+        /// Signing requests in flight to KMS for this key, at most.
+        max_concurrency: usize,
+    },
 }
 
 impl SignerSpec {
@@ -159,6 +176,7 @@ impl SignerSpec {
             Self::Env { .. } => "env",
             Self::Keystore { .. } => "keystore",
             Self::Remote { .. } => "remote",
+            Self::AwsKms { .. } => "aws_kms",
         }
     }
 }
@@ -176,6 +194,19 @@ impl fmt::Debug for SignerSpec {
                 .debug_struct("Remote")
                 .field("url", &endpoint::redact_url(url))
                 .field("ca_file", ca_file)
+                .finish(),
+            Self::AwsKms {
+                key,
+                max_concurrency,
+            } => f
+                .debug_struct("AwsKms")
+                .field("key_id", &key.key_id)
+                .field("region", &key.region)
+                .field(
+                    "endpoint_url",
+                    &key.endpoint_url.as_deref().map(endpoint::redact_url),
+                )
+                .field("max_concurrency", max_concurrency)
                 .finish(),
         }
     }
@@ -211,6 +242,10 @@ pub async fn build_signer(
             remote.check_account().await?;
             Arc::new(remote)
         }
+        SignerSpec::AwsKms {
+            key,
+            max_concurrency,
+        } => Arc::new(AwsKmsTxSigner::connect(key, chain_id, timeout, *max_concurrency).await?),
     };
     if signer.address() != expected {
         return Err(SignerError::WrongAddress {
@@ -219,7 +254,7 @@ pub async fn build_signer(
         });
     }
     tracing::info!(target: TARGET, kind = spec.kind(), address = %expected, "signer ready");
-    Ok(signer)
+    Ok(Arc::new(MeteredSigner::new(signer, spec.kind())))
 }
 
 /// Pins the transaction to `chain_id` before signing: fills a missing

@@ -173,6 +173,10 @@ impl TxSigner for RemoteTxSigner {
         self.address
     }
 
+    fn kind(&self) -> &'static str {
+        "remote"
+    }
+
     async fn sign(&self, tx: TypedTransaction) -> Result<SignedRaw, SignerError> {
         let tx = bind_chain_id(tx, self.chain_id)?;
         let request = sign_request(&tx, self.address);

@@ -17,6 +17,7 @@ pub(crate) mod faulty_chain;
 pub(crate) mod hardhat;
 pub(crate) mod intents;
 pub(crate) mod invariants;
+pub(crate) mod kms;
 pub(crate) mod load;
 pub(crate) mod node;
 pub(crate) mod pg_cluster;
