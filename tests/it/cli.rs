@@ -195,3 +195,35 @@ async fn run_refuses_a_chain_id_mismatch() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("chain.chain_id"), "{stderr}");
 }
+
+#[test]
+fn config_check_shows_a_kms_signer_by_kind_and_key_id_never_credentials() {
+    let text = std::fs::read_to_string(shipped_config()).expect("shipped config")
+        + "\n[submitters.\"0x70997970c51812dc3a010c7d01b50e0d17dc79c8\"]\n\
+           signer = { kind = \"aws_kms\", key_id = \"alias/txmgr-hot\", region = \"eu-west-1\", \
+           endpoint_url = \"https://kms.eu-west-1.example:443/path?token=secret-in-url\" }\n";
+    let path = std::env::temp_dir().join(format!("txmgr-kms-{}.toml", uuid::Uuid::new_v4()));
+    std::fs::write(&path, text).expect("config file");
+    let output = txmgr()
+        .args(["config", "check", "--config"])
+        .arg(&path)
+        .env("AWS_SECRET_ACCESS_KEY", "aws-secret-marker")
+        .env("AWS_ACCESS_KEY_ID", "AKIAMARKER")
+        .output()
+        .expect("run txmgr");
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("kind = \"aws_kms\""), "{stdout}");
+    assert!(
+        stdout.contains("alias/txmgr-hot") && stdout.contains("eu-west-1"),
+        "{stdout}"
+    );
+    for secret in ["aws-secret-marker", "AKIAMARKER", "secret-in-url"] {
+        assert!(!stdout.contains(secret), "{secret} shown:\n{stdout}");
+    }
+}

@@ -32,6 +32,7 @@ mod phases;
 mod raw;
 mod report;
 mod session;
+mod signers;
 mod table;
 mod tls_proxy;
 mod webhooks;
@@ -127,6 +128,12 @@ pub(crate) struct Args {
     /// Phase "webhooks": open-loop events per second (latency).
     #[arg(long, default_value_t = 200.0)]
     webhook_rate: f64,
+    /// Phase "signers": signatures per measurement.
+    #[arg(long, default_value_t = 500)]
+    signer_count: usize,
+    /// Phase "signers": signatures in flight for the throughput figure.
+    #[arg(long, default_value_t = 8)]
+    signer_concurrency: usize,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -150,6 +157,9 @@ pub(crate) enum Phase {
     /// Webhook delivery alone: a burst of feed events, then an open-loop
     /// rate, to a receiver in this process.
     Webhooks,
+    /// Signing latency and throughput per key: an env key and a KMS key
+    /// (LocalStack from `scripts/install-localstack.sh`).
+    Signers,
 }
 
 fn main() -> ExitCode {
@@ -174,6 +184,15 @@ fn main() -> ExitCode {
     // Set while this is the only thread: no runtime, no engine yet.
     for (_, var, key) in plan.submitters() {
         std::env::set_var(var, keys::private_key_hex(key));
+    }
+    if args.phases.contains(&Phase::Signers) {
+        std::env::set_var(signers::ENV_KEY_VAR, signers::ENV_KEY);
+        // LocalStack takes any credentials; real ones in the environment stay.
+        if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
+            std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+        }
+        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -257,6 +276,7 @@ async fn run_phases(
         many_tls: Vec::new(),
         idle: None,
         webhooks: None,
+        signers: None,
     };
     if args.phases.contains(&Phase::Raw) {
         anvil::fund(anvil, &keys::addresses(&plan.raw_one)).await?;
@@ -308,6 +328,9 @@ async fn run_phases(
             )
             .await?,
         );
+    }
+    if args.phases.contains(&Phase::Signers) {
+        report.signers = Some(signers::run(args.signer_count, args.signer_concurrency).await?);
     }
     if args.phases.contains(&Phase::Idle) {
         report.idle = Some(idle::run(args, anvil, admin_url).await?);

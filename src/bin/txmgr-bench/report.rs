@@ -167,4 +167,6 @@ pub(crate) struct Report {
     pub(crate) idle: Option<IdlePhase>,
     /// Phase "webhooks": delivery alone.
     pub(crate) webhooks: Option<crate::webhooks::WebhookPhase>,
+    /// Phase "signers": signing per key by kind.
+    pub(crate) signers: Option<crate::signers::SignerPhase>,
 }

@@ -81,6 +81,9 @@ impl Report {
         if let Some(webhooks) = &self.webhooks {
             webhooks.print();
         }
+        if let Some(signers) = &self.signers {
+            signers.print();
+        }
     }
 
     /// Rows grouped by key count: raw, then txmgr, then txmgr over HTTPS.
