@@ -89,16 +89,47 @@ async fn fund(anvil: &Anvil, address: Address) {
         .await;
 }
 
+/// A LocalStack with one funded secp256k1 key, a database and an anvil.
+/// Keep the whole value: dropping a part stops it.
+struct KmsWorld {
+    localstack: LocalStack,
+    db: TestDb,
+    anvil: Anvil,
+    /// The key's address (funded with 100 ETH).
+    address: Address,
+    /// Its `[submitters."0x…"]` table.
+    table: String,
+}
+
+impl KmsWorld {
+    async fn start(anvil_args: &[&str]) -> KmsWorld {
+        let localstack = LocalStack::start().await;
+        let kms = kms::client(&localstack).await;
+        let (key_id, address) = kms::ethereum_key(&kms).await;
+        let db = TestDb::migrated().await;
+        let anvil = Anvil::start_with(anvil_args).await;
+        fund(&anvil, address).await;
+        let table = kms::submitter_table(address, &key_id, &localstack);
+        KmsWorld {
+            localstack,
+            db,
+            anvil,
+            address,
+            table,
+        }
+    }
+
+    /// The configuration of node `node_id`.
+    fn config(&self, node_id: &str) -> String {
+        config(&self.db, &self.anvil, node_id, &self.table)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_kms_key_signs_originals_a_fee_bump_and_a_cancel_that_anvil_accepts() {
-    let localstack = LocalStack::start().await;
-    let kms = kms::client(&localstack).await;
-    let (key_id, address) = kms::ethereum_key(&kms).await;
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--no-mining"]).await;
-    fund(&anvil, address).await;
-    let table = kms::submitter_table(address, &key_id, &localstack);
-    let node = TestNode::start(&config(&db, &anvil, "n1", &table)).await;
+    let world = KmsWorld::start(&["--no-mining"]).await;
+    let (db, anvil, address) = (&world.db, &world.anvil, world.address);
+    let node = TestNode::start(&world.config("n1")).await;
 
     let bumped = create_from(&node, address, "k-bump").await;
     wait_state(&db.pool, bumped, "TRACKING", WAIT).await;
@@ -145,8 +176,8 @@ async fn a_kms_key_signs_originals_a_fee_bump_and_a_cancel_that_anvil_accepts() 
         .clone();
     assert_eq!(row["signer_kind"], "aws_kms", "{row}");
     node.stop().await;
-    invariants::check(&db.pool, &anvil, &format!("{address:#x}"), 0).await;
-    one_nonce_per_intent(&db, address).await;
+    invariants::check(&db.pool, anvil, &format!("{address:#x}"), 0).await;
+    one_nonce_per_intent(db, address).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,31 +234,26 @@ async fn a_wrong_key_spec_another_address_and_kms_down_are_clear_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kms_frozen_mid_burst_holds_its_intents_while_others_confirm_and_nothing_is_signed_twice() {
-    let localstack = LocalStack::start().await;
-    let kms = kms::client(&localstack).await;
-    let (key_id, address) = kms::ethereum_key(&kms).await;
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
-    fund(&anvil, address).await;
-    let table = kms::submitter_table(address, &key_id, &localstack);
-    let node = TestNode::start(&config(&db, &anvil, "n1", &table)).await;
+    let world = KmsWorld::start(&["--block-time", "0.2"]).await;
+    let (db, anvil, address) = (&world.db, &world.anvil, world.address);
+    let node = TestNode::start(&world.config("n1")).await;
     let env_address: Address = DEV_ADDRESS_0.parse().expect("address");
 
     for i in 0..5 {
         create_from(&node, address, &format!("a{i}")).await;
         create_from(&node, env_address, &format!("e{i}")).await;
     }
-    wait_until(WAIT, || async { confirmed(&db, address).await == 5 }).await;
+    wait_until(WAIT, || async { confirmed(db, address).await == 5 }).await;
 
-    localstack.pause();
+    world.localstack.pause();
     for i in 5..10 {
         create_from(&node, address, &format!("a{i}")).await;
         create_from(&node, env_address, &format!("e{i}")).await;
     }
     // The env-key submitter is not held up by the frozen KMS.
-    wait_until(WAIT, || async { confirmed(&db, env_address).await == 10 }).await;
+    wait_until(WAIT, || async { confirmed(db, env_address).await == 10 }).await;
     assert_eq!(
-        confirmed(&db, address).await,
+        confirmed(db, address).await,
         5,
         "nothing signed while KMS is frozen"
     );
@@ -240,25 +266,20 @@ async fn kms_frozen_mid_burst_holds_its_intents_while_others_confirm_and_nothing
     })
     .await;
 
-    localstack.resume();
-    wait_until(WAIT, || async { confirmed(&db, address).await == 10 }).await;
+    world.localstack.resume();
+    wait_until(WAIT, || async { confirmed(db, address).await == 10 }).await;
     node.stop().await;
-    invariants::check(&db.pool, &anvil, &format!("{address:#x}"), 0).await;
-    invariants::check(&db.pool, &anvil, DEV, 0).await;
-    one_nonce_per_intent(&db, address).await;
+    invariants::check(&db.pool, anvil, &format!("{address:#x}"), 0).await;
+    invariants::check(&db.pool, anvil, DEV, 0).await;
+    one_nonce_per_intent(db, address).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_nodes_sharing_one_kms_key_stay_fenced_across_a_crash() {
-    let localstack = LocalStack::start().await;
-    let kms = kms::client(&localstack).await;
-    let (key_id, address) = kms::ethereum_key(&kms).await;
-    let db = TestDb::migrated().await;
-    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
-    fund(&anvil, address).await;
-    let table = kms::submitter_table(address, &key_id, &localstack);
-    let n1 = TestNode::start(&config(&db, &anvil, "n1", &table)).await;
-    let n2 = TestNode::start(&config(&db, &anvil, "n2", &table)).await;
+    let world = KmsWorld::start(&["--block-time", "0.2"]).await;
+    let (db, anvil, address) = (&world.db, &world.anvil, world.address);
+    let n1 = TestNode::start(&world.config("n1")).await;
+    let n2 = TestNode::start(&world.config("n2")).await;
     for i in 0..10 {
         let node = if i % 2 == 0 { &n1 } else { &n2 };
         create_from(node, address, &format!("s{i}")).await;
@@ -278,8 +299,8 @@ async fn two_nodes_sharing_one_kms_key_stay_fenced_across_a_crash() {
     for i in 10..20 {
         create_from(&survivor, address, &format!("s{i}")).await;
     }
-    wait_until(WAIT, || async { confirmed(&db, address).await == 20 }).await;
+    wait_until(WAIT, || async { confirmed(db, address).await == 20 }).await;
     survivor.stop().await;
-    invariants::check(&db.pool, &anvil, &format!("{address:#x}"), 0).await;
-    one_nonce_per_intent(&db, address).await;
+    invariants::check(&db.pool, anvil, &format!("{address:#x}"), 0).await;
+    one_nonce_per_intent(db, address).await;
 }
