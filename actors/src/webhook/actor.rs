@@ -432,9 +432,19 @@ impl WebhookState {
         if Instant::now() >= self.next_redelivery_check {
             self.next_redelivery_check = Instant::now() + REDELIVERY_CHECK;
             let asked = webhooks::redeliveries(&self.env.pool, &self.key, 100).await?;
+            // Skip those running, and those finished but not yet committed
+            // (their row still asks for a redelivery until the commit).
             let new: Vec<_> = asked
                 .into_iter()
-                .filter(|a| !self.redeliveries.contains_key(&a.id))
+                .filter(|a| {
+                    !self.redeliveries.contains_key(&a.id)
+                        && !self.progress.redelivered.contains(&a.id)
+                        && !self
+                            .progress
+                            .redelivery_failed
+                            .iter()
+                            .any(|(id, _)| *id == a.id)
+                })
                 .collect();
             if !new.is_empty() {
                 let seqs: Vec<i64> = new.iter().map(|a| a.feed_seq).collect();
