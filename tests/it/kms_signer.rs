@@ -257,7 +257,19 @@ async fn kms_frozen_mid_burst_holds_its_intents_while_others_confirm_and_nothing
         5,
         "nothing signed while KMS is frozen"
     );
-    // Why it waits is in the metrics: KMS answered nothing (transient).
+    // Why it waits: in the ops view and in the metrics (transient).
+    wait_until(WAIT, || async {
+        let (_, view) = node.request("GET", "/v1/ops/actors", None).await;
+        view["submitters"].as_array().is_some_and(|subs| {
+            subs.iter().any(|s| {
+                s["submitter"] == format!("{address:#x}")
+                    && s["last_error"]
+                        .as_str()
+                        .is_some_and(|e| e.contains("signer unavailable"))
+            })
+        })
+    })
+    .await;
     let metrics = txmgr::daemon::metrics_recorder().expect("recorder");
     wait_until(WAIT, || async {
         metrics

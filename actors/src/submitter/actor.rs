@@ -328,6 +328,9 @@ async fn on_work(
     state.set_role();
     match result {
         Ok(outcome) => {
+            if let Some(why) = &outcome.signer_unavailable {
+                state.handle.status().set_last_error(Some(why.clone()));
+            }
             if outcome.sweep_now {
                 rearm(
                     &mut state.sweep_timer,

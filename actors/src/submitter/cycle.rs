@@ -37,7 +37,7 @@ use crate::{
 };
 
 /// What the actor should do after a cycle.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct CycleOutcome {
     /// More QUEUED work may be waiting: run again right away.
     pub(crate) more: bool,
@@ -45,6 +45,8 @@ pub(crate) struct CycleOutcome {
     pub(crate) retry_in: Option<Duration>,
     /// A nonce was reported consumed: check the chain now.
     pub(crate) sweep_now: bool,
+    /// The signer was unavailable: intents wait unsigned (shown in the ops view).
+    pub(crate) signer_unavailable: Option<String>,
 }
 
 /// What the leader remembers between cycles, so it skips reads that cannot
@@ -95,6 +97,7 @@ pub(crate) async fn run(
             memory.allocated_due_at = Some(Instant::now());
             // Cleared only once persisted: an error above leaves it set.
             memory.recover_unsigned = signed.transient_failure;
+            outcome.signer_unavailable = signed.signer_unavailable.clone();
         } else {
             memory.recover_unsigned = false;
         }
@@ -226,6 +229,9 @@ pub(crate) async fn run(
     if signed.transient_failure {
         // Left ALLOCATED without an attempt: signed again next cycle.
         outcome.retry_in = Some(settings.retry_backoff);
+    }
+    if signed.signer_unavailable.is_some() {
+        outcome.signer_unavailable = signed.signer_unavailable.clone();
     }
     broadcast(ctx, lease, new_attempts_as_pending(&signed.attempts))
         .await?

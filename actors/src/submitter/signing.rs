@@ -45,6 +45,8 @@ pub(crate) struct Signed {
     /// Some could not be signed now (signer or RPC unavailable): they stay
     /// ALLOCATED without an attempt and are signed again later.
     pub(crate) transient_failure: bool,
+    /// Why, when the signer was the one unavailable (for the ops view).
+    pub(crate) signer_unavailable: Option<String>,
 }
 
 impl Signed {
@@ -104,6 +106,7 @@ pub(crate) async fn sign_all(
             Err(err) if err.is_transient() => {
                 tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, error = %err, "signer unavailable");
                 signed.transient_failure = true;
+                signed.signer_unavailable = Some(err.to_string());
             }
             Err(err) => signed
                 .refused
