@@ -37,7 +37,7 @@ fn config(db: &TestDb, anvil: &Anvil, node_id: &str, dev_extra: &str, hook_url: 
     );
     format!(
         "{base}\n[submitters.\"{funder}\"]\nsigner = {{ kind = \"env\", env = \"{FUNDER_VAR}\" }}\n\
-         finality = {{ confirmations = 1 }}\n\
+         finality = {{ confirmations = 1 }}\nreject_after = \"1s\"\n\
          [[webhooks]]\nname = \"funds\"\nurl = \"{hook_url}\"\nsecret_env = \"{HOOK_SECRET_VAR}\"\n\
          events = [\"LOW_BALANCE\", \"BALANCE_RESTORED\"]\nbackoff_initial = \"50ms\"\nstart_at = \"beginning\"\n",
         funder = funder(),
@@ -254,6 +254,53 @@ async fn a_low_submitter_is_topped_up_once_per_crossing_within_the_daily_cap() {
         .request("POST", "/v1/transactions", Some(transfer("after")))
         .await;
     assert_eq!(status, 202, "{body}");
+    n1.stop().await;
+    n2.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_top_up_that_fails_is_sent_again_while_the_submitter_stays_low() {
+    let top_up = format!(
+        "top_up = {{ from = \"{}\", target = \"{}\", max_per_day = \"{}\" }}",
+        funder(),
+        3 * ETH,
+        10 * ETH
+    );
+    let (db, anvil, _receiver, n1, n2) = two_nodes(&top_up).await;
+    let top_up_states = || async {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT t.request_id, m.state FROM funds_top_up t JOIN managed_tx m USING (tx_id)
+              ORDER BY t.created_at",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .expect("top-ups");
+        rows
+    };
+    // The funder cannot pay: its first top-up is refused and REJECTED.
+    set_balance(&anvil, funder(), 0).await;
+    set_balance(&anvil, DEV, ETH / 2).await;
+    wait_until(WITHIN, || async {
+        top_up_states()
+            .await
+            .first()
+            .is_some_and(|(_, state)| state == "REJECTED")
+    })
+    .await;
+    // Funded again: the next check sends another top-up for the same crossing.
+    set_balance(&anvil, funder(), 100 * ETH).await;
+    wait_until(WITHIN, || async {
+        funds_events(&db, "BALANCE_RESTORED").await == 1
+    })
+    .await;
+    let states = top_up_states().await;
+    assert_eq!(states.len(), 2, "{states:?}");
+    assert_eq!(states[0].0, format!("txmgr-top-up:{DEV}:1"));
+    assert_eq!(
+        states[1],
+        (format!("txmgr-top-up:{DEV}:1:1"), "CONFIRMED".to_owned())
+    );
+    assert_eq!(funds_events(&db, "LOW_BALANCE").await, 1, "one crossing");
     n1.stop().await;
     n2.stop().await;
 }

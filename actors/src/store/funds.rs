@@ -80,12 +80,16 @@ pub async fn save(
     Ok(())
 }
 
-/// Wei sent to the submitter by top-ups in the last 24 hours.
+/// Wei sent (or on its way) to the submitter by top-ups in the last 24
+/// hours; top-ups that ended without moving value (REJECTED, FAILED_FINAL,
+/// CANCELLED) do not count.
 pub async fn topped_up_last_day(ftx: &mut FencedTx) -> StoreResult<u128> {
     let key = ftx.submitter();
     let sum: String = sqlx::query_scalar(
-        "SELECT COALESCE(sum(value_wei), 0)::text FROM funds_top_up
-          WHERE chain_id = $1 AND submitter = $2 AND created_at > now() - interval '1 day'",
+        "SELECT COALESCE(sum(t.value_wei), 0)::text
+           FROM funds_top_up t JOIN managed_tx m ON m.tx_id = t.tx_id
+          WHERE t.chain_id = $1 AND t.submitter = $2 AND t.created_at > now() - interval '1 day'
+            AND m.state NOT IN ('REJECTED', 'FAILED_FINAL', 'CANCELLED')",
     )
     .bind(key.chain_id)
     .bind(key.address_hex())
@@ -93,6 +97,31 @@ pub async fn topped_up_last_day(ftx: &mut FencedTx) -> StoreResult<u128> {
     .await?;
     sum.parse()
         .map_err(|_| StoreError::Corrupt(format!("top-up sum {sum:?}")))
+}
+
+/// The top-ups queued for the submitter's crossing `crossing` so far, and
+/// the state of the latest one (None when there is none).
+pub async fn crossing_top_ups(
+    ftx: &mut FencedTx,
+    crossing_prefix: &str,
+) -> StoreResult<(i64, Option<String>)> {
+    let key = ftx.submitter();
+    let row: (i64, Option<String>) = sqlx::query_as(
+        "SELECT count(*),
+                (SELECT m.state FROM funds_top_up t2 JOIN managed_tx m ON m.tx_id = t2.tx_id
+                  WHERE t2.chain_id = $1 AND t2.submitter = $2
+                    AND (t2.request_id = $3 OR t2.request_id LIKE $3 || ':%')
+                  ORDER BY t2.created_at DESC LIMIT 1)
+           FROM funds_top_up t
+          WHERE t.chain_id = $1 AND t.submitter = $2
+            AND (t.request_id = $3 OR t.request_id LIKE $3 || ':%')",
+    )
+    .bind(key.chain_id)
+    .bind(key.address_hex())
+    .bind(crossing_prefix)
+    .fetch_one(ftx.conn())
+    .await?;
+    Ok(row)
 }
 
 /// Queues the funder's intent of a top-up (an ordinary QUEUED intent of the

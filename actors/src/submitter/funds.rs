@@ -19,10 +19,20 @@ use crate::{
     submitter::settings::TopUp,
 };
 
-/// The request id of the top-up of `submitter`'s `crossing`-th downward crossing.
-pub fn top_up_request_id(submitter: &SubmitterKey, crossing: i64) -> String {
-    format!("txmgr-top-up:{}:{crossing}", submitter.address_hex())
+/// The request id of the top-up of `submitter`'s `crossing`-th downward
+/// crossing; `retry` > 0 for a further top-up of the same crossing after the
+/// previous one failed.
+pub fn top_up_request_id(submitter: &SubmitterKey, crossing: i64, retry: i64) -> String {
+    let first = format!("txmgr-top-up:{}:{crossing}", submitter.address_hex());
+    if retry == 0 {
+        first
+    } else {
+        format!("{first}:{retry}")
+    }
 }
+
+/// States in which a top-up did not (and will not) fund the submitter.
+const FAILED_TOP_UP: &[&str] = &["REJECTED", "FAILED_FINAL", "CANCELLED"];
 
 /// How much a top-up sends: up to `target`, within what is left of the
 /// daily cap after `sent_today`. Zero when nothing may be sent.
@@ -50,7 +60,10 @@ pub(crate) async fn check(
     let balance = u128::try_from(balance).unwrap_or(u128::MAX);
     let low = balance < min_balance;
     metrics::gauge!(SUBMITTER_BALANCE, "submitter" => ctx.key.address_hex()).set(balance as f64);
-    if known == Some(low) {
+    // While low with a top-up configured, each check looks whether the
+    // crossing's top-up failed (and must be sent again).
+    let watch_top_up = low && settings.top_up.is_some();
+    if known == Some(low) && !watch_top_up {
         return Ok(Some((balance, low)));
     }
 
@@ -63,8 +76,18 @@ pub(crate) async fn check(
         _ if low => Some(FeedEvent::LowBalance),
         _ => Some(FeedEvent::BalanceRestored),
     };
-    if stored.is_some() && event.is_none() {
-        ftx.rollback().await?;
+    if let (Some(state), None) = (stored, event) {
+        let retried = match settings.top_up {
+            Some(top_up) if low => {
+                retry_failed_top_up(ctx, &mut ftx, &top_up, balance, state.crossings).await?
+            }
+            _ => false,
+        };
+        if retried {
+            ftx.commit().await?;
+        } else {
+            ftx.rollback().await?;
+        }
         return Ok(Some((balance, low)));
     }
     let crossings =
@@ -79,7 +102,7 @@ pub(crate) async fn check(
     .await?;
     let top_up = match (event, settings.top_up) {
         (Some(FeedEvent::LowBalance), Some(top_up)) => {
-            Some(queue_top_up(ctx, &mut ftx, &top_up, balance, crossings).await?)
+            Some(queue_top_up(ctx, &mut ftx, &top_up, balance, crossings, 0).await?)
         }
         _ => None,
     };
@@ -104,14 +127,45 @@ pub(crate) async fn check(
     Ok(Some((balance, low)))
 }
 
-/// Queues the top-up of this crossing (or records that the cap left nothing
-/// to send). Returns the wei queued (0 when capped).
+/// Still low: when the crossing's latest top-up ended without funding
+/// (REJECTED, FAILED_FINAL, CANCELLED), queues another one for the same
+/// crossing (a new request id, same cap). True when one was queued.
+async fn retry_failed_top_up(
+    ctx: &SubmitterContext,
+    ftx: &mut FencedTx,
+    top_up: &TopUp,
+    balance: u128,
+    crossing: i64,
+) -> Result<bool, LeaderError> {
+    let prefix = top_up_request_id(&ctx.key, crossing, 0);
+    let (sent, latest) = funds::crossing_top_ups(ftx, &prefix).await?;
+    if !latest
+        .as_deref()
+        .is_some_and(|state| FAILED_TOP_UP.contains(&state))
+    {
+        return Ok(false);
+    }
+    // Capped: nothing now, and no audit row per check; the next check
+    // (or the next crossing) tries again.
+    if top_up_amount(balance, top_up, funds::topped_up_last_day(ftx).await?) == 0 {
+        return Ok(false);
+    }
+    tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, crossing, state = ?latest, "the top-up failed; sending another");
+    let amount = queue_top_up(ctx, ftx, top_up, balance, crossing, sent).await?;
+    metrics::counter!(TOP_UPS, "result" => "sent").increment(1);
+    Ok(amount > 0)
+}
+
+/// Queues the top-up of this crossing (its `retry`-th after failed ones),
+/// or records that the cap left nothing to send. Returns the wei queued
+/// (0 when capped).
 async fn queue_top_up(
     ctx: &SubmitterContext,
     ftx: &mut FencedTx,
     top_up: &TopUp,
     balance: u128,
     crossing: i64,
+    retry: i64,
 ) -> Result<u128, LeaderError> {
     let sent_today = funds::topped_up_last_day(ftx).await?;
     let amount = top_up_amount(balance, top_up, sent_today);
@@ -127,7 +181,7 @@ async fn queue_top_up(
     let funder = SubmitterKey::new(ctx.key.chain_id, top_up.from);
     let intent = NewIntent::new(
         funder,
-        Some(top_up_request_id(&ctx.key, crossing)),
+        Some(top_up_request_id(&ctx.key, crossing, retry)),
         Intent {
             to: Some(ctx.key.address),
             value: U256::from(amount),
@@ -163,8 +217,12 @@ mod tests {
     fn the_request_id_names_the_submitter_and_the_crossing() {
         let key = SubmitterKey::new(1u64, alloy::primitives::Address::repeat_byte(0xab));
         assert_eq!(
-            top_up_request_id(&key, 3),
+            top_up_request_id(&key, 3, 0),
             "txmgr-top-up:0xabababababababababababababababababababab:3"
+        );
+        assert_eq!(
+            top_up_request_id(&key, 3, 2),
+            "txmgr-top-up:0xabababababababababababababababababababab:3:2"
         );
     }
 }
