@@ -7,7 +7,7 @@ use std::{collections::BTreeSet, path::PathBuf, time::Duration};
 use serde::{Deserialize, Serialize};
 use txmgr_actors::{
     domain::FeedEvent,
-    webhook::{WebhookSecret, WebhookSettings},
+    webhook::{is_valid_name, WebhookSecret, WebhookSettings},
 };
 
 use super::{error::ConfigIssue, url::check_url, validate::check_address};
@@ -94,12 +94,7 @@ pub(crate) fn validate_webhooks(webhooks: &mut [WebhookConfig]) -> Vec<ConfigIss
     let mut names = BTreeSet::new();
     for (i, hook) in webhooks.iter_mut().enumerate() {
         let key = |field: &str| format!("webhooks[{i}].{field}");
-        let name_ok = (1..=64).contains(&hook.name.len())
-            && hook
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-        if !name_ok {
+        if !is_valid_name(&hook.name) {
             issues.push(ConfigIssue::new(
                 key("name"),
                 format!(

@@ -83,11 +83,7 @@ pub(crate) async fn redeliver(
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<RedeliverBody>,
 ) -> ApiResult<Json<RedeliverView>> {
-    let name_ok = (1..=64).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-    if !name_ok {
+    if !txmgr_actors::webhook::is_valid_name(&name) {
         return Err(ApiError::invalid(
             "name",
             "a webhook name is 1 to 64 characters of [A-Za-z0-9_.-]",

@@ -383,12 +383,7 @@ async fn an_https_receiver_is_reached_through_its_private_ca_and_refused_without
     let scenario = scenario(&hooks).await;
     create(&scenario, 3, "t").await;
     wait_until(CONFIRMED_WITHIN, || async {
-        receiver
-            .delivered()
-            .iter()
-            .filter(|r| r.json["webhook"] == "trusted")
-            .count()
-            == 3
+        receiver.delivered_for("trusted").len() == 3
     })
     .await;
     let view = eventually(CONFIRMED_WITHIN, Duration::from_millis(100), || async {
@@ -463,9 +458,8 @@ async fn a_new_webhook_starts_at_the_end_of_the_feed_unless_told_to_replay_it() 
     }
     let of = |name: &str| {
         receiver
-            .delivered()
-            .iter()
-            .filter(|r| r.json["webhook"] == name)
+            .delivered_for(name)
+            .into_iter()
             .map(|r| r.json["request_id"].as_str().unwrap_or_default().to_owned())
             .collect::<Vec<_>>()
     };
@@ -525,12 +519,7 @@ async fn a_reload_starts_added_webhooks_stops_removed_ones_and_refuses_a_missing
     .await;
     create_on(&node, 2, "r").await;
     wait_until(CONFIRMED_WITHIN, || async {
-        receiver
-            .delivered()
-            .iter()
-            .filter(|r| r.json["webhook"] == "new")
-            .count()
-            == 2
+        receiver.delivered_for("new").len() == 2
     })
     .await;
     assert!(

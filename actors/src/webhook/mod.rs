@@ -24,7 +24,7 @@ use sqlx::PgPool;
 
 pub use actor::{AttemptReport, Lane, WebhookActor, WebhookArgs, WebhookMsg, WebhookState};
 pub use attempt::{ATTEMPT_HEADER, DELIVERY_HEADER, EVENT_HEADER};
-pub use settings::{WebhookSecret, WebhookSettings};
+pub use settings::{is_valid_name, WebhookSecret, WebhookSettings};
 pub use signature::SIGNATURE_HEADER;
 
 use crate::{

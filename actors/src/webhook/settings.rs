@@ -5,6 +5,15 @@ use std::{collections::BTreeSet, fmt, time::Duration};
 
 use crate::domain::FeedEvent;
 
+/// A webhook name as the `webhook_cursor` table takes it: 1 to 64
+/// characters of `[A-Za-z0-9_.-]`.
+pub fn is_valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
 /// The signing secret; never printed.
 #[derive(Clone, PartialEq, Eq)]
 pub struct WebhookSecret(String);

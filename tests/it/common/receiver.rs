@@ -96,6 +96,14 @@ impl Receiver {
         self.shared.received.lock().expect("not poisoned").clone()
     }
 
+    /// The requests for `webhook` answered 2xx, in arrival order.
+    pub(crate) fn delivered_for(&self, webhook: &str) -> Vec<Received> {
+        self.delivered()
+            .into_iter()
+            .filter(|r| r.json["webhook"] == webhook)
+            .collect()
+    }
+
     /// The requests answered 2xx, in arrival order.
     pub(crate) fn delivered(&self) -> Vec<Received> {
         self.received()
