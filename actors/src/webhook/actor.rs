@@ -450,9 +450,9 @@ impl WebhookState {
                 let seqs: Vec<i64> = new.iter().map(|a| a.feed_seq).collect();
                 let rows = completions::read_seqs(&self.env.pool, self.env.chain_id, &seqs).await?;
                 for asked in new {
-                    if let Some((cursor, row)) = rows.iter().find(|(_, r)| {
-                        FeedCursor::parse(&r.cursor).is_ok_and(|c| c.seq() == asked.feed_seq)
-                    }) {
+                    if let Some((cursor, row)) =
+                        rows.iter().find(|(c, _)| c.seq() == asked.feed_seq)
+                    {
                         let prepared = Arc::new(self.prepare(row));
                         self.redeliveries.insert(asked.id, (*cursor, prepared));
                     }
