@@ -49,6 +49,21 @@ struct View {
     live: HashSet<String>,
     settled: Vec<String>,
     preferred: HashMap<Address, String>,
+    /// The submitters `preferred` was computed for.
+    assigned: Vec<Address>,
+}
+
+/// Whether the preferred nodes must be computed again: balancing is on and
+/// the settled nodes or the configured submitters changed. A refresh that
+/// finds the same cluster costs no hashing (10,000 submitters are 10,000
+/// keccaks per assignment, every refresh interval, on an idle node).
+fn needs_assignment(
+    enabled: bool,
+    view: &View,
+    settled: &[String],
+    submitters: &[Address],
+) -> bool {
+    enabled && (view.settled != settled || view.assigned != submitters)
 }
 
 /// What this node knows about the cluster.
@@ -155,13 +170,24 @@ impl Membership {
 
     /// Replaces the view: `live` nodes, of which `settled` may receive leases.
     pub fn update(&self, live: Vec<String>, settled: &[String], submitters: &[Address]) {
-        let preferred = assign(submitters, settled);
+        // In a fixed order, so the same sets compare equal however they were
+        // listed (the assignment itself does not depend on the order).
+        let mut settled = settled.to_vec();
+        settled.sort_unstable();
+        let mut submitters = submitters.to_vec();
+        submitters.sort_unstable();
+        let (settled, submitters) = (settled.as_slice(), submitters.as_slice());
+        let recompute = self.view.read().map_or(true, |v| {
+            needs_assignment(self.config.enabled, &v, settled, submitters)
+        });
+        let preferred = recompute.then(|| assign(submitters, settled));
         if let Ok(mut view) = self.view.write() {
-            *view = View {
-                live: live.into_iter().collect(),
-                settled: settled.to_vec(),
-                preferred,
-            };
+            view.live = live.into_iter().collect();
+            view.settled = settled.to_vec();
+            if let Some(preferred) = preferred {
+                view.preferred = preferred;
+                view.assigned = submitters.to_vec();
+            }
         }
     }
 }
@@ -202,5 +228,64 @@ pub async fn refresh_loop(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn balanced() -> Membership {
+        Membership::new(BalanceConfig {
+            enabled: true,
+            ..BalanceConfig::default()
+        })
+    }
+
+    #[test]
+    fn the_assignment_is_computed_only_when_balancing_is_on_and_the_cluster_changed() {
+        let view = View {
+            settled: vec!["a".into(), "b".into()],
+            assigned: vec![Address::repeat_byte(1)],
+            ..View::default()
+        };
+        let subs = [Address::repeat_byte(1)];
+        let nodes = ["a".to_string(), "b".to_string()];
+        assert!(!needs_assignment(true, &view, &nodes, &subs));
+        assert!(!needs_assignment(false, &view, &["c".into()], &subs));
+        assert!(needs_assignment(true, &view, &["a".into()], &subs));
+        assert!(needs_assignment(
+            true,
+            &view,
+            &nodes,
+            &[Address::repeat_byte(2)]
+        ));
+    }
+
+    #[test]
+    fn a_refresh_in_another_order_keeps_the_view_and_a_new_node_changes_it() {
+        let membership = balanced();
+        let subs: Vec<Address> = (1..=20).map(Address::repeat_byte).collect();
+        let mut reversed = subs.clone();
+        reversed.reverse();
+        membership.update(
+            vec!["a".into(), "b".into()],
+            &["a".into(), "b".into()],
+            &subs,
+        );
+        let before: Vec<Option<String>> = subs.iter().map(|s| membership.preferred(s)).collect();
+        assert!(before.iter().all(Option::is_some));
+        membership.update(
+            vec!["b".into(), "a".into()],
+            &["b".into(), "a".into()],
+            &reversed,
+        );
+        let again: Vec<Option<String>> = subs.iter().map(|s| membership.preferred(s)).collect();
+        assert_eq!(before, again);
+        let nodes: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        membership.update(nodes.clone(), &nodes, &subs);
+        assert!(subs
+            .iter()
+            .any(|s| membership.preferred(s).as_deref() == Some("c")));
     }
 }
