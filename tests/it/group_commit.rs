@@ -363,3 +363,64 @@ async fn a_retry_record_touches_only_intents_still_in_flight() {
         "a finished intent is not rescheduled"
     );
 }
+
+/// The queue reader answers several leaders' reads with one statement: each
+/// gets its own oldest QUEUED intents within its batch and free in-flight
+/// slots, and an intent that cannot be decoded fails only its submitter's read.
+#[tokio::test]
+async fn one_merged_queue_read_answers_each_leader_within_its_own_limits() {
+    use store::queue_read::{read_together, QueueRequest};
+    let db = TestDb::migrated().await;
+    let long = Duration::from_secs(30);
+    let (_, ids0) = leader_with_queue(&db, submitter(0), 5, long).await;
+    let (lease1, ids1) = leader_with_queue(&db, submitter(1), 3, long).await;
+    let (_, _) = leader_with_queue(&db, submitter(2), 2, long).await;
+    // Submitter 1: one intent ALLOCATED occupies one of its two slots.
+    group::write_together(&db.pool, vec![(lease1, allocate(&ids1[..1]))])
+        .await
+        .remove(0)
+        .expect("allocated");
+    // Submitter 2: a stored intent this version cannot read.
+    sqlx::query("UPDATE managed_tx SET intent = '{\"bogus\": 1}' WHERE submitter = $1")
+        .bind(submitter(2).address_hex())
+        .execute(&db.pool)
+        .await
+        .expect("corrupt");
+    let ask = |i: u8, batch: usize, max_in_flight: u32| QueueRequest {
+        key: submitter(i),
+        batch,
+        max_in_flight,
+        count_mined: false,
+    };
+    let answers = read_together(
+        &db.pool,
+        &[
+            ask(0, 3, 100),
+            ask(1, 10, 2),
+            ask(2, 10, 100),
+            ask(3, 10, 100),
+        ],
+    )
+    .await;
+    assert_eq!(answers.len(), 4);
+    let ids = |i: usize| -> Vec<Uuid> {
+        answers[i]
+            .as_ref()
+            .expect("read")
+            .iter()
+            .map(|q| q.tx_id)
+            .collect()
+    };
+    assert_eq!(
+        ids(0),
+        ids0[..3].to_vec(),
+        "oldest first, at most the batch"
+    );
+    assert_eq!(ids(1), ids1[1..2].to_vec(), "only the free in-flight slot");
+    assert!(
+        matches!(answers[2], Err(StoreError::Corrupt(_))),
+        "{:?}",
+        answers[2]
+    );
+    assert!(ids(3).is_empty(), "a submitter with nothing queued");
+}

@@ -29,6 +29,7 @@ pub mod nonce_cursor;
 pub mod open_work;
 mod owner;
 pub mod pipeline;
+pub mod queue_read;
 pub mod resubmit_claims;
 mod schema;
 pub mod tracking;

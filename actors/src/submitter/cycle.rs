@@ -32,7 +32,9 @@ use crate::{
     store::{
         filler,
         group::{Answer, Write},
-        pipeline, FencedTx,
+        pipeline,
+        queue_read::QueueRequest,
+        FencedTx,
     },
 };
 
@@ -131,14 +133,15 @@ pub(crate) async fn run(
         return Ok(outcome);
     }
 
-    let queued = pipeline::load_queued_within(
-        &ctx.pool,
-        ctx.key,
-        batch,
-        settings.max_in_flight,
-        settings.hold_slot_until_final,
-    )
-    .await?;
+    let queued = ctx
+        .queue
+        .read(QueueRequest {
+            key: ctx.key,
+            batch,
+            max_in_flight: settings.max_in_flight,
+            count_mined: settings.hold_slot_until_final,
+        })
+        .await?;
     if queued.is_empty() {
         if memory.check_gaps {
             fill_gaps(ctx, lease, memory, &mut outcome).await?;

@@ -39,7 +39,7 @@ use crate::{
     cluster::Membership,
     domain::SubmitterKey,
     signer::TxSigner,
-    store::{group::GroupCommitter, LeaseOwner},
+    store::{group::GroupCommitter, queue_read::QueueReader, LeaseOwner},
     tracker::{ReceiptIndex, ResubmitTimers},
 };
 
@@ -93,6 +93,8 @@ pub struct SubmitterContext {
     pub membership: Arc<Membership>,
     /// The node-wide group committer of the hot-path fenced writes.
     pub committer: GroupCommitter,
+    /// The node-wide reader of the leaders' next QUEUED intents.
+    pub queue: QueueReader,
     /// Renews every lease of this node in one statement.
     pub keeper: Arc<LeaseKeeper>,
     /// Intents the last sweep saw with their nonce consumed and no receipt

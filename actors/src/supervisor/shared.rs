@@ -14,7 +14,7 @@ use crate::{
     cluster::{BalanceConfig, Membership},
     domain::{Finality, SubmitterKey},
     signer::TxSigner,
-    store::{group::GroupCommitter, LeaseOwner},
+    store::{group::GroupCommitter, queue_read::QueueReader, LeaseOwner},
     submitter::{
         IngressLimits, IngressWriter, LeaseKeeper, LeaseTiming, Role, SubmitterContext,
         SubmitterHandle, SubmitterSettings,
@@ -89,6 +89,8 @@ pub struct EngineShared {
     pub(crate) ingress: IngressWriter,
     /// The node-wide writer of the leaders' hot-path fenced writes.
     pub(crate) committer: GroupCommitter,
+    /// The node-wide reader of the leaders' next QUEUED intents.
+    pub(crate) queue: QueueReader,
     /// Renews every lease this node holds, in one statement per interval.
     pub(crate) keeper: Arc<LeaseKeeper>,
 }
@@ -168,6 +170,7 @@ impl EngineShared {
             timers: self.timers.clone(),
             membership: self.membership.clone(),
             committer: self.committer.clone(),
+            queue: self.queue.clone(),
             keeper: self.keeper.clone(),
             consumed_suspects: Default::default(),
         })

@@ -53,31 +53,16 @@ pub async fn load_queued_within(
     max_in_flight: u32,
     count_mined: bool,
 ) -> StoreResult<Vec<QueuedTx>> {
-    let rows: Vec<(Uuid, serde_json::Value)> = sqlx::query_as(
-        "SELECT tx_id, intent FROM managed_tx
-          WHERE chain_id = $1 AND submitter = $2 AND state = 'QUEUED'
-          ORDER BY ingress_seq
-          LIMIT GREATEST(0, LEAST($3, $4 - (
-                SELECT count(*) FROM managed_tx
-                 WHERE chain_id = $1 AND submitter = $2
-                   AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-                   AND ($5 OR receipt IS NULL))))",
-    )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(i64::try_from(batch).unwrap_or(i64::MAX))
-    .bind(i64::from(max_in_flight))
-    .bind(count_mined)
-    .fetch_all(pool)
-    .await?;
-    rows.into_iter()
-        .map(|(tx_id, intent)| {
-            Ok(QueuedTx {
-                tx_id,
-                intent: serde_json::from_value(intent).map_err(corrupt)?,
-            })
-        })
-        .collect()
+    let request = super::queue_read::QueueRequest {
+        key,
+        batch,
+        max_in_flight,
+        count_mined,
+    };
+    super::queue_read::read_together(pool, &[request])
+        .await
+        .pop()
+        .unwrap_or_else(|| Ok(Vec::new()))
 }
 
 /// REJECTED: the intent never used a nonce on chain. When it held one (no
