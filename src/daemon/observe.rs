@@ -209,11 +209,9 @@ async fn refresh_webhooks(pool: &PgPool, chain_id: ChainId) -> Result<(), StoreE
 }
 
 fn refresh_engine(engine: &Engine) {
-    let snapshot = engine.snapshot();
-    let mailbox: usize = snapshot.submitters.iter().map(|s| s.mailbox_depth).sum();
-    let ingress: usize = snapshot.submitters.iter().map(|s| s.ingress_depth).sum();
-    metrics::gauge!(MAILBOX_DEPTH, "kind" => "submitter").set(mailbox as f64);
-    metrics::gauge!(MAILBOX_DEPTH, "kind" => "ingress").set(ingress as f64);
+    let load = engine.load();
+    metrics::gauge!(MAILBOX_DEPTH, "kind" => "submitter").set(load.mailbox_depth as f64);
+    metrics::gauge!(MAILBOX_DEPTH, "kind" => "ingress").set(load.ingress_depth as f64);
     for role in [
         "idle",
         "leader",
@@ -222,11 +220,7 @@ fn refresh_engine(engine: &Engine) {
         "stopping",
         "failed",
     ] {
-        let count = snapshot
-            .submitters
-            .iter()
-            .filter(|s| s.role.as_str() == role)
-            .count();
+        let count = load.roles.get(role).copied().unwrap_or(0);
         metrics::gauge!(SUBMITTER_ROLES, "role" => role).set(count as f64);
     }
 }

@@ -82,6 +82,26 @@ async fn two_nodes_show_one_leader_with_a_token_and_one_standby() {
         "standby holds no lease: {standby}"
     );
 
+    // The gauges' counts (`Engine::load`, read without the snapshot) agree
+    // with the snapshot on each node.
+    for node in [&a, &b] {
+        let load = node.engine.load();
+        let snapshot = node.engine.snapshot();
+        for sub in &snapshot.submitters {
+            let role = sub.role.as_str();
+            let want = snapshot
+                .submitters
+                .iter()
+                .filter(|s| s.role.as_str() == role)
+                .count();
+            assert_eq!(load.roles.get(role).copied(), Some(want), "{load:?}");
+        }
+        assert_eq!(
+            load.roles.values().sum::<usize>(),
+            snapshot.submitters.len()
+        );
+    }
+
     // The database agrees with the view.
     let (owner, db_token): (String, i64) =
         sqlx::query_as("SELECT owner_node, fencing_token FROM submitter_lease")

@@ -28,7 +28,7 @@ use crate::{
 
 pub use crate::supervisor::{EngineConfig, SubmitterSpec};
 pub use ops::{OpsError, Unprotected};
-pub use snapshot::{EngineSnapshot, PoolsSnapshot, SubmitterSnapshot};
+pub use snapshot::{EngineLoad, EngineSnapshot, PoolsSnapshot, SubmitterSnapshot};
 
 /// Creates persisted per ingress transaction at most.
 const INGRESS_MAX_BATCH: usize = 1000;
