@@ -96,19 +96,16 @@ impl QueueReader {
 /// waiting, and answers them with one statement.
 async fn work(pool: PgPool, pending: Arc<Mutex<mpsc::Receiver<Pending>>>) {
     loop {
-        let mut batch = Vec::new();
-        {
-            let mut queue = pending.lock().await;
-            match queue.recv().await {
-                Some(first) => batch.push(first),
-                None => return,
-            }
-            while batch.len() < MAX_REQUESTS {
-                match queue.try_recv() {
-                    Ok(next) => batch.push(next),
-                    Err(_) => break,
-                }
-            }
+        let mut batch = Vec::with_capacity(MAX_REQUESTS);
+        // Waits for one request, then takes every one already waiting (the
+        // other worker waits for the lock meanwhile).
+        let taken = pending
+            .lock()
+            .await
+            .recv_many(&mut batch, MAX_REQUESTS)
+            .await;
+        if taken == 0 {
+            return;
         }
         let requests: Vec<QueueRequest> = batch.iter().map(|p| p.request).collect();
         let answers = read_together(&pool, &requests).await;
