@@ -5,10 +5,11 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::{Parser, Subcommand};
 use txmgr::{config::Config, daemon};
 
-/// mimalloc instead of glibc malloc: the engine allocates and frees many
-/// small buffers per intent (JSON, RPC, SQL), which glibc made costly.
+/// jemalloc instead of glibc malloc: the engine allocates and frees many
+/// small buffers per intent (JSON, RPC, SQL), which glibc made costly, and
+/// jemalloc returns a burst's freed pages to the OS (mimalloc kept them).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// txmgr — durable, fenced EVM transaction submission for many signers.
 #[derive(Debug, Parser)]
