@@ -16,8 +16,8 @@ use std::{collections::HashSet, sync::Arc};
 
 use alloy::primitives::Address;
 use axum::{
-    extract::{Request, State},
-    http::header,
+    extract::{FromRequestParts, Request, State},
+    http::{header, request::Parts},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -43,7 +43,9 @@ pub struct Auth {
 }
 
 /// Who made the request; put into the request's extensions by the
-/// middleware. Handlers use [`Caller::check_submitter`].
+/// middleware. Handlers take it as an extractor (a request that reached a
+/// handler without one is refused 401: no route is open by accident) and use
+/// [`Caller::check_submitter`] or [`Caller::scope`].
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The token's name (for audit logs), `anonymous` without auth.
@@ -70,6 +72,33 @@ impl Caller {
             .is_none_or(|allowed| allowed.contains(submitter))
     }
 
+    /// The submitters this caller is limited to (lower-case `0x` hex, for
+    /// filtering database views); `None` = every submitter.
+    pub fn scope(&self) -> Option<Vec<String>> {
+        self.submitters.as_ref().map(|allowed| {
+            let mut list: Vec<String> = allowed.iter().map(|a| format!("{a:#x}")).collect();
+            list.sort_unstable();
+            list
+        })
+    }
+
+    /// 403 `forbidden` unless the token is not limited to some submitters:
+    /// `what` acts on the whole node or cluster (a reload), which a token
+    /// scoped to a few submitters must not do.
+    pub fn check_unscoped(&self, what: &str) -> Result<(), ApiError> {
+        if self.submitters.is_none() {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden {
+                message: format!(
+                    "token {:?} is limited to some submitters and may not {what}",
+                    &*self.name
+                ),
+                field: None,
+            })
+        }
+    }
+
     /// 403 `forbidden` (field `submitter`) unless the caller may use it.
     pub fn check_submitter(&self, submitter: &Address) -> Result<(), ApiError> {
         if self.may_use(submitter) {
@@ -86,10 +115,20 @@ impl Caller {
     }
 }
 
-/// Checks a submitter against an optional caller (absent when the router
-/// runs without the auth layer, e.g. in tools).
-pub fn check_submitter(caller: Option<&Caller>, submitter: &Address) -> Result<(), ApiError> {
-    caller.map_or(Ok(()), |c| c.check_submitter(submitter))
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    /// The caller the middleware identified. None is there only on the open
+    /// paths (which take no caller) or when the router was built without
+    /// [`require_token`]; either way the request is refused, never served
+    /// as if it were anonymous.
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or(ApiError::Unauthorized)
+    }
 }
 
 /// The lower-case hex SHA-256 of a token, as `[[auth.tokens]] sha256` holds it.

@@ -173,7 +173,7 @@ impl FeedPage {
         (status = 503, description = "unavailable: the database is unavailable; or busy: `http.max_long_polls` requests wait already and this one would wait too (`Retry-After`)", body = ErrorResponse)))]
 pub(crate) async fn feed(
     State(state): State<AppState>,
-    caller: Option<axum::Extension<super::auth::Caller>>,
+    caller: super::auth::Caller,
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Json<FeedPage>> {
     let Query(pairs) =
@@ -192,11 +192,10 @@ pub(crate) async fn feed(
     let mut waiting: Option<OwnedSemaphorePermit> = None;
     let visible = |row: &CompletionRow| {
         (query.funds || !row.state.is_funds())
-            && caller.as_deref().is_none_or(|caller| {
-                row.submitter
-                    .parse::<alloy::primitives::Address>()
-                    .is_ok_and(|address| caller.may_use(&address))
-            })
+            && row
+                .submitter
+                .parse::<alloy::primitives::Address>()
+                .is_ok_and(|address| caller.may_use(&address))
     };
     loop {
         let (rows, _) =

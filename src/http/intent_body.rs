@@ -25,7 +25,7 @@ use serde::{de, Deserialize, Deserializer};
 use txmgr_actors::domain::Intent;
 use utoipa::ToSchema;
 
-use super::error::ApiError;
+use super::{error::ApiError, text::validate_request_id};
 
 /// Smallest gas limit any transaction can have (intrinsic cost of a transfer).
 pub const MIN_GAS_LIMIT: u64 = 21_000;
@@ -129,12 +129,11 @@ impl CreateBody {
         };
         if let Some(id) = &request_id {
             validate_request_id(id)?;
-            if id.starts_with(txmgr_actors::store::filler::REQUEST_ID_PREFIX) {
+            if let Some(prefix) = txmgr_actors::domain::engine_request_id_prefix(id) {
                 return Err(ApiError::invalid(
                     "request_id",
                     format!(
-                        "the prefix {:?} is reserved for txmgr's own fillers",
-                        txmgr_actors::store::filler::REQUEST_ID_PREFIX
+                        "the prefix {prefix:?} is reserved for the intents txmgr makes itself (fillers, top-ups)"
                     ),
                 ));
             }
@@ -275,49 +274,6 @@ fn parse_data(s: &str, limit: usize) -> Result<Bytes, ApiError> {
         .map_err(|_| ApiError::invalid("data", "data is not valid hex"))
 }
 
-/// 1..=256 characters, none of them control characters (they break logs,
-/// and PostgreSQL text cannot hold NUL). Used for the body, the
-/// `Idempotency-Key` header and the `request_id` query parameter alike.
-pub(crate) fn validate_request_id(id: &str) -> Result<(), ApiError> {
-    let chars = id.chars().count();
-    if chars == 0 || chars > MAX_REQUEST_ID_CHARS {
-        return Err(ApiError::invalid(
-            "request_id",
-            format!("request_id must be 1 to {MAX_REQUEST_ID_CHARS} characters"),
-        ));
-    }
-    if id.chars().any(char::is_control) {
-        return Err(ApiError::invalid(
-            "request_id",
-            "request_id must not contain control characters",
-        ));
-    }
-    Ok(())
-}
-
-/// Free text from a client or an operator (action reasons): at most `max`
-/// characters and no control characters other than line breaks and tabs,
-/// so that whatever is accepted can be stored (PostgreSQL text holds no NUL)
-/// and logged.
-pub(crate) fn validate_text(field: &str, text: &str, max: usize) -> Result<(), ApiError> {
-    if text.chars().count() > max {
-        return Err(ApiError::invalid(
-            field,
-            format!("{field} is longer than {max} characters"),
-        ));
-    }
-    if text
-        .chars()
-        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-    {
-        return Err(ApiError::invalid(
-            field,
-            format!("{field} must not contain control characters"),
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,14 +340,5 @@ mod tests {
         for bad in ["0xdeadbeef00", "0xabc", "deadbeef", "0xzz"] {
             assert_eq!(field(parse_data(bad, 4)).as_deref(), Some("data"), "{bad}");
         }
-    }
-
-    #[test]
-    fn request_id_bounds() {
-        assert!(validate_request_id("a").is_ok());
-        assert!(validate_request_id(&"é".repeat(256)).is_ok());
-        assert!(validate_request_id("").is_err());
-        assert!(validate_request_id(&"a".repeat(257)).is_err());
-        assert!(validate_request_id("a\nb").is_err());
     }
 }

@@ -38,6 +38,7 @@ pub mod ops_webhooks;
 mod path;
 mod query;
 pub mod readiness;
+mod text;
 mod transactions;
 pub mod tx_actions;
 

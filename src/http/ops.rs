@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use axum::{extract::State, Extension, Json};
+use axum::{extract::State, Json};
 use txmgr_actors::{
     node::{Engine, OpsError},
     store::{
@@ -25,7 +25,7 @@ use super::{
     error::{ApiError, ApiResult, ErrorResponse},
     intent_body::parse_address,
     json::ApiJson,
-    ops_audit::{audit_entry, audited, caller_name, log_action, node_name},
+    ops_audit::{audit_entry, audited, log_action, node_name},
     ops_state::ReloadReport,
     ops_views::{
         ActionView, ActorView, ActorsView, ClusterView, LeaseView, NodeView, PoolsView,
@@ -65,12 +65,18 @@ async fn work_counts(state: &AppState) -> ApiResult<HashMap<String, SubmitterWor
         (status = 200, description = "this node's actors and pools", body = ActorsView),
         (status = 500, description = "internal: a database error; details only in the node's log", body = ErrorResponse),
         (status = 503, description = "unavailable: no engine in this process, or the database is unavailable", body = ErrorResponse)))]
-pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<ActorsView>> {
+pub(crate) async fn actors(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<ActorsView>> {
     let snapshot = engine(&state)?.snapshot();
     let mut counts = work_counts(&state).await?;
     let submitters = snapshot
         .submitters
         .into_iter()
+        // A token limited to some submitters sees only theirs; the pools
+        // and the node stay visible.
+        .filter(|s| caller.may_use(&s.address))
         .map(|s| {
             let address = format!("{:#x}", s.address);
             let work = counts.remove(&address);
@@ -141,7 +147,10 @@ pub(crate) async fn actors(State(state): State<AppState>) -> ApiResult<Json<Acto
         (status = 200, description = "nodes and leases", body = ClusterView),
         (status = 500, description = "internal: a database error; details only in the node's log", body = ErrorResponse),
         (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
-pub(crate) async fn cluster(State(state): State<AppState>) -> ApiResult<Json<ClusterView>> {
+pub(crate) async fn cluster(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<ClusterView>> {
     let liveness = state.ops.heartbeat_interval.saturating_mul(3);
     let nodes = node::list(&state.pool, liveness)
         .await?
@@ -158,6 +167,7 @@ pub(crate) async fn cluster(State(state): State<AppState>) -> ApiResult<Json<Clu
     let leases = lease_scan::list(&state.pool, state.chain_id)
         .await?
         .into_iter()
+        .filter(|lease| caller.may_use(&lease.submitter))
         .map(|lease| LeaseView {
             preferred_node: state
                 .ops
@@ -196,17 +206,19 @@ fn ops_error(err: OpsError) -> ApiError {
     responses(
         (status = 200, description = "restarted", body = ActionView),
         (status = 400, description = "invalid_request: not an address", body = ErrorResponse),
+        (status = 403, description = "forbidden: the token may not use this submitter (`field` = submitter)", body = ErrorResponse),
         (status = 422, description = "unknown_submitter: not configured on this node", body = ErrorResponse),
         (status = 500, description = "internal: the audit row could not be written; nothing was done", body = ErrorResponse),
         (status = 503, description = "unavailable: no engine in this process, the supervisor did not answer, or the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn restart(
     State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     ApiPath(address): ApiPath<String>,
 ) -> ApiResult<Json<ActionView>> {
-    let engine = engine(&state)?;
     let address = parse_address("address", &address)?;
-    let who = caller_name(&caller);
+    caller.check_submitter(&address)?;
+    let engine = engine(&state)?;
+    let who = caller.name.to_string();
     let submitter = format!("{address:#x}");
     let entry = audit_entry(engine.node_id(), &who, "restart", Some(&submitter), None);
     audited(&state, &entry, async {
@@ -230,18 +242,20 @@ pub(crate) async fn restart(
     responses(
         (status = 200, description = "PROTECT cleared", body = ActionView),
         (status = 400, description = "invalid_request: not an address, or a missing or bad reason (`field` names it)", body = ErrorResponse),
+        (status = 403, description = "forbidden: the token may not use this submitter (`field` = submitter)", body = ErrorResponse),
         (status = 409, description = "not_leader: another node holds a live lease; `owner` names it", body = ErrorResponse),
         (status = 422, description = "unknown_submitter: not configured on this node", body = ErrorResponse),
         (status = 500, description = "internal: a database error; nothing was changed", body = ErrorResponse),
         (status = 503, description = "unavailable: no engine in this process, the supervisor or the chain did not answer, or the database is unavailable; nothing was changed", body = ErrorResponse)))]
 pub(crate) async fn unprotect(
     State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     ApiPath(address): ApiPath<String>,
     ApiJson(body): ApiJson<UnprotectBody>,
 ) -> ApiResult<Json<ActionView>> {
-    let engine = engine(&state)?;
     let address = parse_address("address", &address)?;
+    caller.check_submitter(&address)?;
+    let engine = engine(&state)?;
     let reason = body.reason.trim();
     if reason.is_empty() {
         return Err(ApiError::invalid(
@@ -249,8 +263,8 @@ pub(crate) async fn unprotect(
             "reason must be 1 to 1000 characters",
         ));
     }
-    super::intent_body::validate_text("reason", reason, MAX_UNPROTECT_REASON_CHARS)?;
-    let who = caller_name(&caller);
+    super::text::validate_text("reason", reason, MAX_UNPROTECT_REASON_CHARS)?;
+    let who = caller.name.to_string();
     let submitter = format!("{address:#x}");
     let entry = audit_entry(
         engine.node_id(),
@@ -285,18 +299,20 @@ pub(crate) async fn unprotect(
     description = "Same as SIGHUP: re-reads the configuration file and applies it; a file that fails validation changes nothing. Audited: `started`, then `done` or `failed`.",
     responses(
         (status = 200, description = "applied; what changed", body = ReloadReport),
+        (status = 403, description = "forbidden: the token is limited to some submitters", body = ErrorResponse),
         (status = 400, description = "invalid_config: the file was rejected, every `{key, reason}` in `issues`; the running configuration stays", body = ErrorResponse),
         (status = 500, description = "internal: the audit row could not be written; nothing was done", body = ErrorResponse),
         (status = 503, description = "unavailable: reload is not available in this process, or the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn reload(
     State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
 ) -> ApiResult<Json<ReloadReport>> {
+    caller.check_unscoped("reload the configuration")?;
     let reloader =
         state.ops.reloader.clone().ok_or_else(|| {
             ApiError::Unavailable("reload is not available in this process".into())
         })?;
-    let who = caller_name(&caller);
+    let who = caller.name.to_string();
     let node_id = node_name(&state);
     let entry = audit_entry(&node_id, &who, "reload", None, None);
     let report = audited(&state, &entry, async {

@@ -8,13 +8,6 @@ use txmgr_actors::store::audit::{self, AuditEntry, AuditOutcome};
 
 use super::{error::ApiResult, AppState};
 
-/// The name of the token that made the request (`anonymous` with auth off).
-pub(super) fn caller_name(caller: &Option<axum::Extension<super::auth::Caller>>) -> String {
-    caller
-        .as_ref()
-        .map_or_else(|| "anonymous".to_owned(), |c| c.name.to_string())
-}
-
 /// This node's id for the audit row (`unknown` in a process without an engine).
 pub(super) fn node_name(state: &AppState) -> String {
     state

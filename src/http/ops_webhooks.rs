@@ -3,7 +3,7 @@
 //! answers: the node holding the webhook's lease picks a redelivery up
 //! within a second.
 
-use axum::{extract::State, Extension, Json};
+use axum::{extract::State, Json};
 use serde::{Deserialize, Serialize};
 use txmgr_actors::store::{
     webhook_lease::WebhookKey,
@@ -14,7 +14,7 @@ use super::{
     auth::Caller,
     error::{ApiError, ApiResult, ErrorResponse},
     json::ApiJson,
-    ops_audit::{audit_entry, audited, caller_name, node_name},
+    ops_audit::{audit_entry, audited, node_name},
     path::ApiPath,
     AppState,
 };
@@ -27,7 +27,8 @@ const DEAD_LETTERS_SHOWN: i64 = 100;
 pub struct WebhooksView {
     /// Every webhook that has started delivering, by name.
     pub webhooks: Vec<WebhookStatus>,
-    /// The oldest open dead letters of all webhooks (at most 100).
+    /// The oldest open dead letters of all webhooks (at most 100); for a
+    /// token limited to some submitters, only those of their events.
     pub dead_letters: Vec<DeadLetter>,
 }
 
@@ -37,11 +38,20 @@ pub struct WebhooksView {
         (status = 200, description = "every webhook's cursor, lag, failures and dead letters", body = WebhooksView),
         (status = 500, description = "internal: a database error; details only in the node's log", body = ErrorResponse),
         (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
-pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<WebhooksView>> {
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<WebhooksView>> {
+    let scope = caller.scope();
     Ok(Json(WebhooksView {
         webhooks: webhooks::statuses(&state.pool, state.chain_id).await?,
-        dead_letters: webhooks::dead_letters(&state.pool, state.chain_id, DEAD_LETTERS_SHOWN)
-            .await?,
+        dead_letters: webhooks::dead_letters(
+            &state.pool,
+            state.chain_id,
+            DEAD_LETTERS_SHOWN,
+            scope.as_deref(),
+        )
+        .await?,
     }))
 }
 
@@ -74,12 +84,12 @@ pub struct RedeliverView {
     responses(
         (status = 200, description = "queued", body = RedeliverView),
         (status = 400, description = "invalid_request: a bad name, or not exactly one of `id` and `all: true` (`field` names it)", body = ErrorResponse),
-        (status = 404, description = "not_found: no such open dead letter (or no dead letter at all for `all`) of this webhook", body = ErrorResponse),
+        (status = 404, description = "not_found: no such open dead letter (or no dead letter at all for `all`) of this webhook, among those of the token's submitters", body = ErrorResponse),
         (status = 500, description = "internal: the audit row could not be written; nothing was done", body = ErrorResponse),
         (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn redeliver(
     State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<RedeliverBody>,
 ) -> ApiResult<Json<RedeliverView>> {
@@ -105,7 +115,9 @@ pub(crate) async fn redeliver(
             ))
         }
     };
-    let who = caller_name(&caller);
+    let who = caller.name.to_string();
+    // A token limited to some submitters redelivers only their events.
+    let scope = caller.scope();
     let node_id = node_name(&state);
     let reason = match id {
         Some(id) => format!("webhook {name}: dead letter {id}"),
@@ -117,7 +129,7 @@ pub(crate) async fn redeliver(
         name: name.clone(),
     };
     let queued = audited(&state, &entry, async {
-        let queued = webhooks::ask_redelivery(&state.pool, &key, id).await?;
+        let queued = webhooks::ask_redelivery(&state.pool, &key, id, scope.as_deref()).await?;
         if queued == 0 {
             return Err(ApiError::NotFound(match id {
                 Some(id) => format!("webhook {name} has no open dead letter {id}"),

@@ -5,7 +5,7 @@ use axum::{
     extract::{rejection::QueryRejection, Query, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
-    Extension, Json,
+    Json,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{
-    auth::{check_submitter, Caller},
+    auth::Caller,
     error::{ApiError, ApiResult, ErrorResponse},
     intent_body::{parse_address, CreateBody},
     json::ApiJson,
@@ -76,7 +76,7 @@ impl From<TxSummary> for CreatedBody {
         (status = 503, description = "unavailable: not persisted in time; retrying with the same request_id is safe", body = ErrorResponse)))]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     headers: HeaderMap,
     body: Result<ApiJson<CreateBody>, ApiError>,
 ) -> ApiResult<Response> {
@@ -95,7 +95,7 @@ pub(crate) async fn create(
 
 async fn create_inner(
     state: AppState,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     headers: HeaderMap,
     body: CreateBody,
 ) -> ApiResult<Response> {
@@ -109,7 +109,7 @@ async fn create_inner(
         None => None,
     };
     let valid = body.validate(header_key, state.limits.data_limit_bytes)?;
-    check_submitter(caller.as_deref(), &valid.submitter)?;
+    caller.check_submitter(&valid.submitter)?;
     let submitter = SubmitterKey::new(state.chain_id, valid.submitter);
     let outcome = state
         .submissions
@@ -138,7 +138,7 @@ async fn create_inner(
         (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn get_one(
     State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     ApiPath(tx_id): ApiPath<String>,
 ) -> ApiResult<Json<TxView>> {
     let tx_id =
@@ -149,7 +149,7 @@ pub(crate) async fn get_one(
     if let Ok(address) = view.submitter.parse::<Address>() {
         // Another submitter's transaction is reported as absent: its id
         // alone must not reveal that it exists.
-        if check_submitter(caller.as_deref(), &address).is_err() {
+        if caller.check_submitter(&address).is_err() {
             return Err(ApiError::NotFound(format!("no transaction {tx_id}")));
         }
     }
@@ -184,7 +184,7 @@ impl ListQuery {
             match key {
                 "submitter" => query.submitter = Some(parse_address("submitter", &value)?),
                 "request_id" => {
-                    super::intent_body::validate_request_id(&value)?;
+                    super::text::validate_request_id(&value)?;
                     query.request_id = Some(value);
                 }
                 "state" => {
@@ -280,7 +280,7 @@ pub(crate) enum QueryAnswer {
         (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn query(
     State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Json<QueryAnswer>> {
     let Query(pairs) =
@@ -289,7 +289,7 @@ pub(crate) async fn query(
     let address = query
         .submitter
         .ok_or_else(|| ApiError::invalid("submitter", "submitter is required"))?;
-    check_submitter(caller.as_deref(), &address)?;
+    caller.check_submitter(&address)?;
     let submitter = SubmitterKey::new(state.chain_id, address);
 
     if let Some(request_id) = query.request_id {

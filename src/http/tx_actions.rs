@@ -13,7 +13,7 @@ use axum::{
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
-    Extension, Json,
+    Json,
 };
 use serde::{Deserialize, Serialize};
 use txmgr_actors::{
@@ -27,7 +27,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{
-    auth::{check_submitter, Caller},
+    auth::Caller,
     error::{ApiError, ApiResult, ErrorResponse},
     path::ApiPath,
     AppState,
@@ -103,7 +103,7 @@ enum ActionAnswers {
     responses(ActionAnswers))]
 pub(crate) async fn cancel(
     state: State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     path: ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -118,7 +118,7 @@ pub(crate) async fn cancel(
     responses(ActionAnswers))]
 pub(crate) async fn speedup(
     state: State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     path: ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -133,7 +133,7 @@ pub(crate) async fn speedup(
     responses(ActionAnswers))]
 pub(crate) async fn rebroadcast(
     state: State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     path: ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -150,7 +150,7 @@ pub(crate) async fn rebroadcast(
     responses(ActionAnswers))]
 pub(crate) async fn requeue(
     state: State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     path: ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -174,14 +174,14 @@ fn parse_body(body: &Bytes) -> ApiResult<ActionBody> {
     })?;
     let parsed = parsed.unwrap_or_default();
     if let Some(reason) = &parsed.reason {
-        super::intent_body::validate_text("reason", reason, MAX_REASON_CHARS)?;
+        super::text::validate_text("reason", reason, MAX_REASON_CHARS)?;
     }
     Ok(parsed)
 }
 
 async fn act(
     State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     ApiPath(tx_id): ApiPath<String>,
     body: Bytes,
     action: OperatorAction,
@@ -195,10 +195,10 @@ async fn act(
         .ok_or_else(not_found)?;
     // Another submitter's transaction is reported as absent (as by GET):
     // its id alone must not reveal that it exists or whose it is.
-    if check_submitter(caller.as_deref(), &address).is_err() {
+    if caller.check_submitter(&address).is_err() {
         return Err(not_found());
     }
-    let name = super::ops_audit::caller_name(&caller);
+    let name = caller.name.to_string();
     let node_id = super::ops_audit::node_name(&state);
     let who = Requester {
         name: &name,

@@ -304,3 +304,52 @@ async fn a_top_up_that_fails_is_sent_again_while_the_submitter_stays_low() {
     n1.stop().await;
     n2.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_top_up_request_id_cannot_be_taken_ahead_of_the_engine() {
+    let top_up = format!(
+        "top_up = {{ from = \"{}\", target = \"{}\", max_per_day = \"{}\" }}",
+        funder(),
+        3 * ETH,
+        10 * ETH
+    );
+    let (db, anvil, _receiver, n1, n2) = two_nodes(&top_up).await;
+    let first = format!("txmgr-top-up:{DEV}:1");
+    // A client that may use the funder cannot create under the engine's ids,
+    // neither in the body nor through the Idempotency-Key header.
+    let hijack = json!({"submitter": funder(), "request_id": first, "to": DEV, "value": "1"});
+    let (status, body) = n1.request("POST", "/v1/transactions", Some(hijack)).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "request_id", "{body}");
+    let filler = json!({"submitter": funder(), "request_id": "filler:7", "to": DEV});
+    let (status, body) = n1.request("POST", "/v1/transactions", Some(filler)).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "request_id", "{body}");
+
+    // An id held already (as one taken before the prefixes were reserved:
+    // created, then cancelled) is not mistaken for the engine's top-up: the
+    // crossing's top-up goes out under the next id and funds the submitter.
+    sqlx::query(
+        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state)
+         VALUES (gen_random_uuid(), 31337, $1, $2, decode(repeat('00', 32), 'hex'), '{}'::jsonb, 'CANCELLED')",
+    )
+    .bind(funder())
+    .bind(&first)
+    .execute(&db.pool)
+    .await
+    .expect("the squatting intent");
+    set_balance(&anvil, DEV, ETH / 2).await;
+    wait_until(WITHIN, || async {
+        funds_events(&db, "BALANCE_RESTORED").await == 1
+    })
+    .await;
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT t.request_id, m.state FROM funds_top_up t JOIN managed_tx m USING (tx_id)",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("top-ups");
+    assert_eq!(rows, vec![(format!("{first}:1"), "CONFIRMED".to_owned())]);
+    n1.stop().await;
+    n2.stop().await;
+}

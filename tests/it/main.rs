@@ -45,6 +45,7 @@ mod ops_api;
 mod ops_dashboard;
 mod ops_reload;
 mod ops_roles;
+mod ops_scope;
 mod pg_tls;
 mod pipeline;
 mod pipeline_cluster;

@@ -74,6 +74,20 @@ impl Intent {
     }
 }
 
+/// Request-id prefixes of the intents txmgr makes itself (fillers,
+/// top-ups, and any later kind under `txmgr-`). A client may not use them:
+/// an id taken ahead of the engine would make the engine's own intent a
+/// replay of the client's (README "Security").
+pub const ENGINE_REQUEST_ID_PREFIXES: &[&str] = &["filler:", "txmgr-"];
+
+/// The engine prefix `request_id` starts with, if any.
+pub fn engine_request_id_prefix(request_id: &str) -> Option<&'static str> {
+    ENGINE_REQUEST_ID_PREFIXES
+        .iter()
+        .copied()
+        .find(|prefix| request_id.starts_with(prefix))
+}
+
 /// An intent accepted by the HTTP edge, about to be persisted as QUEUED.
 #[derive(Debug, Clone)]
 pub struct NewIntent {

@@ -11,7 +11,10 @@ mod submitter;
 pub use chain_id::{ChainId, ChainIdOutOfRange};
 pub use feed_event::{FeedEvent, UnknownFeedEvent};
 pub use finality::{FinalDecision, Finality, ReorgedReceipt, DEFAULT_CONFIRMATIONS};
-pub use intent::{CreateError, CreateOutcome, Intent, NewIntent, TxSummary};
+pub use intent::{
+    engine_request_id_prefix, CreateError, CreateOutcome, Intent, NewIntent, TxSummary,
+    ENGINE_REQUEST_ID_PREFIXES,
+};
 pub use state::{AttemptKind, TxState};
 pub use sub_state::{SubState, UnknownSubState};
 pub use submitter::SubmitterKey;

@@ -14,7 +14,7 @@ use crate::domain::{Intent, SubState, SubmitterKey};
 
 /// Request ids starting with this are txmgr's own fillers
 /// (`filler:<nonce>`); clients may not use the prefix.
-pub const REQUEST_ID_PREFIX: &str = "filler:";
+pub const REQUEST_ID_PREFIX: &str = crate::domain::ENGINE_REQUEST_ID_PREFIXES[0];
 
 /// The released nonces of the submitter that lie below one of its open
 /// (allocated, tracking or stuck) nonces: gaps that hold everything above.

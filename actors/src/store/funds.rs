@@ -124,17 +124,31 @@ pub async fn crossing_top_ups(
     Ok(row)
 }
 
+/// What became of a top-up's request id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopUpQueued {
+    /// A new intent of the funder, with this id.
+    Queued(Uuid),
+    /// This top-up was queued before (its `funds_top_up` row exists): nothing new.
+    AlreadyQueued,
+    /// An intent that is not this top-up holds the request id (made before
+    /// the engine's prefixes were reserved, or by hand in the database):
+    /// nothing was written; the caller tries the next id.
+    Taken,
+}
+
 /// Queues the funder's intent of a top-up (an ordinary QUEUED intent of the
 /// funder, under a request id that names the submitter and the crossing),
 /// records it for the daily cap and the audit table, and wakes the funder's
-/// leader. Returns the intent's id, or `None` when this request id exists
-/// already (the top-up of this crossing was queued before).
+/// leader. A request id that exists already is never taken for this
+/// top-up's: it is [`TopUpQueued::AlreadyQueued`] only when it was this
+/// submitter's top-up.
 pub async fn queue_top_up(
     ftx: &mut FencedTx,
     intent: &NewIntent,
     value: u128,
     node_id: &str,
-) -> StoreResult<Option<Uuid>> {
+) -> StoreResult<TopUpQueued> {
     let key = ftx.submitter();
     let request_id = intent
         .request_id
@@ -157,7 +171,20 @@ pub async fn queue_top_up(
     .fetch_optional(ftx.conn())
     .await?;
     let Some(tx_id) = inserted else {
-        return Ok(None);
+        let ours: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM funds_top_up
+                             WHERE chain_id = $1 AND submitter = $2 AND request_id = $3)",
+        )
+        .bind(key.chain_id)
+        .bind(key.address_hex())
+        .bind(&request_id)
+        .fetch_one(ftx.conn())
+        .await?;
+        return Ok(if ours {
+            TopUpQueued::AlreadyQueued
+        } else {
+            TopUpQueued::Taken
+        });
     };
     sqlx::query(
         "INSERT INTO funds_top_up (chain_id, submitter, funder, request_id, tx_id, value_wei)
@@ -194,7 +221,7 @@ pub async fn queue_top_up(
         ))
         .execute(ftx.conn())
         .await?;
-    Ok(Some(tx_id))
+    Ok(TopUpQueued::Queued(tx_id))
 }
 
 /// Records, for the audit table, that a crossing's top-up was not sent

@@ -245,16 +245,26 @@ pub async fn redeliveries(
 }
 
 /// Asks for the redelivery of one dead letter (`id`) or of every open one;
-/// returns how many were asked for.
-pub async fn ask_redelivery(pool: &PgPool, key: &WebhookKey, id: Option<i64>) -> StoreResult<u64> {
+/// returns how many were asked for. With a `scope` (lower-case addresses)
+/// only dead letters of events of those submitters are touched.
+pub async fn ask_redelivery(
+    pool: &PgPool,
+    key: &WebhookKey,
+    id: Option<i64>,
+    scope: Option<&[String]>,
+) -> StoreResult<u64> {
     let result = sqlx::query(
-        "UPDATE webhook_dead_letter SET redeliver_asked = now()
-          WHERE chain_id = $1 AND webhook = $2 AND delivered_at IS NULL
-            AND ($3::bigint IS NULL OR id = $3)",
+        "UPDATE webhook_dead_letter d SET redeliver_asked = now()
+          WHERE d.chain_id = $1 AND d.webhook = $2 AND d.delivered_at IS NULL
+            AND ($3::bigint IS NULL OR d.id = $3)
+            AND ($4::text[] IS NULL OR EXISTS (
+                 SELECT 1 FROM tx_completion c
+                  WHERE c.seq = d.feed_seq AND c.submitter = ANY($4)))",
     )
     .bind(key.chain_id)
     .bind(&key.name)
     .bind(id)
+    .bind(scope)
     .execute(pool)
     .await?;
     Ok(result.rows_affected())
@@ -332,21 +342,27 @@ pub struct DeadLetter {
     pub redelivery_pending: bool,
 }
 
-/// Open dead letters of every webhook, oldest first, at most `limit`.
+/// Open dead letters of every webhook, oldest first, at most `limit`; with a
+/// `scope` (lower-case addresses) only those of events of these submitters.
 pub async fn dead_letters(
     pool: &PgPool,
     chain_id: ChainId,
     limit: i64,
+    scope: Option<&[String]>,
 ) -> StoreResult<Vec<DeadLetter>> {
     Ok(sqlx::query_as(
-        "SELECT webhook, id, delivery_id, attempts, last_status, last_error, created_at,
-                redeliver_asked IS NOT NULL AS redelivery_pending
-           FROM webhook_dead_letter
-          WHERE chain_id = $1 AND delivered_at IS NULL
-          ORDER BY id LIMIT $2",
+        "SELECT d.webhook, d.id, d.delivery_id, d.attempts, d.last_status, d.last_error,
+                d.created_at, d.redeliver_asked IS NOT NULL AS redelivery_pending
+           FROM webhook_dead_letter d
+          WHERE d.chain_id = $1 AND d.delivered_at IS NULL
+            AND ($3::text[] IS NULL OR EXISTS (
+                 SELECT 1 FROM tx_completion c
+                  WHERE c.seq = d.feed_seq AND c.submitter = ANY($3)))
+          ORDER BY d.id LIMIT $2",
     )
     .bind(chain_id)
     .bind(limit)
+    .bind(scope)
     .fetch_all(pool)
     .await?)
 }

@@ -13,7 +13,7 @@ use crate::{
     domain::{FeedEvent, Intent, NewIntent, SubmitterKey},
     metrics::{FUNDS_EVENTS, SUBMITTER_BALANCE, TOP_UPS},
     store::{
-        funds::{self, FundsState},
+        funds::{self, FundsState, TopUpQueued},
         FencedTx, LeaseGuard,
     },
     submitter::settings::TopUp,
@@ -120,9 +120,8 @@ pub(crate) async fn check(
             tracing::info!(target: "txmgr::funds", submitter = %ctx.key, balance, min_balance, "balance restored");
         }
     }
-    if let Some(sent) = top_up {
-        let result = if sent > 0 { "sent" } else { "capped" };
-        metrics::counter!(TOP_UPS, "result" => result).increment(1);
+    if let Some(outcome) = top_up {
+        metrics::counter!(TOP_UPS, "result" => outcome.label()).increment(1);
     }
     Ok(Some((balance, low)))
 }
@@ -151,14 +150,43 @@ async fn retry_failed_top_up(
         return Ok(false);
     }
     tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, crossing, state = ?latest, "the top-up failed; sending another");
-    let amount = queue_top_up(ctx, ftx, top_up, balance, crossing, sent).await?;
-    metrics::counter!(TOP_UPS, "result" => "sent").increment(1);
-    Ok(amount > 0)
+    let outcome = queue_top_up(ctx, ftx, top_up, balance, crossing, sent).await?;
+    metrics::counter!(TOP_UPS, "result" => outcome.label()).increment(1);
+    Ok(outcome == TopUpOutcome::Sent)
 }
 
+/// What a crossing's top-up came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TopUpOutcome {
+    /// The funder's intent was queued.
+    Sent,
+    /// The daily cap left nothing to send.
+    Capped,
+    /// No request id of the crossing was free (see [`MAX_TOP_UP_IDS`]).
+    NotSent,
+}
+
+impl TopUpOutcome {
+    /// `txmgr_top_ups_total{result}`.
+    fn label(self) -> &'static str {
+        match self {
+            TopUpOutcome::Sent => "sent",
+            TopUpOutcome::Capped => "capped",
+            TopUpOutcome::NotSent => "failed",
+        }
+    }
+}
+
+/// Request ids of one crossing tried before its top-up is given up: each id
+/// that is already held (by an intent txmgr did not make for this top-up)
+/// moves on to the next.
+const MAX_TOP_UP_IDS: i64 = 64;
+
 /// Queues the top-up of this crossing (its `retry`-th after failed ones),
-/// or records that the cap left nothing to send. Returns the wei queued
-/// (0 when capped).
+/// or records that the cap left nothing to send. A request id that is held
+/// already is never taken for a replay: the next one of the crossing is
+/// tried, so a top-up cannot be suppressed by an intent that only wears its
+/// name.
 async fn queue_top_up(
     ctx: &SubmitterContext,
     ftx: &mut FencedTx,
@@ -166,7 +194,7 @@ async fn queue_top_up(
     balance: u128,
     crossing: i64,
     retry: i64,
-) -> Result<u128, LeaderError> {
+) -> Result<TopUpOutcome, LeaderError> {
     let sent_today = funds::topped_up_last_day(ftx).await?;
     let amount = top_up_amount(balance, top_up, sent_today);
     if amount == 0 {
@@ -176,24 +204,40 @@ async fn queue_top_up(
         );
         tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, "{reason}");
         funds::record_capped(ftx, &reason, &ctx.owner.node_id).await?;
-        return Ok(0);
+        return Ok(TopUpOutcome::Capped);
     }
     let funder = SubmitterKey::new(ctx.key.chain_id, top_up.from);
-    let intent = NewIntent::new(
-        funder,
-        Some(top_up_request_id(&ctx.key, crossing, retry)),
-        Intent {
-            to: Some(ctx.key.address),
-            value: U256::from(amount),
-            data: Bytes::new(),
-            gas_limit: None,
-            max_fee_per_gas: None,
-            max_priority_fee_per_gas: None,
-        },
+    for retry in retry..retry + MAX_TOP_UP_IDS {
+        let request_id = top_up_request_id(&ctx.key, crossing, retry);
+        let intent = NewIntent::new(
+            funder,
+            Some(request_id.clone()),
+            Intent {
+                to: Some(ctx.key.address),
+                value: U256::from(amount),
+                data: Bytes::new(),
+                gas_limit: None,
+                max_fee_per_gas: None,
+                max_priority_fee_per_gas: None,
+            },
+        );
+        match funds::queue_top_up(ftx, &intent, amount, &ctx.owner.node_id).await? {
+            TopUpQueued::Queued(tx_id) => {
+                tracing::info!(target: "txmgr::funds", submitter = %ctx.key, funder = %funder, amount, %tx_id, request_id, "top-up queued");
+                return Ok(TopUpOutcome::Sent);
+            }
+            TopUpQueued::AlreadyQueued | TopUpQueued::Taken => {
+                tracing::error!(target: "txmgr::funds", submitter = %ctx.key, funder = %funder, request_id,
+                    "a top-up's request id is held already; trying the next one");
+            }
+        }
+    }
+    let reason = format!(
+        "top-up not sent: {MAX_TOP_UP_IDS} request ids of crossing {crossing} are held by other intents"
     );
-    let queued = funds::queue_top_up(ftx, &intent, amount, &ctx.owner.node_id).await?;
-    tracing::info!(target: "txmgr::funds", submitter = %ctx.key, funder = %funder, amount, queued = queued.is_some(), "top-up queued");
-    Ok(amount)
+    tracing::error!(target: "txmgr::funds", submitter = %ctx.key, "{reason}");
+    funds::record_capped(ftx, &reason, &ctx.owner.node_id).await?;
+    Ok(TopUpOutcome::NotSent)
 }
 
 #[cfg(test)]
@@ -224,5 +268,8 @@ mod tests {
             top_up_request_id(&key, 3, 2),
             "txmgr-top-up:0xabababababababababababababababababababab:3:2"
         );
+        // Clients may not create an intent under it (the edge refuses the
+        // engine's prefixes).
+        assert!(crate::domain::engine_request_id_prefix(&top_up_request_id(&key, 3, 0)).is_some());
     }
 }

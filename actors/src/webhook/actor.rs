@@ -166,27 +166,20 @@ pub struct WebhookState {
 
 /// The HTTP client of one webhook: the node's TLS policy (public roots and
 /// the webhook's `ca_file`), its timeout, no redirects (a 3xx is an answer,
-/// not retried). The CA file was checked when the settings were resolved;
-/// should it have become unreadable since, the public roots alone are used.
-fn client(settings: &WebhookSettings) -> reqwest::Client {
+/// not retried). Any failure fails the actor's start (the supervisor retries
+/// with backoff): a client without the timeout, the redirect policy or the
+/// webhook's CA would be a weaker one, never a fallback.
+fn client(settings: &WebhookSettings) -> Result<reqwest::Client, ActorProcessingErr> {
     let tls = crate::tls::client_config(settings.ca_file.as_deref())
-        .or_else(|err| {
-            tracing::error!(target: "txmgr::webhook", webhook = %settings.name, error = %err, "webhook ca_file unusable; trusting the public roots only");
-            crate::tls::client_config(None)
-        });
-    let builder = match tls {
-        Ok(tls) => {
-            reqwest::Client::builder().tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
-        }
-        Err(_) => reqwest::Client::builder(),
-    };
-    builder
+        .map_err(|err| format!("webhook {}: ca_file unusable: {err}", settings.name))?;
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
         .timeout(settings.timeout)
         .connect_timeout(settings.timeout)
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("txmgr/", env!("CARGO_PKG_VERSION")))
         .build()
-        .unwrap_or_default()
+        .map_err(|err| format!("webhook {}: HTTP client: {err}", settings.name).into())
 }
 
 impl Actor for WebhookActor {
@@ -208,7 +201,7 @@ impl Actor for WebhookActor {
                 chain_id: args.env.chain_id,
                 name: args.settings.name.clone(),
             },
-            client: client(&args.settings),
+            client: client(&args.settings)?,
             settings: args.settings,
             env: args.env,
             held: None,
@@ -281,7 +274,7 @@ impl Actor for WebhookActor {
                     || settings.timeout != state.settings.timeout
                     || settings.ca_file != state.settings.ca_file
                 {
-                    state.client = client(&settings);
+                    state.client = client(&settings)?;
                 }
                 state.settings = settings;
             }
