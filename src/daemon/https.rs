@@ -3,8 +3,17 @@
 //! TLS handshakes run in their own tasks, bounded in number and time, and
 //! only finished connections reach axum: a client that stalls its handshake
 //! holds one permit for at most [`HANDSHAKE_TIMEOUT`], never the accept loop.
+//! The accept loop never waits: a connection that finds no free handshake
+//! permit, or whose peer address already holds [`MAX_HANDSHAKES_PER_PEER`],
+//! is closed at once, so idle sockets from one address cannot keep the API
+//! (`/healthz` included) from other clients.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    net::{IpAddr, SocketAddr},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use anyhow::Context;
 use rustls::{server::WebPkiClientVerifier, ServerConfig};
@@ -23,6 +32,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Handshakes in progress at once, at most.
 const MAX_HANDSHAKES: usize = 256;
+
+/// Handshakes in progress at once from one peer IP address, at most.
+const MAX_HANDSHAKES_PER_PEER: usize = 16;
 
 /// The server configuration of `[http.tls]`: certificate chain, key, and
 /// with `client_ca_file` a verifier that requires client certificates.
@@ -111,12 +123,53 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
+/// Handshakes in progress per peer address.
+#[derive(Debug, Default)]
+struct PeerHandshakes(Mutex<HashMap<IpAddr, usize>>);
+
+/// One handshake counted against its peer; uncounted when dropped.
+struct PeerSlot {
+    peers: Arc<PeerHandshakes>,
+    ip: IpAddr,
+}
+
+impl PeerHandshakes {
+    /// A slot for `ip`, unless it holds [`MAX_HANDSHAKES_PER_PEER`] already.
+    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
+        // A poisoned lock only means a panic elsewhere mid-update of a
+        // counter: the map is still usable.
+        let mut peers = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = peers.entry(ip).or_default();
+        if *count >= MAX_HANDSHAKES_PER_PEER {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot {
+            peers: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut peers = self.peers.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = peers.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                peers.remove(&self.ip);
+            }
+        }
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let peers = Arc::new(PeerHandshakes::default());
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -127,13 +180,23 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
+        // Never wait here: a full house closes the new connection (dropped
+        // with `stream`) and the loop goes on accepting.
+        let Some(slot) = peers.take(peer.ip()) else {
+            metrics::counter!(txmgr_actors::metrics::TLS_REFUSED, "reason" => "per_peer")
+                .increment(1);
+            tracing::debug!(target: "http", %peer, "too many TLS handshakes from this address; closed");
+            continue;
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            metrics::counter!(txmgr_actors::metrics::TLS_REFUSED, "reason" => "busy").increment(1);
+            tracing::debug!(target: "http", %peer, "no TLS handshake permit free; closed");
+            continue;
         };
         let acceptor = acceptor.clone();
         let ready = ready.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            let _held = (permit, slot);
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => {
                     let _ = ready.send((tls, peer)).await;

@@ -194,3 +194,65 @@ async fn a_key_that_does_not_match_the_certificate_stops_the_node() {
         "the error does not name http.tls; stderr:\n{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_from_one_address_do_not_keep_the_api_from_others() {
+    use tokio::io::AsyncReadExt;
+
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let ca = TestCa::new("https-idle");
+    let port = free_port();
+    let node = config(&db, &anvil, "https-idle", port, &ca.server("api"), None);
+    let daemon = Daemon::start("https-idle", port, &node).await;
+    let _log = LogOnPanic(&daemon);
+    daemon
+        .ready_at(
+            &https_client(&ca.ca_file, None),
+            format!("https://localhost:{port}"),
+        )
+        .await;
+
+    // 300 connections from 127.0.0.2 that never start a handshake (more
+    // than the node's handshake permits).
+    let server: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(([127, 0, 0, 2], 0).into())
+            .expect("bind 127.0.0.2");
+        idle.push(socket.connect(server).await.expect("connect"));
+    }
+
+    // A client from another address is served at once, well within the
+    // 10 s an idle handshake may hold its permit (before: it waited behind
+    // them, the accept loop blocked on a permit).
+    let fresh = reqwest::Client::builder()
+        .tls_backend_preconfigured(crate::common::tls::client_config(&ca.ca_file, None))
+        .timeout(Duration::from_secs(3))
+        .build()
+        .expect("client");
+    let answer = fresh
+        .get(format!("https://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .expect("/healthz over https while 300 idle sockets are open");
+    assert_eq!(answer.status().as_u16(), 200);
+
+    // Beyond the address's share, the node closed the idle connections at
+    // once instead of queueing them.
+    let mut closed = 0;
+    for stream in &mut idle {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(50), stream.read(&mut byte)).await
+        {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= 250,
+        "only {closed} of 300 idle sockets were closed"
+    );
+}

@@ -1,12 +1,15 @@
 //! The `/metrics` exposition passes Prometheus' own linter: every `txmgr_`
 //! metric has `# HELP` and `# TYPE`, counters end in `_total`, units are
-//! spelled as Prometheus expects. Needs `promtool` (Debian's `prometheus`
+//! spelled as Prometheus expects. A tracking actor is restarted first, so
+//! the restart counter is in the exposition too; that every metric defined
+//! is described at all is `txmgr_actors::metrics`' own unit test. Needs `promtool` (Debian's `prometheus`
 //! package; `scripts/test.sh` installs it).
 
 use std::{io::Write, process::Stdio, time::Duration};
 
 use crate::common::{receiver::Receiver, wait_until, Scenario};
 use serde_json::json;
+use txmgr_actors::supervisor::TrackerChild;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_exposition_passes_promtool_check_metrics() {
@@ -28,6 +31,15 @@ async fn the_exposition_passes_promtool_check_metrics() {
         "to": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "value": "1", "request_id": "m1"});
     let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
     assert_eq!(status, 202, "{answer}");
+    // One tracking actor is restarted, so the restart counter has a sample
+    // (its HELP line was missing once, unnoticed while nothing restarted).
+    let tree = node.engine.tracker();
+    let worker = tree
+        .children()
+        .into_iter()
+        .find(|child| *child != TrackerChild::Head)
+        .expect("a pool worker");
+    tree.cell(worker).expect("running").kill();
     // Every kind of metric has samples: counters, gauges, the RPC histogram.
     let handle = txmgr::daemon::metrics_recorder().expect("recorder");
     wait_until(Duration::from_secs(20), || async {
@@ -39,6 +51,7 @@ async fn the_exposition_passes_promtool_check_metrics() {
             && text.contains("txmgr_funds_events_total")
             && text.contains("txmgr_webhook_attempts_total")
             && text.contains("txmgr_webhook_delivery_delay_seconds_bucket")
+            && text.contains("txmgr_actor_restarts_total")
     })
     .await;
     let text = handle.render();
