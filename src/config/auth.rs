@@ -48,6 +48,7 @@ impl AuthConfig {
     pub(crate) fn normalise_and_validate(&mut self) -> Vec<ConfigIssue> {
         let mut issues = Vec::new();
         let mut names: BTreeMap<String, usize> = BTreeMap::new();
+        let mut hashes: BTreeMap<String, usize> = BTreeMap::new();
         for (i, token) in self.tokens.iter_mut().enumerate() {
             let prefix = format!("auth.tokens.{i}");
             if token.name.trim().is_empty() {
@@ -71,6 +72,16 @@ impl AuthConfig {
                 ));
             } else {
                 token.sha256.make_ascii_lowercase();
+                // Two entries for one token: which role and allow-list would
+                // apply is an accident of order. Refused, naming both.
+                if let Some(first) = hashes.insert(token.sha256.clone(), i) {
+                    issues.push(ConfigIssue::new(
+                        format!("{prefix}.sha256"),
+                        format!(
+                            "the same token hash as auth.tokens.{first}: one token, one entry (its role and allow-list would depend on the order)"
+                        ),
+                    ));
+                }
             }
             for (j, addr) in token.submitters.iter_mut().flatten().enumerate() {
                 match check_address(addr) {
@@ -82,5 +93,35 @@ impl AuthConfig {
             }
         }
         issues
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(name: &str, sha256: &str) -> TokenConfig {
+        TokenConfig {
+            name: name.into(),
+            role: Role::Client,
+            sha256: sha256.into(),
+            submitters: None,
+        }
+    }
+
+    #[test]
+    fn one_hash_in_two_entries_is_refused_naming_both() {
+        let hash = "ab".repeat(32);
+        let mut auth = AuthConfig {
+            tokens: vec![
+                token("a", &hash),
+                token("b", &"cd".repeat(32)),
+                token("c", &hash.to_uppercase()),
+            ],
+        };
+        let issues = auth.normalise_and_validate();
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].key, "auth.tokens.2.sha256");
+        assert!(issues[0].reason.contains("auth.tokens.0"), "{issues:?}");
     }
 }

@@ -94,6 +94,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// Whether `/metrics` is served without a token: `http.metrics_public`
+    /// when set, otherwise only while no token is configured — once tokens
+    /// guard the API, the exposition (every submitter, its balance) is not
+    /// left open by default.
+    pub fn metrics_public(&self) -> bool {
+        self.http
+            .metrics_public
+            .unwrap_or(self.auth.tokens.is_empty())
+    }
+
     /// Loads `path` with overrides from the process environment.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         Self::load_with_env(path, std::env::vars())

@@ -105,8 +105,11 @@ pub struct HttpConfig {
     /// probe timeout counts as not ready.
     #[serde(with = "humantime_serde")]
     pub readiness_interval: Duration,
-    /// Whether `/metrics` is served without a token.
-    pub metrics_public: bool,
+    /// Whether `/metrics` is served without a token. Unset: public only
+    /// while no `[[auth.tokens]]` are configured (the exposition names every
+    /// submitter and its balance); see [`super::Config::metrics_public`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_public: Option<bool>,
     /// HTTPS for the API; plain HTTP without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<HttpTlsConfig>,
@@ -137,7 +140,7 @@ impl Default for HttpConfig {
             max_long_polls: DEFAULT_MAX_LONG_POLLS,
             page_max_bytes: DEFAULT_PAGE_MAX_BYTES,
             readiness_interval: DEFAULT_READINESS_INTERVAL,
-            metrics_public: true,
+            metrics_public: None,
             tls: None,
         }
     }

@@ -51,7 +51,7 @@ pub async fn ops_state(
         engine: Some(engine.clone()),
         auth: Arc::new(Auth::from_config(&config.auth)),
         metrics: metrics_recorder(),
-        metrics_public: config.http.metrics_public,
+        metrics_public: config.metrics_public(),
         readiness: Some(
             Readiness::start(
                 pool.clone(),

@@ -127,7 +127,7 @@ fn edge_responses(path: &str, operation: &mut Operation) {
         } else {
             // Open or not by configuration (`/metrics`).
             operation.security = Some(vec![SecurityRequirement::default(), bearer()]);
-            " (with `http.metrics_public = false`)"
+            " (when `/metrics` is not public: `http.metrics_public = false`, or unset with tokens configured)"
         };
         add_error(
             operation,

@@ -166,6 +166,30 @@ async fn auth_matrix_by_token_role_and_submitter() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_need_an_ops_token_by_default_once_tokens_are_configured() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    // auth_toml without its `[http] metrics_public` line: unset.
+    let tokens = auth_toml(false).replace("[http]\nmetrics_public = false\n", "");
+    assert!(!tokens.contains("metrics_public"), "{tokens}");
+    let toml = config_toml(&db.url, &anvil.rpc_url(), "n1", "") + &tokens;
+    let node = TestNode::start(&toml).await;
+    let (status, _, _) = raw(&node, None, "GET", "/metrics").await;
+    assert_eq!(
+        status, 401,
+        "the exposition lists every submitter: not open"
+    );
+    let (status, _, _) = raw(&node, Some(OPS_TOKEN), "GET", "/metrics").await;
+    assert_eq!(status, 200);
+    node.stop().await;
+    // Without tokens (loopback only) it stays open.
+    let open = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "n2", "")).await;
+    let (status, _, _) = raw(&open, None, "GET", "/metrics").await;
+    assert_eq!(status, 200);
+    open.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn metrics_public_readyz_and_chain_down() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start().await;
