@@ -2,7 +2,43 @@
 //! for metric labels, URLs of the right schemes (never echoed: they may
 //! carry API keys).
 
-use super::{url::check_url, ChainConfig};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    url::{check_url, shown_url},
+    ChainConfig,
+};
+
+/// One JSON-RPC endpoint of `chain.rpc_urls`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpcEndpointConfig {
+    /// How the endpoint is shown everywhere (logs, errors, metrics, ops
+    /// views): its URL may carry an API key and is never shown.
+    pub name: String,
+    /// `http://` or `https://` JSON-RPC URL.
+    pub url: String,
+    /// Optional `ws://` or `wss://` URL for new-head subscriptions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws_url: Option<String>,
+    /// Allow a plaintext (`http://`, `ws://`) URL carrying a key to a
+    /// non-loopback host (README "Security"): the default refuses it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_insecure: bool,
+}
+
+impl fmt::Debug for RpcEndpointConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RpcEndpointConfig")
+            .field("name", &self.name)
+            .field("url", &shown_url(&self.url))
+            .field("ws_url", &self.ws_url.as_deref().map(shown_url))
+            .field("allow_insecure", &self.allow_insecure)
+            .finish()
+    }
+}
 
 /// `chain.rpc_url` (+ `ws_url`) or `chain.rpc_urls`, never both; names
 /// unique and fit for metric labels; URLs of the right schemes.

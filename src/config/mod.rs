@@ -25,6 +25,7 @@ mod error;
 mod overrides;
 mod sections;
 mod signer;
+mod transport;
 mod url;
 mod validate;
 mod webhooks;
@@ -42,6 +43,7 @@ use txmgr_actors::submitter::SubmitterSettings;
 pub use auth::{AuthConfig, Role, TokenConfig};
 pub use defaults::*;
 pub use deprecated::RENAMED_KEYS;
+pub use endpoints::RpcEndpointConfig;
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SubmitterConfig};
@@ -126,6 +128,11 @@ impl Config {
         text: &str,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        let pgsslmode = env
+            .iter()
+            .find(|(key, _)| key == "PGSSLMODE")
+            .map(|(_, value)| value.clone());
         let file = Figment::from(Toml::string(text));
         let submitter_keys = match file.find_value("submitters") {
             Ok(Value::Dict(_, dict)) => dict.keys().cloned().collect(),
@@ -135,7 +142,10 @@ impl Config {
         let warnings = deprecated::renamed_keys_used(&figment)?;
         let mut config: Config = figment.extract().map_err(ConfigError::from_figment)?;
         config.warnings = warnings;
-        let issues = validate::normalise_and_validate(&mut config);
+        let mut issues = validate::normalise_and_validate(&mut config);
+        let transport = transport::check(&config, pgsslmode.as_deref());
+        issues.extend(transport.refused);
+        config.warnings.extend(transport.warned);
         if issues.is_empty() {
             Ok(config)
         } else {

@@ -6,10 +6,7 @@ use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
 use serde::{Deserialize, Serialize};
 use txmgr_actors::submitter::SubmitterSettings;
 
-use super::{
-    defaults::*,
-    url::{redact_password, shown_url},
-};
+use super::{defaults::*, url::redact_password, RpcEndpointConfig};
 
 /// `[database]`: the PostgreSQL authority.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,6 +15,10 @@ pub struct DatabaseConfig {
     /// `postgres://user:password@host:port/db`; the password is redacted in
     /// Debug output and in [`Config::redacted_toml`](super::Config::redacted_toml).
     pub url: String,
+    /// Allow a non-loopback server without `sslmode=require` or stronger
+    /// (README "Security"): the default refuses it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_insecure: bool,
     /// Pool size.
     #[serde(default = "default_max_connections")]
     pub max_connections: u32,
@@ -146,30 +147,6 @@ impl Default for HttpConfig {
     }
 }
 
-/// One JSON-RPC endpoint of `chain.rpc_urls`.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RpcEndpointConfig {
-    /// How the endpoint is shown everywhere (logs, errors, metrics, ops
-    /// views): its URL may carry an API key and is never shown.
-    pub name: String,
-    /// `http://` or `https://` JSON-RPC URL.
-    pub url: String,
-    /// Optional `ws://` or `wss://` URL for new-head subscriptions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ws_url: Option<String>,
-}
-
-impl fmt::Debug for RpcEndpointConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RpcEndpointConfig")
-            .field("name", &self.name)
-            .field("url", &shown_url(&self.url))
-            .field("ws_url", &self.ws_url.as_deref().map(shown_url))
-            .finish()
-    }
-}
-
 /// `[chain]`: the one chain this deployment serves.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -184,6 +161,10 @@ pub struct ChainConfig {
     /// Several endpoints: reads go to a healthy one, sends to every healthy one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rpc_urls: Vec<RpcEndpointConfig>,
+    /// With the `rpc_url` shorthand: allow a plaintext (`http://`, `ws://`)
+    /// URL carrying a key to a non-loopback host (README "Security").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_insecure: bool,
     /// PEM file of a private CA trusted (besides the public roots) for
     /// `https://` and `wss://` endpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,6 +225,7 @@ impl ChainConfig {
                 name: DEFAULT_ENDPOINT_NAME.to_owned(),
                 url: url.clone(),
                 ws_url: self.ws_url.clone(),
+                allow_insecure: self.allow_insecure,
             }],
             _ => self.rpc_urls.clone(),
         }

@@ -37,6 +37,10 @@ pub enum SignerConfig {
         /// `https://` signer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ca_file: Option<PathBuf>,
+        /// Allow `http://` with credentials to a non-loopback signer
+        /// (README "Security"): the default refuses it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        allow_insecure: bool,
     },
     /// A key held in AWS KMS (`ECC_SECG_P256K1`, `SIGN_VERIFY`). Credentials
     /// come the standard AWS way (environment, profile, instance or task
@@ -91,6 +95,7 @@ impl SignerConfig {
                 url,
                 address: signer_address,
                 ca_file,
+                ..
             } => {
                 if let Err(reason) = url::check_url(url, &["http", "https"]) {
                     issues.push(ConfigIssue::new(format!("{prefix}.url"), reason));
@@ -146,7 +151,6 @@ impl SignerConfig {
     }
 
     /// Lower-cases the optional remote signer address.
-    /// Lower-cases the optional remote signer address.
     pub(crate) fn normalise(&mut self) {
         if let Self::Remote {
             address: Some(a), ..
@@ -198,11 +202,13 @@ impl fmt::Debug for SignerConfig {
                 url: u,
                 address,
                 ca_file,
+                allow_insecure,
             } => f
                 .debug_struct("Remote")
                 .field("url", &url::shown_url(u))
                 .field("address", address)
                 .field("ca_file", ca_file)
+                .field("allow_insecure", allow_insecure)
                 .finish(),
             Self::AwsKms {
                 key_id,
@@ -241,6 +247,7 @@ mod tests {
             url: "https://u:topsecret@signer:9000".into(),
             address: None,
             ca_file: None,
+            allow_insecure: false,
         };
         assert!(!format!("{s:?}").contains("topsecret"));
         assert!(!s.to_string().contains("topsecret"));

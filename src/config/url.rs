@@ -1,9 +1,41 @@
 //! Minimal URL checks and password redaction. Only the scheme and the
 //! `user:password@` part matter here, so a full URL parser is not needed.
 
-/// Replaces the password of `scheme://user:password@host/...` with `***`;
-/// URLs without a password are returned unchanged.
+/// Replaces the password of `scheme://user:password@host/...`, and the value
+/// of a `password` or `sslpassword` query parameter (libpq and sqlx accept
+/// both), with `***`; URLs without a password are returned unchanged.
 pub fn redact_password(url: &str) -> String {
+    let url = redact_userinfo_password(url);
+    let Some((base, query)) = url.split_once('?') else {
+        return url;
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (query, None),
+    };
+    let query = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if is_password_param(key) => format!("{key}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&");
+    match fragment {
+        Some(fragment) => format!("{base}?{query}#{fragment}"),
+        None => format!("{base}?{query}"),
+    }
+}
+
+/// Query parameters whose value is a password.
+fn is_password_param(key: &str) -> bool {
+    matches!(
+        key.to_ascii_lowercase().as_str(),
+        "password" | "sslpassword" | "ssl-password"
+    )
+}
+
+fn redact_userinfo_password(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
     };
@@ -84,6 +116,10 @@ mod tests {
             "postgres://postgres@127.0.0.1/txmgr"
         );
         assert_eq!(redact_password("http://h/a@b:c"), "http://h/a@b:c");
+        assert_eq!(
+            redact_password("postgres://u@db/x?sslmode=verify-full&password=s3cret&PASSWORD=x"),
+            "postgres://u@db/x?sslmode=verify-full&password=***&PASSWORD=***"
+        );
     }
 
     #[test]

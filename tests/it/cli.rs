@@ -23,7 +23,7 @@ fn config_check_prints_the_effective_config_without_secrets() {
         .arg(shipped_config())
         .env(
             "TXMGR_DATABASE__URL",
-            "postgres://app:hunter2@db.internal:5432/txmgr",
+            "postgres://app:hunter2@db.internal:5432/txmgr?sslmode=verify-full&password=hunter3",
         )
         .output()
         .expect("run txmgr");
@@ -36,6 +36,10 @@ fn config_check_prints_the_effective_config_without_secrets() {
     assert!(stdout.contains("[lease]"), "{stdout}");
     assert!(stdout.contains("db.internal"), "{stdout}");
     assert!(!stdout.contains("hunter2"), "password leaked: {stdout}");
+    assert!(
+        !stdout.contains("hunter3"),
+        "query password leaked: {stdout}"
+    );
     assert!(!stdout.contains(crate::common::DEV_PRIVATE_KEY_0.trim_start_matches("0x")));
 }
 
@@ -50,6 +54,59 @@ fn config_check_names_the_bad_key_and_fails() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("lease.renew_interval"), "{stderr}");
+}
+
+#[test]
+fn config_check_refuses_plaintext_that_carries_a_secret_naming_the_key() {
+    let remote = std::fs::read_to_string(shipped_config()).expect("shipped config")
+        + "\n[submitters.\"0x70997970c51812dc3a010c7d01b50e0d17dc79c8\"]\n\
+           signer = { kind = \"remote\", url = \"http://user:pw-marker@signer.internal:9000\" }\n";
+    let path = std::env::temp_dir().join(format!("txmgr-plain-{}.toml", uuid::Uuid::new_v4()));
+    std::fs::write(&path, remote).expect("config file");
+    let cases: [(&str, Option<(&str, &str)>, &PathBuf); 4] = [
+        (
+            "database.url",
+            Some((
+                "TXMGR_DATABASE__URL",
+                "postgres://app:pw-marker@db.internal/txmgr",
+            )),
+            &shipped_config(),
+        ),
+        (
+            "chain.rpc_url",
+            Some(("TXMGR_CHAIN__RPC_URL", "http://eth.example/v2/pw-marker")),
+            &shipped_config(),
+        ),
+        (
+            "chain.rpc_url",
+            Some(("TXMGR_CHAIN__RPC_URL", "http://eth.example/?key=pw-marker")),
+            &shipped_config(),
+        ),
+        (
+            "submitters.0x70997970c51812dc3a010c7d01b50e0d17dc79c8.signer.url",
+            None,
+            &path,
+        ),
+    ];
+    for (key, env, file) in cases {
+        let mut command = txmgr();
+        command.args(["config", "check", "--config"]).arg(file);
+        if let Some((var, value)) = env {
+            command.env(var, value);
+        }
+        let output = command.output().expect("run txmgr");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{key}: {stderr}");
+        assert!(
+            stderr.contains(key) && stderr.contains("allow_insecure"),
+            "{key}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("pw-marker"),
+            "{key}: secret shown: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_file(&path);
 }
 
 /// The shipped configuration with `chain.sweep_interval` under its old

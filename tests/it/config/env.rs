@@ -20,7 +20,10 @@ fn env_overrides_file_values() {
     let vars = env(&[
         ("TXMGR_LEASE__DURATION", "20s"),
         ("TXMGR_NODE_ID", "n2"),
-        ("TXMGR_DATABASE__URL", "postgres://u:pw@db:5432/x"),
+        (
+            "TXMGR_DATABASE__URL",
+            "postgres://u:pw@db:5432/x?sslmode=verify-full",
+        ),
         ("TXMGR_DEFAULTS__GAS_BUMP__ENABLED", "true"),
         (
             "TXMGR_SUBMITTERS__0XF39FD6E51AAD88F6F4CE6AB8827279CFFFB92266__MAX_IN_FLIGHT",
@@ -30,7 +33,10 @@ fn env_overrides_file_values() {
     let config = Config::load_with_env(&shipped_path(), vars).expect("overrides");
     assert_eq!(config.lease.duration, Duration::from_secs(20));
     assert_eq!(config.node_id, "n2");
-    assert_eq!(config.database.url, "postgres://u:pw@db:5432/x");
+    assert_eq!(
+        config.database.url,
+        "postgres://u:pw@db:5432/x?sslmode=verify-full"
+    );
     assert!(config.defaults.gas_bump.enabled);
     assert_eq!(
         config.submitter(DEV).expect("dev").settings.max_in_flight,
