@@ -63,7 +63,10 @@ fn config_check_refuses_plaintext_that_carries_a_secret_naming_the_key() {
            signer = { kind = \"remote\", url = \"http://user:pw-marker@signer.internal:9000\" }\n";
     let path = std::env::temp_dir().join(format!("txmgr-plain-{}.toml", uuid::Uuid::new_v4()));
     std::fs::write(&path, remote).expect("config file");
-    let cases: [(&str, Option<(&str, &str)>, &PathBuf); 4] = [
+    /// The key named, an environment override, the file.
+    type Case<'a> = (&'a str, Option<(&'a str, &'a str)>, &'a PathBuf);
+    let shipped = shipped_config();
+    let cases: [Case<'_>; 4] = [
         (
             "database.url",
             Some((
@@ -75,12 +78,12 @@ fn config_check_refuses_plaintext_that_carries_a_secret_naming_the_key() {
         (
             "chain.rpc_url",
             Some(("TXMGR_CHAIN__RPC_URL", "http://eth.example/v2/pw-marker")),
-            &shipped_config(),
+            &shipped,
         ),
         (
             "chain.rpc_url",
             Some(("TXMGR_CHAIN__RPC_URL", "http://eth.example/?key=pw-marker")),
-            &shipped_config(),
+            &shipped,
         ),
         (
             "submitters.0x70997970c51812dc3a010c7d01b50e0d17dc79c8.signer.url",

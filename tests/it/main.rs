@@ -58,6 +58,7 @@ mod resubmit;
 mod resubmit_claims;
 mod rpc_cost;
 mod rpc_endpoints;
+mod rpc_hostile;
 mod rpc_proxy;
 mod rpc_secrets;
 mod tls_rpc;

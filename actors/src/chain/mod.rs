@@ -28,5 +28,6 @@ pub use fee_cache::FeeCache;
 pub use health::HealthPolicy;
 pub use port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag};
 pub use redact::shown_url;
+pub(crate) use redact::{scrub, secret_renderings};
 pub use rpc::{intent_request, EvmRpc};
 pub use transport::NamedHttp;

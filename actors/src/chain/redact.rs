@@ -26,16 +26,31 @@ pub(super) fn transport_text(err: &RpcError<TransportErrorKind>) -> String {
 }
 
 /// The strings under which a URL's secrets can show up in error texts: the
-/// URL as written and as normalised, and its path, query and password on
-/// their own (longest first, so a whole URL is replaced before its parts).
-pub(super) fn secret_renderings(written: &str, parsed: &reqwest::Url) -> Vec<String> {
+/// URL as written and as normalised, its path and query, and each of their
+/// parts on its own — a path segment, a query value, the user name and the
+/// password — since a server or a library may echo just the key (longest
+/// first, so a whole URL is replaced before its parts). Parts shorter than
+/// four characters (`v2`, `rpc`) are left: they are no keys, and replacing
+/// them would garble every message.
+pub(crate) fn secret_renderings(written: &str, parsed: &reqwest::Url) -> Vec<String> {
     let mut out = vec![written.to_owned(), parsed.as_str().to_owned()];
     if let Some(query) = parsed.query() {
         out.push(query.to_owned());
+        for pair in query.split('&') {
+            out.push(pair.to_owned());
+            if let Some((_, value)) = pair.split_once('=') {
+                out.push(value.to_owned());
+            }
+        }
+        for (_, value) in parsed.query_pairs() {
+            out.push(value.into_owned());
+        }
     }
     if parsed.path().len() > 1 {
         out.push(parsed.path().to_owned());
+        out.extend(parsed.path().split('/').map(str::to_owned));
     }
+    out.push(parsed.username().to_owned());
     if let Some(password) = parsed.password() {
         out.push(password.to_owned());
     }
@@ -43,6 +58,17 @@ pub(super) fn secret_renderings(written: &str, parsed: &reqwest::Url) -> Vec<Str
     out.sort_by_key(|s| std::cmp::Reverse(s.len()));
     out.dedup();
     out
+}
+
+/// `text` with every one of `secrets` (see [`secret_renderings`]) replaced
+/// by `shown`.
+pub(crate) fn scrub(mut text: String, secrets: &[String], shown: &str) -> String {
+    for secret in secrets {
+        if text.contains(secret.as_str()) {
+            text = text.replace(secret.as_str(), shown);
+        }
+    }
+    text
 }
 
 /// `scheme://host[:port]` of a URL, the most of it that may be shown; a
@@ -72,6 +98,19 @@ mod tests {
         assert!(secrets.iter().any(|s| s == "apikey=SECRET123"));
         assert!(secrets.iter().any(|s| s == "pw12"));
         assert!(secrets.windows(2).all(|w| w[0].len() >= w[1].len()));
+        // A server echoing only the key, from the path or the query.
+        assert!(secrets.iter().any(|s| s == "SECRET123"));
+        let text = scrub(
+            "invalid api key SECRET123 for pw12".to_owned(),
+            &secrets,
+            "<e>",
+        );
+        assert_eq!(text, "invalid api key <e> for <e>");
+        // A query without a path (wss://host?key=K).
+        let url = "wss://host.example?key=KEY9876";
+        let secrets = secret_renderings(url, &url.parse().expect("url"));
+        let text = scrub(format!("failed: {url}/ and KEY9876"), &secrets, "<e>");
+        assert!(!text.contains("KEY9876"), "{text}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 
 use super::{
     redact::{secret_renderings, transport_text},
-    transport::NamedHttp,
+    transport::{NamedHttp, MAX_RPC_RESPONSE_BYTES},
 };
 
 use super::port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag};
@@ -65,12 +65,18 @@ impl EvmRpc {
             .tls_backend_preconfigured(rustls::ClientConfig::clone(tls))
             .connect_timeout(timeout)
             .timeout(timeout)
+            // A redirect could move the call (and its API key) to another
+            // host or to plain http: a 3xx is an error, never followed.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| {
                 ChainError::Transport(format!("endpoint {name}: HTTP client: {}", e.without_url()))
             })?;
         let is_local = alloy::transports::utils::guess_local_url(url);
-        let client = RpcClient::new(NamedHttp::new(http, parsed.clone(), name), is_local);
+        let client = RpcClient::new(
+            NamedHttp::new(http, parsed.clone(), name, MAX_RPC_RESPONSE_BYTES),
+            is_local,
+        );
         Ok(Self {
             provider: RootProvider::new(client),
             timeout,
@@ -112,13 +118,8 @@ impl EvmRpc {
     }
 
     /// Replaces every rendering of the URL in `text` by the endpoint name.
-    fn scrub(&self, mut text: String) -> String {
-        for secret in self.secrets.iter() {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), &format!("<{}>", self.name));
-            }
-        }
-        text
+    fn scrub(&self, text: String) -> String {
+        super::redact::scrub(text, &self.secrets, &format!("<{}>", self.name))
     }
 }
 

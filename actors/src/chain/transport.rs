@@ -13,12 +13,19 @@ use alloy::{
     transports::{http::reqwest, TransportError, TransportErrorKind, TransportFut},
 };
 
-/// A JSON-RPC transport over HTTP(S) that never shows its URL.
+/// Largest JSON-RPC answer read from an endpoint: a block's receipts on a
+/// busy chain run to tens of MiB; beyond this a misbehaving or hostile
+/// server cannot make the node buffer more.
+pub(crate) const MAX_RPC_RESPONSE_BYTES: usize = 64 << 20;
+
+/// A JSON-RPC transport over HTTP(S) that never shows its URL and reads at
+/// most `max_body` bytes of an answer.
 #[derive(Clone)]
 pub struct NamedHttp {
     client: reqwest::Client,
     url: Arc<reqwest::Url>,
     name: Arc<str>,
+    max_body: usize,
 }
 
 impl std::fmt::Debug for NamedHttp {
@@ -30,13 +37,38 @@ impl std::fmt::Debug for NamedHttp {
 }
 
 impl NamedHttp {
-    /// A transport posting to `url` with `client`, shown as `name`.
-    pub fn new(client: reqwest::Client, url: reqwest::Url, name: &str) -> Self {
+    /// A transport posting to `url` with `client`, shown as `name`, reading
+    /// answers of up to `max_body` bytes (a larger one is a transport error).
+    pub fn new(client: reqwest::Client, url: reqwest::Url, name: &str, max_body: usize) -> Self {
         Self {
             client,
             url: Arc::new(url),
             name: Arc::from(name),
+            max_body,
         }
+    }
+
+    /// The body, read chunk by chunk up to `max_body` bytes.
+    async fn bounded_body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+        let too_large = || format!("answer larger than {} bytes", self.max_body);
+        if response
+            .content_length()
+            .is_some_and(|length| length > self.max_body as u64)
+        {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| e.without_url().to_string())?
+        {
+            if body.len() + chunk.len() > self.max_body {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     async fn post(self, request: RequestPacket) -> Result<ResponsePacket, TransportError> {
@@ -55,16 +87,16 @@ impl NamedHttp {
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.trim().parse().ok())
             .map(Duration::from_secs);
-        let body = match response.bytes().await {
+        let body = match self.bounded_body(response).await {
             Ok(body) => body,
             Err(err) if !status.is_success() => {
                 return Err(TransportErrorKind::http_error_with_retry_after(
                     status.as_u16(),
-                    format!("<failed to read response body: {}>", err.without_url()),
+                    format!("<failed to read response body: {err}>"),
                     retry_after,
                 ))
             }
-            Err(err) => return Err(TransportErrorKind::custom(err.without_url())),
+            Err(err) => return Err(TransportErrorKind::custom_str(&err)),
         };
         if !status.is_success() {
             // Some nodes answer JSON-RPC errors with a 4xx/5xx status.

@@ -23,6 +23,10 @@ use super::{
 /// JSON-RPC "method not found" (EIP-1474).
 const METHOD_NOT_FOUND: i64 = -32601;
 
+/// Largest answer read from a remote signer: a signed transaction with the
+/// largest `data` the API accepts is well below this.
+const MAX_SIGNER_RESPONSE_BYTES: usize = 4 << 20;
+
 /// Longest remote error message we repeat, so a hostile signer cannot flood
 /// logs through our errors.
 const MAX_REMOTE_MESSAGE: usize = 200;
@@ -81,13 +85,21 @@ impl RemoteTxSigner {
             .timeout(timeout)
             .connect_timeout(timeout)
             .default_headers(headers)
+            // Credentials must not follow a redirect to another host or to
+            // plain http: a 3xx is an error.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| {
                 SignerError::Config(format!("{endpoint}: HTTP client: {}", e.without_url()))
             })?;
         Ok(Self {
             client: RpcClient::new(
-                crate::chain::NamedHttp::new(http, parsed, "remote-signer"),
+                crate::chain::NamedHttp::new(
+                    http,
+                    parsed,
+                    "remote-signer",
+                    MAX_SIGNER_RESPONSE_BYTES,
+                ),
                 false,
             ),
             endpoint,

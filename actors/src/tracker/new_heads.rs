@@ -193,18 +193,14 @@ fn classify(text: &str) -> Frame {
     Frame::Other
 }
 
-/// Error texts of the WebSocket library may repeat the URL (an API key).
+/// Error texts of the WebSocket library may repeat the URL, or any part of
+/// it that holds an API key (path, query, user info): every one is replaced.
 fn scrub(text: &str, url: &str) -> String {
-    let mut out = text.replace(url, "<ws endpoint>");
-    if let Some((_, rest)) = url.split_once("://") {
-        if let Some(slash) = rest.find('/') {
-            let path = &rest[slash..];
-            if path.len() > 1 {
-                out = out.replace(path, "/<redacted>");
-            }
-        }
-    }
-    out
+    let secrets = match url.parse::<reqwest::Url>() {
+        Ok(parsed) => crate::chain::secret_renderings(url, &parsed),
+        Err(_) => vec![url.to_owned()],
+    };
+    crate::chain::scrub(text.to_owned(), &secrets, "<ws endpoint>")
 }
 
 #[cfg(test)]
@@ -237,5 +233,11 @@ mod tests {
         assert!(!text.contains("SECRET123"), "{text}");
         let partial = scrub("GET /v2/SECRET123 failed", url);
         assert!(!partial.contains("SECRET123"), "{partial}");
+        let url = "wss://host.example?key=SECRET456";
+        let text = scrub(
+            "handshake to wss://host.example/?key=SECRET456 refused: SECRET456",
+            url,
+        );
+        assert!(!text.contains("SECRET456"), "{text}");
     }
 }
