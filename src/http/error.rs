@@ -14,6 +14,8 @@
 //! | `unknown_submitter`    | 422    | submitter not configured (or being removed)       |
 //! | `submitter_protected`  | 423    | submitter in PROTECT                              |
 //! | `overloaded`           | 429    | ingress queue full; `Retry-After` in seconds      |
+//! | `rate_limited`         | 429    | asked again too soon (a client's speed-up of one  |
+//! |                        |        | intent within its resubmit interval); `Retry-After`|
 //! | `internal`             | 500    | a bug or corrupt data; details only in the log    |
 //! | `unavailable`          | 503    | database down or request timed out; retry is safe |
 //! | `busy`                 | 503    | node at capacity (requests, long polls, ingress); |
@@ -68,6 +70,15 @@ pub enum ApiError {
     Busy {
         /// What is full, for humans.
         what: &'static str,
+        /// How long the client should wait.
+        retry_after: Duration,
+    },
+    /// This caller asked for the same thing too soon (a client's speed-up of
+    /// one intent within its resubmit interval). Nothing was done.
+    #[error("{message}")]
+    RateLimited {
+        /// What was refused and why.
+        message: String,
         /// How long the client should wait.
         retry_after: Duration,
     },
@@ -151,6 +162,7 @@ impl ApiError {
             ApiError::IdempotencyConflict { .. } => "idempotency_conflict",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::Busy { .. } => "busy",
+            ApiError::RateLimited { .. } => "rate_limited",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
@@ -173,6 +185,7 @@ impl ApiError {
             ApiError::IdempotencyConflict { .. } => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -197,7 +210,10 @@ fn retry_after_secs(retry_after: Duration) -> u64 {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status(), Json(self.body())).into_response();
-        if let ApiError::Overloaded { retry_after } | ApiError::Busy { retry_after, .. } = &self {
+        if let ApiError::Overloaded { retry_after }
+        | ApiError::Busy { retry_after, .. }
+        | ApiError::RateLimited { retry_after, .. } = &self
+        {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from(retry_after_secs(*retry_after)),
@@ -288,6 +304,10 @@ mod tests {
             },
             ApiError::Busy {
                 what: "x",
+                retry_after: Duration::ZERO,
+            },
+            ApiError::RateLimited {
+                message: "x".into(),
                 retry_after: Duration::ZERO,
             },
             ApiError::NotFound("x".into()),

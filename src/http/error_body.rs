@@ -24,6 +24,7 @@ pub const ERROR_CODES: &[&str] = &[
     "unknown_submitter",
     "submitter_protected",
     "overloaded",
+    "rate_limited",
     "invalid_config",
     "internal",
     "unavailable",

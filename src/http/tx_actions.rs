@@ -22,9 +22,12 @@ use txmgr_actors::{
         actions::{self, ActionOutcome, Requester},
         resubmit_claims::OperatorAction,
     },
+    submitter::settings::DEFAULT_RESUBMIT_INTERVAL,
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
+
+use crate::config::Role;
 
 use super::{
     auth::Caller,
@@ -83,6 +86,11 @@ enum ActionAnswers {
         description = "invalid_state: the state does not allow it (final, mined, no nonce yet)"
     )]
     InvalidState(ErrorResponse),
+    #[response(
+        status = 429,
+        description = "rate_limited: (speedup with a client token) this intent was sped up less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds"
+    )]
+    RateLimited(ErrorResponse),
     #[response(
         status = 500,
         description = "internal: corrupt data; details only in the node's log"
@@ -205,7 +213,26 @@ async fn act(
         reason: body.reason.as_deref(),
         node_id: &node_id,
     };
-    let outcome = actions::request(&state.pool, state.chain_id, tx_id, action, &who).await?;
+    // A client's speed-ups of one intent are bounded (each raises the fees
+    // by at least 10 %): one per resubmit interval. Operators are not.
+    let speedup_every =
+        (action == OperatorAction::Speedup && caller.role == Role::Client).then(|| {
+            state
+                .ops
+                .engine
+                .as_ref()
+                .and_then(|engine| engine.settings(address))
+                .map_or(DEFAULT_RESUBMIT_INTERVAL, |s| s.resubmit_interval)
+        });
+    let outcome = actions::request_at_most_every(
+        &state.pool,
+        state.chain_id,
+        tx_id,
+        action,
+        &who,
+        speedup_every,
+    )
+    .await?;
     tracing::info!(target: "txmgr::audit", who = %name, action = action.as_str(), %tx_id,
         submitter = %format!("{address:#x}"), reason = body.reason.as_deref(), node_id = %node_id,
         outcome = ?outcome, "operator action on a transaction");
@@ -221,6 +248,14 @@ async fn act(
             )))
         }
         ActionOutcome::NotFound => return Err(not_found()),
+        ActionOutcome::TooSoon { retry_after } => {
+            return Err(ApiError::RateLimited {
+                message: format!(
+                    "transaction {tx_id} was sped up less than its resubmit interval ago; a client may speed an intent up once per interval"
+                ),
+                retry_after,
+            })
+        }
     };
     metrics::counter!(txmgr_actors::metrics::OPERATOR_ACTIONS, "action" => action.as_str())
         .increment(1);

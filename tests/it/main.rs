@@ -61,6 +61,7 @@ mod rpc_endpoints;
 mod rpc_hostile;
 mod rpc_proxy;
 mod rpc_secrets;
+mod speedup_bounds;
 mod tls_rpc;
 mod tx_actions;
 mod tx_query;

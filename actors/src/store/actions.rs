@@ -40,6 +40,12 @@ pub enum ActionOutcome {
         /// Why, for the 409 message.
         reason: String,
     },
+    /// A speed-up of this intent was asked for less than the caller's
+    /// minimum interval ago; nothing was done.
+    TooSoon {
+        /// When the next one may be asked for.
+        retry_after: std::time::Duration,
+    },
     /// No such transaction on this chain.
     NotFound,
 }
@@ -98,6 +104,22 @@ pub async fn request(
     action: OperatorAction,
     who: &Requester<'_>,
 ) -> StoreResult<ActionOutcome> {
+    request_at_most_every(pool, chain_id, tx_id, action, who, None).await
+}
+
+/// [`request`], where a speed-up is refused ([`ActionOutcome::TooSoon`])
+/// when one of the same intent was recorded less than `speedup_every` ago:
+/// each speed-up raises the fees by at least 10 %, so a caller who may not
+/// choose the fee must not compound them at will. Checked under the
+/// intent's row lock, so concurrent requests cannot both pass.
+pub async fn request_at_most_every(
+    pool: &sqlx::PgPool,
+    chain_id: ChainId,
+    tx_id: Uuid,
+    action: OperatorAction,
+    who: &Requester<'_>,
+    speedup_every: Option<std::time::Duration>,
+) -> StoreResult<ActionOutcome> {
     let mut tx = pool.begin().await?;
     let row: Option<ActionTarget> = sqlx::query_as(
         "SELECT submitter, state, receipt IS NOT NULL AS mined,
@@ -140,6 +162,23 @@ pub async fn request(
         return refuse(
             "its nonce was consumed by a transaction that is not ours; it can only be cancelled or requeued",
         );
+    }
+    if let (OperatorAction::Speedup, Some(every)) = (action, speedup_every) {
+        let since: Option<f64> = sqlx::query_scalar(
+            "SELECT EXTRACT(EPOCH FROM now() - max(at))::float8 FROM ops_audit
+              WHERE tx_id = $1 AND action = 'tx_speedup' AND outcome = 'done'",
+        )
+        .bind(tx_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        if let Some(since) = since {
+            let since = std::time::Duration::from_secs_f64(since.max(0.0));
+            if since < every {
+                return Ok(ActionOutcome::TooSoon {
+                    retry_after: every - since,
+                });
+            }
+        }
     }
     let outcome = match (action, state) {
         // Holds nothing on chain (no nonce, or a nonce someone else used):

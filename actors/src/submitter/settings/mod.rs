@@ -41,6 +41,13 @@ pub const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_REJECT_AFTER: Duration = Duration::from_secs(10 * 60);
 /// Default `gas_limit_margin`.
 pub const DEFAULT_GAS_LIMIT_MARGIN: f64 = 1.2;
+/// Default `max_fee_per_gas_cap`: 1,000 gwei. A ceiling no fee reaches on
+/// mainnet outside extreme spikes, so that no client-given fee and no chain
+/// of bumps or speed-ups can spend without bound; a chain priced higher
+/// (or an operator who wants another bound) sets its own.
+pub const DEFAULT_MAX_FEE_PER_GAS_CAP: u128 = 1_000_000_000_000;
+/// Default `gas_price_cap` (legacy fees): 1,000 gwei, as above.
+pub const DEFAULT_GAS_PRICE_CAP: u128 = 1_000_000_000_000;
 /// Default `gas_bump.multiplier`.
 pub const DEFAULT_BUMP_MULTIPLIER: f64 = 1.125;
 /// Smallest fee factor of a replacement: nodes refuse smaller ones (geth's
@@ -97,7 +104,8 @@ pub struct SubmitterSettings {
     /// `fee_mode = "legacy"` (`"eip1559"` = false).
     #[serde(rename = "fee_mode", with = "file_format::fee_mode")]
     pub legacy_fees: bool,
-    /// Cap on `max_fee_per_gas` (EIP-1559), in wei; `None` = uncapped.
+    /// Cap on `max_fee_per_gas` (EIP-1559), in wei; default
+    /// [`DEFAULT_MAX_FEE_PER_GAS_CAP`]. It bounds the priority fee too.
     #[serde(
         with = "file_format::wei_option",
         skip_serializing_if = "Option::is_none"
@@ -109,7 +117,7 @@ pub struct SubmitterSettings {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_priority_fee_per_gas_cap: Option<u128>,
-    /// Cap on the legacy gas price, in wei; `None` = uncapped.
+    /// Cap on the legacy gas price, in wei; default [`DEFAULT_GAS_PRICE_CAP`].
     #[serde(
         with = "file_format::wei_option",
         skip_serializing_if = "Option::is_none"
@@ -197,9 +205,9 @@ impl Default for SubmitterSettings {
             reject_after: DEFAULT_REJECT_AFTER,
             gas_limit_margin: DEFAULT_GAS_LIMIT_MARGIN,
             legacy_fees: false,
-            max_fee_per_gas_cap: None,
+            max_fee_per_gas_cap: Some(DEFAULT_MAX_FEE_PER_GAS_CAP),
             max_priority_fee_per_gas_cap: None,
-            gas_price_cap: None,
+            gas_price_cap: Some(DEFAULT_GAS_PRICE_CAP),
             gas_bump: GasBump::default(),
             min_balance: None,
             top_up: None,
