@@ -54,6 +54,7 @@ mod pipeline_recovery;
 mod pipeline_rejects;
 mod reload_sighup;
 mod reorg;
+mod reorg_final;
 mod resubmit;
 mod resubmit_claims;
 mod rpc_cost;

@@ -33,6 +33,11 @@ pub enum FeedEvent {
     Cancelled,
     /// The transaction is stuck (may still confirm, and then appears again).
     Stuck,
+    /// A correction: the block holding a transaction reported final
+    /// (CONFIRMED, FAILED_FINAL, CANCELLED) left the canonical chain — a
+    /// reorg deeper than the finality setting. The intent is tracked again
+    /// (its signed bytes re-broadcast) and its new terminal row follows.
+    ReorgedOut,
     /// The submitter's balance fell below its `min_balance`.
     LowBalance,
     /// The submitter's balance is at or above its `min_balance` again.
@@ -41,12 +46,13 @@ pub enum FeedEvent {
 
 impl FeedEvent {
     /// Every event, transaction events first.
-    pub const ALL: [FeedEvent; 7] = [
+    pub const ALL: [FeedEvent; 8] = [
         FeedEvent::Confirmed,
         FeedEvent::FailedFinal,
         FeedEvent::Rejected,
         FeedEvent::Cancelled,
         FeedEvent::Stuck,
+        FeedEvent::ReorgedOut,
         FeedEvent::LowBalance,
         FeedEvent::BalanceRestored,
     ];
@@ -59,6 +65,7 @@ impl FeedEvent {
             FeedEvent::Rejected => "REJECTED",
             FeedEvent::Cancelled => "CANCELLED",
             FeedEvent::Stuck => "STUCK",
+            FeedEvent::ReorgedOut => "REORGED_OUT",
             FeedEvent::LowBalance => "LOW_BALANCE",
             FeedEvent::BalanceRestored => "BALANCE_RESTORED",
         }
@@ -90,7 +97,7 @@ impl fmt::Display for FeedEvent {
 
 /// A name that is not a feed event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown event {0:?}: expected one of CONFIRMED, FAILED_FINAL, REJECTED, CANCELLED, STUCK, LOW_BALANCE, BALANCE_RESTORED")]
+#[error("unknown event {0:?}: expected one of CONFIRMED, FAILED_FINAL, REJECTED, CANCELLED, STUCK, REORGED_OUT, LOW_BALANCE, BALANCE_RESTORED")]
 pub struct UnknownFeedEvent(pub String);
 
 impl FromStr for FeedEvent {

@@ -115,9 +115,9 @@ pub fn describe() {
         "Chain reorganisations detected by the head watcher."
     );
     describe_counter!(
-        REORGS_BEYOND_FINALITY,
+        FINALITY_VIOLATIONS,
         Unit::Count,
-        "Confirmed intents whose block was reorged out after finality."
+        "Final intents whose block left the canonical chain (reorg deeper than finality); each is re-opened."
     );
     describe_counter!(
         RECEIPT_CHECKS,

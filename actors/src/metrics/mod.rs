@@ -37,9 +37,10 @@ pub const EXTERNAL_NONCE: &str = "txmgr_external_nonce_total";
 /// Counter: reorgs detected by the head watcher.
 pub const REORGS: &str = "txmgr_reorgs_total";
 
-/// Counter: confirmed intents whose block was later reorged out (deeper than
-/// finality): logged at error level, never rewritten.
-pub const REORGS_BEYOND_FINALITY: &str = "txmgr_reorgs_beyond_finality_total";
+/// Counter: final intents (CONFIRMED, FAILED_FINAL, CANCELLED by a mined
+/// cancel) whose block later left the canonical chain — a reorg deeper than
+/// finality; each is re-opened by its leader (feed row `REORGED_OUT`).
+pub const FINALITY_VIOLATIONS: &str = "txmgr_finality_violations_total";
 
 /// Counter: receipt lookups, label `method` = `block_receipts` | `by_hash`.
 pub const RECEIPT_CHECKS: &str = "txmgr_receipt_checks_total";

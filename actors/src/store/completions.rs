@@ -106,7 +106,7 @@ pub async fn record_funds(conn: &mut PgConnection, event: &FundsEvent) -> StoreR
 }
 
 /// Queues the feed's wake-up and makes this transaction's commit durable.
-async fn notify_durably(conn: &mut PgConnection, chain_id: ChainId) -> StoreResult<()> {
+pub(crate) async fn notify_durably(conn: &mut PgConnection, chain_id: ChainId) -> StoreResult<()> {
     sqlx::query("SELECT pg_notify($1, $2), set_config('synchronous_commit', 'on', true)")
         .bind(COMPLETION_CHANNEL)
         .bind(chain_id.to_string())

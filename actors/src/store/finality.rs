@@ -74,47 +74,55 @@ pub async fn mined_not_final(
     rows.into_iter().map(MinedRow::into_intent).collect()
 }
 
-/// A final intent (CONFIRMED or FAILED_FINAL) whose receipt's block was
-/// replaced by a reorg.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FinalAboveFork {
-    /// The intent.
-    pub tx_id: Uuid,
-    /// The block its receipt was in.
-    pub block_number: u64,
-}
-
-#[derive(sqlx::FromRow)]
-struct FinalRow {
-    tx_id: Uuid,
-    receipt_block_number: i64,
-}
-
-/// The final intents of the chain whose receipt is in a block above `fork`:
-/// a reorg deeper than finality reached them.
+/// The final intents (CONFIRMED, FAILED_FINAL, or CANCELLED by a mined
+/// cancel) of `submitters` whose receipt is in a block above `fork`: a reorg
+/// deeper than finality reached them, and their leaders re-open them.
 pub async fn final_above(
     pool: &PgPool,
     chain_id: ChainId,
+    submitters: &[Address],
     fork: u64,
-) -> StoreResult<Vec<FinalAboveFork>> {
-    let rows: Vec<FinalRow> = sqlx::query_as(
-        "SELECT tx_id, receipt_block_number FROM managed_tx
-          WHERE chain_id = $1 AND state IN ('CONFIRMED', 'FAILED_FINAL') AND receipt_block_number > $2",
+) -> StoreResult<Vec<MinedIntent>> {
+    let submitters: Vec<String> = submitters.iter().map(|a| format!("{a:#x}")).collect();
+    let rows: Vec<MinedRow> = sqlx::query_as(
+        "SELECT tx_id, submitter, receipt_block_number, receipt_block_hash,
+                receipt->>'status' AS status
+           FROM managed_tx
+          WHERE chain_id = $1 AND state IN ('CONFIRMED', 'FAILED_FINAL', 'CANCELLED')
+            AND receipt_block_number IS NOT NULL AND receipt_block_number > $3
+            AND submitter = ANY($2)",
     )
     .bind(chain_id)
+    .bind(&submitters)
     .bind(block_db(fork))
     .fetch_all(pool)
     .await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(FinalAboveFork {
-                tx_id: row.tx_id,
-                block_number: u64::try_from(row.receipt_block_number).map_err(|_| {
-                    StoreError::Corrupt(format!("tx {}: negative block number", row.tx_id))
-                })?,
-            })
-        })
-        .collect()
+    rows.into_iter().map(MinedRow::into_intent).collect()
+}
+
+/// The final intents of one submitter whose nonce is at or above `nonce`
+/// (the chain's latest nonce): when the chain's nonce is below a final
+/// intent's, the block holding it is no longer canonical, or the endpoint
+/// read lags. The caller tells the two apart by the block itself.
+pub async fn final_from_nonce(
+    pool: &PgPool,
+    key: crate::domain::SubmitterKey,
+    nonce: u64,
+) -> StoreResult<Vec<MinedIntent>> {
+    let rows: Vec<MinedRow> = sqlx::query_as(
+        "SELECT tx_id, submitter, receipt_block_number, receipt_block_hash,
+                receipt->>'status' AS status
+           FROM managed_tx
+          WHERE chain_id = $1 AND submitter = $2 AND nonce >= $3
+            AND state IN ('CONFIRMED', 'FAILED_FINAL', 'CANCELLED') AND receipt IS NOT NULL
+          ORDER BY nonce LIMIT 1000",
+    )
+    .bind(key.chain_id)
+    .bind(key.address_hex())
+    .bind(i64::try_from(nonce).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter().map(MinedRow::into_intent).collect()
 }
 
 /// A block number as the `BIGINT` it is compared with. Stored block numbers

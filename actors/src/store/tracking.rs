@@ -211,23 +211,54 @@ pub async fn finalize(
     ))
 }
 
+/// What clearing a reorged-out receipt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClearedReceipt {
+    /// The bytes of the attempt that had been mined, to re-broadcast.
+    pub raw: Vec<u8>,
+    /// The intent had been reported final (CONFIRMED, FAILED_FINAL, or
+    /// CANCELLED by a mined cancel): it is open again and the feed got a
+    /// `REORGED_OUT` correction row.
+    pub was_final: bool,
+}
+
 /// Clears a receipt whose block was reorged out (only if it still names that
-/// block: a newer receipt from the new chain is kept). Returns the bytes of
-/// the attempt that had been mined, to re-broadcast.
+/// block: a newer receipt from the new chain is kept), back to TRACKING /
+/// `reorged`. A final intent is re-opened too — its block is gone, so it
+/// is not final — with a `REORGED_OUT` feed row, and its resubmit clock
+/// starts again (its signed bytes are re-broadcast: same hash, same nonce,
+/// so it cannot execute twice).
 pub async fn clear_receipt(
     ftx: &mut FencedTx,
     tx_id: Uuid,
     orphaned_block: B256,
-) -> StoreResult<Option<Vec<u8>>> {
+) -> StoreResult<Option<ClearedReceipt>> {
     let token = ftx.token();
-    let raw: Option<(Vec<u8>,)> = sqlx::query_as(
+    let row: Option<(Vec<u8>, bool)> = sqlx::query_as(
         "WITH cleared AS (
              UPDATE managed_tx m SET receipt = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
-                    mined_tx_hash = NULL, sub_state = $4, fencing_token = $3, updated_at = now()
-               FROM (SELECT tx_id, mined_tx_hash FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
-              WHERE m.tx_id = old.tx_id AND m.state IN ('TRACKING', 'STUCK') AND m.receipt_block_hash = $2
-          RETURNING old.mined_tx_hash)
-         SELECT a.raw_tx FROM tx_attempt a JOIN cleared c ON a.tx_hash = c.mined_tx_hash",
+                    mined_tx_hash = NULL, sub_state = $4, fencing_token = $3, updated_at = now(),
+                    state = CASE WHEN old.was_final THEN 'TRACKING' ELSE m.state END,
+                    confirmed_at = NULL,
+                    next_resubmit_at = CASE WHEN old.was_final THEN now() ELSE m.next_resubmit_at END,
+                    first_broadcast_at = CASE WHEN old.was_final THEN now() ELSE m.first_broadcast_at END,
+                    resubmits = CASE WHEN old.was_final THEN 0 ELSE m.resubmits END
+               FROM (SELECT tx_id, mined_tx_hash, receipt_block_number,
+                            state IN ('CONFIRMED', 'FAILED_FINAL', 'CANCELLED') AS was_final
+                       FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
+              WHERE m.tx_id = old.tx_id AND m.receipt_block_hash = $2
+                AND m.state IN ('TRACKING', 'STUCK', 'CONFIRMED', 'FAILED_FINAL', 'CANCELLED')
+          RETURNING old.mined_tx_hash, old.receipt_block_number, old.was_final),
+         correction AS (
+             INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state,
+                                        tx_hash, block_number, nonce, reason)
+             SELECT m.tx_id, m.chain_id, m.submitter, m.request_id, 'REORGED_OUT',
+                    c.mined_tx_hash, c.receipt_block_number, m.nonce,
+                    'block ' || c.receipt_block_number || ' (' || $2
+                        || ') left the canonical chain after the transaction was reported final; tracked again'
+               FROM managed_tx m JOIN cleared c ON c.was_final WHERE m.tx_id = $1
+             RETURNING 1)
+         SELECT a.raw_tx, c.was_final FROM tx_attempt a JOIN cleared c ON a.tx_hash = c.mined_tx_hash",
     )
     .bind(tx_id)
     .bind(format!("{orphaned_block:#x}"))
@@ -235,7 +266,14 @@ pub async fn clear_receipt(
     .bind(SubState::Reorged)
     .fetch_optional(ftx.conn())
     .await?;
-    Ok(raw.map(|(raw,)| raw))
+    let Some((raw, was_final)) = row else {
+        return Ok(None);
+    };
+    if was_final {
+        let chain_id = ftx.submitter().chain_id;
+        super::completions::notify_durably(ftx.conn(), chain_id).await?;
+    }
+    Ok(Some(ClearedReceipt { raw, was_final }))
 }
 
 /// Every attempt hash at the current nonce of the submitter's open intents:

@@ -9,10 +9,10 @@ use uuid::Uuid;
 
 use super::{error::LeaderError, SubmitterContext};
 use crate::{
-    domain::SubState,
+    domain::{ReorgedReceipt, SubState},
     metrics::{stuck_reason, EXTERNAL_NONCE},
     store::{
-        nonce_cursor, pipeline,
+        finality, nonce_cursor, pipeline,
         tracking::{self, MinedReceipt},
         FencedTx, LeaseGuard,
     },
@@ -32,6 +32,36 @@ pub(crate) async fn on_acquired(
     pipeline::retry_allocated_now(&mut ftx).await?;
     ftx.commit().await?;
     run(ctx, lease).await
+}
+
+/// Final intents at or above the chain's latest nonce are no longer on
+/// chain — unless the endpoint read lags. Each one whose block the endpoint
+/// knows under another hash was reorged out after finality (a reorg the head
+/// watcher did not see, e.g. across a restart): it is re-opened like a
+/// reorged receipt. A block the endpoint does not have yet proves nothing
+/// and is looked at again on the next sweep.
+async fn heal_final_beyond_the_chain(
+    ctx: &SubmitterContext,
+    lease: &LeaseGuard,
+    latest_nonce: u64,
+) -> Result<(), LeaderError> {
+    let mut lost = Vec::new();
+    for intent in finality::final_from_nonce(&ctx.pool, ctx.key, latest_nonce).await? {
+        match ctx.chain.block(intent.block_number).await {
+            Ok(Some(block)) if block.hash != intent.block_hash => lost.push(ReorgedReceipt {
+                tx_id: intent.tx_id,
+                block_hash: intent.block_hash,
+            }),
+            Ok(_) => {}
+            Err(err) => {
+                tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %intent.tx_id, error = %err, "block lookup failed; next sweep");
+            }
+        }
+    }
+    if lost.is_empty() {
+        return Ok(());
+    }
+    super::tracking_reports::reorged_out(ctx, lease, &lost).await
 }
 
 /// What a chain check found.
@@ -73,6 +103,8 @@ pub(crate) async fn run(
         }
         ftx.commit().await?;
     }
+
+    heal_final_beyond_the_chain(ctx, lease, nonces.latest).await?;
 
     let unmined = tracking::load_unmined_below(&ctx.pool, ctx.key, nonces.latest).await?;
     if unmined.is_empty() {

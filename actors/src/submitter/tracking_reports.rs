@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::{error::LeaderError, leader_lease::LeaderLease, SubmitterContext};
 use crate::{
     domain::{FinalDecision, ReorgedReceipt},
+    metrics::FINALITY_VIOLATIONS,
     store::{
         tracking::{self, MinedReceipt},
         FencedTx, LeaseGuard,
@@ -76,6 +77,10 @@ pub(crate) async fn finalize(
 
 /// Clears receipts whose block was reorged out, back to TRACKING/`reorged`,
 /// and re-broadcasts the bytes that had been mined so they are included again.
+/// A final intent among them (a reorg deeper than finality) is re-opened the
+/// same way, with a `REORGED_OUT` feed row, an error log and
+/// `txmgr_finality_violations_total`; its attempts go back in the receipt
+/// index so the block matcher sees it mined again.
 pub(crate) async fn reorged_out(
     ctx: &SubmitterContext,
     lease: &LeaseGuard,
@@ -83,12 +88,30 @@ pub(crate) async fn reorged_out(
 ) -> Result<(), LeaderError> {
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "clear_reorged_receipt").await?;
     let mut rebroadcast = Vec::new();
+    let mut reopened = 0;
     for lost in lost {
-        if let Some(raw) = tracking::clear_receipt(&mut ftx, lost.tx_id, lost.block_hash).await? {
-            rebroadcast.push((lost.tx_id, Bytes::from(raw)));
+        if let Some(cleared) =
+            tracking::clear_receipt(&mut ftx, lost.tx_id, lost.block_hash).await?
+        {
+            if cleared.was_final {
+                reopened += 1;
+                metrics::counter!(FINALITY_VIOLATIONS).increment(1);
+                tracing::error!(target: "txmgr::finality", submitter = %ctx.key, tx_id = %lost.tx_id,
+                    block_hash = %lost.block_hash,
+                    "reorg deeper than finality: a final transaction's block left the canonical chain; re-opened and re-broadcast");
+            }
+            rebroadcast.push((lost.tx_id, Bytes::from(cleared.raw)));
         }
     }
     ftx.commit().await?;
+    if reopened > 0 {
+        index_open_attempts(ctx).await?;
+    }
+    let every = ctx.settings().resubmit_interval;
+    ctx.timers.schedule(
+        ctx.key.address,
+        lost.iter().map(|r| (r.tx_id, every)).collect(),
+    );
     LeaderLease::new(ctx, lease).check_valid()?;
     for (tx_id, raw) in rebroadcast {
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, "receipt reorged out; re-broadcasting");

@@ -13,7 +13,6 @@ use super::{CanonicalWindow, SubmitterRouter, TrackerReport};
 use crate::{
     chain::{ChainClient, ChainError, FinalityTag},
     domain::{ChainId, FinalDecision, Finality, ReorgedReceipt},
-    metrics::REORGS_BEYOND_FINALITY,
     store::{finality, StoreError},
 };
 
@@ -182,23 +181,18 @@ async fn on_head(state: &FinalityWorkerArgs, head: u64) -> Result<(), FinalityEr
 }
 
 async fn on_reorg(state: &FinalityWorkerArgs, fork: u64) -> Result<(), FinalityError> {
-    if state.slot == 0 {
-        // Final states are never rewritten, but a reorg under them is loud.
-        for broken in finality::final_above(&state.pool, state.chain_id, fork).await? {
-            metrics::counter!(REORGS_BEYOND_FINALITY).increment(1);
-            tracing::error!(target: "txmgr::finality", tx_id = %broken.tx_id, block = broken.block_number, fork,
-                "reorg deeper than finality: a CONFIRMED intent's block was replaced; state left as is");
-        }
-    }
     let led = mine(state);
     if led.is_empty() {
         return Ok(());
     }
     let submitters: Vec<Address> = led.keys().copied().collect();
     let mut orphaned: HashMap<Address, Vec<ReorgedReceipt>> = HashMap::new();
-    for mined in
-        finality::mined_not_final(&state.pool, state.chain_id, &submitters, Some(fork)).await?
-    {
+    // Mined intents above the fork, final ones included: a reorg deeper than
+    // finality re-opens them (the leader writes the correction, fenced).
+    let not_final =
+        finality::mined_not_final(&state.pool, state.chain_id, &submitters, Some(fork)).await?;
+    let final_ones = finality::final_above(&state.pool, state.chain_id, &submitters, fork).await?;
+    for mined in not_final.into_iter().chain(final_ones) {
         orphaned
             .entry(mined.submitter)
             .or_default()

@@ -39,16 +39,7 @@ pub(super) async fn on_tracking(
         }
         Tracking::Reorged(lost) => tracking_reports::reorged_out(&state.ctx, &lease, lost)
             .await
-            .map(|()| {
-                let settings = state.ctx.settings();
-                state.ctx.timers.schedule(
-                    state.ctx.key.address,
-                    lost.iter()
-                        .map(|r| (r.tx_id, settings.resubmit_interval))
-                        .collect(),
-                );
-                0
-            }),
+            .map(|()| 0),
     };
     match result {
         Ok(changed) if changed > 0 => {
