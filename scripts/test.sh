@@ -55,13 +55,13 @@ promtool --version 2>&1 | head -n1
 # ---------------------------------------------------------------- chromium
 # The ops dashboard is rendered in a real headless browser
 # (tests/it/ops_dashboard.rs). Installed when we may; then the test must run
-# (TXMGR_REQUIRE_CHROMIUM), so a missing browser cannot pass as a skip.
+# (TXMGR_REQUIRE_CHROMIUM), so a missing browser cannot pass as a skip. In CI
+# (CI=true) a browser that cannot be had fails the run here.
 section "chromium"
 chromium_bin() { command -v chromium || command -v chromium-browser || command -v google-chrome; }
 if ! chromium_bin >/dev/null; then
     if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
         echo "installing Debian's chromium package (headless, for the dashboard test)"
-        # Not fatal: without a browser the dashboard test says it is skipped.
         if ! { apt-get update -qq &&
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; then
             echo "installing chromium failed"
@@ -71,8 +71,10 @@ fi
 if chromium_bin >/dev/null; then
     "$(chromium_bin)" --version 2>/dev/null | head -n1 || true
     export TXMGR_REQUIRE_CHROMIUM=1
+elif [[ "${CI:-}" == true ]]; then
+    die "no chromium and it could not be installed: the dashboard test cannot run, and in CI a skip is not a pass"
 else
-    echo "no chromium and no way to install it: the dashboard test is skipped"
+    echo "no chromium and no way to install it: the dashboard test is skipped (outside CI only)"
 fi
 
 # ---------------------------------------------------------------- postgres

@@ -66,6 +66,33 @@ impl EnvOverrides {
     }
 }
 
+/// Top-level keys that are lists of tables (`[[webhooks]]`): no variable can
+/// address one entry, so a variable naming them is refused rather than
+/// silently ignored.
+const LIST_KEYS: &[&str] = &["webhooks"];
+
+/// Variables that look like configuration but cannot be applied: a
+/// `TXMGR_WEBHOOKS…` override would otherwise be dropped without a word.
+pub(crate) fn refused_variables<'a>(
+    vars: impl IntoIterator<Item = &'a (String, String)>,
+) -> Vec<super::ConfigIssue> {
+    vars.into_iter()
+        .filter_map(|(name, _)| {
+            let rest = name.strip_prefix(ENV_PREFIX)?;
+            let first = rest.split(ENV_SEPARATOR).next()?.to_ascii_lowercase();
+            LIST_KEYS.contains(&first.as_str()).then(|| {
+                super::ConfigIssue::new(
+                    name.clone(),
+                    format!(
+                        "[[{first}]] is a list of tables and cannot be overridden from the environment; \
+                         change it in the file (a webhook's secret comes from its secret_env or secret_file)"
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Turns a variable name into a dotted key, or `None` when it is not ours.
 fn config_key(name: &str, submitter_keys: &[String]) -> Option<String> {
     let rest = name.strip_prefix(ENV_PREFIX)?;

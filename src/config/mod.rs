@@ -133,6 +133,7 @@ impl Config {
             .iter()
             .find(|(key, _)| key == "PGSSLMODE")
             .map(|(_, value)| value.clone());
+        let refused_variables = env::refused_variables(&env);
         let file = Figment::from(Toml::string(text));
         let submitter_keys = match file.find_value("submitters") {
             Ok(Value::Dict(_, dict)) => dict.keys().cloned().collect(),
@@ -143,6 +144,7 @@ impl Config {
         let mut config: Config = figment.extract().map_err(ConfigError::from_figment)?;
         config.warnings = warnings;
         let mut issues = validate::normalise_and_validate(&mut config);
+        issues.extend(refused_variables);
         let transport = transport::check(&config, pgsslmode.as_deref());
         issues.extend(transport.refused);
         config.warnings.extend(transport.warned);

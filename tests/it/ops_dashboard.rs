@@ -3,7 +3,8 @@
 //! rendered DOM shows the submitter's row with its role, mailbox depth and
 //! balance, and the webhooks table.
 //! Skipped (with a message) when no Chromium binary is installed, unless
-//! `TXMGR_REQUIRE_CHROMIUM` is set (`scripts/test.sh` sets it once it has one).
+//! `TXMGR_REQUIRE_CHROMIUM` is set (`scripts/test.sh` sets it once it has one)
+//! or `CI=true`: in CI a missing browser fails.
 
 use std::time::Duration;
 
@@ -24,11 +25,15 @@ fn chromium() -> Option<&'static str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
     let Some(browser) = chromium() else {
-        // scripts/test.sh sets this once it has a browser: then a missing
-        // one is a failure, not a skip.
+        // scripts/test.sh sets this once it has a browser, and CI always
+        // needs one: then a missing browser is a failure, not a skip.
         assert!(
             std::env::var_os("TXMGR_REQUIRE_CHROMIUM").is_none(),
             "TXMGR_REQUIRE_CHROMIUM is set but no chromium binary runs"
+        );
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but no chromium binary runs: install Debian's chromium package"
         );
         eprintln!("SKIPPED: no chromium binary (apt-get install -y chromium)");
         return;

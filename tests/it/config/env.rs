@@ -83,3 +83,14 @@ fn env_with_bad_value_names_the_key_and_variable() {
         "lease.renew_interval",
     );
 }
+
+#[test]
+fn a_webhooks_variable_is_refused_naming_it_not_ignored() {
+    for name in ["TXMGR_WEBHOOKS__0__URL", "TXMGR_WEBHOOKS"] {
+        let err = assert_rejects_with_env(BASE, env(&[(name, "http://127.0.0.1:1/")]), name);
+        assert!(err.to_string().contains("[[webhooks]]"), "{err}");
+    }
+    // A secret variable that merely starts alike is not configuration.
+    Config::from_toml_str(BASE, env(&[("TXMGR_WEBHOOKS_SECRET", "s")]))
+        .expect("not a configuration variable");
+}
