@@ -67,5 +67,6 @@ mod tls_rpc;
 mod tx_actions;
 mod tx_query;
 mod unknown_sends;
+mod webhook_window;
 mod webhooks;
 mod ws_head;

@@ -53,7 +53,11 @@ async fn reload_retunes_adds_removes_and_rejects_bad_files() {
     let node = TestNode::start_file(&file.0).await;
     let settings = node.engine.settings(address(DEV)).expect("configured");
     assert_eq!(settings.max_in_flight, 4);
-    assert_eq!(settings.max_fee_per_gas_cap, None);
+    assert_eq!(
+        settings.max_fee_per_gas_cap,
+        Some(txmgr_actors::submitter::settings::DEFAULT_MAX_FEE_PER_GAS_CAP),
+        "the default cap"
+    );
 
     // New settings for the running submitter, a new submitter, and a
     // node-level key that needs a restart.

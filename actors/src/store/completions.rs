@@ -20,14 +20,13 @@
 //! back: rows committed after it began are not served until it ends. The feed
 //! is delayed, never wrong.
 
-use std::{fmt, str::FromStr};
-
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use super::{StoreError, StoreResult};
+pub use super::feed_cursor::{FeedCursor, InvalidFeedCursor};
+use super::{feed_cursor::digits, StoreError, StoreResult};
 use crate::domain::{ChainId, FeedEvent, SubmitterKey};
 
 /// The `LISTEN`/`NOTIFY` channel woken at the commit of every completion; the
@@ -113,80 +112,6 @@ pub(crate) async fn notify_durably(conn: &mut PgConnection, chain_id: ChainId) -
         .execute(&mut *conn)
         .await?;
     Ok(())
-}
-
-/// A position in the feed: the `(xid, seq)` of the last row served. Clients
-/// see it as an opaque token ([`FeedCursor::to_token`] / [`FeedCursor::parse`]),
-/// so its form may change without breaking them beyond a restart of paging.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FeedCursor {
-    /// Id of the transaction that wrote the row (`xid8`, never wraps).
-    xid: u64,
-    /// The row's `seq`; orders rows written by one transaction.
-    seq: i64,
-}
-
-/// A cursor token this API did not hand out.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid completion cursor {0:?}: expected a token returned as `cursor` or `next_after`")]
-pub struct InvalidFeedCursor(pub String);
-
-impl FeedCursor {
-    /// The cursor of the row `(xid, seq)`.
-    pub fn new(xid: u64, seq: i64) -> Self {
-        Self { xid, seq }
-    }
-
-    /// Transaction id of the row the cursor points at.
-    pub fn xid(&self) -> u64 {
-        self.xid
-    }
-
-    /// `seq` of the row the cursor points at.
-    pub fn seq(&self) -> i64 {
-        self.seq
-    }
-
-    /// The token clients pass back: `<xid>-<seq>` in decimal.
-    pub fn to_token(&self) -> String {
-        format!("{}-{}", self.xid, self.seq)
-    }
-
-    /// Reads a token written by [`FeedCursor::to_token`]; anything else —
-    /// signs, spaces, missing or extra parts, out-of-range numbers — is refused.
-    pub fn parse(token: &str) -> Result<FeedCursor, InvalidFeedCursor> {
-        let invalid = || InvalidFeedCursor(token.to_owned());
-        let (xid, seq) = token.split_once('-').ok_or_else(invalid)?;
-        let xid = digits(xid).ok_or_else(invalid)?;
-        let seq = digits(seq).ok_or_else(invalid)?;
-        Ok(FeedCursor {
-            xid,
-            seq: i64::try_from(seq).map_err(|_| invalid())?,
-        })
-    }
-}
-
-/// A non-empty run of ASCII digits as a number (`u64::from_str` would also
-/// take a `+`).
-fn digits(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-impl fmt::Display for FeedCursor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_token())
-    }
-}
-
-impl FromStr for FeedCursor {
-    type Err = InvalidFeedCursor;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        FeedCursor::parse(s)
-    }
 }
 
 /// One completion as the feed serves it: a transaction's (with `tx_id`) or a
@@ -305,8 +230,8 @@ pub async fn read(
     );
     let rows: Vec<FeedRow> = sqlx::query_as(&sql)
         .bind(chain_id)
-        .bind(from.xid.to_string())
-        .bind(from.seq)
+        .bind(from.xid().to_string())
+        .bind(from.seq())
         .bind(i64::from(limit.max(1)))
         .fetch_all(pool)
         .await?;
@@ -318,6 +243,38 @@ pub async fn read(
         items.push(row);
     }
     Ok((items, next))
+}
+
+/// One submitter's feed rows from `from` (inclusive) to `to` (inclusive),
+/// in feed order, at most `limit`: a webhook holder reads again the events
+/// of a submitter it parked (more were waiting than it keeps in memory).
+/// Rows up to `to` were served before, so all of them are visible.
+pub async fn read_submitter(
+    pool: &PgPool,
+    chain_id: ChainId,
+    submitter: &str,
+    from: FeedCursor,
+    to: FeedCursor,
+    limit: u32,
+) -> StoreResult<Vec<(FeedCursor, CompletionRow)>> {
+    let sql = format!(
+        "SELECT {FEED_COLUMNS} FROM tx_completion
+          WHERE chain_id = $1 AND submitter = $2
+            AND (xid, seq) >= ($3::text::xid8, $4::bigint)
+            AND (xid, seq) <= ($5::text::xid8, $6::bigint)
+          ORDER BY xid, seq LIMIT $7"
+    );
+    let rows: Vec<FeedRow> = sqlx::query_as(&sql)
+        .bind(chain_id)
+        .bind(submitter)
+        .bind(from.xid().to_string())
+        .bind(from.seq())
+        .bind(to.xid().to_string())
+        .bind(to.seq())
+        .bind(i64::from(limit.max(1)))
+        .fetch_all(pool)
+        .await?;
+    rows.into_iter().map(FeedRow::into_row).collect()
 }
 
 /// The feed rows with these `seq`s (dead letters being redelivered), in feed
@@ -337,48 +294,4 @@ pub async fn read_seqs(
         .fetch_all(pool)
         .await?;
     rows.into_iter().map(FeedRow::into_row).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursor_token_round_trips() {
-        let cursor = FeedCursor::new(4_294_967_301, 42);
-        assert_eq!(cursor.to_token(), "4294967301-42");
-        assert_eq!(FeedCursor::parse(&cursor.to_token()), Ok(cursor));
-        assert_eq!("0-0".parse::<FeedCursor>(), Ok(FeedCursor::new(0, 0)));
-    }
-
-    #[test]
-    fn cursor_refuses_foreign_tokens() {
-        for bad in [
-            "",
-            "-",
-            "1",
-            "1-",
-            "-1",
-            "1--1",
-            "1-2-3",
-            "+1-2",
-            "1-+2",
-            " 1-2",
-            "1-2 ",
-            "a-b",
-            "18446744073709551616-1",
-            "1-9223372036854775808",
-            "MTIzLTQ1Ng",
-        ] {
-            let err = FeedCursor::parse(bad).expect_err(bad);
-            assert_eq!(err, InvalidFeedCursor(bad.to_owned()));
-        }
-    }
-
-    #[test]
-    fn cursors_order_by_xid_then_seq() {
-        // A lower xid sorts first even with a higher seq: that is the order served.
-        assert!(FeedCursor::new(10, 99) < FeedCursor::new(11, 1));
-        assert!(FeedCursor::new(10, 1) < FeedCursor::new(10, 2));
-    }
 }

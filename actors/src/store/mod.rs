@@ -14,6 +14,7 @@ pub mod actions;
 pub mod audit;
 pub mod completions;
 mod error;
+mod feed_cursor;
 mod fenced;
 pub mod filler;
 pub mod finality;

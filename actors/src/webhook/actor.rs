@@ -26,7 +26,7 @@ use serde::Serialize;
 use super::{
     attempt::{self, AttemptOutcome, AttemptRequest},
     settings::WebhookSettings,
-    window::Window,
+    window::{Pushed, Window, PER_SUBMITTER},
     WebhookEnv,
 };
 use crate::{

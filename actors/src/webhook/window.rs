@@ -1,26 +1,52 @@
 //! The holder's in-memory view of the feed between its durable cursor and
-//! what it has read: which events are done, which wait, and in which order
-//! per submitter. Pure bookkeeping, no I/O.
+//! what it has read: which events wait, in which order per submitter, and
+//! which done ones still need their marker saved. Pure bookkeeping, no I/O.
 //!
 //! ```text
-//! durable cursor ─┐                               ┌─ read_to
-//!                 ▼                               ▼
-//!   … done ─ [e1 done][e2 wait][e3 done][e4 wait] ─ (not read yet)
-//!             └ folded into the cursor at the next commit
-//! queues: submitter A: e2, e4 (one at a time, in order); submitter B: —
+//! durable cursor ─┐                                   ┌─ read_to
+//!                 ▼                                   ▼
+//!   … done ─ [a1 wait][b1 done, unsaved][a2 wait][b2 …] ─ (not read yet)
+//! queues: a: a1, a2 (one at a time, in order) — at most PER_SUBMITTER kept;
+//! the rest of a's events are parked: not kept, read again from the database
+//! (`store::completions::read_submitter`) once a's queue has emptied.
 //! ```
+//!
+//! Memory is bounded per submitter, never by the oldest pending event: a
+//! done event's marker is saved at the next commit and then it leaves
+//! memory, and a submitter whose head keeps failing (a receiver that
+//! answers it 429 for an hour) keeps at most [`PER_SUBMITTER`] events here,
+//! so the others' events are still read and delivered. The durable cursor
+//! stays below the first event not done (a waiting one, or a parked
+//! submitter's first unread one): events done beyond it are skipped through
+//! their markers by a new holder.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::store::completions::FeedCursor;
 
-/// One read event.
+/// Waiting events kept in memory per submitter; more are parked.
+pub(super) const PER_SUBMITTER: usize = 64;
+
+/// One event kept in memory.
 #[derive(Debug)]
 struct Entry {
-    /// Delivered, dead-lettered or not wanted.
+    /// Delivered or dead-lettered.
     done: bool,
     /// Its done marker is in the database (or none is needed).
     saved: bool,
+}
+
+/// What became of an event read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pushed {
+    /// It waits for delivery in its submitter's queue.
+    Waits,
+    /// Nothing to deliver: not wanted, done by a previous holder, or read
+    /// before.
+    Done,
+    /// Its submitter has [`PER_SUBMITTER`] events waiting: it is read again
+    /// later.
+    Parked,
 }
 
 /// Events between the durable cursor and the last one read.
@@ -28,20 +54,35 @@ struct Entry {
 pub(super) struct Window {
     durable: FeedCursor,
     read_to: FeedCursor,
+    /// Waiting events, and done ones whose marker is not saved yet.
     entries: BTreeMap<FeedCursor, Entry>,
     /// Done beyond the cursor before this holder took over (from the database).
     done_before: BTreeSet<FeedCursor>,
     /// Waiting events per submitter, in feed order.
     queues: HashMap<String, VecDeque<FeedCursor>>,
+    /// Per parked submitter, the position from which its events are read
+    /// again: at or before its first event not kept.
+    parked: HashMap<String, FeedCursor>,
 }
 
 /// What a commit should write for the window.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct WindowProgress {
-    /// The new cursor, when the done prefix moved.
+    /// The new cursor, when it moved.
     pub(super) cursor: Option<FeedCursor>,
     /// Done events beyond the new cursor whose markers are not saved yet.
     pub(super) done: Vec<FeedCursor>,
+}
+
+/// The position just before `at`: every row below `at` was read before `at`
+/// (the feed serves rows in `(xid, seq)` order and only once no earlier row
+/// can appear), so a cursor here covers exactly the rows before it.
+fn just_before(at: FeedCursor) -> FeedCursor {
+    if at.seq() > 0 {
+        FeedCursor::new(at.xid(), at.seq() - 1)
+    } else {
+        FeedCursor::new(at.xid().saturating_sub(1), i64::MAX)
+    }
 }
 
 impl Window {
@@ -60,34 +101,105 @@ impl Window {
         self.read_to
     }
 
-    /// Events read and not yet folded into the durable cursor.
+    /// Events held in memory (waiting, or done with a marker to save).
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    /// Adds the next event read. `wanted` false (filtered out) makes it done
-    /// at once; so does a done marker from before. Returns true when it
-    /// waits for delivery.
-    pub(super) fn push(&mut self, cursor: FeedCursor, submitter: &str, wanted: bool) -> bool {
+    /// Adds the next event read; `wanted` false (filtered out) makes it done
+    /// at once.
+    pub(super) fn push(&mut self, cursor: FeedCursor, submitter: &str, wanted: bool) -> Pushed {
         if cursor <= self.read_to {
-            return false;
+            return Pushed::Done;
         }
         self.read_to = cursor;
-        let waits = wanted && !self.done_before.remove(&cursor);
+        if !wanted {
+            return Pushed::Done;
+        }
+        // A parked submitter's later events are read again with the parked
+        // ones (done markers included), in order.
+        if self.parked.contains_key(submitter) {
+            return Pushed::Parked;
+        }
+        if self.done_before.remove(&cursor) {
+            return Pushed::Done;
+        }
+        let queue = self.queues.entry(submitter.to_owned()).or_default();
+        if queue.len() >= PER_SUBMITTER {
+            self.parked.insert(submitter.to_owned(), cursor);
+            return Pushed::Parked;
+        }
+        queue.push_back(cursor);
         self.entries.insert(
             cursor,
             Entry {
-                done: !waits,
+                done: false,
                 saved: true,
             },
         );
-        if waits {
+        Pushed::Waits
+    }
+
+    /// Parked submitters whose queue has emptied, with the position to read
+    /// their events again from (inclusive).
+    pub(super) fn due_for_refill(&self) -> Vec<(String, FeedCursor)> {
+        self.parked
+            .iter()
+            .filter(|(submitter, _)| self.queues.get(*submitter).is_none_or(VecDeque::is_empty))
+            .map(|(submitter, from)| (submitter.clone(), *from))
+            .collect()
+    }
+
+    /// Takes a parked submitter's events read again (`(cursor, wanted)` from
+    /// its refill position, in order, up to [`PER_SUBMITTER`] of them;
+    /// `complete` when that read reached `read_to`). Returns the events that
+    /// now wait.
+    pub(super) fn refill(
+        &mut self,
+        submitter: &str,
+        rows: &[(FeedCursor, bool)],
+        complete: bool,
+    ) -> Vec<FeedCursor> {
+        let Some(from) = self.parked.get(submitter).copied() else {
+            return Vec::new();
+        };
+        let mut waiting = Vec::new();
+        let mut last = None;
+        for (cursor, wanted) in rows {
+            if *cursor < from || *cursor > self.read_to {
+                continue;
+            }
+            last = Some(*cursor);
+            if !wanted || self.done_before.remove(cursor) {
+                continue;
+            }
             self.queues
                 .entry(submitter.to_owned())
                 .or_default()
-                .push_back(cursor);
+                .push_back(*cursor);
+            self.entries.insert(
+                *cursor,
+                Entry {
+                    done: false,
+                    saved: true,
+                },
+            );
+            waiting.push(*cursor);
         }
-        waits
+        match last {
+            Some(last) if !complete => {
+                // Everything up to `last` is kept (or done): the rest is
+                // read again from just after it.
+                self.parked.insert(
+                    submitter.to_owned(),
+                    FeedCursor::new(last.xid(), last.seq().saturating_add(1)),
+                );
+            }
+            _ => {
+                self.parked.remove(submitter);
+            }
+        }
+        waiting
     }
 
     /// The first waiting event of every submitter.
@@ -114,35 +226,48 @@ impl Window {
         }
     }
 
-    /// What to write: the end of the done prefix, if it moved, and the
-    /// unsaved done events after it.
+    /// What to write: the cursor, moved up to just before the first event
+    /// not done (or to the last read when none), and the unsaved done
+    /// events beyond it.
     pub(super) fn progress(&self) -> WindowProgress {
-        let mut cursor = None;
-        let mut rest = self.entries.iter().peekable();
-        while let Some((at, _)) = rest.next_if(|(_, e)| e.done) {
-            cursor = Some(*at);
-        }
-        let done = rest
-            .filter(|(_, e)| e.done && !e.saved)
+        let first_waiting = self
+            .entries
+            .iter()
+            .find(|(_, entry)| !entry.done)
+            .map(|(at, _)| *at);
+        let first_parked = self.parked.values().min().copied();
+        let reach = match first_waiting.into_iter().chain(first_parked).min() {
+            Some(barrier) => just_before(barrier),
+            None => self.read_to,
+        };
+        let cursor = (reach > self.durable).then_some(reach);
+        let covered = self.durable.max(reach);
+        let done = self
+            .entries
+            .range(..)
+            .filter(|(at, entry)| **at > covered && entry.done && !entry.saved)
             .map(|(at, _)| *at)
             .collect();
         WindowProgress { cursor, done }
     }
 
-    /// Takes a committed [`WindowProgress`] in: the prefix leaves memory and
-    /// the markers count as saved.
+    /// Takes a committed [`WindowProgress`] in: what the cursor covers and
+    /// the done events whose markers are saved leave memory.
     pub(super) fn committed(&mut self, progress: &WindowProgress) {
         if let Some(cursor) = progress.cursor {
             self.durable = self.durable.max(cursor);
             let rest = self.entries.split_off(&cursor);
             self.entries = rest;
             self.entries.remove(&cursor);
+            let durable = self.durable;
+            self.done_before.retain(|at| *at > durable);
         }
         for at in &progress.done {
             if let Some(entry) = self.entries.get_mut(at) {
                 entry.saved = true;
             }
         }
+        self.entries.retain(|_, entry| !(entry.done && entry.saved));
     }
 
     /// The durable cursor as last committed.
@@ -160,12 +285,12 @@ mod tests {
     }
 
     #[test]
-    fn the_cursor_moves_over_the_done_prefix_only() {
+    fn the_cursor_moves_up_to_the_first_event_not_done() {
         let mut window = Window::resume(at(0), []);
-        assert!(window.push(at(1), "a", true));
-        assert!(window.push(at(2), "b", true));
-        assert!(!window.push(at(3), "a", false), "not wanted: done at once");
-        assert!(window.push(at(4), "a", true));
+        assert_eq!(window.push(at(1), "a", true), Pushed::Waits);
+        assert_eq!(window.push(at(2), "b", true), Pushed::Waits);
+        assert_eq!(window.push(at(3), "a", false), Pushed::Done, "not wanted");
+        assert_eq!(window.push(at(4), "a", true), Pushed::Waits);
         let mut heads = window.heads();
         heads.sort();
         assert_eq!(heads, vec![("a".into(), at(1)), ("b".into(), at(2))]);
@@ -181,6 +306,7 @@ mod tests {
         );
         window.committed(&progress);
         assert_eq!(window.progress(), WindowProgress::default(), "marker saved");
+        assert_eq!(window.len(), 2, "b's done event left memory");
 
         window.finish("a", at(1));
         assert_eq!(
@@ -189,24 +315,97 @@ mod tests {
             "a's next, in order"
         );
         let progress = window.progress();
-        assert_eq!(progress.cursor, Some(at(3)), "1 done, 2 done, 3 not wanted");
+        assert_eq!(progress.cursor, Some(at(3)), "just before a's next");
         window.committed(&progress);
         assert_eq!(window.durable(), at(3));
         assert_eq!(window.len(), 1);
+        window.finish("a", at(4));
+        let progress = window.progress();
+        assert_eq!(progress.cursor, Some(at(4)), "all read is done");
+        window.committed(&progress);
+        assert_eq!(window.len(), 0);
     }
 
     #[test]
     fn done_markers_from_before_are_skipped_and_rereads_ignored() {
         let mut window = Window::resume(at(5), [at(4), at(7)]);
-        assert!(window.push(at(6), "a", true));
-        assert!(
-            !window.push(at(7), "a", true),
-            "done by the previous holder"
-        );
-        assert!(!window.push(at(6), "a", true), "already read");
+        assert_eq!(window.push(at(6), "a", true), Pushed::Waits);
+        assert_eq!(window.push(at(7), "a", true), Pushed::Done, "done before");
+        assert_eq!(window.push(at(6), "a", true), Pushed::Done, "already read");
         assert_eq!(window.heads(), vec![("a".into(), at(6))]);
         window.finish("a", at(6));
         assert_eq!(window.progress().cursor, Some(at(7)));
         assert_eq!(window.read_to(), at(7));
+    }
+
+    #[test]
+    fn a_blocked_head_keeps_its_submitter_bounded_and_the_others_moving() {
+        let mut window = Window::resume(at(0), []);
+        let mut seq = 0;
+        let mut next = || {
+            seq += 1;
+            at(seq)
+        };
+        let mut count = 0;
+        // a's head never finishes; a has far more events than it may keep.
+        let a_head = next();
+        assert_eq!(window.push(a_head, "a", true), Pushed::Waits);
+        for _ in 1..PER_SUBMITTER {
+            assert_eq!(window.push(next(), "a", true), Pushed::Waits);
+        }
+        let first_parked = next();
+        assert_eq!(window.push(first_parked, "a", true), Pushed::Parked);
+        // 3,000 of b's, each delivered and committed: memory stays bounded.
+        for _ in 0..3_000 {
+            let b = next();
+            assert_eq!(window.push(b, "b", true), Pushed::Waits);
+            count += 1;
+            if count % 7 == 0 {
+                assert_eq!(window.push(next(), "a", true), Pushed::Parked);
+            }
+            window.finish("b", b);
+            let progress = window.progress();
+            window.committed(&progress);
+            assert!(window.len() <= PER_SUBMITTER + 1, "{}", window.len());
+        }
+        assert_eq!(window.durable(), at(0), "the cursor waits for a's head");
+        assert!(
+            window.due_for_refill().is_empty(),
+            "a's queue is still full"
+        );
+
+        // a's queue empties: its events are read again from the parked one.
+        let kept: Vec<FeedCursor> = window.heads().iter().map(|(_, c)| *c).collect();
+        assert_eq!(kept, vec![a_head]);
+        for _ in 0..PER_SUBMITTER {
+            let head = window.heads()[0].1;
+            window.finish("a", head);
+        }
+        let progress = window.progress();
+        assert_eq!(progress.cursor, Some(just_before(first_parked)));
+        window.committed(&progress);
+        assert_eq!(window.due_for_refill(), vec![("a".into(), first_parked)]);
+        let rows = vec![(first_parked, true), (at(first_parked.seq() + 10), true)];
+        let waiting = window.refill("a", &rows, true);
+        assert_eq!(waiting, vec![first_parked, at(first_parked.seq() + 10)]);
+        assert!(window.due_for_refill().is_empty(), "unparked");
+        assert_eq!(window.heads(), vec![("a".into(), first_parked)]);
+    }
+
+    #[test]
+    fn a_partial_refill_parks_again_after_the_last_row_read() {
+        let mut window = Window::resume(at(0), [at(3)]);
+        for seq in 1..=PER_SUBMITTER as i64 {
+            window.push(at(seq + 10), "a", true);
+        }
+        assert_eq!(window.push(at(1000), "a", true), Pushed::Parked);
+        assert_eq!(window.push(at(1001), "a", true), Pushed::Parked);
+        while let Some((_, head)) = window.heads().first().cloned() {
+            window.finish("a", head);
+        }
+        let waiting = window.refill("a", &[(at(1000), true)], false);
+        assert_eq!(waiting, vec![at(1000)]);
+        assert_eq!(window.parked.get("a"), Some(&at(1001)));
+        assert_eq!(window.progress().cursor, Some(at(999)));
     }
 }

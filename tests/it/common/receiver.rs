@@ -42,6 +42,9 @@ struct Shared {
     policy: Arc<Mutex<Policy>>,
     /// Time taken before answering (a slow receiver).
     delay_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// Events of this submitter are answered 503 with this Retry-After,
+    /// whatever the policy says.
+    refused_submitter: Arc<Mutex<Option<(String, u64)>>>,
 }
 
 /// A running receiver.
@@ -59,6 +62,7 @@ impl Receiver {
             received: Arc::default(),
             policy: Arc::new(Mutex::new(policy)),
             delay_ms: Arc::default(),
+            refused_submitter: Arc::default(),
         };
         let app = Router::new()
             .route("/hook", post(receive))
@@ -89,6 +93,13 @@ impl Receiver {
         self.shared
             .delay_ms
             .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Answers every later event of `submitter` 503 with `Retry-After:
+    /// retry_after` (the others by the policy).
+    pub(crate) fn refuse_submitter(&self, submitter: &str, retry_after: u64) {
+        *self.shared.refused_submitter.lock().expect("not poisoned") =
+            Some((submitter.to_owned(), retry_after));
     }
 
     /// Every request so far, in arrival order.
@@ -128,13 +139,23 @@ async fn receive(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) 
             .to_owned()
     };
     let (status, retry_after) = {
+        let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let mut received = shared.received.lock().expect("not poisoned");
-        let (status, retry_after) = (shared.policy.lock().expect("not poisoned"))(received.len());
+        let refused = shared
+            .refused_submitter
+            .lock()
+            .expect("not poisoned")
+            .clone()
+            .filter(|(submitter, _)| json["submitter"] == submitter.as_str());
+        let (status, retry_after) = match refused {
+            Some((_, retry_after)) => (503, Some(retry_after)),
+            None => (shared.policy.lock().expect("not poisoned"))(received.len()),
+        };
         received.push(Received {
             delivery_id: header("x-txmgr-delivery"),
             attempt: header("x-txmgr-attempt").parse().unwrap_or(0),
             signature: header("x-txmgr-signature"),
-            json: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            json,
             body: body.to_vec(),
             status,
         });

@@ -22,10 +22,12 @@ impl WebhookState {
                     continue;
                 };
                 let wanted = self.settings.wants(row.state, &row.submitter);
-                if self.window.push(cursor, &row.submitter, wanted) {
-                    self.prepared.insert(cursor, Arc::new(self.prepare(&row)));
-                } else {
-                    passed_over = true;
+                match self.window.push(cursor, &row.submitter, wanted) {
+                    Pushed::Waits => {
+                        self.prepared.insert(cursor, Arc::new(self.prepare(&row)));
+                    }
+                    Pushed::Done => passed_over = true,
+                    Pushed::Parked => {}
                 }
             }
             if passed_over && self.window.progress().cursor.is_some() && !self.flush_queued {
@@ -35,6 +37,7 @@ impl WebhookState {
                 let _ = myself.send_message(WebhookMsg::Flush);
             }
         }
+        self.refill_parked().await?;
         if Instant::now() >= self.next_redelivery_check {
             self.next_redelivery_check = Instant::now() + REDELIVERY_CHECK;
             let asked = webhooks::redeliveries(&self.env.pool, &self.key, 100).await?;
@@ -67,6 +70,35 @@ impl WebhookState {
         }
         metrics::gauge!(WEBHOOK_PENDING, "webhook" => self.key.name.clone())
             .set(self.window.len() as f64);
+        Ok(())
+    }
+
+    /// Reads again the events of each parked submitter whose queue has
+    /// emptied (up to [`PER_SUBMITTER`] of them, in order).
+    async fn refill_parked(&mut self) -> StoreResult<()> {
+        let limit = u32::try_from(PER_SUBMITTER).unwrap_or(u32::MAX);
+        for (submitter, from) in self.window.due_for_refill() {
+            let rows = completions::read_submitter(
+                &self.env.pool,
+                self.env.chain_id,
+                &submitter,
+                from,
+                self.window.read_to(),
+                limit,
+            )
+            .await?;
+            let complete = rows.len() < PER_SUBMITTER;
+            let wanted: Vec<(FeedCursor, bool)> = rows
+                .iter()
+                .map(|(cursor, row)| (*cursor, self.settings.wants(row.state, &row.submitter)))
+                .collect();
+            let waiting = self.window.refill(&submitter, &wanted, complete);
+            for (cursor, row) in &rows {
+                if waiting.contains(cursor) {
+                    self.prepared.insert(*cursor, Arc::new(self.prepare(row)));
+                }
+            }
+        }
         Ok(())
     }
 
