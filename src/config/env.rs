@@ -35,6 +35,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "submitters",
     "auth",
     "log",
+    "feed",
 ];
 
 /// A figment provider over an explicit list of variables.

@@ -22,6 +22,7 @@ mod deprecated;
 mod endpoints;
 mod env;
 mod error;
+mod feed;
 mod overrides;
 mod sections;
 mod signer;
@@ -46,6 +47,7 @@ pub use deprecated::RENAMED_KEYS;
 pub use endpoints::RpcEndpointConfig;
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
+pub use feed::{FeedConfig, DEFAULT_FEED_RETAIN};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SubmitterConfig};
 pub use sections::*;
 pub use signer::SignerConfig;
@@ -86,6 +88,9 @@ pub struct Config {
     /// Log output.
     #[serde(default)]
     pub log: LogConfig,
+    /// Completion feed retention.
+    #[serde(default)]
+    pub feed: FeedConfig,
     /// Where completion-feed events are pushed (`[[webhooks]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<WebhookConfig>,
@@ -145,6 +150,7 @@ impl Config {
         config.warnings = warnings;
         let mut issues = validate::normalise_and_validate(&mut config);
         issues.extend(refused_variables);
+        issues.extend(config.feed.validate());
         let transport = transport::check(&config, pgsslmode.as_deref());
         issues.extend(transport.refused);
         config.warnings.extend(transport.warned);

@@ -30,10 +30,13 @@ use crate::{
 
 pub use chain::{connect_chain, endpoint_settings};
 pub use engine::{listen_for_work, start_engine, EngineSubmissions};
-pub use observe::{gauge_loop, metrics_recorder, CountingChain};
+pub use observe::{feed_retention_loop, gauge_loop, metrics_recorder, CountingChain};
 use registration::NodeRegistration;
 pub use reload::Reloader;
 pub use webhooks::{start_webhooks, wake_on_completions};
+
+/// Period of the feed retention rounds (`feed.retain`).
+const FEED_RETENTION_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Period of the gauges refreshed from the database and the engine.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
@@ -197,10 +200,19 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     let gauges = tokio::spawn(gauge_loop(
         pool.clone(),
         engine.clone(),
+        Some(webhooks.clone()),
         config.chain.chain_id.into(),
         recorder,
         GAUGE_INTERVAL,
     ));
+    // Feed retention: `0s` keeps every row.
+    let retention = (!config.feed.retain.is_zero()).then(|| {
+        tokio::spawn(feed_retention_loop(
+            pool.clone(),
+            config.feed.retain,
+            FEED_RETENTION_INTERVAL,
+        ))
+    });
     let completions = CompletionNotifier::listen(
         pool.clone(),
         config.chain.chain_id,
@@ -249,6 +261,9 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     work_listener.abort();
     hangups.abort();
     gauges.abort();
+    if let Some(retention) = retention {
+        retention.abort();
+    }
     webhook_wakes.abort();
     webhooks.shutdown(lease_duration).await;
     engine.shutdown(lease_duration).await;

@@ -23,6 +23,7 @@ use txmgr_actors::{
     },
     node::Engine,
     store::{open_work, StoreError},
+    webhook::Webhooks,
 };
 
 /// Buckets (seconds) of histograms named `*_seconds`: sub-second to an hour.
@@ -156,6 +157,7 @@ impl ChainClient for CountingChain {
 pub async fn gauge_loop(
     pool: PgPool,
     engine: Engine,
+    webhooks: Option<Webhooks>,
     chain_id: ChainId,
     recorder: Option<PrometheusHandle>,
     every: Duration,
@@ -167,8 +169,10 @@ pub async fn gauge_loop(
         if let Err(err) = refresh_states(&pool, chain_id).await {
             tracing::debug!(error = %err, "transactions gauge not refreshed");
         }
-        if let Err(err) = refresh_webhooks(&pool, chain_id).await {
-            tracing::debug!(error = %err, "webhook gauges not refreshed");
+        if let Some(webhooks) = &webhooks {
+            if let Err(err) = refresh_webhooks(&pool, chain_id, &webhooks.configured()).await {
+                tracing::debug!(error = %err, "webhook gauges not refreshed");
+            }
         }
         refresh_engine(&engine);
         if let Some(recorder) = &recorder {
@@ -192,12 +196,20 @@ async fn refresh_states(pool: &PgPool, chain_id: ChainId) -> Result<(), StoreErr
     Ok(())
 }
 
-/// Lag and open dead letters of every webhook (one grouped query).
-async fn refresh_webhooks(pool: &PgPool, chain_id: ChainId) -> Result<(), StoreError> {
+/// Lag and open dead letters of every configured webhook (one query; the
+/// lag count is capped, see `store::webhooks::LAG_COUNT_CAP`).
+async fn refresh_webhooks(
+    pool: &PgPool,
+    chain_id: ChainId,
+    configured: &[String],
+) -> Result<(), StoreError> {
     use txmgr_actors::metrics::{
         WEBHOOK_DEAD_LETTERS_OPEN, WEBHOOK_LAG_EVENTS, WEBHOOK_LAG_SECONDS,
     };
-    for status in txmgr_actors::store::webhooks::statuses(pool, chain_id).await? {
+    if configured.is_empty() {
+        return Ok(());
+    }
+    for status in txmgr_actors::store::webhooks::statuses(pool, chain_id, Some(configured)).await? {
         let webhook = status.name;
         metrics::gauge!(WEBHOOK_LAG_EVENTS, "webhook" => webhook.clone())
             .set(status.lag_events as f64);
@@ -222,5 +234,28 @@ fn refresh_engine(engine: &Engine) {
     ] {
         let count = load.roles.get(role).copied().unwrap_or(0);
         metrics::gauge!(SUBMITTER_ROLES, "role" => role).set(count as f64);
+    }
+}
+
+/// Deletes feed rows older than `feed.retain` (see
+/// `store::feed_retention`) every `every`, a bounded number of batches per
+/// round. Every node runs it: the deletes are idempotent.
+pub async fn feed_retention_loop(pool: PgPool, retain: Duration, every: Duration) {
+    /// Batches per round at most (each looks at 1,000 rows).
+    const MAX_BATCHES: u32 = 100;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match txmgr_actors::store::feed_retention::prune(&pool, retain, MAX_BATCHES).await {
+            Ok(pruned) if pruned.rows > 0 || pruned.webhooks > 0 => {
+                tracing::info!(target: "txmgr::feed", rows = pruned.rows, webhooks = pruned.webhooks,
+                    "feed retention: old rows deleted");
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(target: "txmgr::feed", error = %err, "feed retention round failed")
+            }
+        }
     }
 }

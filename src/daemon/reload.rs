@@ -33,7 +33,7 @@ use crate::{
 
 /// Sections that only take effect at start.
 const NODE_LEVEL: &[&str] = &[
-    "node_id", "database", "http", "chain", "lease", "node", "auth", "log",
+    "node_id", "database", "http", "chain", "lease", "node", "auth", "log", "feed",
 ];
 
 /// Applies the configuration file to a running engine.

@@ -44,7 +44,7 @@ pub(crate) async fn list(
 ) -> ApiResult<Json<WebhooksView>> {
     let scope = caller.scope();
     Ok(Json(WebhooksView {
-        webhooks: webhooks::statuses(&state.pool, state.chain_id).await?,
+        webhooks: webhooks::statuses(&state.pool, state.chain_id, None).await?,
         dead_letters: webhooks::dead_letters(
             &state.pool,
             state.chain_id,

@@ -104,6 +104,7 @@ fn shipped_config_values_equal_the_built_in_defaults() {
     assert_eq!(config.lease, bare.lease);
     assert_eq!(config.node, bare.node);
     assert_eq!(config.log, bare.log);
+    assert_eq!(config.feed, bare.feed);
     assert_eq!(config.chain.poll_interval, bare.chain.poll_interval);
     assert_eq!(
         config.database.max_connections,

@@ -22,6 +22,7 @@ mod config;
 mod create_fuzz;
 mod db_session;
 mod durability;
+mod feed_retention;
 mod finality;
 mod funds;
 mod group_commit;

@@ -15,6 +15,7 @@ pub mod audit;
 pub mod completions;
 mod error;
 mod feed_cursor;
+pub mod feed_retention;
 mod fenced;
 pub mod filler;
 pub mod finality;

@@ -282,7 +282,8 @@ pub struct WebhookStatus {
     /// The durable position: every event up to it was delivered or dead-lettered.
     #[schema(pattern = "^[0-9]+-[0-9]+$")]
     pub cursor: String,
-    /// Feed events after the cursor (not all of them may be for this webhook).
+    /// Feed events after the cursor (not all of them may be for this
+    /// webhook), counted up to [`LAG_COUNT_CAP`]: that value means "at least".
     pub lag_events: i64,
     /// Age in seconds of the oldest event after the cursor (0 when none).
     pub lag_seconds: f64,
@@ -298,25 +299,41 @@ pub struct WebhookStatus {
     pub dead_letters: i64,
 }
 
-/// The status of every webhook with a row (delivery started at least once).
-pub async fn statuses(pool: &PgPool, chain_id: ChainId) -> StoreResult<Vec<WebhookStatus>> {
+/// Feed events after a cursor are counted up to this many: the count runs
+/// every few seconds on every node, and must not grow with the feed.
+pub const LAG_COUNT_CAP: i64 = 10_000;
+
+/// The status of every webhook with a row (delivery started at least once),
+/// or of those named in `only`. Bounded work per webhook: the lag is counted
+/// up to [`LAG_COUNT_CAP`] rows, and its age is that of the first row after
+/// the cursor, both along the feed's `(xid, seq)` index.
+pub async fn statuses(
+    pool: &PgPool,
+    chain_id: ChainId,
+    only: Option<&[String]>,
+) -> StoreResult<Vec<WebhookStatus>> {
     Ok(sqlx::query_as(
         "SELECT w.webhook AS name, w.owner_node AS owner_node, w.expires_at > now() AS lease_live,
                 w.cursor_xid::text || '-' || w.cursor_seq AS cursor,
-                lag.events AS lag_events,
-                COALESCE(EXTRACT(EPOCH FROM now() - lag.oldest)::float8, 0) AS lag_seconds,
+                (SELECT count(*) FROM (
+                    SELECT 1 FROM tx_completion c
+                     WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq) AND c.chain_id = w.chain_id
+                     LIMIT $3) capped) AS lag_events,
+                COALESCE((SELECT EXTRACT(EPOCH FROM now() - c.completed_at)::float8
+                            FROM tx_completion c
+                           WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq) AND c.chain_id = w.chain_id
+                           ORDER BY c.xid, c.seq LIMIT 1), 0) AS lag_seconds,
                 w.delivered, w.failed_attempts, w.last_error, w.last_delivered_at,
                 (SELECT count(*) FROM webhook_dead_letter d
                   WHERE d.chain_id = w.chain_id AND d.webhook = w.webhook
                     AND d.delivered_at IS NULL) AS dead_letters
            FROM webhook_cursor w
-           CROSS JOIN LATERAL (
-                SELECT count(*) AS events, min(c.completed_at) AS oldest FROM tx_completion c
-                 WHERE c.chain_id = w.chain_id AND (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq)) lag
-          WHERE w.chain_id = $1
+          WHERE w.chain_id = $1 AND ($2::text[] IS NULL OR w.webhook = ANY($2))
           ORDER BY w.webhook",
     )
     .bind(chain_id)
+    .bind(only)
+    .bind(LAG_COUNT_CAP)
     .fetch_all(pool)
     .await?)
 }

@@ -219,6 +219,8 @@ impl Actor for WebhookSupervisor {
 #[derive(Debug, Clone)]
 pub struct Webhooks {
     supervisor: ActorRef<WebhookSupervisorMsg>,
+    /// The names configured now (the gauges report only these).
+    configured: Arc<std::sync::RwLock<Vec<String>>>,
 }
 
 impl Webhooks {
@@ -228,15 +230,30 @@ impl Webhooks {
         settings: Vec<WebhookSettings>,
     ) -> Result<Webhooks, ractor::SpawnErr> {
         let (supervisor, _) = Actor::spawn(None, WebhookSupervisor, Arc::new(env)).await?;
-        let _ = supervisor.send_message(WebhookSupervisorMsg::Apply(settings));
-        Ok(Webhooks { supervisor })
+        let webhooks = Webhooks {
+            supervisor,
+            configured: Arc::default(),
+        };
+        webhooks.apply(settings);
+        Ok(webhooks)
     }
 
     /// Runs exactly `settings` from now on (reload).
     pub fn apply(&self, settings: Vec<WebhookSettings>) {
+        if let Ok(mut names) = self.configured.write() {
+            *names = settings.iter().map(|s| s.name.clone()).collect();
+        }
         let _ = self
             .supervisor
             .send_message(WebhookSupervisorMsg::Apply(settings));
+    }
+
+    /// The names of the webhooks configured now.
+    pub fn configured(&self) -> Vec<String> {
+        self.configured
+            .read()
+            .map(|names| names.clone())
+            .unwrap_or_default()
     }
 
     /// The feed has new rows.

@@ -1,0 +1,47 @@
+//! `[feed]`: how long the completion feed keeps its rows (README
+//! "Completion feed").
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Default `feed.retain`: 30 days.
+pub const DEFAULT_FEED_RETAIN: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The `[feed]` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FeedConfig {
+    /// Completion rows older than this are deleted (in bounded batches) once
+    /// every webhook delivering in that time has its cursor past them and no
+    /// dead letter refers to them. `0s` keeps them forever. A client paging
+    /// `GET /v1/completions` must not fall further behind than this.
+    #[serde(with = "humantime_serde")]
+    pub retain: Duration,
+}
+
+/// Longest `feed.retain` accepted (100 years): beyond it the database's
+/// interval arithmetic would overflow.
+const MAX_RETAIN: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+impl FeedConfig {
+    /// The issues of this section.
+    pub(crate) fn validate(&self) -> Vec<super::ConfigIssue> {
+        if self.retain > MAX_RETAIN {
+            vec![super::ConfigIssue::new(
+                "feed.retain",
+                "must be at most 100 years (0s keeps every row)",
+            )]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+impl Default for FeedConfig {
+    fn default() -> Self {
+        Self {
+            retain: DEFAULT_FEED_RETAIN,
+        }
+    }
+}
