@@ -101,6 +101,10 @@ pub struct HttpConfig {
     /// `GET /v1/completions`: a page ends early (with its cursor) once this
     /// is reached; it always holds at least one item.
     pub page_max_bytes: usize,
+    /// Page bytes built at once over every list and feed request of the node
+    /// (each reserves `page_max_bytes` while it builds and sends its page);
+    /// beyond it a request gets 503 `busy`. At least `page_max_bytes`.
+    pub page_bytes_in_flight: usize,
     /// How often the state `/readyz` answers from is refreshed in the
     /// background (database and chain); older than three of these plus the
     /// probe timeout counts as not ready.
@@ -140,6 +144,7 @@ impl Default for HttpConfig {
             max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
             max_long_polls: DEFAULT_MAX_LONG_POLLS,
             page_max_bytes: DEFAULT_PAGE_MAX_BYTES,
+            page_bytes_in_flight: DEFAULT_PAGE_BYTES_IN_FLIGHT,
             readiness_interval: DEFAULT_READINESS_INTERVAL,
             metrics_public: None,
             tls: None,

@@ -188,6 +188,12 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
     if http.page_max_bytes == 0 {
         push("http.page_max_bytes", "must be > 0".into());
     }
+    if http.page_bytes_in_flight < http.page_max_bytes {
+        push(
+            "http.page_bytes_in_flight",
+            "must be >= http.page_max_bytes (one page at least)".into(),
+        );
+    }
     positive(
         &mut push,
         "http.readiness_interval",

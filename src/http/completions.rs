@@ -29,10 +29,7 @@
 
 use std::time::Duration;
 
-use axum::{
-    extract::{rejection::QueryRejection, Query, State},
-    Json,
-};
+use axum::extract::{rejection::QueryRejection, Query, State};
 use serde::Serialize;
 use tokio::{sync::OwnedSemaphorePermit, time::Instant};
 use txmgr_actors::store::completions::{self, CompletionRow, FeedCursor};
@@ -174,8 +171,9 @@ impl FeedPage {
 pub(crate) async fn feed(
     State(state): State<AppState>,
     caller: super::auth::Caller,
+    axum::Extension(pages): axum::Extension<super::PageBudget>,
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> ApiResult<Json<FeedPage>> {
+) -> ApiResult<axum::response::Response> {
     let Query(pairs) =
         pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
     let query = FeedQuery::parse(pairs)?;
@@ -198,16 +196,16 @@ pub(crate) async fn feed(
                 .is_ok_and(|address| caller.may_use(&address))
     };
     loop {
+        // The page's bytes count against the node's budget from the read to
+        // the send; a long poll holds nothing while it waits.
+        let permit = pages.reserve()?;
         let (rows, _) =
             completions::read(&state.pool, state.chain_id, query.after, query.limit).await?;
         if !rows.is_empty() || Instant::now() >= deadline {
-            return Ok(Json(FeedPage::fill(
-                rows,
-                query.after,
-                visible,
-                state.limits.page_max_bytes,
-            )));
+            let page = FeedPage::fill(rows, query.after, visible, state.limits.page_max_bytes);
+            return Ok(super::capacity::json_holding(&page, permit));
         }
+        drop(permit);
         if waiting.is_none() {
             waiting = Some(state.completions.wait_permit().ok_or(ApiError::Busy {
                 what: "long polls waiting",

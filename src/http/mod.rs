@@ -60,6 +60,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::config::HttpConfig;
 
+pub use capacity::PageBudget;
 pub use completion_notifier::CompletionNotifier;
 pub use direct::DirectSubmissions;
 pub use error::{ApiError, ApiResult, ErrorDetail, ErrorIssue, ErrorResponse, ERROR_CODES};
@@ -95,6 +96,8 @@ pub struct Limits {
     pub max_concurrent_requests: usize,
     /// JSON bytes of the items of one list or feed page.
     pub page_max_bytes: usize,
+    /// Page bytes built at once over every list and feed request.
+    pub page_bytes_in_flight: usize,
 }
 
 impl Limits {
@@ -106,6 +109,7 @@ impl Limits {
             request_timeout: http.request_timeout,
             max_concurrent_requests: http.max_concurrent_requests,
             page_max_bytes: http.page_max_bytes,
+            page_bytes_in_flight: http.page_bytes_in_flight,
         }
     }
 }
@@ -193,6 +197,9 @@ pub fn app(state: AppState) -> Router {
         .route("/ops", get(dashboard::redirect))
         .fallback(not_found)
         .layer(Extension(openapi::RenderedDocument::new(&doc)))
+        // One budget of page bytes in flight for every list and feed request
+        // this router serves.
+        .layer(Extension(PageBudget::new(&limits)))
         .layer(auth)
         .with_state(state)
         // The extractor's own default (2 MiB) would contradict the configured

@@ -154,7 +154,8 @@ fn edge_responses(path: &str, operation: &mut Operation) {
         operation,
         503,
         "busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; \
-         the probes have their own), nothing was done, retry after `Retry-After` seconds; or \
+         the probes have their own) or, for a list or feed page, of page bytes in flight \
+         (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or \
          unavailable: the request did not complete within `http.request_timeout`; retrying is safe",
     );
 }

@@ -5,7 +5,7 @@ use axum::{
     extract::{rejection::QueryRejection, Query, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
-    Json,
+    Extension, Json,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -281,8 +281,9 @@ pub(crate) enum QueryAnswer {
 pub(crate) async fn query(
     State(state): State<AppState>,
     caller: Caller,
+    Extension(pages): Extension<super::PageBudget>,
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> ApiResult<Json<QueryAnswer>> {
+) -> ApiResult<Response> {
     let Query(pairs) =
         pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
     let query = ListQuery::parse(pairs)?;
@@ -306,11 +307,15 @@ pub(crate) async fn query(
             })?;
         return Ok(Json(QueryAnswer::One(Box::new(
             view.with_head(chain_head(&state)),
-        ))));
+        )))
+        .into_response());
     }
 
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     let budget = state.limits.page_max_bytes;
+    // The page's bytes count against the node's budget from the read to
+    // the send.
+    let permit = pages.reserve()?;
     let (rows, more) = tx_query::list_within(
         &state.pool,
         submitter,
@@ -324,5 +329,8 @@ pub(crate) async fn query(
         tracing::error!(target: "http", error = %err, "a listed transaction did not serialise");
         ApiError::Internal
     })?;
-    Ok(Json(QueryAnswer::Page(page)))
+    Ok(super::capacity::json_holding(
+        &QueryAnswer::Page(page),
+        permit,
+    ))
 }

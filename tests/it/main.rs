@@ -47,6 +47,7 @@ mod ops_dashboard;
 mod ops_reload;
 mod ops_roles;
 mod ops_scope;
+mod page_budget;
 mod pg_tls;
 mod pipeline;
 mod pipeline_cluster;
