@@ -64,9 +64,7 @@ fn set_env(var: &str, value: &str) {
 async fn env_signer_eip1559_and_legacy_are_accepted_by_anvil() {
     let anvil = Anvil::start().await;
     set_env("TXMGR_T_SIGNER_ENV_OK", DEV_KEY);
-    let spec = SignerSpec::Env {
-        var: "TXMGR_T_SIGNER_ENV_OK".into(),
-    };
+    let spec = SignerSpec::env("TXMGR_T_SIGNER_ENV_OK");
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
         .unwrap();
@@ -77,9 +75,7 @@ async fn env_signer_eip1559_and_legacy_are_accepted_by_anvil() {
 #[tokio::test]
 async fn env_key_without_prefix_for_another_address_is_wrong_address() {
     set_env("TXMGR_T_SIGNER_ENV_OTHER", DEV_KEY.trim_start_matches("0x"));
-    let spec = SignerSpec::Env {
-        var: "TXMGR_T_SIGNER_ENV_OTHER".into(),
-    };
+    let spec = SignerSpec::env("TXMGR_T_SIGNER_ENV_OTHER");
     let err = build_signer(&spec, RECIPIENT, CHAIN_ID, TIMEOUT)
         .await
         .unwrap_err();
@@ -108,7 +104,7 @@ async fn env_missing_empty_or_garbage_errors_never_contain_the_value() {
         if let Some(value) = value {
             set_env(var, value);
         }
-        let spec = SignerSpec::Env { var: var.into() };
+        let spec = SignerSpec::env(var);
         let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
             .await
             .unwrap_err();
@@ -132,9 +128,7 @@ async fn env_missing_empty_or_garbage_errors_never_contain_the_value() {
 #[tokio::test]
 async fn debug_output_shows_kind_and_address_but_no_key() {
     set_env("TXMGR_T_SIGNER_ENV_DEBUG", DEV_KEY);
-    let spec = SignerSpec::Env {
-        var: "TXMGR_T_SIGNER_ENV_DEBUG".into(),
-    };
+    let spec = SignerSpec::env("TXMGR_T_SIGNER_ENV_DEBUG");
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
         .unwrap();
@@ -237,10 +231,7 @@ async fn keystore_wrong_or_missing_password_is_a_clear_error() {
 #[tokio::test]
 async fn remote_signer_anvil_signs_and_anvil_accepts() {
     let anvil = Anvil::start().await;
-    let spec = SignerSpec::Remote {
-        url: anvil.rpc_url(),
-        ca_file: None,
-    };
+    let spec = SignerSpec::remote(anvil.rpc_url(), None);
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
         .unwrap();
@@ -252,10 +243,7 @@ async fn remote_signer_anvil_signs_and_anvil_accepts() {
 async fn remote_signer_without_our_account_is_rejected_at_build() {
     let anvil = Anvil::start().await;
     let stranger = Address::repeat_byte(0x42);
-    let spec = SignerSpec::Remote {
-        url: anvil.rpc_url(),
-        ca_file: None,
-    };
+    let spec = SignerSpec::remote(anvil.rpc_url(), None);
     let err = build_signer(&spec, stranger, CHAIN_ID, TIMEOUT)
         .await
         .unwrap_err();
@@ -287,10 +275,7 @@ async fn remote_signer_returning_another_transaction_is_refused() {
     // Validly signed by the right key, but for nonce 5 instead of 0.
     let swapped = signed_by(DEV_KEY, eip1559(5));
     let server = lying_signer(Some(json!([DEV_ADDRESS])), json!(swapped)).await;
-    let spec = SignerSpec::Remote {
-        url: server.url.clone(),
-        ca_file: None,
-    };
+    let spec = SignerSpec::remote(server.url.clone(), None);
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
         .unwrap();
@@ -303,10 +288,7 @@ async fn remote_signer_returning_another_transaction_is_refused() {
 
     // The same bytes in geth's `{raw, tx}` shape are checked just the same.
     let server = lying_signer(None, json!({ "raw": swapped, "tx": {} })).await;
-    let spec = SignerSpec::Remote {
-        url: server.url.clone(),
-        ca_file: None,
-    };
+    let spec = SignerSpec::remote(server.url.clone(), None);
     // No eth_accounts: accepted at build, caught at signing.
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
@@ -324,10 +306,7 @@ async fn remote_signer_signing_with_another_key_is_wrong_address() {
     let other_key = alloy::primitives::hex::encode(other.to_bytes());
     let forged = signed_by(&other_key, eip1559(0));
     let server = lying_signer(None, json!({ "raw": forged })).await;
-    let spec = SignerSpec::Remote {
-        url: server.url.clone(),
-        ca_file: None,
-    };
+    let spec = SignerSpec::remote(server.url.clone(), None);
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
         .unwrap();
@@ -345,10 +324,7 @@ async fn remote_signer_down_or_silent_is_unavailable() {
         .and_then(|l| l.local_addr())
         .unwrap()
         .port();
-    let spec = SignerSpec::Remote {
-        url: format!("http://user:s3cret@127.0.0.1:{port}"),
-        ca_file: None,
-    };
+    let spec = SignerSpec::remote(format!("http://user:s3cret@127.0.0.1:{port}"), None);
     let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
         .unwrap_err();
@@ -356,10 +332,7 @@ async fn remote_signer_down_or_silent_is_unavailable() {
     assert!(!format!("{err} {err:?}").contains("s3cret"), "{err}");
 
     let silent = Responder::silent().await;
-    let spec = SignerSpec::Remote {
-        url: silent.url.clone(),
-        ca_file: None,
-    };
+    let spec = SignerSpec::remote(silent.url.clone(), None);
     let short = Duration::from_millis(300);
     let err = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, short)
         .await
@@ -375,10 +348,7 @@ async fn remote_signer_error_answer_is_refused() {
         _ => json!({"error": {"code": -32000, "message": "request denied by operator"}}),
     })
     .await;
-    let spec = SignerSpec::Remote {
-        url: server.url.clone(),
-        ca_file: None,
-    };
+    let spec = SignerSpec::remote(server.url.clone(), None);
     let signer = build_signer(&spec, DEV_ADDRESS, CHAIN_ID, TIMEOUT)
         .await
         .unwrap();

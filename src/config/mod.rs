@@ -50,7 +50,7 @@ pub use error::{ConfigError, ConfigIssue};
 pub use feed::{FeedConfig, DEFAULT_FEED_RETAIN};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SubmitterConfig};
 pub use sections::*;
-pub use signer::SignerConfig;
+pub use signer::SignerSpec;
 pub use url::{redact_password, shown_url};
 pub use validate::{check_address, check_node_id};
 pub use webhooks::{resolve_webhooks, StartAt, WebhookConfig};
@@ -227,14 +227,7 @@ impl Config {
             hook.url = shown_url(&hook.url);
         }
         for entry in shown.submitters.values_mut() {
-            match &mut entry.signer {
-                SignerConfig::Remote { url, .. } => *url = shown_url(url),
-                SignerConfig::AwsKms {
-                    endpoint_url: Some(url),
-                    ..
-                } => *url = shown_url(url),
-                _ => {}
-            }
+            entry.signer = entry.signer.redacted();
         }
         toml::to_string_pretty(&shown)
             .unwrap_or_else(|e| format!("# cannot render the configuration as TOML: {e}\n"))

@@ -17,14 +17,14 @@ use txmgr_actors::{
     },
 };
 
-use super::signer::SignerConfig;
+use super::signer::SignerSpec;
 
 /// One configured submitter as written in the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitterConfig {
     /// Where the private key comes from.
-    pub signer: SignerConfig,
+    pub signer: SignerSpec,
     /// Overrides `defaults.max_in_flight`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<u32>,
@@ -146,7 +146,7 @@ pub struct GasBumpOverride {
 
 impl SubmitterConfig {
     /// A submitter with only a signer; every knob inherits the defaults.
-    pub fn new(signer: SignerConfig) -> Self {
+    pub fn new(signer: SignerSpec) -> Self {
         Self {
             signer,
             max_in_flight: None,
@@ -217,7 +217,7 @@ pub struct ResolvedSubmitter {
     /// Lower-case `0x` + 40 hex address, as stored in the database.
     pub address: String,
     /// Where the private key comes from.
-    pub signer: SignerConfig,
+    pub signer: SignerSpec,
     /// Defaults merged with this submitter's overrides: what the engine runs.
     pub settings: SubmitterSettings,
 }
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn overrides_win_and_gas_bump_merges_field_by_field() {
         let defaults = SubmitterSettings::default();
-        let mut entry = SubmitterConfig::new(SignerConfig::Env { env: "K".into() });
+        let mut entry = SubmitterConfig::new(SignerSpec::env("K"));
         entry.max_in_flight = Some(1);
         entry.hold_slot_until_final = Some(true);
         entry.gas_bump = Some(GasBumpOverride {

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 
 use reqwest::Url;
 
-use super::{error::ConfigIssue, Config, SignerConfig};
+use super::{error::ConfigIssue, Config, SignerSpec};
 
 /// What the checks found: `refused` fails the load, `warned` is logged and
 /// shown by `config check`.
@@ -56,12 +56,12 @@ pub(crate) fn check(config: &Config, pgsslmode: Option<&str>) -> TransportFindin
     for (address, entry) in &config.submitters {
         let prefix = format!("submitters.{address}.signer");
         match &entry.signer {
-            SignerConfig::Remote {
+            SignerSpec::Remote {
                 url,
                 allow_insecure,
                 ..
             } => check_signer_url(&prefix, url, *allow_insecure, &mut found),
-            SignerConfig::AwsKms {
+            SignerSpec::AwsKms {
                 endpoint_url: Some(url),
                 ..
             } => {

@@ -74,7 +74,11 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
     issues.extend(submitter_issues);
     for (address, entry) in &submitters {
         let prefix = format!("submitters.{address}");
-        issues.extend(entry.signer.validate(&format!("{prefix}.signer"), address));
+        issues.extend(super::signer::validate(
+            &entry.signer,
+            &format!("{prefix}.signer"),
+            address,
+        ));
         // A bad inherited default is reported once under `defaults.`.
         for (field, reason) in check_settings(&entry.merged_settings(&config.defaults)) {
             if !default_issues
@@ -132,7 +136,7 @@ fn normalise_submitters(
             ));
             continue;
         }
-        entry.signer.normalise();
+        super::signer::normalise(&mut entry.signer);
         spelling.insert(address.clone(), key);
         out.insert(address, entry);
     }

@@ -1,6 +1,8 @@
 //! `[[webhooks]]`: where completion-feed events are pushed (README "Webhooks").
-//! The signing secret is named here by its environment variable and read at
-//! start and on reload, never stored in the file.
+//! The signing secret is named here — by the file holding it (`secret_file`,
+//! read again on every reload, so it can be rotated) or by its environment
+//! variable (`secret_env`, fixed for the life of the process) — and never
+//! stored in the configuration.
 
 use std::{collections::BTreeSet, path::PathBuf, time::Duration};
 
@@ -21,8 +23,15 @@ pub struct WebhookConfig {
     pub name: String,
     /// Receiver URL, `https://` or `http://`.
     pub url: String,
-    /// Environment variable holding the signing secret.
-    pub secret_env: String,
+    /// Environment variable holding the signing secret (read at start; the
+    /// environment of a running process does not change, so rotating it
+    /// needs a restart). Exactly one of `secret_env` and `secret_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    /// File holding the signing secret (surrounding white space ignored),
+    /// read again on every reload: write the new secret, then SIGHUP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
     /// Events delivered; default all of them.
     #[serde(default = "all_events")]
     pub events: Vec<FeedEvent>,
@@ -111,11 +120,20 @@ pub(crate) fn validate_webhooks(webhooks: &mut [WebhookConfig]) -> Vec<ConfigIss
         if let Err(reason) = check_url(&hook.url, &["https", "http"]) {
             issues.push(ConfigIssue::new(key("url"), reason));
         }
-        if hook.secret_env.trim().is_empty() {
-            issues.push(ConfigIssue::new(
+        match (&hook.secret_env, &hook.secret_file) {
+            (Some(_), Some(_)) => issues.push(ConfigIssue::new(
+                key("secret_file"),
+                "give either secret_env or secret_file, not both",
+            )),
+            (None, None) => issues.push(ConfigIssue::new(
+                key("secret_file"),
+                "name where the signing secret is: secret_file (rotatable by reload) or secret_env",
+            )),
+            (Some(var), None) if var.trim().is_empty() => issues.push(ConfigIssue::new(
                 key("secret_env"),
                 "name the environment variable that holds the signing secret",
-            ));
+            )),
+            _ => {}
         }
         if hook.events.is_empty() {
             issues.push(ConfigIssue::new(
@@ -159,7 +177,51 @@ pub(crate) fn validate_webhooks(webhooks: &mut [WebhookConfig]) -> Vec<ConfigIss
     issues
 }
 
-/// The engine's settings of every webhook, reading each secret from `env`.
+/// A webhook's signing secret, from its file or its variable; the error
+/// names the key and why (never the secret).
+fn read_secret(
+    hook: &WebhookConfig,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<String, (&'static str, String)> {
+    if let Some(path) = &hook.secret_file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            (
+                "secret_file",
+                format!(
+                    "{} cannot be read ({e}): webhook {:?} cannot sign",
+                    path.display(),
+                    hook.name
+                ),
+            )
+        })?;
+        let secret = text.trim();
+        if secret.is_empty() {
+            return Err((
+                "secret_file",
+                format!(
+                    "{} is empty: webhook {:?} cannot sign",
+                    path.display(),
+                    hook.name
+                ),
+            ));
+        }
+        return Ok(secret.to_owned());
+    }
+    let var = hook.secret_env.as_deref().unwrap_or_default();
+    match env(var) {
+        Some(secret) if !secret.is_empty() => Ok(secret),
+        _ => Err((
+            "secret_env",
+            format!(
+                "environment variable {var} is not set (or empty): webhook {:?} cannot sign",
+                hook.name
+            ),
+        )),
+    }
+}
+
+/// The engine's settings of every webhook, reading each secret from its
+/// file or from `env`.
 /// A missing or empty variable is an issue naming the webhook and variable.
 pub fn resolve_webhooks(
     webhooks: &[WebhookConfig],
@@ -175,16 +237,10 @@ pub fn resolve_webhooks(
             ));
             continue;
         }
-        let secret = match env(&hook.secret_env) {
-            Some(secret) if !secret.is_empty() => secret,
-            _ => {
-                issues.push(ConfigIssue::new(
-                    format!("webhooks[{i}].secret_env"),
-                    format!(
-                        "environment variable {} is not set (or empty): webhook {:?} cannot sign",
-                        hook.secret_env, hook.name
-                    ),
-                ));
+        let secret = match read_secret(hook, &env) {
+            Ok(secret) => secret,
+            Err((field, reason)) => {
+                issues.push(ConfigIssue::new(format!("webhooks[{i}].{field}"), reason));
                 continue;
             }
         };
@@ -275,5 +331,41 @@ mod tests {
         assert!(issues[0].reason.contains("HOOK_SECRET"));
         let ok = resolve_webhooks(&[hook("ops")], |_| Some("s3cret".into())).expect("resolved");
         assert_eq!(ok[0].secret, WebhookSecret::new("s3cret"));
+    }
+
+    #[test]
+    fn the_secret_comes_from_exactly_one_of_a_file_and_a_variable() {
+        let dir = std::env::temp_dir().join(format!("txmgr-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("hook.secret");
+        std::fs::write(&file, "rotated-secret\n").expect("secret file");
+        let mut from_file = hook("ops");
+        from_file.secret_env = None;
+        from_file.secret_file = Some(file.clone());
+        assert!(validate_webhooks(&mut [from_file.clone()]).is_empty());
+        let ok = resolve_webhooks(&[from_file.clone()], |_| None).expect("read from the file");
+        assert_eq!(ok[0].secret, WebhookSecret::new("rotated-secret"));
+
+        let mut both = from_file.clone();
+        both.secret_env = Some("HOOK_SECRET".into());
+        assert_eq!(
+            validate_webhooks(&mut [both])[0].key,
+            "webhooks[0].secret_file"
+        );
+        let mut neither = from_file.clone();
+        neither.secret_file = None;
+        assert_eq!(
+            validate_webhooks(&mut [neither])[0].key,
+            "webhooks[0].secret_file"
+        );
+
+        std::fs::write(&file, "  \n").expect("empty secret");
+        let issues = resolve_webhooks(&[from_file.clone()], |_| None).expect_err("empty");
+        assert_eq!(issues[0].key, "webhooks[0].secret_file");
+        assert!(!issues[0].reason.contains("rotated"), "{:?}", issues[0]);
+        std::fs::remove_file(&file).expect("remove");
+        let issues = resolve_webhooks(&[from_file], |_| None).expect_err("missing");
+        assert_eq!(issues[0].key, "webhooks[0].secret_file");
+        let _ = std::fs::remove_dir(&dir);
     }
 }

@@ -12,15 +12,12 @@ use txmgr_actors::{
     cluster::BalanceConfig,
     domain::{CreateError, CreateOutcome, Finality, NewIntent},
     node::{Engine, EngineConfig, SubmitterSpec},
-    signer::{build_signer, KmsKey, SignerSpec},
+    signer::build_signer,
     store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LeaseOwner, LEASE_SUFFIX},
     submitter::{IngressLimits, LeaseTiming},
 };
 
-use crate::{
-    config::{Config, SignerConfig},
-    http::Submissions,
-};
+use crate::{config::Config, http::Submissions};
 
 /// Restarts of one submitter actor tolerated within [`RESTART_WINDOW`].
 const MAX_RESTARTS: u32 = 10;
@@ -46,33 +43,6 @@ fn window_blocks(config: &Config) -> usize {
         .max(128)
 }
 
-pub(crate) fn signer_spec(signer: &SignerConfig) -> SignerSpec {
-    match signer {
-        SignerConfig::Env { env } => SignerSpec::Env { var: env.clone() },
-        SignerConfig::Keystore { path, password_env } => SignerSpec::Keystore {
-            path: path.clone(),
-            password_env: password_env.clone(),
-        },
-        SignerConfig::Remote { url, ca_file, .. } => SignerSpec::Remote {
-            url: url.clone(),
-            ca_file: ca_file.clone(),
-        },
-        SignerConfig::AwsKms {
-            key_id,
-            region,
-            endpoint_url,
-            max_concurrency,
-        } => SignerSpec::AwsKms {
-            key: KmsKey {
-                key_id: key_id.clone(),
-                region: region.clone(),
-                endpoint_url: endpoint_url.clone(),
-            },
-            max_concurrency: *max_concurrency,
-        },
-    }
-}
-
 /// Builds every configured submitter's signer (checking its address) and
 /// starts the supervisor.
 pub async fn start_engine(
@@ -90,7 +60,7 @@ pub async fn start_engine(
             .parse()
             .with_context(|| format!("submitters.{}: bad address", submitter.address))?;
         let signer = build_signer(
-            &signer_spec(&submitter.signer),
+            &submitter.signer,
             address,
             config.chain.chain_id,
             config.chain.rpc_timeout,

@@ -25,7 +25,6 @@ use txmgr_actors::{
     webhook::Webhooks,
 };
 
-use super::engine::signer_spec;
 use crate::{
     config::{Config, ConfigError, ResolvedSubmitter},
     http::{Reload, ReloadReport},
@@ -150,7 +149,7 @@ impl Reload for Reloader {
             }
             let parsed = parse(address)?;
             let signer = build_signer(
-                &signer_spec(&resolved.signer),
+                &resolved.signer,
                 parsed,
                 running.chain.chain_id,
                 running.chain.rpc_timeout,

@@ -9,7 +9,7 @@ mod submitters;
 
 use std::path::Path;
 
-use txmgr::config::{Config, ConfigError, SignerConfig, DEFAULT_LEASE_DURATION};
+use txmgr::config::{Config, ConfigError, SignerSpec, DEFAULT_LEASE_DURATION};
 
 const DEV: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 const OTHER: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
@@ -85,12 +85,7 @@ fn shipped_config_parses_and_validates() {
     let subs = config.resolved_submitters();
     assert_eq!(subs.len(), 1);
     assert_eq!(subs[0].address, DEV);
-    assert_eq!(
-        subs[0].signer,
-        SignerConfig::Env {
-            env: "TXMGR_DEV_PRIVATE_KEY".into()
-        }
-    );
+    assert_eq!(subs[0].signer, SignerSpec::env("TXMGR_DEV_PRIVATE_KEY"));
     assert_eq!(subs[0].settings, config.defaults);
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use alloy::{primitives::Address, signers::aws::aws_sdk_kms::types::KeySpec};
 use serde_json::json;
-use txmgr_actors::signer::{build_signer, KmsKey, SignerError, SignerSpec};
+use txmgr_actors::signer::{build_signer, SignerError, SignerSpec};
 use txmgr_testkit::LocalStack;
 
 use crate::common::{
@@ -185,11 +185,9 @@ async fn a_wrong_key_spec_another_address_and_kms_down_are_clear_errors() {
     let mut localstack = LocalStack::start().await;
     let kms = kms::client(&localstack).await;
     let spec = |key_id: &str| SignerSpec::AwsKms {
-        key: KmsKey {
-            key_id: key_id.to_owned(),
-            region: REGION.to_owned(),
-            endpoint_url: Some(localstack.endpoint_url()),
-        },
+        key_id: key_id.to_owned(),
+        region: REGION.to_owned(),
+        endpoint_url: Some(localstack.endpoint_url()),
         max_concurrency: 4,
     };
     let timeout = Duration::from_secs(2);

@@ -64,6 +64,7 @@ mod rpc_endpoints;
 mod rpc_hostile;
 mod rpc_proxy;
 mod rpc_secrets;
+mod secret_rotation;
 mod speedup_bounds;
 mod tls_rpc;
 mod tx_actions;

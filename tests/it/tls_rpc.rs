@@ -139,10 +139,7 @@ async fn a_remote_signer_with_an_untrusted_certificate_is_refused_at_start() {
     let other = TestCa::new("not-the-signer-ca");
     let proxy = TlsProxy::start(&ca.server("signer"), &anvil_addr(&anvil)).await;
     let address = DEV.parse().expect("address");
-    let trusted = SignerSpec::Remote {
-        url: proxy.https_url(),
-        ca_file: Some(ca.ca_file.clone()),
-    };
+    let trusted = SignerSpec::remote(proxy.https_url(), Some(ca.ca_file.clone()));
     build_signer(
         &trusted,
         address,
@@ -151,10 +148,10 @@ async fn a_remote_signer_with_an_untrusted_certificate_is_refused_at_start() {
     )
     .await
     .expect("the signer's CA is trusted");
-    let untrusted = SignerSpec::Remote {
-        url: format!("{}/key/SECRET123", proxy.https_url()),
-        ca_file: Some(other.ca_file.clone()),
-    };
+    let untrusted = SignerSpec::remote(
+        format!("{}/key/SECRET123", proxy.https_url()),
+        Some(other.ca_file.clone()),
+    );
     let err = build_signer(
         &untrusted,
         address,

@@ -30,6 +30,8 @@ pub struct LocalTxSigner {
 enum KeySource {
     /// Environment variable name.
     Env(String),
+    /// Key file path.
+    File(PathBuf),
     /// Keystore file path.
     Keystore(PathBuf),
 }
@@ -50,6 +52,26 @@ impl LocalTxSigner {
             key,
             chain_id,
             source: KeySource::Env(var.to_owned()),
+        })
+    }
+
+    /// Reads a hex private key (`0x` optional, surrounding whitespace
+    /// ignored) from the file at `path`.
+    ///
+    /// Errors name the file, never its content.
+    pub fn from_key_file(path: &std::path::Path, chain_id: u64) -> Result<Self, SignerError> {
+        let value = std::fs::read_to_string(path).map_err(|e| {
+            SignerError::Config(format!("key_file {} cannot be read: {e}", path.display()))
+        })?;
+        let key = parse_private_key(&value);
+        wipe(value);
+        let key = key.map_err(|reason| {
+            SignerError::Config(format!("key_file {} {reason}", path.display()))
+        })?;
+        Ok(Self {
+            key,
+            chain_id,
+            source: KeySource::File(path.to_owned()),
         })
     }
 
@@ -109,7 +131,7 @@ impl TxSigner for LocalTxSigner {
 
     fn kind(&self) -> &'static str {
         match self.source {
-            KeySource::Env(_) => "env",
+            KeySource::Env(_) | KeySource::File(_) => "env",
             KeySource::Keystore(_) => "keystore",
         }
     }
@@ -125,6 +147,7 @@ impl fmt::Debug for LocalTxSigner {
         let mut s = f.debug_struct("LocalTxSigner");
         match &self.source {
             KeySource::Env(var) => s.field("kind", &"env").field("var", var),
+            KeySource::File(path) => s.field("kind", &"env").field("key_file", path),
             KeySource::Keystore(path) => s.field("kind", &"keystore").field("path", path),
         };
         s.field("address", &self.key.address())

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!   SignerSpec ─► build_signer(expected address, chain id, timeout)
-//!                   ├─ Env      ─► LocalTxSigner  (hex key in an env var)
+//!                   ├─ Env      ─► LocalTxSigner  (hex key in an env var or a key file)
 //!                   ├─ Keystore ─► LocalTxSigner  (scrypt JSON, decrypted off the runtime)
 //!                   ├─ Remote   ─► RemoteTxSigner (eth_signTransaction, answer verified)
 //!                   └─ AwsKms   ─► AwsKmsTxSigner (kms:Sign of the digest, bounded per key)
@@ -17,7 +17,8 @@
 //! decoded, its signer recovered and every field compared with the request,
 //! so it cannot sign for another account or swap the transaction.
 //!
-//! Modules: `local` (env and keystore keys), `remote` (JSON-RPC client),
+//! Modules: `spec` (the configuration of a signer), `local` (env, key file
+//! and keystore keys), `remote` (JSON-RPC client),
 //! `verify` (checks on a remote answer), `endpoint` (URL credentials and
 //! redaction), `aws_kms` (AWS KMS), `metered` (metrics of every kind).
 
@@ -26,9 +27,10 @@ mod endpoint;
 mod local;
 mod metered;
 mod remote;
+mod spec;
 mod verify;
 
-use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use alloy::{
     consensus::{SignableTransaction, Transaction, TypedTransaction},
@@ -40,6 +42,7 @@ pub use aws_kms::{AwsKmsTxSigner, KmsKey};
 pub use local::LocalTxSigner;
 pub use metered::MeteredSigner;
 pub use remote::RemoteTxSigner;
+pub use spec::{SignerSpec, DEFAULT_KMS_CONCURRENCY};
 
 /// `tracing` target of everything signer related.
 const TARGET: &str = "txmgr::signer";
@@ -136,82 +139,6 @@ impl SignerError {
     }
 }
 
-/// Where a submitter's key lives; holds names and locations, never secrets.
-#[derive(Clone, PartialEq, Eq)]
-pub enum SignerSpec {
-    /// A hex private key (with or without `0x`) in an environment variable.
-    Env {
-        /// Name of the variable holding the key.
-        var: String,
-    },
-    /// An encrypted JSON keystore (Web3 Secret Storage) file.
-    Keystore {
-        /// Path of the keystore file.
-        path: PathBuf,
-        /// Name of the variable holding the keystore password.
-        password_env: String,
-    },
-    /// A remote signer answering JSON-RPC `eth_signTransaction` over HTTP.
-    Remote {
-        /// Endpoint; may embed basic-auth credentials or an API key, so it
-        /// is shown as `scheme://host[:port]` only.
-        url: String,
-        /// PEM file of a private CA trusted (besides the public roots) for
-        /// an `https://` signer.
-        ca_file: Option<PathBuf>,
-    },
-    /// A key held in AWS KMS (credentials from the standard AWS chain).
-    AwsKms {
-        /// The key.
-        key: KmsKey,
-        /// Signing requests in flight to KMS for this key, at most.
-        max_concurrency: usize,
-    },
-}
-
-impl SignerSpec {
-    /// Short name of the signer kind, for logs and metric labels.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Env { .. } => "env",
-            Self::Keystore { .. } => "keystore",
-            Self::Remote { .. } => "remote",
-            Self::AwsKms { .. } => "aws_kms",
-        }
-    }
-}
-
-impl fmt::Debug for SignerSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Env { var } => f.debug_struct("Env").field("var", var).finish(),
-            Self::Keystore { path, password_env } => f
-                .debug_struct("Keystore")
-                .field("path", path)
-                .field("password_env", password_env)
-                .finish(),
-            Self::Remote { url, ca_file } => f
-                .debug_struct("Remote")
-                .field("url", &endpoint::redact_url(url))
-                .field("ca_file", ca_file)
-                .finish(),
-            Self::AwsKms {
-                key,
-                max_concurrency,
-            } => f
-                .debug_struct("AwsKms")
-                .field("key_id", &key.key_id)
-                .field("region", &key.region)
-                .field(
-                    "endpoint_url",
-                    &key.endpoint_url.as_deref().map(endpoint::redact_url),
-                )
-                .field("max_concurrency", max_concurrency)
-                .finish(),
-        }
-    }
-}
-
 /// Builds the signer described by `spec` and checks that it signs for
 /// `expected`.
 ///
@@ -231,11 +158,23 @@ pub async fn build_signer(
     timeout: Duration,
 ) -> Result<Arc<dyn TxSigner>, SignerError> {
     let signer: Arc<dyn TxSigner> = match spec {
-        SignerSpec::Env { var } => Arc::new(LocalTxSigner::from_env(var, chain_id)?),
+        SignerSpec::Env {
+            env: Some(var),
+            key_file: None,
+        } => Arc::new(LocalTxSigner::from_env(var, chain_id)?),
+        SignerSpec::Env {
+            env: None,
+            key_file: Some(path),
+        } => Arc::new(LocalTxSigner::from_key_file(path, chain_id)?),
+        SignerSpec::Env { .. } => {
+            return Err(SignerError::Config(
+                "an env signer names exactly one of `env` and `key_file`".into(),
+            ))
+        }
         SignerSpec::Keystore { path, password_env } => {
             Arc::new(LocalTxSigner::from_keystore(path.clone(), password_env, chain_id).await?)
         }
-        SignerSpec::Remote { url, ca_file } => {
+        SignerSpec::Remote { url, ca_file, .. } => {
             let tls = crate::tls::client_config(ca_file.as_deref())
                 .map_err(|e| SignerError::Config(format!("remote signer ca_file: {e}")))?;
             let remote = RemoteTxSigner::new(url, expected, chain_id, timeout, &tls)?;
@@ -243,9 +182,18 @@ pub async fn build_signer(
             Arc::new(remote)
         }
         SignerSpec::AwsKms {
-            key,
+            key_id,
+            region,
+            endpoint_url,
             max_concurrency,
-        } => Arc::new(AwsKmsTxSigner::connect(key, chain_id, timeout, *max_concurrency).await?),
+        } => {
+            let key = KmsKey {
+                key_id: key_id.clone(),
+                region: region.clone(),
+                endpoint_url: endpoint_url.clone(),
+            };
+            Arc::new(AwsKmsTxSigner::connect(&key, chain_id, timeout, *max_concurrency).await?)
+        }
     };
     if signer.address() != expected {
         return Err(SignerError::WrongAddress {
@@ -326,16 +274,5 @@ mod tests {
             got: Address::repeat_byte(1),
         };
         assert!(!wrong.is_transient());
-    }
-
-    #[test]
-    fn spec_debug_redacts_remote_password() {
-        let spec = SignerSpec::Remote {
-            url: "https://user:hunter2@signer.example:9000/rpc".into(),
-            ca_file: None,
-        };
-        let shown = format!("{spec:?}");
-        assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(shown.contains("signer.example"), "{shown}");
     }
 }

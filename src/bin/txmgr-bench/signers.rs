@@ -22,7 +22,7 @@ use alloy::{
 use anyhow::Context;
 use futures::{stream, StreamExt};
 use serde::Serialize;
-use txmgr_actors::signer::{build_signer, KmsKey, SignerSpec, TxSigner};
+use txmgr_actors::signer::{build_signer, SignerSpec, TxSigner};
 use txmgr_testkit::LocalStack;
 
 use crate::report::LatencyStats;
@@ -138,9 +138,7 @@ async fn measure(
 /// LocalStack's test ones when none are).
 pub(crate) async fn run(count: usize, concurrency: usize) -> anyhow::Result<SignerPhase> {
     let timeout = Duration::from_secs(10);
-    let env_spec = SignerSpec::Env {
-        var: ENV_KEY_VAR.to_owned(),
-    };
+    let env_spec = SignerSpec::env(ENV_KEY_VAR);
     let env_signer = build_signer(&env_spec, ENV_ADDRESS.parse()?, 31337, timeout).await?;
     let env_row = measure(env_signer.as_ref(), "env", count, concurrency).await?;
 
@@ -168,11 +166,9 @@ pub(crate) async fn run(count: usize, concurrency: usize) -> anyhow::Result<Sign
             .context("KMS public key")?,
     );
     let kms_spec = SignerSpec::AwsKms {
-        key: KmsKey {
-            key_id,
-            region: REGION.to_owned(),
-            endpoint_url: Some(localstack.endpoint_url()),
-        },
+        key_id,
+        region: REGION.to_owned(),
+        endpoint_url: Some(localstack.endpoint_url()),
         max_concurrency: concurrency,
     };
     let kms_signer = build_signer(&kms_spec, address, 31337, timeout).await?;
