@@ -23,6 +23,7 @@ mod endpoints;
 mod env;
 mod error;
 mod feed;
+mod funds;
 mod overrides;
 mod sections;
 mod signer;
@@ -202,10 +203,18 @@ impl Config {
     }
 
     fn resolve(&self, address: &str, entry: &SubmitterConfig) -> ResolvedSubmitter {
+        let mut settings = entry.merged_settings(&self.defaults);
+        // The target's leader checks the funder's bound with the top-up.
+        if let Some(top_up) = &mut settings.top_up {
+            top_up.funder_max_per_day = self
+                .submitters
+                .get(&format!("{:#x}", top_up.from))
+                .and_then(|funder| funder.merged_settings(&self.defaults).funding_max_per_day);
+        }
         ResolvedSubmitter {
             address: address.to_string(),
             signer: entry.signer.clone(),
-            settings: entry.merged_settings(&self.defaults),
+            settings,
         }
     }
 

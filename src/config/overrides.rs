@@ -130,6 +130,13 @@ pub struct SubmitterConfig {
     /// Overrides `top_up`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_up: Option<TopUp>,
+    /// Overrides `funding_max_per_day`.
+    #[serde(
+        default,
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub funding_max_per_day: Option<u128>,
 }
 
 /// Partial override of `[defaults.gas_bump]`; unset fields inherit.
@@ -168,6 +175,7 @@ impl SubmitterConfig {
             gas_bump: None,
             min_balance: None,
             top_up: None,
+            funding_max_per_day: None,
         }
     }
 
@@ -204,6 +212,7 @@ impl SubmitterConfig {
             },
             min_balance: self.min_balance.or(d.min_balance),
             top_up: self.top_up.or(d.top_up),
+            funding_max_per_day: self.funding_max_per_day.or(d.funding_max_per_day),
             // Node-wide (derived from `chain.poll_interval`), never overridden.
             retry_backoff: d.retry_backoff,
         }

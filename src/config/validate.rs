@@ -89,22 +89,7 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
             }
         }
     }
-    for (address, entry) in &submitters {
-        if let Some(top_up) = entry.merged_settings(&config.defaults).top_up {
-            let from = format!("{:#x}", top_up.from);
-            if from == *address {
-                issues.push(ConfigIssue::new(
-                    format!("submitters.{address}.top_up.from"),
-                    "a submitter cannot top itself up",
-                ));
-            } else if !submitters.contains_key(&from) {
-                issues.push(ConfigIssue::new(
-                    format!("submitters.{address}.top_up.from"),
-                    format!("{from} is not a configured submitter: the funder must be one"),
-                ));
-            }
-        }
-    }
+    issues.extend(super::funds::check_top_ups(&submitters, &config.defaults));
     config.submitters = submitters;
     issues.extend(super::webhooks::validate_webhooks(&mut config.webhooks));
     issues
@@ -389,6 +374,12 @@ pub(crate) fn check_settings(s: &SubmitterSettings) -> Vec<(&'static str, String
         if top_up.max_per_day == 0 {
             out.push(("top_up.max_per_day", "must be > 0".to_string()));
         }
+    }
+    if s.funding_max_per_day == Some(0) {
+        out.push((
+            "funding_max_per_day",
+            "must be > 0 (leave it out for no funder-wide bound)".to_string(),
+        ));
     }
     let m = s.gas_bump.multiplier;
     if !m.is_finite() || m < 1.0 {

@@ -25,6 +25,7 @@ mod durability;
 mod feed_retention;
 mod finality;
 mod funds;
+mod funds_bounds;
 mod group_commit;
 mod hardhat_errors;
 mod harness;

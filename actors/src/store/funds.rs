@@ -81,15 +81,16 @@ pub async fn save(
 }
 
 /// Wei sent (or on its way) to the submitter by top-ups in the last 24
-/// hours; top-ups that ended without moving value (REJECTED, FAILED_FINAL,
-/// CANCELLED) do not count.
+/// hours. Top-ups that ended without moving value for good (FAILED_FINAL,
+/// CANCELLED) do not count; a REJECTED one does: its signed bytes may
+/// still be mined after a retry was sent, and the cap must hold then too.
 pub async fn topped_up_last_day(ftx: &mut FencedTx) -> StoreResult<u128> {
     let key = ftx.submitter();
     let sum: String = sqlx::query_scalar(
         "SELECT COALESCE(sum(t.value_wei), 0)::text
            FROM funds_top_up t JOIN managed_tx m ON m.tx_id = t.tx_id
           WHERE t.chain_id = $1 AND t.submitter = $2 AND t.created_at > now() - interval '1 day'
-            AND m.state NOT IN ('REJECTED', 'FAILED_FINAL', 'CANCELLED')",
+            AND m.state NOT IN ('FAILED_FINAL', 'CANCELLED')",
     )
     .bind(key.chain_id)
     .bind(key.address_hex())
@@ -99,29 +100,76 @@ pub async fn topped_up_last_day(ftx: &mut FencedTx) -> StoreResult<u128> {
         .map_err(|_| StoreError::Corrupt(format!("top-up sum {sum:?}")))
 }
 
+/// Wei `funder` sent (or has on its way) in top-ups to any submitter in the
+/// last 24 hours, counted as [`topped_up_last_day`] does. Takes a
+/// transaction-scoped lock on the funder first, so the leaders of two
+/// targets (on any nodes) check and queue against its funder-wide cap one
+/// after the other.
+pub async fn funded_last_day(ftx: &mut FencedTx, funder: &str) -> StoreResult<u128> {
+    let chain_id = ftx.submitter().chain_id;
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(hashtextextended('txmgr-funder:' || $1 || ':' || $2, 0))",
+    )
+    .bind(chain_id.to_string())
+    .bind(funder)
+    .execute(ftx.conn())
+    .await?;
+    let sum: String = sqlx::query_scalar(
+        "SELECT COALESCE(sum(t.value_wei), 0)::text
+           FROM funds_top_up t JOIN managed_tx m ON m.tx_id = t.tx_id
+          WHERE t.chain_id = $1 AND t.funder = $2 AND t.created_at > now() - interval '1 day'
+            AND m.state NOT IN ('FAILED_FINAL', 'CANCELLED')",
+    )
+    .bind(chain_id)
+    .bind(funder)
+    .fetch_one(ftx.conn())
+    .await?;
+    sum.parse()
+        .map_err(|_| StoreError::Corrupt(format!("funder sum {sum:?}")))
+}
+
+/// The top-ups of one crossing so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CrossingTopUps {
+    /// How many were queued.
+    pub sent: i64,
+    /// The latest one's state (None when there is none).
+    pub latest_state: Option<String>,
+    /// Seconds since the latest one last changed (database clock).
+    pub latest_age_secs: f64,
+}
+
 /// The top-ups queued for the submitter's crossing `crossing` so far, and
-/// the state of the latest one (None when there is none).
+/// the state and age of the latest one.
 pub async fn crossing_top_ups(
     ftx: &mut FencedTx,
     crossing_prefix: &str,
-) -> StoreResult<(i64, Option<String>)> {
+) -> StoreResult<CrossingTopUps> {
     let key = ftx.submitter();
-    let row: (i64, Option<String>) = sqlx::query_as(
-        "SELECT count(*),
-                (SELECT m.state FROM funds_top_up t2 JOIN managed_tx m ON m.tx_id = t2.tx_id
-                  WHERE t2.chain_id = $1 AND t2.submitter = $2
-                    AND (t2.request_id = $3 OR t2.request_id LIKE $3 || ':%')
-                  ORDER BY t2.created_at DESC LIMIT 1)
+    let row: (i64, Option<String>, Option<f64>) = sqlx::query_as(
+        "SELECT count(*), latest.state, latest.age
            FROM funds_top_up t
+           LEFT JOIN LATERAL (
+                SELECT m.state, EXTRACT(EPOCH FROM now() - m.updated_at)::float8 AS age
+                  FROM funds_top_up t2 JOIN managed_tx m ON m.tx_id = t2.tx_id
+                 WHERE t2.chain_id = $1 AND t2.submitter = $2
+                   AND (t2.request_id = $3 OR t2.request_id LIKE $3 || ':%')
+                 ORDER BY t2.created_at DESC LIMIT 1) latest ON true
           WHERE t.chain_id = $1 AND t.submitter = $2
-            AND (t.request_id = $3 OR t.request_id LIKE $3 || ':%')",
+            AND (t.request_id = $3 OR t.request_id LIKE $3 || ':%')
+          GROUP BY latest.state, latest.age",
     )
     .bind(key.chain_id)
     .bind(key.address_hex())
     .bind(crossing_prefix)
-    .fetch_one(ftx.conn())
-    .await?;
-    Ok(row)
+    .fetch_optional(ftx.conn())
+    .await?
+    .unwrap_or((0, None, None));
+    Ok(CrossingTopUps {
+        sent: row.0,
+        latest_state: row.1,
+        latest_age_secs: row.2.unwrap_or(0.0),
+    })
 }
 
 /// What became of a top-up's request id.

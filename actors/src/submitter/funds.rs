@@ -6,6 +6,8 @@
 //! with `top_up` configured also queues the funder's intent, under a request
 //! id naming the submitter and the crossing, within the daily cap.
 
+use std::time::Duration;
+
 use alloy::primitives::{Bytes, U256};
 
 use super::{error::LeaderError, SubmitterContext};
@@ -35,11 +37,38 @@ pub fn top_up_request_id(submitter: &SubmitterKey, crossing: i64, retry: i64) ->
 const FAILED_TOP_UP: &[&str] = &["REJECTED", "FAILED_FINAL", "CANCELLED"];
 
 /// How much a top-up sends: up to `target`, within what is left of the
-/// daily cap after `sent_today`. Zero when nothing may be sent.
-pub fn top_up_amount(balance: u128, top_up: &TopUp, sent_today: u128) -> u128 {
+/// target's daily cap after `sent_today`, and of the funder's own daily
+/// bound (`funder_max_per_day`) after `funder_sent_today`. Zero when
+/// nothing may be sent.
+pub fn top_up_amount(
+    balance: u128,
+    top_up: &TopUp,
+    sent_today: u128,
+    funder_sent_today: u128,
+) -> u128 {
     let wanted = top_up.target.saturating_sub(balance);
     let left = top_up.max_per_day.saturating_sub(sent_today);
-    wanted.min(left)
+    let funder_left = top_up
+        .funder_max_per_day
+        .map_or(u128::MAX, |cap| cap.saturating_sub(funder_sent_today));
+    wanted.min(left).min(funder_left)
+}
+
+/// First delay before a failed top-up of a crossing is sent again; it
+/// doubles per failed one, up to [`MAX_RETRY_BACKOFF`]: an empty funder
+/// does not make a new intent (with its audit, feed and webhook rows) on
+/// every sweep.
+pub const RETRY_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Longest delay between the failed top-ups of one crossing.
+pub const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// The wait after the `failed`-th failed top-up of a crossing.
+pub fn retry_backoff(failed: i64) -> Duration {
+    let doublings = u32::try_from(failed.saturating_sub(1).clamp(0, 20)).unwrap_or(20);
+    RETRY_BACKOFF
+        .saturating_mul(2u32.saturating_pow(doublings))
+        .min(MAX_RETRY_BACKOFF)
 }
 
 /// Reads the balance and records a crossing, if any. Returns the balance
@@ -137,20 +166,32 @@ async fn retry_failed_top_up(
     crossing: i64,
 ) -> Result<bool, LeaderError> {
     let prefix = top_up_request_id(&ctx.key, crossing, 0);
-    let (sent, latest) = funds::crossing_top_ups(ftx, &prefix).await?;
-    if !latest
+    let so_far = funds::crossing_top_ups(ftx, &prefix).await?;
+    if !so_far
+        .latest_state
         .as_deref()
         .is_some_and(|state| FAILED_TOP_UP.contains(&state))
     {
         return Ok(false);
     }
-    // Capped: nothing now, and no audit row per check; the next check
-    // (or the next crossing) tries again.
-    if top_up_amount(balance, top_up, funds::topped_up_last_day(ftx).await?) == 0 {
+    // Not yet: the failed ones of this crossing back off exponentially.
+    if so_far.latest_age_secs < retry_backoff(so_far.sent).as_secs_f64() {
         return Ok(false);
     }
-    tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, crossing, state = ?latest, "the top-up failed; sending another");
-    let outcome = queue_top_up(ctx, ftx, top_up, balance, crossing, sent).await?;
+    // Capped: nothing now, and no audit row per check; the next check
+    // (or the next crossing) tries again.
+    let funder = format!("{:#x}", top_up.from);
+    let amount = top_up_amount(
+        balance,
+        top_up,
+        funds::topped_up_last_day(ftx).await?,
+        funds::funded_last_day(ftx, &funder).await?,
+    );
+    if amount == 0 {
+        return Ok(false);
+    }
+    tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, crossing, state = ?so_far.latest_state, "the top-up failed; sending another");
+    let outcome = queue_top_up(ctx, ftx, top_up, balance, crossing, so_far.sent).await?;
     metrics::counter!(TOP_UPS, "result" => outcome.label()).increment(1);
     Ok(outcome == TopUpOutcome::Sent)
 }
@@ -196,12 +237,18 @@ async fn queue_top_up(
     retry: i64,
 ) -> Result<TopUpOutcome, LeaderError> {
     let sent_today = funds::topped_up_last_day(ftx).await?;
-    let amount = top_up_amount(balance, top_up, sent_today);
+    let funder_sent = funds::funded_last_day(ftx, &format!("{:#x}", top_up.from)).await?;
+    let amount = top_up_amount(balance, top_up, sent_today, funder_sent);
     if amount == 0 {
-        let reason = format!(
-            "top-up not sent: {sent_today} wei sent in the last 24 h reaches max_per_day {}",
-            top_up.max_per_day
-        );
+        let reason = match top_up.funder_max_per_day {
+            Some(cap) if funder_sent >= cap => format!(
+                "top-up not sent: the funder sent {funder_sent} wei in top-ups in the last 24 h, reaching its funding_max_per_day {cap}"
+            ),
+            _ => format!(
+                "top-up not sent: {sent_today} wei sent in the last 24 h reaches max_per_day {}",
+                top_up.max_per_day
+            ),
+        };
         tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, "{reason}");
         funds::record_capped(ftx, &reason, &ctx.owner.node_id).await?;
         return Ok(TopUpOutcome::Capped);
@@ -250,11 +297,32 @@ mod tests {
             from: alloy::primitives::Address::ZERO,
             target: 100,
             max_per_day: 150,
+            funder_max_per_day: None,
         };
-        assert_eq!(top_up_amount(30, &top_up, 0), 70);
-        assert_eq!(top_up_amount(30, &top_up, 100), 50, "the cap's rest");
-        assert_eq!(top_up_amount(30, &top_up, 150), 0, "cap reached");
-        assert_eq!(top_up_amount(120, &top_up, 0), 0, "above target");
+        assert_eq!(top_up_amount(30, &top_up, 0, 0), 70);
+        assert_eq!(top_up_amount(30, &top_up, 100, 0), 50, "the cap's rest");
+        assert_eq!(top_up_amount(30, &top_up, 150, 0), 0, "cap reached");
+        assert_eq!(top_up_amount(120, &top_up, 0, 0), 0, "above target");
+        let bounded = TopUp {
+            funder_max_per_day: Some(500),
+            ..top_up
+        };
+        assert_eq!(top_up_amount(30, &bounded, 0, 480), 20, "the funder's rest");
+        assert_eq!(
+            top_up_amount(30, &bounded, 0, 500),
+            0,
+            "funder's bound reached"
+        );
+        assert_eq!(top_up_amount(30, &bounded, 0, 1_000), 0);
+    }
+
+    #[test]
+    fn failed_top_ups_of_a_crossing_back_off_exponentially_up_to_an_hour() {
+        assert_eq!(retry_backoff(1), RETRY_BACKOFF);
+        assert_eq!(retry_backoff(2), RETRY_BACKOFF * 2);
+        assert_eq!(retry_backoff(4), RETRY_BACKOFF * 8);
+        assert_eq!(retry_backoff(30), MAX_RETRY_BACKOFF);
+        assert_eq!(retry_backoff(i64::MAX), MAX_RETRY_BACKOFF);
     }
 
     #[test]

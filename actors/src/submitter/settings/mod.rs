@@ -136,6 +136,14 @@ pub struct SubmitterSettings {
     /// below `min_balance`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_up: Option<TopUp>,
+    /// As a funder: the most wei this submitter sends in top-ups per rolling
+    /// 24 hours, over every submitter it funds (each target's own
+    /// `top_up.max_per_day` still applies); `None` = no funder-wide bound.
+    #[serde(
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub funding_max_per_day: Option<u128>,
     /// Wait before retrying a broadcast whose outcome was a transient
     /// refusal. Not a key: derived from `chain.poll_interval`.
     #[serde(skip)]
@@ -157,6 +165,11 @@ pub struct TopUp {
     /// Most wei sent to this submitter per rolling 24 hours.
     #[serde(with = "file_format::wei")]
     pub max_per_day: u128,
+    /// The funder's own `funding_max_per_day`, copied here when the
+    /// configuration is resolved (not a key of the `top_up` table): the
+    /// leader checks it with the rest of the top-up.
+    #[serde(skip)]
+    pub funder_max_per_day: Option<u128>,
 }
 
 /// `gas_bump = { enabled, multiplier }`: fee bumping of resubmits.
@@ -211,6 +224,7 @@ impl Default for SubmitterSettings {
             gas_bump: GasBump::default(),
             min_balance: None,
             top_up: None,
+            funding_max_per_day: None,
             retry_backoff: DEFAULT_RETRY_BACKOFF,
         }
     }
