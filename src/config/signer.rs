@@ -66,8 +66,17 @@ pub(crate) fn validate(signer: &SignerSpec, prefix: &str, address: &str) -> Vec<
             key_id,
             region,
             endpoint_url,
+            ca_file,
             max_concurrency,
         } => {
+            if let Some(path) = ca_file {
+                if !path.is_file() {
+                    issues.push(ConfigIssue::new(
+                        format!("{prefix}.ca_file"),
+                        format!("{} is not a readable file", path.display()),
+                    ));
+                }
+            }
             if key_id.trim().is_empty() {
                 issues.push(ConfigIssue::new(
                     format!("{prefix}.key_id"),

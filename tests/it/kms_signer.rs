@@ -188,6 +188,7 @@ async fn a_wrong_key_spec_another_address_and_kms_down_are_clear_errors() {
         key_id: key_id.to_owned(),
         region: REGION.to_owned(),
         endpoint_url: Some(localstack.endpoint_url()),
+        ca_file: None,
         max_concurrency: 4,
     };
     let timeout = Duration::from_secs(2);

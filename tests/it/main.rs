@@ -32,6 +32,7 @@ mod harness;
 mod http_api;
 mod https_api;
 mod kms_signer;
+mod kms_tls;
 mod lease;
 mod lease_fencing;
 mod lease_keeper;

@@ -9,7 +9,10 @@
 //! ```
 //!
 //! Credentials come the standard AWS way (environment, shared profile,
-//! instance or task role), never from txmgr's configuration. A throttled,
+//! instance or task role), never from txmgr's configuration. TLS follows
+//! the node's one trust policy: the Mozilla roots compiled into the binary
+//! (`webpki-root-certs`) plus the signer's `ca_file`, never the operating
+//! system's store (the SDK's default). A throttled,
 //! slow or unreachable KMS is [`SignerError::Unavailable`]: the intent waits
 //! and is signed again later with the same nonce.
 
@@ -46,6 +49,45 @@ pub struct KmsKey {
     pub region: String,
     /// Another endpoint than AWS's (an emulator, a VPC endpoint).
     pub endpoint_url: Option<String>,
+    /// PEM of a private CA trusted for that endpoint, besides the public
+    /// roots.
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+/// The SDK's HTTPS client with the node's trust policy: the compiled-in
+/// Mozilla roots and `ca_file`, not the operating system's store.
+fn http_client(
+    ca_file: Option<&std::path::Path>,
+) -> Result<aws_sdk_kms::config::SharedHttpClient, SignerError> {
+    use aws_smithy_http_client::{
+        tls::{rustls_provider::CryptoMode, Provider, TlsContext, TrustStore},
+        Builder,
+    };
+    use base64::Engine as _;
+    let mut store = TrustStore::empty().with_native_roots(false);
+    for root in webpki_root_certs::TLS_SERVER_ROOT_CERTS {
+        let body = base64::engine::general_purpose::STANDARD.encode(root.as_ref());
+        let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+        for line in body.as_bytes().chunks(64) {
+            pem.push_str(&String::from_utf8_lossy(line));
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+        store = store.with_pem_certificate(pem.into_bytes());
+    }
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path)
+            .map_err(|e| SignerError::Config(format!("aws_kms ca_file {}: {e}", path.display())))?;
+        store = store.with_pem_certificate(pem);
+    }
+    let tls = TlsContext::builder()
+        .with_trust_store(store)
+        .build()
+        .map_err(|e| SignerError::Config(format!("aws_kms TLS: {e}")))?;
+    Ok(Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+        .tls_context(tls)
+        .build_https())
 }
 
 /// Error codes of KMS that say "not now" rather than "no".
@@ -90,6 +132,7 @@ impl AwsKmsTxSigner {
         if let Some(url) = &key.endpoint_url {
             loader = loader.endpoint_url(url);
         }
+        loader = loader.http_client(http_client(key.ca_file.as_deref())?);
         let config = loader.load().await;
         let client = aws_sdk_kms::Client::new(&config);
         let public = client

@@ -185,12 +185,14 @@ pub async fn build_signer(
             key_id,
             region,
             endpoint_url,
+            ca_file,
             max_concurrency,
         } => {
             let key = KmsKey {
                 key_id: key_id.clone(),
                 region: region.clone(),
                 endpoint_url: endpoint_url.clone(),
+                ca_file: ca_file.clone(),
             };
             Arc::new(AwsKmsTxSigner::connect(&key, chain_id, timeout, *max_concurrency).await?)
         }

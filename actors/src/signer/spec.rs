@@ -64,6 +64,11 @@ pub enum SignerSpec {
         /// Another endpoint than AWS's: an emulator or a VPC endpoint.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         endpoint_url: Option<String>,
+        /// PEM of a private CA trusted for that endpoint (besides the
+        /// compiled-in public roots; the operating system's store is not
+        /// read).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<PathBuf>,
         /// Signing requests in flight to KMS for this key, at most.
         #[serde(default = "default_kms_concurrency")]
         max_concurrency: usize,
@@ -103,6 +108,7 @@ impl SignerSpec {
             key_id: key.key_id,
             region: key.region,
             endpoint_url: key.endpoint_url,
+            ca_file: key.ca_file,
             max_concurrency,
         }
     }
@@ -175,12 +181,14 @@ impl fmt::Debug for SignerSpec {
                 key_id,
                 region,
                 endpoint_url,
+                ca_file,
                 max_concurrency,
             } => f
                 .debug_struct("AwsKms")
                 .field("key_id", &key_id)
                 .field("region", &region)
                 .field("endpoint_url", &endpoint_url)
+                .field("ca_file", &ca_file)
                 .field("max_concurrency", &max_concurrency)
                 .finish(),
         }
@@ -218,6 +226,7 @@ mod tests {
             key_id: "alias/k".into(),
             region: "eu-west-1".into(),
             endpoint_url: Some("https://kms.example/path?token=secret-in-url".into()),
+            ca_file: None,
             max_concurrency: 8,
         };
         assert!(!format!("{kms:?}").contains("secret-in-url"));

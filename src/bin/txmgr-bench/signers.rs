@@ -169,6 +169,7 @@ pub(crate) async fn run(count: usize, concurrency: usize) -> anyhow::Result<Sign
         key_id,
         region: REGION.to_owned(),
         endpoint_url: Some(localstack.endpoint_url()),
+        ca_file: None,
         max_concurrency: concurrency,
     };
     let kms_signer = build_signer(&kms_spec, address, 31337, timeout).await?;
