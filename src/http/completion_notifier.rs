@@ -45,6 +45,8 @@ struct NotifierInner {
     listener: JoinHandle<()>,
     /// One permit per request allowed to wait (`http.max_long_polls`).
     waiters: Arc<Semaphore>,
+    /// The number of those permits.
+    max_waiters: usize,
 }
 
 impl Drop for NotifierInner {
@@ -61,14 +63,22 @@ impl CompletionNotifier {
     pub fn listen(pool: PgPool, chain_id: u64, max_waiters: usize) -> Self {
         let (sender, signal) = watch::channel(Signal::default());
         let listener = tokio::spawn(listen_loop(pool, chain_id, sender));
-        let waiters = Arc::new(Semaphore::new(max_waiters.clamp(1, Semaphore::MAX_PERMITS)));
+        let max_waiters = max_waiters.clamp(1, Semaphore::MAX_PERMITS);
+        let waiters = Arc::new(Semaphore::new(max_waiters));
         Self {
             inner: Arc::new(NotifierInner {
                 signal,
                 listener,
                 waiters,
+                max_waiters,
             }),
         }
+    }
+
+    /// Requests waiting for a completion now (tests wait for one to be
+    /// waiting before they commit, instead of sleeping).
+    pub fn waiting(&self) -> usize {
+        self.inner.max_waiters - self.inner.waiters.available_permits()
     }
 
     /// A place among the requests waiting now, or `None` when they are as

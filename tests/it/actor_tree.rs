@@ -107,13 +107,17 @@ async fn killed_tracking_actors_come_back_and_tracking_continues() {
     create_and_confirm(&node, &anvil, &db, "after_second_restart").await;
 
     node.stop().await;
-    // A shutdown stops them for good: nothing restarts afterwards.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        tree.snapshot().iter().all(|a| !a.running),
-        "{:?}",
-        tree.snapshot()
-    );
+    // A shutdown stops them for good: once the supervisor that restarts
+    // them is gone, none runs, and none can be started again.
+    wait_until(Duration::from_secs(30), || async {
+        !engine.snapshot().supervisor_alive
+    })
+    .await;
+    wait_until(Duration::from_secs(30), || async {
+        tree.snapshot().iter().all(|a| !a.running)
+    })
+    .await;
+    assert!(!engine.snapshot().supervisor_alive);
 }
 
 /// The attempt hashes of an intent, oldest first.
