@@ -26,6 +26,7 @@ mod feed;
 mod funds;
 mod overrides;
 mod sections;
+mod settings_checks;
 mod signer;
 mod transport;
 mod url;

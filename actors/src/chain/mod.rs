@@ -21,12 +21,13 @@ mod redact;
 mod rpc;
 mod transport;
 
+pub use crate::domain::FinalityTag;
 pub use endpoints::{
     ConnectError, EndpointSettings, EndpointSpec, EndpointStatus, RpcEndpoints, WsTarget,
 };
 pub use fee_cache::FeeCache;
 pub use health::HealthPolicy;
-pub use port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag};
+pub use port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote};
 pub use redact::shown_url;
 pub(crate) use redact::{scrub, secret_renderings};
 pub use rpc::{intent_request, EvmRpc};

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use super::endpoints::{EndpointStatus, WsTarget};
-use crate::domain::Intent;
+use crate::domain::{FinalityTag, Intent};
 
 /// An error from the chain node.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -105,15 +105,6 @@ pub struct BlockSummary {
     pub parent_hash: B256,
     /// Hashes of the transactions it contains.
     pub tx_hashes: Vec<B256>,
-}
-
-/// A block tag that finality can follow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FinalityTag {
-    /// The chain's `safe` block.
-    Safe,
-    /// The chain's `finalized` block.
-    Finalized,
 }
 
 /// What the engine needs from a chain node.

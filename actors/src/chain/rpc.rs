@@ -20,7 +20,8 @@ use super::{
     transport::{NamedHttp, MAX_RPC_RESPONSE_BYTES},
 };
 
-use super::port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag};
+use super::port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote};
+use crate::domain::FinalityTag;
 use crate::domain::Intent;
 
 /// [`ChainClient`] over HTTP(S) JSON-RPC with alloy, every call bounded by a

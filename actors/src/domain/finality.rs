@@ -11,7 +11,15 @@ use serde::{
     Deserialize, Deserializer, Serialize, Serializer,
 };
 
-use crate::chain::FinalityTag;
+/// A block tag that finality can follow (the domain's word for it; the
+/// chain port asks the node for the tagged block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FinalityTag {
+    /// The chain's `safe` block.
+    Safe,
+    /// The chain's `finalized` block.
+    Finalized,
+}
 
 /// Default number of confirmations before a mined intent is final.
 pub const DEFAULT_CONFIRMATIONS: u64 = 12;

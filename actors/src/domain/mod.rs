@@ -4,17 +4,19 @@ mod chain_id;
 mod feed_event;
 mod finality;
 mod intent;
+mod lease_timing;
 mod state;
 mod sub_state;
 mod submitter;
 
 pub use chain_id::{ChainId, ChainIdOutOfRange};
 pub use feed_event::{FeedEvent, UnknownFeedEvent};
-pub use finality::{FinalDecision, Finality, ReorgedReceipt, DEFAULT_CONFIRMATIONS};
+pub use finality::{FinalDecision, Finality, FinalityTag, ReorgedReceipt, DEFAULT_CONFIRMATIONS};
 pub use intent::{
     engine_request_id_prefix, CreateError, CreateOutcome, Intent, NewIntent, TxSummary,
     ENGINE_REQUEST_ID_PREFIXES,
 };
+pub use lease_timing::LeaseTiming;
 pub use state::{AttemptKind, TxState};
 pub use sub_state::{SubState, UnknownSubState};
 pub use submitter::SubmitterKey;

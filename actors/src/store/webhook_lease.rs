@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use sqlx::PgPool;
 
 use super::{millis, LeaseOwner, StoreResult};
-use crate::{domain::ChainId, metrics::WEBHOOK_LEASES, submitter::LeaseTiming};
+use crate::{
+    domain::{ChainId, LeaseTiming},
+    metrics::WEBHOOK_LEASES,
+};
 
 /// Names one webhook's row: the chain the deployment serves and the
 /// webhook's configured name.

@@ -51,19 +51,7 @@ pub use keeper::LeaseKeeper;
 pub use settings::{GasBump, SubmitterSettings};
 pub use status::{Role, SubmitterStatus};
 
-/// Lease timing of the deployment (`[lease]`).
-#[derive(Debug, Clone, Copy)]
-pub struct LeaseTiming {
-    /// Lease length.
-    pub duration: Duration,
-    /// Renewal period while leader (< duration / 2).
-    pub renew_interval: Duration,
-    /// Skew allowance for take-overs and the local validity margin.
-    pub clock_skew: Duration,
-    /// How long a leader with no open intent keeps its lease before it
-    /// releases it and stops (a create brings it back at once).
-    pub idle_release_after: Duration,
-}
+pub use crate::domain::LeaseTiming;
 
 /// Everything a SubmitterActor works with; shared with its handle and the
 /// supervisor.

@@ -1,0 +1,117 @@
+//! Group commit's record writes and the merged queue read.
+
+use super::*;
+
+#[tokio::test]
+async fn a_retry_record_touches_only_intents_still_in_flight() {
+    let db = TestDb::migrated().await;
+    let key = submitter(8);
+    let (lease, ids) = leader_with_queue(&db, key, 1, Duration::from_secs(30)).await;
+    let write = |w: Write| group::write_together(&db.pool, vec![(lease.clone(), w)]);
+    assert!(write(allocate(&ids)).await[0].is_ok());
+    let sent = B256::repeat_byte(0xcc);
+    let persisted = write(Write::PersistAttempts {
+        attempts: vec![attempt(ids[0], 0, sent)],
+        refused: Vec::new(),
+    })
+    .await;
+    assert!(persisted[0].is_ok(), "{persisted:?}");
+    // The intent has left flight (as a refusal or an operator would make
+    // it) before a late record of a retried broadcast arrives.
+    sqlx::query(
+        "UPDATE managed_tx SET state = 'REJECTED', last_error = 'refused', retry_at = NULL
+          WHERE tx_id = $1",
+    )
+    .bind(ids[0])
+    .execute(&db.pool)
+    .await
+    .expect("reject");
+    let recorded = write(Write::RecordBroadcast(group::BroadcastRecord {
+        accepted: Vec::new(),
+        retries: vec![store::pipeline::RetryLater {
+            tx_id: ids[0],
+            tx_hash: sent,
+            error: "connection reset".into(),
+            unknown: true,
+        }],
+        rejects: Vec::new(),
+        resubmit_interval: RESUBMIT,
+        retry_after: Duration::from_secs(1),
+    }))
+    .await;
+    assert!(recorded[0].is_ok(), "{recorded:?}");
+    let (state, error, retry_at, pooled): (String, Option<String>, Option<String>, bool) =
+        sqlx::query_as(
+            "SELECT state, last_error, retry_at::text, maybe_pooled FROM managed_tx WHERE tx_id = $1",
+        )
+        .bind(ids[0])
+        .fetch_one(&db.pool)
+        .await
+        .expect("intent");
+    assert_eq!(
+        (state.as_str(), error.as_deref(), retry_at, pooled),
+        ("REJECTED", Some("refused"), None, false),
+        "a finished intent is not rescheduled"
+    );
+}
+
+/// The queue reader answers several leaders' reads with one statement: each
+/// gets its own oldest QUEUED intents within its batch and free in-flight
+/// slots, and an intent that cannot be decoded fails only its submitter's read.
+#[tokio::test]
+async fn one_merged_queue_read_answers_each_leader_within_its_own_limits() {
+    use store::queue_read::{read_together, QueueRequest};
+    let db = TestDb::migrated().await;
+    let long = Duration::from_secs(30);
+    let (_, ids0) = leader_with_queue(&db, submitter(0), 5, long).await;
+    let (lease1, ids1) = leader_with_queue(&db, submitter(1), 3, long).await;
+    let (_, _) = leader_with_queue(&db, submitter(2), 2, long).await;
+    // Submitter 1: one intent ALLOCATED occupies one of its two slots.
+    group::write_together(&db.pool, vec![(lease1, allocate(&ids1[..1]))])
+        .await
+        .remove(0)
+        .expect("allocated");
+    // Submitter 2: a stored intent this version cannot read.
+    sqlx::query("UPDATE managed_tx SET intent = '{\"bogus\": 1}' WHERE submitter = $1")
+        .bind(submitter(2).address_hex())
+        .execute(&db.pool)
+        .await
+        .expect("corrupt");
+    let ask = |i: u8, batch: usize, max_in_flight: u32| QueueRequest {
+        key: submitter(i),
+        batch,
+        max_in_flight,
+        count_mined: false,
+    };
+    let answers = read_together(
+        &db.pool,
+        &[
+            ask(0, 3, 100),
+            ask(1, 10, 2),
+            ask(2, 10, 100),
+            ask(3, 10, 100),
+        ],
+    )
+    .await;
+    assert_eq!(answers.len(), 4);
+    let ids = |i: usize| -> Vec<Uuid> {
+        answers[i]
+            .as_ref()
+            .expect("read")
+            .iter()
+            .map(|q| q.tx_id)
+            .collect()
+    };
+    assert_eq!(
+        ids(0),
+        ids0[..3].to_vec(),
+        "oldest first, at most the batch"
+    );
+    assert_eq!(ids(1), ids1[1..2].to_vec(), "only the free in-flight slot");
+    assert!(
+        matches!(answers[2], Err(StoreError::Corrupt(_))),
+        "{:?}",
+        answers[2]
+    );
+    assert!(ids(3).is_empty(), "a submitter with nothing queued");
+}
