@@ -172,11 +172,35 @@ else
 fi
 echo "DATABASE_URL=$DATABASE_URL"
 
-# No statement uses sqlx's compile-time checked macros yet (each runs through
-# `sqlx::query` and is exercised by the tests against real PostgreSQL), so
-# nothing is checked at build time; offline mode keeps the build from ever
-# reaching for a database.
+# Statements written with sqlx's checked macros (`query!` & co.) are checked
+# at build time against the committed `.sqlx/` data (offline mode: the build
+# never reaches for a database); the check below proves `.sqlx/` is current
+# against the migrations.
 export SQLX_OFFLINE="${SQLX_OFFLINE:-true}"
+
+# ---------------------------------------------------------------- checked SQL
+# `cargo sqlx prepare --check` on a throw-away database migrated from
+# migrations/: a query whose columns drifted from the schema, or a `.sqlx/`
+# entry that is missing or stale, fails here. sqlx-cli is installed with
+# `cargo install --locked` into $CARGO_HOME/bin when missing (fresh clones
+# on the same machine reuse it).
+SQLX_CLI_VERSION=0.8.6
+section "sqlx prepare --check"
+if ! cargo sqlx --version 2>/dev/null | grep -q "$SQLX_CLI_VERSION"; then
+    echo "installing sqlx-cli $SQLX_CLI_VERSION (cargo install --locked)"
+    cargo install sqlx-cli --version "$SQLX_CLI_VERSION" --locked \
+        --no-default-features --features postgres,rustls
+fi
+PREPARE_DB="txmgr_sqlx_prepare_$$"
+PREPARE_URL="${DATABASE_URL%/*}/$PREPARE_DB"
+drop_prepare_db() { DATABASE_URL="$PREPARE_URL" sqlx database drop -y >/dev/null 2>&1 || true; }
+DATABASE_URL="$PREPARE_URL" sqlx database create
+DATABASE_URL="$PREPARE_URL" sqlx migrate run --source migrations >/dev/null
+if ! (SQLX_OFFLINE=false DATABASE_URL="$PREPARE_URL" cargo sqlx prepare --check --workspace); then
+    drop_prepare_db
+    die ".sqlx/ is not current: run scripts/sqlx-prepare.sh and commit .sqlx/"
+fi
+drop_prepare_db
 
 # ---------------------------------------------------------------- lint
 if [[ "${TXMGR_TEST_SKIP_LINT:-}" != 1 ]]; then

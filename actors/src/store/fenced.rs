@@ -41,17 +41,17 @@ impl FencedTx {
         operation: &'static str,
     ) -> StoreResult<FencedTx> {
         let mut tx = pool.begin().await?;
-        let held: Option<i32> = sqlx::query_scalar(
-            "SELECT 1 FROM submitter_lease
+        let held = sqlx::query_scalar!(
+            r#"SELECT 1 AS "held!" FROM submitter_lease
               WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3
                 AND owner_instance = $4 AND fencing_token = $5 AND expires_at > now()
-                FOR SHARE",
+                FOR SHARE"#,
+            lease.submitter.chain_id as _,
+            lease.submitter.address_hex(),
+            &*lease.owner.node_id,
+            &*lease.owner.instance,
+            lease.token,
         )
-        .bind(lease.submitter.chain_id)
-        .bind(lease.submitter.address_hex())
-        .bind(&*lease.owner.node_id)
-        .bind(&*lease.owner.instance)
-        .bind(lease.token)
         .fetch_optional(&mut *tx)
         .await?;
         if held.is_none() {

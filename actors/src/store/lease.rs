@@ -167,19 +167,19 @@ pub async fn acquire_or_renew_deferring(
 /// (row lock); afterwards every fenced write with the old lease fails.
 /// False when the lease was no longer held.
 pub async fn hand_over(pool: &PgPool, lease: &LeaseGuard, to_node: &str) -> StoreResult<bool> {
-    let result = sqlx::query(
+    let result = sqlx::query!(
         "UPDATE submitter_lease
             SET owner_node = $6, expires_at = now(), updated_at = now(),
                 owner_instance = COALESCE((SELECT instance FROM txmgr_node WHERE node_id = $6), '')
           WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND owner_instance = $4
             AND fencing_token = $5 AND expires_at > now()",
+        lease.submitter.chain_id as _,
+        lease.submitter.address_hex(),
+        &*lease.owner.node_id,
+        &*lease.owner.instance,
+        lease.token,
+        to_node,
     )
-    .bind(lease.submitter.chain_id)
-    .bind(lease.submitter.address_hex())
-    .bind(&*lease.owner.node_id)
-    .bind(&*lease.owner.instance)
-    .bind(lease.token)
-    .bind(to_node)
     .execute(pool)
     .await?;
     let handed = result.rows_affected() == 1;
@@ -205,13 +205,14 @@ async fn acquire_or_renew_inner(
         let sent_at = Instant::now();
         // The sub-select locks the current row and hands its *old* values to
         // RETURNING, which is how the outcome is told apart in one statement.
-        let updated: Option<TakenRow> = sqlx::query_as(
-            "UPDATE submitter_lease l
+        let updated = sqlx::query_as!(
+            TakenRow,
+            r#"UPDATE submitter_lease l
                 SET fencing_token = CASE WHEN o.mine AND o.expires_at > now()
                                          THEN o.fencing_token ELSE o.fencing_token + 1 END,
                     owner_node = $3,
                     owner_instance = $6,
-                    expires_at = now() + $4 * interval '1 millisecond',
+                    expires_at = now() + $4::bigint * interval '1 millisecond',
                     updated_at = now()
                FROM (SELECT chain_id, submitter, owner_node, fencing_token, expires_at,
                             (owner_node = $3 AND owner_instance = $6) AS mine
@@ -219,16 +220,16 @@ async fn acquire_or_renew_inner(
                       WHERE chain_id = $1 AND submitter = $2
                         FOR UPDATE) o
               WHERE l.chain_id = o.chain_id AND l.submitter = o.submitter
-                AND (o.mine OR o.expires_at <= now() - $5 * interval '1 millisecond')
-          RETURNING l.fencing_token, o.owner_node AS previous_owner,
-                    (o.mine AND o.expires_at > now()) AS renewed",
+                AND (o.mine OR o.expires_at <= now() - $5::bigint * interval '1 millisecond')
+          RETURNING l.fencing_token AS "fencing_token!", o.owner_node AS "previous_owner!",
+                    (o.mine AND o.expires_at > now()) AS "renewed!""#,
+            chain_id as _,
+            &submitter,
+            node,
+            millis(req.duration),
+            millis(req.clock_skew.saturating_add(defer)),
+            instance,
         )
-        .bind(chain_id)
-        .bind(&submitter)
-        .bind(node)
-        .bind(millis(req.duration))
-        .bind(millis(req.clock_skew.saturating_add(defer)))
-        .bind(instance)
         .fetch_optional(pool)
         .await?;
         if let Some(taken) = updated {
@@ -243,21 +244,21 @@ async fn acquire_or_renew_inner(
             });
         }
 
-        let inserted: Option<(i64,)> = sqlx::query_as(
+        let inserted = sqlx::query_scalar!(
             "INSERT INTO submitter_lease
                     (chain_id, submitter, owner_node, owner_instance, fencing_token, expires_at)
-             VALUES ($1, $2, $3, $5, 1, now() + $4 * interval '1 millisecond')
+             VALUES ($1, $2, $3, $5, 1, now() + $4::bigint * interval '1 millisecond')
              ON CONFLICT (chain_id, submitter) DO NOTHING
              RETURNING fencing_token",
+            chain_id as _,
+            &submitter,
+            node,
+            millis(req.duration),
+            instance,
         )
-        .bind(chain_id)
-        .bind(&submitter)
-        .bind(node)
-        .bind(millis(req.duration))
-        .bind(instance)
         .fetch_optional(pool)
         .await?;
-        if let Some((token,)) = inserted {
+        if let Some(token) = inserted {
             return Ok(LeaseOutcome::Acquired(guard(req, token, sent_at)));
         }
 
@@ -280,7 +281,6 @@ async fn acquire_or_renew_inner(
 }
 
 /// What the renew-or-take-over `UPDATE` returns.
-#[derive(sqlx::FromRow)]
 struct TakenRow {
     /// The token now (unchanged on a renewal).
     fencing_token: i64,
@@ -304,14 +304,15 @@ pub async fn current_lease(
     pool: &PgPool,
     submitter: SubmitterKey,
 ) -> StoreResult<Option<LeaseInfo>> {
-    let row: Option<LeaseRow> = sqlx::query_as(
-        "SELECT owner_node, owner_instance, fencing_token,
+    let row = sqlx::query_as!(
+        LeaseRow,
+        r#"SELECT owner_node, owner_instance, fencing_token,
                 GREATEST(0, (EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::bigint)
-                    AS expires_in_ms
-           FROM submitter_lease WHERE chain_id = $1 AND submitter = $2",
+                    AS "expires_in_ms!"
+           FROM submitter_lease WHERE chain_id = $1 AND submitter = $2"#,
+        submitter.chain_id as _,
+        submitter.address_hex(),
     )
-    .bind(submitter.chain_id)
-    .bind(submitter.address_hex())
     .fetch_optional(pool)
     .await?;
     Ok(row.map(|row| LeaseInfo {
@@ -322,7 +323,6 @@ pub async fn current_lease(
     }))
 }
 
-#[derive(sqlx::FromRow)]
 struct LeaseRow {
     owner_node: String,
     owner_instance: String,
@@ -337,16 +337,16 @@ struct LeaseRow {
 pub async fn release(pool: &PgPool, lease: &LeaseGuard) -> StoreResult<bool> {
     // The epoch is "long expired" for every take-over rule, and unlike
     // '-infinity' it still decodes as a timestamp.
-    let result = sqlx::query(
+    let result = sqlx::query!(
         "UPDATE submitter_lease SET expires_at = 'epoch', updated_at = now()
           WHERE chain_id = $1 AND submitter = $2 AND owner_node = $3 AND owner_instance = $4
             AND fencing_token = $5",
+        lease.submitter.chain_id as _,
+        lease.submitter.address_hex(),
+        &*lease.owner.node_id,
+        &*lease.owner.instance,
+        lease.token,
     )
-    .bind(lease.submitter.chain_id)
-    .bind(lease.submitter.address_hex())
-    .bind(&*lease.owner.node_id)
-    .bind(&*lease.owner.instance)
-    .bind(lease.token)
     .execute(pool)
     .await?;
     let released = result.rows_affected() == 1;
@@ -363,14 +363,16 @@ pub const LEASE_SUFFIX: &str = "lease";
 /// Wakes the node a lease was handed to (every node listens; only the
 /// preferred one acts on it at once, the others defer).
 pub async fn notify_handover(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<()> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(super::intents::WORK_CHANNEL)
-        .bind(format!(
+    sqlx::query!(
+        "SELECT FROM pg_notify($1, $2)",
+        super::intents::WORK_CHANNEL,
+        format!(
             "{}:{}:{LEASE_SUFFIX}",
             submitter.chain_id,
             submitter.address_hex()
-        ))
-        .execute(pool)
-        .await?;
+        ),
+    )
+    .execute(pool)
+    .await?;
     Ok(())
 }

@@ -63,11 +63,13 @@ pub(super) const COLUMNS: &str =
 
 /// Reads the cursor without locking (status views, start-up checks).
 pub async fn load(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<NonceCursor>> {
-    let row: Option<CursorRow> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM submitter_nonce_cursor WHERE chain_id = $1 AND submitter = $2"
-    ))
-    .bind(submitter.chain_id)
-    .bind(submitter.address_hex())
+    let row = sqlx::query_as!(
+        CursorRow,
+        "SELECT next_nonce, released, protect_reason, fencing_token, protect_covered_below
+           FROM submitter_nonce_cursor WHERE chain_id = $1 AND submitter = $2",
+        submitter.chain_id as _,
+        submitter.address_hex(),
+    )
     .fetch_optional(pool)
     .await?;
     row.map(|row| from_row(submitter, row)).transpose()
@@ -84,15 +86,16 @@ pub async fn protect_reasons(
         return Ok(Vec::new());
     }
     let hex: Vec<String> = submitters.iter().map(|a| format!("{a:#x}")).collect();
-    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT submitter, protect_reason FROM submitter_nonce_cursor
           WHERE chain_id = $1 AND submitter = ANY($2)",
+        chain_id as _,
+        &hex,
     )
-    .bind(chain_id)
-    .bind(&hex)
     .fetch_all(pool)
     .await?;
     rows.into_iter()
+        .map(|row| (row.submitter, row.protect_reason))
         .map(|(submitter, reason)| {
             let address = submitter.parse().map_err(|_| {
                 StoreError::Corrupt(format!("submitter {submitter:?} is not an address"))
@@ -114,12 +117,14 @@ pub(super) async fn lock_on(
     conn: &mut PgConnection,
     submitter: SubmitterKey,
 ) -> StoreResult<NonceCursor> {
-    let row: Option<CursorRow> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM submitter_nonce_cursor
-          WHERE chain_id = $1 AND submitter = $2 FOR UPDATE"
-    ))
-    .bind(submitter.chain_id)
-    .bind(submitter.address_hex())
+    let row = sqlx::query_as!(
+        CursorRow,
+        "SELECT next_nonce, released, protect_reason, fencing_token, protect_covered_below
+           FROM submitter_nonce_cursor
+          WHERE chain_id = $1 AND submitter = $2 FOR UPDATE",
+        submitter.chain_id as _,
+        submitter.address_hex(),
+    )
     .fetch_optional(conn)
     .await?;
     match row {
@@ -149,19 +154,19 @@ pub(super) async fn store_on(
         .iter()
         .map(|n| to_db(*n))
         .collect::<StoreResult<Vec<_>>>()?;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE submitter_nonce_cursor
             SET next_nonce = $3, released = $4, protect_reason = $5,
                 fencing_token = $6, protect_covered_below = $7, updated_at = now()
           WHERE chain_id = $1 AND submitter = $2",
+        submitter.chain_id as _,
+        submitter.address_hex(),
+        to_db(cursor.next_nonce)?,
+        &released,
+        cursor.protect_reason.as_deref(),
+        token,
+        cursor.protect_covered_below.map(to_db).transpose()?,
     )
-    .bind(submitter.chain_id)
-    .bind(submitter.address_hex())
-    .bind(to_db(cursor.next_nonce)?)
-    .bind(released)
-    .bind(&cursor.protect_reason)
-    .bind(token)
-    .bind(cursor.protect_covered_below.map(to_db).transpose()?)
     .execute(conn)
     .await?;
     Ok(())
@@ -172,15 +177,15 @@ pub(super) async fn store_on(
 pub async fn init(ftx: &mut FencedTx, start_nonce: u64) -> StoreResult<NonceCursor> {
     let submitter = ftx.submitter();
     let token = ftx.token();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO submitter_nonce_cursor (chain_id, submitter, next_nonce, fencing_token)
          VALUES ($1, $2, $3, $4)
          ON CONFLICT (chain_id, submitter) DO NOTHING",
+        submitter.chain_id as _,
+        submitter.address_hex(),
+        to_db(start_nonce)?,
+        token,
     )
-    .bind(submitter.chain_id)
-    .bind(submitter.address_hex())
-    .bind(to_db(start_nonce)?)
-    .bind(token)
     .execute(ftx.conn())
     .await?;
     lock(ftx).await
