@@ -60,17 +60,17 @@ pub async fn insert(
     entry: &AuditEntry<'_>,
     outcome: AuditOutcome,
 ) -> StoreResult<i64> {
-    let id = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "INSERT INTO ops_audit (actor, action, submitter, reason, node_id, tx_id, outcome)
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        entry.actor,
+        entry.action,
+        entry.submitter,
+        entry.reason,
+        entry.node_id,
+        entry.tx_id,
+        outcome.as_str(),
     )
-    .bind(entry.actor)
-    .bind(entry.action)
-    .bind(entry.submitter)
-    .bind(entry.reason)
-    .bind(entry.node_id)
-    .bind(entry.tx_id)
-    .bind(outcome.as_str())
     .fetch_one(conn)
     .await?;
     Ok(id)
@@ -78,10 +78,12 @@ pub async fn insert(
 
 /// Records how a [`AuditOutcome::Started`] action ended.
 pub async fn set_outcome(pool: &PgPool, id: i64, outcome: AuditOutcome) -> StoreResult<()> {
-    sqlx::query("UPDATE ops_audit SET outcome = $2 WHERE id = $1")
-        .bind(id)
-        .bind(outcome.as_str())
-        .execute(pool)
-        .await?;
+    sqlx::query!(
+        "UPDATE ops_audit SET outcome = $2 WHERE id = $1",
+        id,
+        outcome.as_str()
+    )
+    .execute(pool)
+    .await?;
     Ok(())
 }

@@ -31,10 +31,10 @@ pub struct Pruned {
 /// A batch that deletes fewer than [`BATCH`] means the round is done.
 pub async fn prune_batch(pool: &PgPool, retain: Duration) -> StoreResult<u64> {
     let retain_ms = i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
-    let deleted = sqlx::query(
+    let deleted = sqlx::query!(
         "WITH oldest AS (
              SELECT seq, xid, chain_id FROM tx_completion t
-              WHERE completed_at < now() - make_interval(secs => $1::float8 / 1000)
+              WHERE completed_at < now() - make_interval(secs => $1::bigint::float8 / 1000)
                 -- Kept for its dead letter; not a candidate, so a few kept
                 -- rows cannot stall the rows behind them.
                 AND NOT EXISTS (SELECT 1 FROM webhook_dead_letter d WHERE d.feed_seq = t.seq)
@@ -44,11 +44,11 @@ pub async fn prune_batch(pool: &PgPool, retain: Duration) -> StoreResult<u64> {
             AND NOT EXISTS (
                 SELECT 1 FROM webhook_cursor w
                  WHERE w.chain_id = o.chain_id
-                   AND w.updated_at > now() - make_interval(secs => $1::float8 / 1000)
+                   AND w.updated_at > now() - make_interval(secs => $1::bigint::float8 / 1000)
                    AND (o.xid, o.seq) > (w.cursor_xid, w.cursor_seq))",
+        retain_ms,
+        BATCH,
     )
-    .bind(retain_ms)
-    .bind(BATCH)
     .execute(pool)
     .await?;
     Ok(deleted.rows_affected())
@@ -60,21 +60,23 @@ pub async fn prune_batch(pool: &PgPool, retain: Duration) -> StoreResult<u64> {
 pub async fn prune_webhooks(pool: &PgPool, retain: Duration) -> StoreResult<u64> {
     let retain_ms = i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
     let mut tx = pool.begin().await?;
-    let gone: Vec<(i64, String)> = sqlx::query_as(
+    let gone = sqlx::query!(
         "DELETE FROM webhook_cursor
-          WHERE updated_at < now() - make_interval(secs => $1::float8 / 1000)
-            AND expires_at < now() - make_interval(secs => $1::float8 / 1000)
+          WHERE updated_at < now() - make_interval(secs => $1::bigint::float8 / 1000)
+            AND expires_at < now() - make_interval(secs => $1::bigint::float8 / 1000)
          RETURNING chain_id, webhook",
+        retain_ms,
     )
-    .bind(retain_ms)
     .fetch_all(&mut *tx)
     .await?;
-    for (chain_id, webhook) in &gone {
-        sqlx::query("DELETE FROM webhook_done WHERE chain_id = $1 AND webhook = $2")
-            .bind(chain_id)
-            .bind(webhook)
-            .execute(&mut *tx)
-            .await?;
+    for row in &gone {
+        sqlx::query!(
+            "DELETE FROM webhook_done WHERE chain_id = $1 AND webhook = $2",
+            row.chain_id,
+            row.webhook
+        )
+        .execute(&mut *tx)
+        .await?;
     }
     tx.commit().await?;
     Ok(gone.len() as u64)

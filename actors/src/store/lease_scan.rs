@@ -23,7 +23,6 @@ pub struct UnledWork {
     pub expires_in_ms: i64,
 }
 
-#[derive(sqlx::FromRow)]
 struct UnledRow {
     submitter: String,
     owner_node: Option<String>,
@@ -41,23 +40,24 @@ pub async fn unled_open_work(
     owner: &LeaseOwner,
     always: &[String],
 ) -> StoreResult<Vec<UnledWork>> {
-    let rows: Vec<UnledRow> = sqlx::query_as(
-        "SELECT o.submitter, l.owner_node,
-                COALESCE(l.owner_node = $2 AND l.owner_instance = $3, false) AS mine,
+    let rows = sqlx::query_as!(
+        UnledRow,
+        r#"SELECT o.submitter AS "submitter!", l.owner_node AS "owner_node?",
+                COALESCE(l.owner_node = $2 AND l.owner_instance = $3, false) AS "mine!",
                 COALESCE((EXTRACT(EPOCH FROM (l.expires_at - now())) * 1000)::bigint, 0)
-                    AS expires_in_ms
+                    AS "expires_in_ms!"
            FROM (SELECT submitter FROM managed_tx
                   WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
                  UNION
                  SELECT unnest($4::text[])) o
            LEFT JOIN submitter_lease l ON l.chain_id = $1 AND l.submitter = o.submitter
           WHERE l.submitter IS NULL
-             OR NOT (l.owner_node = $2 AND l.owner_instance = $3 AND l.expires_at > now())",
+             OR NOT (l.owner_node = $2 AND l.owner_instance = $3 AND l.expires_at > now())"#,
+        chain_id as _,
+        &*owner.node_id,
+        &*owner.instance,
+        always,
     )
-    .bind(chain_id)
-    .bind(&*owner.node_id)
-    .bind(&*owner.instance)
-    .bind(always)
     .fetch_all(pool)
     .await?;
     rows.into_iter()
@@ -87,7 +87,6 @@ pub struct LeaseListing {
     pub expires_in_ms: i64,
 }
 
-#[derive(sqlx::FromRow)]
 struct LeaseListingRow {
     submitter: String,
     owner_node: String,
@@ -98,13 +97,14 @@ struct LeaseListingRow {
 
 /// Every lease of the chain, by submitter.
 pub async fn list(pool: &PgPool, chain_id: ChainId) -> StoreResult<Vec<LeaseListing>> {
-    let rows: Vec<LeaseListingRow> = sqlx::query_as(
-        "SELECT submitter, owner_node, owner_instance, fencing_token,
+    let rows = sqlx::query_as!(
+        LeaseListingRow,
+        r#"SELECT submitter, owner_node, owner_instance, fencing_token,
                 GREATEST(0, (EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::bigint)
-                    AS expires_in_ms
-           FROM submitter_lease WHERE chain_id = $1 ORDER BY submitter",
+                    AS "expires_in_ms!"
+           FROM submitter_lease WHERE chain_id = $1 ORDER BY submitter"#,
+        chain_id as _,
     )
-    .bind(chain_id)
     .fetch_all(pool)
     .await?;
     rows.into_iter()

@@ -59,7 +59,7 @@ pub async fn register(
     // Up to three rounds: the holder's row can vanish (graceful exit)
     // between the refused upsert and the read.
     for _ in 0..3 {
-        let registered: Option<(String,)> = sqlx::query_as(
+        let registered = sqlx::query_scalar!(
             "INSERT INTO txmgr_node (node_id, instance, started_at, heartbeat_at, http_addr, version)
              VALUES ($1, $2, now(), now(), $3, $4)
              ON CONFLICT (node_id) DO UPDATE
@@ -68,14 +68,14 @@ pub async fn register(
                     instance = EXCLUDED.instance, heartbeat_at = now(),
                     http_addr = EXCLUDED.http_addr, version = EXCLUDED.version
               WHERE txmgr_node.instance = EXCLUDED.instance
-                 OR txmgr_node.heartbeat_at <= now() - $5 * interval '1 millisecond'
+                 OR txmgr_node.heartbeat_at <= now() - $5::bigint * interval '1 millisecond'
              RETURNING node_id",
+            &*owner.node_id,
+            &*owner.instance,
+            http_addr,
+            version,
+            millis(liveness),
         )
-        .bind(&*owner.node_id)
-        .bind(&*owner.instance)
-        .bind(http_addr)
-        .bind(version)
-        .bind(millis(liveness))
         .fetch_optional(pool)
         .await?;
         if registered.is_some() {
@@ -91,7 +91,6 @@ pub async fn register(
     )))
 }
 
-#[derive(sqlx::FromRow)]
 struct HolderRow {
     instance: String,
     http_addr: Option<String>,
@@ -101,14 +100,15 @@ struct HolderRow {
 
 /// The process holding `node_id`, if any.
 pub async fn holder(pool: &PgPool, node_id: &str) -> StoreResult<Option<NodeHolder>> {
-    let row: Option<HolderRow> = sqlx::query_as(
-        "SELECT instance, http_addr,
-                (EXTRACT(EPOCH FROM heartbeat_at) * 1000000)::bigint AS heartbeat_at_us,
+    let row = sqlx::query_as!(
+        HolderRow,
+        r#"SELECT instance, http_addr,
+                (EXTRACT(EPOCH FROM heartbeat_at) * 1000000)::bigint AS "heartbeat_at_us!",
                 GREATEST(0, (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::bigint)
-                    AS heartbeat_age_ms
-           FROM txmgr_node WHERE node_id = $1",
+                    AS "heartbeat_age_ms!"
+           FROM txmgr_node WHERE node_id = $1"#,
+        node_id,
     )
-    .bind(node_id)
     .fetch_optional(pool)
     .await?;
     Ok(row.map(|row| NodeHolder {
@@ -126,11 +126,11 @@ fn age(ms: i64) -> Duration {
 
 /// Refreshes this process's heartbeat, if the row still names it.
 pub async fn heartbeat(pool: &PgPool, owner: &LeaseOwner) -> StoreResult<Heartbeat> {
-    let result = sqlx::query(
+    let result = sqlx::query!(
         "UPDATE txmgr_node SET heartbeat_at = now() WHERE node_id = $1 AND instance = $2",
+        &*owner.node_id,
+        &*owner.instance,
     )
-    .bind(&*owner.node_id)
-    .bind(&*owner.instance)
     .execute(pool)
     .await?;
     if result.rows_affected() == 1 {
@@ -145,11 +145,13 @@ pub async fn heartbeat(pool: &PgPool, owner: &LeaseOwner) -> StoreResult<Heartbe
 
 /// Removes this process's row on graceful shutdown (never a successor's).
 pub async fn deregister(pool: &PgPool, owner: &LeaseOwner) -> StoreResult<()> {
-    sqlx::query("DELETE FROM txmgr_node WHERE node_id = $1 AND instance = $2")
-        .bind(&*owner.node_id)
-        .bind(&*owner.instance)
-        .execute(pool)
-        .await?;
+    sqlx::query!(
+        "DELETE FROM txmgr_node WHERE node_id = $1 AND instance = $2",
+        &*owner.node_id,
+        &*owner.instance,
+    )
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
@@ -170,7 +172,6 @@ pub struct NodeRow {
     pub alive: bool,
 }
 
-#[derive(sqlx::FromRow)]
 struct ListedNode {
     node_id: String,
     instance: String,
@@ -182,14 +183,15 @@ struct ListedNode {
 
 /// Lists every node, alive meaning a heartbeat within `liveness` (database time).
 pub async fn list(pool: &PgPool, liveness: Duration) -> StoreResult<Vec<NodeRow>> {
-    let rows: Vec<ListedNode> = sqlx::query_as(
-        "SELECT node_id, instance, http_addr, version,
+    let rows = sqlx::query_as!(
+        ListedNode,
+        r#"SELECT node_id, instance, http_addr, version,
                 GREATEST(0, (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::bigint)
-                    AS heartbeat_age_ms,
-                heartbeat_at > now() - $1 * interval '1 millisecond' AS alive
-           FROM txmgr_node ORDER BY node_id",
+                    AS "heartbeat_age_ms!",
+                heartbeat_at > now() - $1::bigint * interval '1 millisecond' AS "alive!"
+           FROM txmgr_node ORDER BY node_id"#,
+        millis(liveness),
     )
-    .bind(millis(liveness))
     .fetch_all(pool)
     .await?;
     Ok(rows
@@ -221,12 +223,13 @@ pub async fn live(
     liveness: Duration,
     settle: Duration,
 ) -> StoreResult<Vec<LiveNode>> {
-    Ok(sqlx::query_as(
-        "SELECT node_id, started_at <= now() - $2 * interval '1 millisecond' AS settled
-           FROM txmgr_node WHERE heartbeat_at > now() - $1 * interval '1 millisecond'",
+    Ok(sqlx::query_as!(
+        LiveNode,
+        r#"SELECT node_id, started_at <= now() - $2::bigint * interval '1 millisecond' AS "settled!"
+           FROM txmgr_node WHERE heartbeat_at > now() - $1::bigint * interval '1 millisecond'"#,
+        millis(liveness),
+        millis(settle),
     )
-    .bind(millis(liveness))
-    .bind(millis(settle))
     .fetch_all(pool)
     .await?)
 }

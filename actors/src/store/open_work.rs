@@ -22,7 +22,6 @@ pub struct StateCount {
     pub oldest_age: Duration,
 }
 
-#[derive(sqlx::FromRow)]
 struct StateCountRow {
     state: String,
     count: i64,
@@ -31,14 +30,15 @@ struct StateCountRow {
 
 /// The chain's open intents by state; a state without any is left out.
 pub async fn by_state(pool: &PgPool, chain_id: ChainId) -> StoreResult<Vec<StateCount>> {
-    let rows: Vec<StateCountRow> = sqlx::query_as(
-        "SELECT state, count(*) AS count,
+    let rows = sqlx::query_as!(
+        StateCountRow,
+        r#"SELECT state, count(*) AS "count!",
                 EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS oldest_age_s
            FROM managed_tx
           WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
-          GROUP BY state",
+          GROUP BY state"#,
+        chain_id as _,
     )
-    .bind(chain_id)
     .fetch_all(pool)
     .await?;
     rows.into_iter()
@@ -71,7 +71,6 @@ pub struct SubmitterWork {
     pub oldest_ms: Option<i64>,
 }
 
-#[derive(sqlx::FromRow)]
 struct SubmitterWorkRow {
     submitter: String,
     queued: i64,
@@ -83,17 +82,18 @@ struct SubmitterWorkRow {
 /// The chain's open intents by submitter; a submitter without any is left
 /// out.
 pub async fn by_submitter(pool: &PgPool, chain_id: ChainId) -> StoreResult<Vec<SubmitterWork>> {
-    let rows: Vec<SubmitterWorkRow> = sqlx::query_as(
-        "SELECT submitter,
-                count(*) FILTER (WHERE state = 'QUEUED') AS queued,
-                count(*) FILTER (WHERE state IN ('ALLOCATED', 'TRACKING', 'STUCK')) AS in_flight,
-                count(*) FILTER (WHERE state = 'STUCK') AS stuck,
+    let rows = sqlx::query_as!(
+        SubmitterWorkRow,
+        r#"SELECT submitter,
+                count(*) FILTER (WHERE state = 'QUEUED') AS "queued!",
+                count(*) FILTER (WHERE state IN ('ALLOCATED', 'TRACKING', 'STUCK')) AS "in_flight!",
+                count(*) FILTER (WHERE state = 'STUCK') AS "stuck!",
                 (EXTRACT(EPOCH FROM (now() - min(created_at))) * 1000)::bigint AS oldest_ms
            FROM managed_tx
           WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
-          GROUP BY submitter",
+          GROUP BY submitter"#,
+        chain_id as _,
     )
-    .bind(chain_id)
     .fetch_all(pool)
     .await?;
     rows.into_iter()

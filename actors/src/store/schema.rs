@@ -28,7 +28,7 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
 /// successfully (empty: the schema is what this build expects).
 pub async fn unapplied_migrations(pool: &PgPool) -> StoreResult<Vec<i64>> {
     let applied: Vec<i64> =
-        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+        sqlx::query_scalar!("SELECT version FROM _sqlx_migrations WHERE success")
             .fetch_all(pool)
             .await?;
     Ok(MIGRATOR

@@ -61,27 +61,28 @@ pub async fn acquire_or_renew(
     let sent_at = Instant::now();
     let valid_until = sent_at + duration.saturating_sub(clock_skew);
     // The sub-select locks the row and hands its old values to RETURNING.
-    let updated: Option<(i64, bool)> = sqlx::query_as(
-        "UPDATE webhook_cursor w
+    let updated = sqlx::query!(
+        r#"UPDATE webhook_cursor w
             SET fencing_token = CASE WHEN o.mine AND o.expires_at > now()
                                      THEN o.fencing_token ELSE o.fencing_token + 1 END,
                 owner_node = $3, owner_instance = $4,
-                expires_at = now() + $5 * interval '1 millisecond', updated_at = now()
+                expires_at = now() + $5::bigint * interval '1 millisecond', updated_at = now()
            FROM (SELECT chain_id, webhook, fencing_token, expires_at,
                         (owner_node = $3 AND owner_instance = $4) AS mine
                    FROM webhook_cursor WHERE chain_id = $1 AND webhook = $2 FOR UPDATE) o
           WHERE w.chain_id = o.chain_id AND w.webhook = o.webhook
-            AND (o.mine OR o.expires_at <= now() - $6 * interval '1 millisecond')
-      RETURNING w.fencing_token, (o.mine AND o.expires_at > now()) AS renewed",
+            AND (o.mine OR o.expires_at <= now() - $6::bigint * interval '1 millisecond')
+      RETURNING w.fencing_token AS "token!", (o.mine AND o.expires_at > now()) AS "renewed!""#,
+        key.chain_id as _,
+        &key.name,
+        &*owner.node_id,
+        &*owner.instance,
+        millis(duration),
+        millis(clock_skew.saturating_add(defer)),
     )
-    .bind(key.chain_id)
-    .bind(&key.name)
-    .bind(&*owner.node_id)
-    .bind(&*owner.instance)
-    .bind(millis(duration))
-    .bind(millis(clock_skew.saturating_add(defer)))
     .fetch_optional(pool)
-    .await?;
+    .await?
+    .map(|row| (row.token, row.renewed));
     let outcome = match updated {
         Some((token, renewed)) => Some(WebhookLease {
             token,
@@ -89,31 +90,31 @@ pub async fn acquire_or_renew(
             fresh: !renewed,
         }),
         None => {
-            let inserted: Option<(i64,)> = sqlx::query_as(
+            let inserted = sqlx::query_scalar!(
                 "INSERT INTO webhook_cursor
                         (chain_id, webhook, owner_node, owner_instance, fencing_token, expires_at,
                          cursor_xid, cursor_seq)
-                 SELECT $1, $2, $3, $4, 1, now() + $5 * interval '1 millisecond',
+                 SELECT $1, $2, $3, $4, 1, now() + $5::bigint * interval '1 millisecond',
                         COALESCE(e.xid, '0'), COALESCE(e.seq, 0)
                    FROM (SELECT NULL) AS one
                    LEFT JOIN LATERAL (
                         SELECT xid, seq FROM tx_completion
-                         WHERE $6 AND chain_id = $1
+                         WHERE $6::boolean AND chain_id = $1
                            AND xid < pg_snapshot_xmin(pg_current_snapshot())
                          ORDER BY xid DESC, seq DESC LIMIT 1) e ON true
                  ON CONFLICT (chain_id, webhook) DO NOTHING
                  RETURNING fencing_token",
+                key.chain_id as _,
+                &key.name,
+                &*owner.node_id,
+                &*owner.instance,
+                millis(duration),
+                start_at_end,
             )
-            .bind(key.chain_id)
-            .bind(&key.name)
-            .bind(&*owner.node_id)
-            .bind(&*owner.instance)
-            .bind(millis(duration))
-            .bind(start_at_end)
             .fetch_optional(pool)
             .await?;
             // A lost insert race means another process holds it now.
-            inserted.map(|(token,)| WebhookLease {
+            inserted.map(|token| WebhookLease {
                 token,
                 valid_until,
                 fresh: true,
@@ -138,16 +139,16 @@ pub async fn release(
     owner: &LeaseOwner,
     token: i64,
 ) -> StoreResult<bool> {
-    let result = sqlx::query(
+    let result = sqlx::query!(
         "UPDATE webhook_cursor SET expires_at = 'epoch', updated_at = now()
           WHERE chain_id = $1 AND webhook = $2 AND owner_node = $3 AND owner_instance = $4
             AND fencing_token = $5",
+        key.chain_id as _,
+        &key.name,
+        &*owner.node_id,
+        &*owner.instance,
+        token,
     )
-    .bind(key.chain_id)
-    .bind(&key.name)
-    .bind(&*owner.node_id)
-    .bind(&*owner.instance)
-    .bind(token)
     .execute(pool)
     .await?;
     let released = result.rows_affected() == 1;
