@@ -24,7 +24,6 @@ pub struct MinedIntent {
     pub status: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
 struct MinedRow {
     tx_id: Uuid,
     submitter: String,
@@ -59,16 +58,18 @@ pub async fn mined_not_final(
     above: Option<u64>,
 ) -> StoreResult<Vec<MinedIntent>> {
     let submitters: Vec<String> = submitters.iter().map(|a| format!("{a:#x}")).collect();
-    let rows: Vec<MinedRow> = sqlx::query_as(
-        "SELECT tx_id, submitter, receipt_block_number, receipt_block_hash,
-                receipt->>'status' AS status
+    // The receipt columns are set together (`managed_tx_receipt_whole`).
+    let rows = sqlx::query_as!(
+        MinedRow,
+        r#"SELECT tx_id, submitter, receipt_block_number AS "receipt_block_number!",
+                receipt_block_hash AS "receipt_block_hash!", receipt->>'status' AS status
            FROM managed_tx
           WHERE chain_id = $1 AND submitter = ANY($2) AND state IN ('TRACKING', 'STUCK')
-            AND receipt IS NOT NULL AND ($3::bigint IS NULL OR receipt_block_number > $3)",
+            AND receipt IS NOT NULL AND ($3::bigint IS NULL OR receipt_block_number > $3)"#,
+        chain_id as _,
+        &submitters,
+        above.map(block_db),
     )
-    .bind(chain_id)
-    .bind(&submitters)
-    .bind(above.map(block_db))
     .fetch_all(pool)
     .await?;
     rows.into_iter().map(MinedRow::into_intent).collect()
@@ -84,17 +85,18 @@ pub async fn final_above(
     fork: u64,
 ) -> StoreResult<Vec<MinedIntent>> {
     let submitters: Vec<String> = submitters.iter().map(|a| format!("{a:#x}")).collect();
-    let rows: Vec<MinedRow> = sqlx::query_as(
-        "SELECT tx_id, submitter, receipt_block_number, receipt_block_hash,
-                receipt->>'status' AS status
+    let rows = sqlx::query_as!(
+        MinedRow,
+        r#"SELECT tx_id, submitter, receipt_block_number AS "receipt_block_number!",
+                receipt_block_hash AS "receipt_block_hash!", receipt->>'status' AS status
            FROM managed_tx
           WHERE chain_id = $1 AND state IN ('CONFIRMED', 'FAILED_FINAL', 'CANCELLED')
             AND receipt_block_number IS NOT NULL AND receipt_block_number > $3
-            AND submitter = ANY($2)",
+            AND submitter = ANY($2)"#,
+        chain_id as _,
+        &submitters,
+        block_db(fork),
     )
-    .bind(chain_id)
-    .bind(&submitters)
-    .bind(block_db(fork))
     .fetch_all(pool)
     .await?;
     rows.into_iter().map(MinedRow::into_intent).collect()
@@ -109,17 +111,18 @@ pub async fn final_from_nonce(
     key: crate::domain::SubmitterKey,
     nonce: u64,
 ) -> StoreResult<Vec<MinedIntent>> {
-    let rows: Vec<MinedRow> = sqlx::query_as(
-        "SELECT tx_id, submitter, receipt_block_number, receipt_block_hash,
-                receipt->>'status' AS status
+    let rows = sqlx::query_as!(
+        MinedRow,
+        r#"SELECT tx_id, submitter, receipt_block_number AS "receipt_block_number!",
+                receipt_block_hash AS "receipt_block_hash!", receipt->>'status' AS status
            FROM managed_tx
           WHERE chain_id = $1 AND submitter = $2 AND nonce >= $3
             AND state IN ('CONFIRMED', 'FAILED_FINAL', 'CANCELLED') AND receipt IS NOT NULL
-          ORDER BY nonce LIMIT 1000",
+          ORDER BY nonce LIMIT 1000"#,
+        key.chain_id as _,
+        key.address_hex(),
+        i64::try_from(nonce).unwrap_or(i64::MAX),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(i64::try_from(nonce).unwrap_or(i64::MAX))
     .fetch_all(pool)
     .await?;
     rows.into_iter().map(MinedRow::into_intent).collect()

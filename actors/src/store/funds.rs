@@ -26,15 +26,16 @@ pub struct FundsState {
 /// its first check.
 pub async fn lock_state(ftx: &mut FencedTx) -> StoreResult<Option<FundsState>> {
     let key = ftx.submitter();
-    let row: Option<(bool, i64)> = sqlx::query_as(
+    let row = sqlx::query_as!(
+        FundsState,
         "SELECT low, crossings FROM submitter_funds
           WHERE chain_id = $1 AND submitter = $2 FOR UPDATE",
+        key.chain_id as _,
+        key.address_hex(),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
     .fetch_optional(ftx.conn())
     .await?;
-    Ok(row.map(|(low, crossings)| FundsState { low, crossings }))
+    Ok(row)
 }
 
 /// Stores a new state, and the feed row of the crossing when `event` is set.
@@ -47,22 +48,22 @@ pub async fn save(
 ) -> StoreResult<()> {
     let key = ftx.submitter();
     let token = ftx.token();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO submitter_funds
                 (chain_id, submitter, low, balance_wei, min_balance_wei, crossings, fencing_token)
-         VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6, $7)
+         VALUES ($1, $2, $3, $4::text::numeric, $5::text::numeric, $6, $7)
          ON CONFLICT (chain_id, submitter) DO UPDATE
             SET low = EXCLUDED.low, balance_wei = EXCLUDED.balance_wei,
                 min_balance_wei = EXCLUDED.min_balance_wei, crossings = EXCLUDED.crossings,
                 fencing_token = EXCLUDED.fencing_token, checked_at = now()",
+        key.chain_id as _,
+        key.address_hex(),
+        state.low,
+        balance.to_string(),
+        min_balance.to_string(),
+        state.crossings,
+        token,
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(state.low)
-    .bind(balance.to_string())
-    .bind(min_balance.to_string())
-    .bind(state.crossings)
-    .bind(token)
     .execute(ftx.conn())
     .await?;
     if let Some(event) = event {
@@ -86,14 +87,14 @@ pub async fn save(
 /// still be mined after a retry was sent, and the cap must hold then too.
 pub async fn topped_up_last_day(ftx: &mut FencedTx) -> StoreResult<u128> {
     let key = ftx.submitter();
-    let sum: String = sqlx::query_scalar(
-        "SELECT COALESCE(sum(t.value_wei), 0)::text
+    let sum = sqlx::query_scalar!(
+        r#"SELECT COALESCE(sum(t.value_wei), 0)::text AS "sum!"
            FROM funds_top_up t JOIN managed_tx m ON m.tx_id = t.tx_id
           WHERE t.chain_id = $1 AND t.submitter = $2 AND t.created_at > now() - interval '1 day'
-            AND m.state NOT IN ('FAILED_FINAL', 'CANCELLED')",
+            AND m.state NOT IN ('FAILED_FINAL', 'CANCELLED')"#,
+        key.chain_id as _,
+        key.address_hex(),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
     .fetch_one(ftx.conn())
     .await?;
     sum.parse()
@@ -107,21 +108,21 @@ pub async fn topped_up_last_day(ftx: &mut FencedTx) -> StoreResult<u128> {
 /// after the other.
 pub async fn funded_last_day(ftx: &mut FencedTx, funder: &str) -> StoreResult<u128> {
     let chain_id = ftx.submitter().chain_id;
-    sqlx::query(
-        "SELECT pg_advisory_xact_lock(hashtextextended('txmgr-funder:' || $1 || ':' || $2, 0))",
+    sqlx::query!(
+        "SELECT FROM pg_advisory_xact_lock(hashtextextended('txmgr-funder:' || $1::text || ':' || $2::text, 0))",
+        chain_id.to_string(),
+        funder,
     )
-    .bind(chain_id.to_string())
-    .bind(funder)
     .execute(ftx.conn())
     .await?;
-    let sum: String = sqlx::query_scalar(
-        "SELECT COALESCE(sum(t.value_wei), 0)::text
+    let sum = sqlx::query_scalar!(
+        r#"SELECT COALESCE(sum(t.value_wei), 0)::text AS "sum!"
            FROM funds_top_up t JOIN managed_tx m ON m.tx_id = t.tx_id
           WHERE t.chain_id = $1 AND t.funder = $2 AND t.created_at > now() - interval '1 day'
-            AND m.state NOT IN ('FAILED_FINAL', 'CANCELLED')",
+            AND m.state NOT IN ('FAILED_FINAL', 'CANCELLED')"#,
+        chain_id as _,
+        funder,
     )
-    .bind(chain_id)
-    .bind(funder)
     .fetch_one(ftx.conn())
     .await?;
     sum.parse()
@@ -146,8 +147,8 @@ pub async fn crossing_top_ups(
     crossing_prefix: &str,
 ) -> StoreResult<CrossingTopUps> {
     let key = ftx.submitter();
-    let row: (i64, Option<String>, Option<f64>) = sqlx::query_as(
-        "SELECT count(*), latest.state, latest.age
+    let row = sqlx::query!(
+        r#"SELECT count(*) AS "sent!", latest.state AS "latest_state?", latest.age AS "latest_age?"
            FROM funds_top_up t
            LEFT JOIN LATERAL (
                 SELECT m.state, EXTRACT(EPOCH FROM now() - m.updated_at)::float8 AS age
@@ -157,14 +158,16 @@ pub async fn crossing_top_ups(
                  ORDER BY t2.created_at DESC LIMIT 1) latest ON true
           WHERE t.chain_id = $1 AND t.submitter = $2
             AND (t.request_id = $3 OR t.request_id LIKE $3 || ':%')
-          GROUP BY latest.state, latest.age",
+          GROUP BY latest.state, latest.age"#,
+        key.chain_id as _,
+        key.address_hex(),
+        crossing_prefix,
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(crossing_prefix)
     .fetch_optional(ftx.conn())
     .await?
-    .unwrap_or((0, None, None));
+    .map_or((0, None, None), |row| {
+        (row.sent, row.latest_state, row.latest_age)
+    });
     Ok(CrossingTopUps {
         sent: row.0,
         latest_state: row.1,
@@ -204,28 +207,29 @@ pub async fn queue_top_up(
         .ok_or_else(|| StoreError::Corrupt("a top-up needs its request id".into()))?;
     let json = serde_json::to_value(&intent.intent)
         .map_err(|e| StoreError::Corrupt(format!("intent does not serialise: {e}")))?;
-    let inserted: Option<Uuid> = sqlx::query_scalar(
+    let request_hash = intent.intent.request_hash(&intent.submitter);
+    let inserted = sqlx::query_scalar!(
         "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state)
          VALUES ($1, $2, $3, $4, $5, $6, 'QUEUED')
          ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING
          RETURNING tx_id",
+        intent.tx_id,
+        intent.submitter.chain_id as _,
+        intent.submitter.address_hex(),
+        &request_id,
+        request_hash.as_slice(),
+        json,
     )
-    .bind(intent.tx_id)
-    .bind(intent.submitter.chain_id)
-    .bind(intent.submitter.address_hex())
-    .bind(&request_id)
-    .bind(intent.intent.request_hash(&intent.submitter).to_vec())
-    .bind(json)
     .fetch_optional(ftx.conn())
     .await?;
     let Some(tx_id) = inserted else {
-        let ours: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM funds_top_up
-                             WHERE chain_id = $1 AND submitter = $2 AND request_id = $3)",
+        let ours = sqlx::query_scalar!(
+            r#"SELECT EXISTS (SELECT 1 FROM funds_top_up
+                             WHERE chain_id = $1 AND submitter = $2 AND request_id = $3) AS "ours!""#,
+            key.chain_id as _,
+            key.address_hex(),
+            &request_id,
         )
-        .bind(key.chain_id)
-        .bind(key.address_hex())
-        .bind(&request_id)
         .fetch_one(ftx.conn())
         .await?;
         return Ok(if ours {
@@ -234,16 +238,16 @@ pub async fn queue_top_up(
             TopUpQueued::Taken
         });
     };
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO funds_top_up (chain_id, submitter, funder, request_id, tx_id, value_wei)
-         VALUES ($1, $2, $3, $4, $5, $6::numeric)",
+         VALUES ($1, $2, $3, $4, $5, $6::text::numeric)",
+        key.chain_id as _,
+        key.address_hex(),
+        intent.submitter.address_hex(),
+        &request_id,
+        tx_id,
+        value.to_string(),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(intent.submitter.address_hex())
-    .bind(&request_id)
-    .bind(tx_id)
-    .bind(value.to_string())
     .execute(ftx.conn())
     .await?;
     let submitter = key.address_hex();
@@ -260,15 +264,17 @@ pub async fn queue_top_up(
         tx_id: Some(tx_id),
     };
     audit::insert(ftx.conn(), &entry, AuditOutcome::Done).await?;
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(WORK_CHANNEL)
-        .bind(format!(
+    sqlx::query!(
+        "SELECT FROM pg_notify($1, $2)",
+        WORK_CHANNEL,
+        format!(
             "{}:{}",
             intent.submitter.chain_id,
             intent.submitter.address_hex()
-        ))
-        .execute(ftx.conn())
-        .await?;
+        ),
+    )
+    .execute(ftx.conn())
+    .await?;
     Ok(TopUpQueued::Queued(tx_id))
 }
 
