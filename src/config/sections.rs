@@ -132,6 +132,15 @@ pub struct HttpTlsConfig {
     /// certificate issued by them (mutual TLS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_ca_file: Option<PathBuf>,
+    /// TLS handshakes in progress at once from one peer address; more are
+    /// closed at once. Raise it behind a load balancer that connects from
+    /// one address.
+    #[serde(default = "default_max_handshakes_per_peer")]
+    pub max_handshakes_per_peer: usize,
+}
+
+fn default_max_handshakes_per_peer() -> usize {
+    DEFAULT_MAX_HANDSHAKES_PER_PEER
 }
 
 impl Default for HttpConfig {

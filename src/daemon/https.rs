@@ -4,8 +4,8 @@
 //! only finished connections reach axum: a client that stalls its handshake
 //! holds one permit for at most [`HANDSHAKE_TIMEOUT`], never the accept loop.
 //! The accept loop never waits: a connection that finds no free handshake
-//! permit, or whose peer address already holds [`MAX_HANDSHAKES_PER_PEER`],
-//! is closed at once, so idle sockets from one address cannot keep the API
+//! permit, or whose peer address already holds
+//! `http.tls.max_handshakes_per_peer` (16), is closed at once, so idle sockets from one address cannot keep the API
 //! (`/healthz` included) from other clients.
 
 use std::{
@@ -32,9 +32,6 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Handshakes in progress at once, at most.
 const MAX_HANDSHAKES: usize = 256;
-
-/// Handshakes in progress at once from one peer IP address, at most.
-const MAX_HANDSHAKES_PER_PEER: usize = 16;
 
 /// The server configuration of `[http.tls]`: certificate chain, key, and
 /// with `client_ca_file` a verifier that requires client certificates.
@@ -87,11 +84,20 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// Starts accepting on `listener` with `config`.
-    pub fn new(listener: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<Self> {
+    /// Starts accepting on `listener` with `config`, at most `per_peer`
+    /// handshakes at once from one address.
+    pub fn new(
+        listener: TcpListener,
+        config: Arc<ServerConfig>,
+        per_peer: usize,
+    ) -> std::io::Result<Self> {
         let local = listener.local_addr()?;
         let (tx, incoming) = mpsc::channel(64);
-        let acceptor = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), tx));
+        let peers = Arc::new(PeerHandshakes {
+            counts: Mutex::default(),
+            max: per_peer.max(1),
+        });
+        let acceptor = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), tx, peers));
         Ok(Self {
             incoming,
             local,
@@ -123,9 +129,12 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
-/// Handshakes in progress per peer address.
-#[derive(Debug, Default)]
-struct PeerHandshakes(Mutex<HashMap<IpAddr, usize>>);
+/// Handshakes in progress per peer address, at most `max` each.
+#[derive(Debug)]
+struct PeerHandshakes {
+    counts: Mutex<HashMap<IpAddr, usize>>,
+    max: usize,
+}
 
 /// One handshake counted against its peer; uncounted when dropped.
 struct PeerSlot {
@@ -134,13 +143,13 @@ struct PeerSlot {
 }
 
 impl PeerHandshakes {
-    /// A slot for `ip`, unless it holds [`MAX_HANDSHAKES_PER_PEER`] already.
+    /// A slot for `ip`, unless it holds `max` already.
     fn take(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
         // A poisoned lock only means a panic elsewhere mid-update of a
         // counter: the map is still usable.
-        let mut peers = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut peers = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let count = peers.entry(ip).or_default();
-        if *count >= MAX_HANDSHAKES_PER_PEER {
+        if *count >= self.max {
             return None;
         }
         *count += 1;
@@ -153,7 +162,7 @@ impl PeerHandshakes {
 
 impl Drop for PeerSlot {
     fn drop(&mut self) {
-        let mut peers = self.peers.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut peers = self.peers.counts.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(count) = peers.get_mut(&self.ip) {
             *count -= 1;
             if *count == 0 {
@@ -167,9 +176,9 @@ async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
+    peers: Arc<PeerHandshakes>,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_HANDSHAKES));
-    let peers = Arc::new(PeerHandshakes::default());
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,

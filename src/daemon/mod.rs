@@ -149,7 +149,9 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         .http
         .tls
         .as_ref()
-        .map(https::server_config)
+        .map(|tls| {
+            Ok::<_, anyhow::Error>((https::server_config(tls)?, tls.max_handshakes_per_peer))
+        })
         .transpose()?;
     let pool = connect(&config).await?;
     if migrate && config.database.migrate_on_start {
@@ -243,8 +245,8 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     };
     let app = crate::http::app(state);
     match https {
-        Some(tls) => {
-            let listener = https::TlsListener::new(listener, tls).context("http.tls")?;
+        Some((tls, per_peer)) => {
+            let listener = https::TlsListener::new(listener, tls, per_peer).context("http.tls")?;
             axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await
