@@ -94,19 +94,19 @@ pub async fn record_receipt(
     mined: &MinedReceipt,
 ) -> StoreResult<()> {
     let token = ftx.token();
-    sqlx::query(
+    sqlx::query!(
         "UPDATE managed_tx SET state = CASE WHEN state = 'ALLOCATED' THEN 'TRACKING' ELSE state END,
                 sub_state = $7, mined_tx_hash = $2, receipt = $3, receipt_block_number = $4,
                 receipt_block_hash = $5, fencing_token = $6, updated_at = now(), last_error = NULL
           WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+        tx_id,
+        format!("{:#x}", mined.tx_hash),
+        &mined.receipt,
+        i64::try_from(mined.block_number).unwrap_or(i64::MAX),
+        format!("{:#x}", mined.block_hash),
+        token,
+        SubState::Mined as _,
     )
-    .bind(tx_id)
-    .bind(format!("{:#x}", mined.tx_hash))
-    .bind(&mined.receipt)
-    .bind(i64::try_from(mined.block_number).unwrap_or(i64::MAX))
-    .bind(format!("{:#x}", mined.block_hash))
-    .bind(token)
-    .bind(SubState::Mined)
     .execute(ftx.conn())
     .await?;
     Ok(())
@@ -120,7 +120,7 @@ pub async fn record_receipt(
 /// completion row. Clears any other request.
 pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResult<()> {
     let token = ftx.token();
-    let state: Option<String> = sqlx::query_scalar(
+    let state = sqlx::query_scalar!(
         "UPDATE managed_tx
             SET state = CASE WHEN requested_action = 'cancel' THEN 'CANCELLED'
                              WHEN sub_state = $4 OR request_id LIKE 'filler:%' THEN 'REJECTED'
@@ -133,13 +133,13 @@ pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResu
                 requested_by = NULL, next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
           WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND receipt IS NULL
          RETURNING state",
+        tx_id,
+        reason,
+        token,
+        SubState::Filler as _,
+        SubState::FillerNotIncluded as _,
+        SubState::NonceConsumedExternally as _,
     )
-    .bind(tx_id)
-    .bind(reason)
-    .bind(token)
-    .bind(SubState::Filler)
-    .bind(SubState::FillerNotIncluded)
-    .bind(SubState::NonceConsumedExternally)
     .fetch_optional(ftx.conn())
     .await?;
     if matches!(state.as_deref(), Some("CANCELLED" | "REJECTED")) {
@@ -157,15 +157,15 @@ pub async fn mark_stuck(
     reason: &str,
 ) -> StoreResult<bool> {
     let token = ftx.token();
-    let updated = sqlx::query(
+    let updated = sqlx::query!(
         "UPDATE managed_tx SET state = 'STUCK', sub_state = $2, last_error = $3,
                 fencing_token = $4, updated_at = now()
           WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING')",
+        tx_id,
+        sub_state as _,
+        reason,
+        token,
     )
-    .bind(tx_id)
-    .bind(sub_state)
-    .bind(reason)
-    .bind(token)
     .execute(ftx.conn())
     .await?
     .rows_affected();
@@ -234,8 +234,8 @@ pub async fn clear_receipt(
     orphaned_block: B256,
 ) -> StoreResult<Option<ClearedReceipt>> {
     let token = ftx.token();
-    let row: Option<(Vec<u8>, bool)> = sqlx::query_as(
-        "WITH cleared AS (
+    let row = sqlx::query!(
+        r#"WITH cleared AS (
              UPDATE managed_tx m SET receipt = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
                     mined_tx_hash = NULL, sub_state = $4, fencing_token = $3, updated_at = now(),
                     state = CASE WHEN old.was_final THEN 'TRACKING' ELSE m.state END,
@@ -258,14 +258,16 @@ pub async fn clear_receipt(
                         || ') left the canonical chain after the transaction was reported final; tracked again'
                FROM managed_tx m JOIN cleared c ON c.was_final WHERE m.tx_id = $1
              RETURNING 1)
-         SELECT a.raw_tx, c.was_final FROM tx_attempt a JOIN cleared c ON a.tx_hash = c.mined_tx_hash",
+         SELECT a.raw_tx AS "raw_tx!", c.was_final AS "was_final!"
+           FROM tx_attempt a JOIN cleared c ON a.tx_hash = c.mined_tx_hash"#,
+        tx_id,
+        format!("{orphaned_block:#x}"),
+        token,
+        SubState::Reorged as _,
     )
-    .bind(tx_id)
-    .bind(format!("{orphaned_block:#x}"))
-    .bind(token)
-    .bind(SubState::Reorged)
     .fetch_optional(ftx.conn())
-    .await?;
+    .await?
+    .map(|row| (row.raw_tx, row.was_final));
     let Some((raw, was_final)) = row else {
         return Ok(None);
     };
