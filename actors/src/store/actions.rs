@@ -62,7 +62,6 @@ pub struct Requester<'a> {
 }
 
 /// The intent an action is asked for, row-locked.
-#[derive(sqlx::FromRow)]
 struct ActionTarget {
     submitter: String,
     state: String,
@@ -82,12 +81,13 @@ pub async fn submitter_of(
     chain_id: ChainId,
     tx_id: Uuid,
 ) -> StoreResult<Option<Address>> {
-    let submitter: Option<String> =
-        sqlx::query_scalar("SELECT submitter FROM managed_tx WHERE tx_id = $1 AND chain_id = $2")
-            .bind(tx_id)
-            .bind(chain_id)
-            .fetch_optional(pool)
-            .await?;
+    let submitter = sqlx::query_scalar!(
+        "SELECT submitter FROM managed_tx WHERE tx_id = $1 AND chain_id = $2",
+        tx_id,
+        chain_id as _,
+    )
+    .fetch_optional(pool)
+    .await?;
     submitter
         .map(|s| {
             s.parse()
@@ -121,16 +121,17 @@ pub async fn request_at_most_every(
     speedup_every: Option<std::time::Duration>,
 ) -> StoreResult<ActionOutcome> {
     let mut tx = pool.begin().await?;
-    let row: Option<ActionTarget> = sqlx::query_as(
-        "SELECT submitter, state, receipt IS NOT NULL AS mined,
-                sub_state IS NOT DISTINCT FROM $3 AS lost_nonce,
+    let row = sqlx::query_as!(
+        ActionTarget,
+        r#"SELECT submitter, state, receipt IS NOT NULL AS "mined!",
+                sub_state IS NOT DISTINCT FROM $3 AS "lost_nonce!",
                 EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)
-                    AS signed
-           FROM managed_tx m WHERE tx_id = $1 AND chain_id = $2 FOR UPDATE",
+                    AS "signed!"
+           FROM managed_tx m WHERE tx_id = $1 AND chain_id = $2 FOR UPDATE"#,
+        tx_id,
+        chain_id as _,
+        SubState::NonceConsumedExternally as _,
     )
-    .bind(tx_id)
-    .bind(chain_id)
-    .bind(SubState::NonceConsumedExternally)
     .fetch_optional(&mut *tx)
     .await?;
     let Some(ActionTarget {
@@ -164,11 +165,11 @@ pub async fn request_at_most_every(
         );
     }
     if let (OperatorAction::Speedup, Some(every)) = (action, speedup_every) {
-        let since: Option<f64> = sqlx::query_scalar(
+        let since = sqlx::query_scalar!(
             "SELECT EXTRACT(EPOCH FROM now() - max(at))::float8 FROM ops_audit
               WHERE tx_id = $1 AND action = 'tx_speedup' AND outcome = 'done'",
+            tx_id,
         )
-        .bind(tx_id)
         .fetch_one(&mut *tx)
         .await?;
         if let Some(since) = since {
@@ -184,20 +185,18 @@ pub async fn request_at_most_every(
         // Holds nothing on chain (no nonce, or a nonce someone else used):
         // cancelled at once.
         (OperatorAction::Cancel, _) if state == TxState::Queued || lost_nonce => {
-            sqlx::query(
+            sqlx::query!(
                 "UPDATE managed_tx SET state = 'CANCELLED', sub_state = $3,
                         last_error = COALESCE($2, last_error), next_resubmit_at = NULL,
                         updated_at = now()
                   WHERE tx_id = $1 AND (state = 'QUEUED'
                         OR (state = 'STUCK' AND sub_state = $4))",
-            )
-            .bind(tx_id)
-            .bind(
+                tx_id,
                 who.reason
                     .map(|r| format!("cancelled by {}: {r}", who.name)),
+                SubState::CancelledByOperator as _,
+                SubState::NonceConsumedExternally as _,
             )
-            .bind(SubState::CancelledByOperator)
-            .bind(SubState::NonceConsumedExternally)
             .execute(&mut *tx)
             .await?;
             super::completions::record(&mut tx, tx_id).await?;
@@ -245,9 +244,7 @@ pub async fn request_at_most_every(
         _ => None,
     };
     if let Some(payload) = wake {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(WORK_CHANNEL)
-            .bind(payload)
+        sqlx::query!("SELECT FROM pg_notify($1, $2)", WORK_CHANNEL, payload)
             .execute(&mut *tx)
             .await?;
     }
@@ -268,7 +265,7 @@ async fn requeue_lost(
     tx_id: Uuid,
     who: &Requester<'_>,
 ) -> StoreResult<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE managed_tx SET state = 'QUEUED', sub_state = $3, nonce = NULL,
                 last_error = $2, tx_hash = NULL, submit_attempts = 0, last_submit_at = NULL,
                 first_broadcast_at = NULL, allocated_at = NULL, retry_at = NULL, resubmits = 0,
@@ -276,11 +273,11 @@ async fn requeue_lost(
                 next_resubmit_at = NULL, updated_at = now()
           WHERE tx_id = $1 AND state = 'STUCK' AND sub_state = $4
             AND receipt IS NULL",
+        tx_id,
+        format!("requeued by {}", who.name),
+        SubState::RequeuedByOperator as _,
+        SubState::NonceConsumedExternally as _,
     )
-    .bind(tx_id)
-    .bind(format!("requeued by {}", who.name))
-    .bind(SubState::RequeuedByOperator)
-    .bind(SubState::NonceConsumedExternally)
     .execute(tx)
     .await?;
     Ok(())
@@ -292,13 +289,13 @@ async fn mark_requested(
     action: OperatorAction,
     who: &Requester<'_>,
 ) -> StoreResult<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE managed_tx SET requested_action = $2, requested_by = $3, updated_at = now()
           WHERE tx_id = $1",
+        tx_id,
+        action.as_str(),
+        who.name.chars().take(128).collect::<String>(),
     )
-    .bind(tx_id)
-    .bind(action.as_str())
-    .bind(who.name.chars().take(128).collect::<String>())
     .execute(tx)
     .await?;
     Ok(())
