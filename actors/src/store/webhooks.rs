@@ -29,20 +29,26 @@ pub struct Resume {
 
 /// Reads where the webhook's delivery stands.
 pub async fn resume(pool: &PgPool, key: &WebhookKey) -> StoreResult<Resume> {
-    let cursor: Option<(String, i64)> = sqlx::query_as(
-        "SELECT cursor_xid::text, cursor_seq FROM webhook_cursor WHERE chain_id = $1 AND webhook = $2",
+    let cursor = sqlx::query!(
+        r#"SELECT cursor_xid::text AS "xid!", cursor_seq
+             FROM webhook_cursor WHERE chain_id = $1 AND webhook = $2"#,
+        key.chain_id as _,
+        &key.name,
     )
-    .bind(key.chain_id)
-    .bind(&key.name)
     .fetch_optional(pool)
-    .await?;
-    let done: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT xid::text, seq FROM webhook_done WHERE chain_id = $1 AND webhook = $2 ORDER BY xid, seq",
+    .await?
+    .map(|row| (row.xid, row.cursor_seq));
+    let done: Vec<(String, i64)> = sqlx::query!(
+        r#"SELECT xid::text AS "xid!", seq FROM webhook_done
+            WHERE chain_id = $1 AND webhook = $2 ORDER BY xid, seq"#,
+        key.chain_id as _,
+        &key.name,
     )
-    .bind(key.chain_id)
-    .bind(&key.name)
     .fetch_all(pool)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|row| (row.xid, row.seq))
+    .collect();
     let parse = |(xid, seq): (String, i64)| FeedCursor::parse(&format!("{xid}-{seq}")).ok();
     Ok(Resume {
         cursor: cursor.and_then(parse).unwrap_or_default(),
@@ -118,23 +124,23 @@ pub async fn commit(
     let (xid, seq) = progress
         .cursor
         .map_or((None, None), |c| (Some(c.xid().to_string()), Some(c.seq())));
-    let fenced = sqlx::query(
+    let fenced = sqlx::query!(
         "UPDATE webhook_cursor
             SET cursor_xid = COALESCE($4::text::xid8, cursor_xid),
-                cursor_seq = COALESCE($5, cursor_seq),
-                delivered = delivered + $6, failed_attempts = failed_attempts + $7,
-                last_delivered_at = CASE WHEN $6 > 0 THEN now() ELSE last_delivered_at END,
-                last_error = COALESCE($8, last_error), updated_at = now()
+                cursor_seq = COALESCE($5::bigint, cursor_seq),
+                delivered = delivered + $6::bigint, failed_attempts = failed_attempts + $7::bigint,
+                last_delivered_at = CASE WHEN $6::bigint > 0 THEN now() ELSE last_delivered_at END,
+                last_error = COALESCE($8::text, last_error), updated_at = now()
           WHERE chain_id = $1 AND webhook = $2 AND fencing_token = $3",
+        key.chain_id as _,
+        &key.name,
+        token,
+        xid,
+        seq,
+        i64::try_from(progress.delivered).unwrap_or(i64::MAX),
+        i64::try_from(progress.failed_attempts).unwrap_or(i64::MAX),
+        progress.last_error.as_deref(),
     )
-    .bind(key.chain_id)
-    .bind(&key.name)
-    .bind(token)
-    .bind(xid)
-    .bind(seq)
-    .bind(i64::try_from(progress.delivered).unwrap_or(i64::MAX))
-    .bind(i64::try_from(progress.failed_attempts).unwrap_or(i64::MAX))
-    .bind(progress.last_error.as_deref())
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -143,34 +149,34 @@ pub async fn commit(
         return Ok(false);
     }
     if let Some(cursor) = progress.cursor {
-        sqlx::query(
+        sqlx::query!(
             "DELETE FROM webhook_done WHERE chain_id = $1 AND webhook = $2
                 AND (xid, seq) <= ($3::text::xid8, $4::bigint)",
+            key.chain_id as _,
+            &key.name,
+            cursor.xid().to_string(),
+            cursor.seq(),
         )
-        .bind(key.chain_id)
-        .bind(&key.name)
-        .bind(cursor.xid().to_string())
-        .bind(cursor.seq())
         .execute(&mut *tx)
         .await?;
     }
     if !progress.done.is_empty() {
         let xids: Vec<String> = progress.done.iter().map(|c| c.xid().to_string()).collect();
         let seqs: Vec<i64> = progress.done.iter().map(|c| c.seq()).collect();
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO webhook_done (chain_id, webhook, xid, seq)
              SELECT $1, $2, x::xid8, s FROM unnest($3::text[], $4::bigint[]) AS d(x, s)
              ON CONFLICT DO NOTHING",
+            key.chain_id as _,
+            &key.name,
+            &xids,
+            &seqs,
         )
-        .bind(key.chain_id)
-        .bind(&key.name)
-        .bind(xids)
-        .bind(seqs)
         .execute(&mut *tx)
         .await?;
     }
     for dead in &progress.dead {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO webhook_dead_letter
                     (chain_id, webhook, delivery_id, feed_seq, attempts, last_status, last_error)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -178,37 +184,37 @@ pub async fn commit(
                 SET attempts = webhook_dead_letter.attempts + EXCLUDED.attempts,
                     last_status = EXCLUDED.last_status, last_error = EXCLUDED.last_error,
                     delivered_at = NULL, redeliver_asked = NULL",
+            key.chain_id as _,
+            &key.name,
+            &dead.delivery_id,
+            dead.feed_seq,
+            i32::try_from(dead.attempts).unwrap_or(i32::MAX),
+            dead.last_status.map(i32::from),
+            &dead.last_error,
         )
-        .bind(key.chain_id)
-        .bind(&key.name)
-        .bind(&dead.delivery_id)
-        .bind(dead.feed_seq)
-        .bind(i32::try_from(dead.attempts).unwrap_or(i32::MAX))
-        .bind(dead.last_status.map(i32::from))
-        .bind(&dead.last_error)
         .execute(&mut *tx)
         .await?;
     }
     if !progress.redelivered.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE webhook_dead_letter SET delivered_at = now(), redeliver_asked = NULL
               WHERE chain_id = $1 AND webhook = $2 AND id = ANY($3)",
+            key.chain_id as _,
+            &key.name,
+            &progress.redelivered,
         )
-        .bind(key.chain_id)
-        .bind(&key.name)
-        .bind(&progress.redelivered)
         .execute(&mut *tx)
         .await?;
     }
     for (id, error) in &progress.redelivery_failed {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE webhook_dead_letter SET redeliver_asked = NULL, last_error = $4
               WHERE chain_id = $1 AND webhook = $2 AND id = $3",
+            key.chain_id as _,
+            &key.name,
+            id,
+            error,
         )
-        .bind(key.chain_id)
-        .bind(&key.name)
-        .bind(id)
-        .bind(error)
         .execute(&mut *tx)
         .await?;
     }
