@@ -97,11 +97,6 @@ impl PageBudget {
                 retry_after: BUSY_RETRY_AFTER,
             })
     }
-
-    /// Pages that could be reserved now (tests, ops).
-    pub fn free_pages(&self) -> usize {
-        self.permits.available_permits() / (self.per_page.max(1) as usize)
-    }
 }
 
 /// A JSON answer whose bytes keep `permit` until they are handed to the

@@ -8,7 +8,7 @@ use std::{fmt, path::PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{aws_kms::KmsKey, endpoint};
+use super::endpoint;
 
 /// A submitter's signer, tagged by `kind`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,17 +102,6 @@ impl SignerSpec {
         }
     }
 
-    /// A key in AWS KMS.
-    pub fn aws_kms(key: KmsKey, max_concurrency: usize) -> Self {
-        Self::AwsKms {
-            key_id: key.key_id,
-            region: key.region,
-            endpoint_url: key.endpoint_url,
-            ca_file: key.ca_file,
-            max_concurrency,
-        }
-    }
-
     /// Short name of the signer kind, for logs and metric labels.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -120,19 +109,6 @@ impl SignerSpec {
             Self::Keystore { .. } => "keystore",
             Self::Remote { .. } => "remote",
             Self::AwsKms { .. } => "aws_kms",
-        }
-    }
-
-    /// The endpoint URL, shown as `scheme://host[:port]` only, for the
-    /// signers that have one.
-    pub fn shown_endpoint(&self) -> Option<String> {
-        match self {
-            Self::Remote { url, .. } => Some(endpoint::redact_url(url)),
-            Self::AwsKms {
-                endpoint_url: Some(url),
-                ..
-            } => Some(endpoint::redact_url(url)),
-            _ => None,
         }
     }
 

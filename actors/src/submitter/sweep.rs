@@ -104,7 +104,11 @@ pub(crate) async fn run(
         ftx.commit().await?;
     }
 
-    heal_final_beyond_the_chain(ctx, lease, nonces.latest).await?;
+    // Final intents can lie beyond the chain's latest nonce only while it is
+    // below the cursor: an idle submitter costs no query here.
+    if nonces.latest < cursor.next_nonce {
+        heal_final_beyond_the_chain(ctx, lease, nonces.latest).await?;
+    }
 
     let unmined = tracking::load_unmined_below(&ctx.pool, ctx.key, nonces.latest).await?;
     if unmined.is_empty() {
