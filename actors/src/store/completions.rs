@@ -47,16 +47,16 @@ pub const COMPLETION_CHANNEL: &str = "txmgr_completion";
 /// Fails with [`StoreError::Corrupt`] when there is no such intent: a
 /// transition without its completion row must not commit.
 pub async fn record(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
-    let chain_id: Option<ChainId> = sqlx::query_scalar(
-        "INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state,
+    let chain_id = sqlx::query_scalar!(
+        r#"INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state,
                                     tx_hash, block_number, nonce, reason)
          SELECT tx_id, chain_id, submitter, request_id, state,
                 COALESCE(mined_tx_hash, tx_hash), receipt_block_number, nonce,
                 CASE WHEN state = 'CONFIRMED' THEN NULL ELSE last_error END
            FROM managed_tx WHERE tx_id = $1
-         RETURNING chain_id",
+         RETURNING chain_id AS "chain_id: ChainId""#,
+        tx_id,
     )
-    .bind(tx_id)
     .fetch_optional(&mut *conn)
     .await?;
     let Some(chain_id) = chain_id else {
@@ -90,15 +90,15 @@ pub async fn record_funds(conn: &mut PgConnection, event: &FundsEvent) -> StoreR
             event.event
         )));
     }
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO tx_completion (chain_id, submitter, state, balance_wei, min_balance_wei)
-         VALUES ($1, $2, $3, $4::numeric, $5::numeric)",
+         VALUES ($1, $2, $3, $4::text::numeric, $5::text::numeric)",
+        event.submitter.chain_id as _,
+        event.submitter.address_hex(),
+        event.event.as_str(),
+        &event.balance_wei,
+        &event.min_balance_wei,
     )
-    .bind(event.submitter.chain_id)
-    .bind(event.submitter.address_hex())
-    .bind(event.event.as_str())
-    .bind(&event.balance_wei)
-    .bind(&event.min_balance_wei)
     .execute(&mut *conn)
     .await?;
     notify_durably(conn, event.submitter.chain_id).await
@@ -106,11 +106,13 @@ pub async fn record_funds(conn: &mut PgConnection, event: &FundsEvent) -> StoreR
 
 /// Queues the feed's wake-up and makes this transaction's commit durable.
 pub(crate) async fn notify_durably(conn: &mut PgConnection, chain_id: ChainId) -> StoreResult<()> {
-    sqlx::query("SELECT pg_notify($1, $2), set_config('synchronous_commit', 'on', true)")
-        .bind(COMPLETION_CHANNEL)
-        .bind(chain_id.to_string())
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query!(
+        "SELECT FROM pg_notify($1, $2), set_config('synchronous_commit', 'on', true)",
+        COMPLETION_CHANNEL,
+        chain_id.to_string(),
+    )
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
@@ -151,8 +153,9 @@ pub struct CompletionRow {
     pub completed_at: DateTime<Utc>,
 }
 
-/// A `tx_completion` row as [`read`] selects it.
-#[derive(sqlx::FromRow)]
+/// A `tx_completion` row as [`read`] selects it (each feed query names the
+/// same columns; the `query_as!` macros take only literals, so they are
+/// spelled out in each).
 struct FeedRow {
     xid: String,
     seq: i64,
@@ -168,11 +171,6 @@ struct FeedRow {
     min_balance_wei: Option<String>,
     completed_at: DateTime<Utc>,
 }
-
-/// The columns [`FeedRow`] reads, for every query of the feed.
-pub(crate) const FEED_COLUMNS: &str = "xid::text AS xid, seq, tx_id, submitter, request_id, state,
-    tx_hash, block_number, nonce, reason, balance_wei::text AS balance_wei,
-    min_balance_wei::text AS min_balance_wei, completed_at";
 
 impl FeedRow {
     fn into_row(self) -> StoreResult<(FeedCursor, CompletionRow)> {
@@ -219,22 +217,24 @@ pub async fn read(
     // xid 0 is never assigned, so (0, 0) sorts before every row; one
     // comparison keeps the (xid, seq) index usable from the first page on.
     let from = after.unwrap_or(FeedCursor::new(0, 0));
-    let sql = format!(
-        "SELECT {FEED_COLUMNS}
-           FROM tx_completion
-          WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-            AND (xid, seq) > ($2::text::xid8, $3::bigint)
-            AND chain_id = $1
-          ORDER BY xid, seq
-          LIMIT $4"
-    );
-    let rows: Vec<FeedRow> = sqlx::query_as(&sql)
-        .bind(chain_id)
-        .bind(from.xid().to_string())
-        .bind(from.seq())
-        .bind(i64::from(limit.max(1)))
-        .fetch_all(pool)
-        .await?;
+    let rows = sqlx::query_as!(
+        FeedRow,
+        r#"SELECT xid::text AS "xid!", seq, tx_id, submitter, request_id, state,
+                tx_hash, block_number, nonce, reason, balance_wei::text AS "balance_wei?",
+                min_balance_wei::text AS "min_balance_wei?", completed_at
+             FROM tx_completion
+            WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
+              AND (xid, seq) > ($2::text::xid8, $3::bigint)
+              AND chain_id = $1
+            ORDER BY xid, seq
+            LIMIT $4"#,
+        chain_id as _,
+        from.xid().to_string(),
+        from.seq(),
+        i64::from(limit.max(1)),
+    )
+    .fetch_all(pool)
+    .await?;
     let mut next = after;
     let mut items = Vec::with_capacity(rows.len());
     for row in rows {
@@ -257,23 +257,26 @@ pub async fn read_submitter(
     to: FeedCursor,
     limit: u32,
 ) -> StoreResult<Vec<(FeedCursor, CompletionRow)>> {
-    let sql = format!(
-        "SELECT {FEED_COLUMNS} FROM tx_completion
-          WHERE chain_id = $1 AND submitter = $2
-            AND (xid, seq) >= ($3::text::xid8, $4::bigint)
-            AND (xid, seq) <= ($5::text::xid8, $6::bigint)
-          ORDER BY xid, seq LIMIT $7"
-    );
-    let rows: Vec<FeedRow> = sqlx::query_as(&sql)
-        .bind(chain_id)
-        .bind(submitter)
-        .bind(from.xid().to_string())
-        .bind(from.seq())
-        .bind(to.xid().to_string())
-        .bind(to.seq())
-        .bind(i64::from(limit.max(1)))
-        .fetch_all(pool)
-        .await?;
+    let rows = sqlx::query_as!(
+        FeedRow,
+        r#"SELECT xid::text AS "xid!", seq, tx_id, submitter, request_id, state,
+                tx_hash, block_number, nonce, reason, balance_wei::text AS "balance_wei?",
+                min_balance_wei::text AS "min_balance_wei?", completed_at
+             FROM tx_completion
+            WHERE chain_id = $1 AND submitter = $2
+              AND (xid, seq) >= ($3::text::xid8, $4::bigint)
+              AND (xid, seq) <= ($5::text::xid8, $6::bigint)
+            ORDER BY xid, seq LIMIT $7"#,
+        chain_id as _,
+        submitter,
+        from.xid().to_string(),
+        from.seq(),
+        to.xid().to_string(),
+        to.seq(),
+        i64::from(limit.max(1)),
+    )
+    .fetch_all(pool)
+    .await?;
     rows.into_iter().map(FeedRow::into_row).collect()
 }
 
@@ -284,14 +287,17 @@ pub async fn read_seqs(
     chain_id: ChainId,
     seqs: &[i64],
 ) -> StoreResult<Vec<(FeedCursor, CompletionRow)>> {
-    let sql = format!(
-        "SELECT {FEED_COLUMNS} FROM tx_completion
-          WHERE chain_id = $1 AND seq = ANY($2) ORDER BY xid, seq"
-    );
-    let rows: Vec<FeedRow> = sqlx::query_as(&sql)
-        .bind(chain_id)
-        .bind(seqs)
-        .fetch_all(pool)
-        .await?;
+    let rows = sqlx::query_as!(
+        FeedRow,
+        r#"SELECT xid::text AS "xid!", seq, tx_id, submitter, request_id, state,
+                tx_hash, block_number, nonce, reason, balance_wei::text AS "balance_wei?",
+                min_balance_wei::text AS "min_balance_wei?", completed_at
+             FROM tx_completion
+            WHERE chain_id = $1 AND seq = ANY($2) ORDER BY xid, seq"#,
+        chain_id as _,
+        seqs,
+    )
+    .fetch_all(pool)
+    .await?;
     rows.into_iter().map(FeedRow::into_row).collect()
 }

@@ -98,7 +98,9 @@ impl FencedTx {
     /// completion row written later in the same transaction (a terminal
     /// state) turns durability back on (`completions::record`).
     pub async fn relax_durability(&mut self) -> StoreResult<()> {
-        sqlx::query("SET LOCAL synchronous_commit = off")
+        // set_config(.., true) is SET LOCAL in a form the checked macros
+        // can describe.
+        sqlx::query!("SELECT FROM set_config('synchronous_commit', 'off', true)")
             .execute(&mut *self.tx)
             .await?;
         Ok(())
@@ -108,7 +110,7 @@ impl FencedTx {
     /// reconstruct was added to this transaction, so its commit waits for
     /// the WAL flush again.
     pub async fn require_durability(&mut self) -> StoreResult<()> {
-        sqlx::query("SET LOCAL synchronous_commit = on")
+        sqlx::query!("SELECT FROM set_config('synchronous_commit', 'on', true)")
             .execute(&mut *self.tx)
             .await?;
         Ok(())

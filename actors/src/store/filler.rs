@@ -19,16 +19,16 @@ pub const REQUEST_ID_PREFIX: &str = crate::domain::ENGINE_REQUEST_ID_PREFIXES[0]
 /// The released nonces of the submitter that lie below one of its open
 /// (allocated, tracking or stuck) nonces: gaps that hold everything above.
 pub async fn gaps(pool: &PgPool, key: SubmitterKey) -> StoreResult<Vec<u64>> {
-    let gaps: Vec<i64> = sqlx::query_scalar(
-        "SELECT r.nonce FROM submitter_nonce_cursor c, UNNEST(c.released) AS r(nonce)
+    let gaps = sqlx::query_scalar!(
+        r#"SELECT r.nonce AS "nonce!" FROM submitter_nonce_cursor c, UNNEST(c.released) AS r(nonce)
           WHERE c.chain_id = $1 AND c.submitter = $2
             AND r.nonce < (SELECT max(m.nonce) FROM managed_tx m
                             WHERE m.chain_id = $1 AND m.submitter = $2
                               AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))
-          ORDER BY r.nonce",
+          ORDER BY r.nonce"#,
+        key.chain_id as _,
+        key.address_hex(),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
     .fetch_all(pool)
     .await?;
     gaps.into_iter()
@@ -70,16 +70,17 @@ pub async fn create(
         .map_err(|e| StoreError::Corrupt(format!("filler does not serialise: {e}")))?;
     let mut wanted = Vec::new();
     for &nonce in nonces {
-        let recent: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM managed_tx
-                             WHERE chain_id = $1 AND submitter = $2
-                               AND (request_id = $3 OR request_id LIKE $3 || ':%')
-                               AND created_at > now() - $4 * interval '1 millisecond')",
+        let recent = sqlx::query_scalar!(
+            r#"SELECT EXISTS (SELECT 1 FROM managed_tx
+                               WHERE chain_id = $1 AND submitter = $2
+                                 AND (request_id = $3 OR request_id LIKE $3 || ':%')
+                                 AND created_at > now() - $4::bigint * interval '1 millisecond')
+                   AS "recent!""#,
+            key.chain_id as _,
+            key.address_hex(),
+            format!("{REQUEST_ID_PREFIX}{nonce}"),
+            millis(pause),
         )
-        .bind(key.chain_id)
-        .bind(key.address_hex())
-        .bind(format!("{REQUEST_ID_PREFIX}{nonce}"))
-        .bind(millis(pause))
         .fetch_one(ftx.conn())
         .await?;
         if !recent {
@@ -96,23 +97,24 @@ pub async fn create(
             format!("{REQUEST_ID_PREFIX}{nonce}"),
             format!("{REQUEST_ID_PREFIX}{nonce}:{tx_id}"),
         ] {
-            let inserted = sqlx::query(
+            let nonce_db = i64::try_from(nonce).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let inserted = sqlx::query!(
                 "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent,
                         state, sub_state, nonce, fencing_token, allocated_at, retry_at, next_resubmit_at)
                  VALUES ($1, $2, $3, $4, $5, $6, 'ALLOCATED', $10, $7, $8, now(), now(),
-                         now() + $9 * interval '1 millisecond')
+                         now() + $9::bigint * interval '1 millisecond')
                  ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING",
+                tx_id,
+                key.chain_id as _,
+                key.address_hex(),
+                &request_id,
+                &hash,
+                &json,
+                nonce_db,
+                token,
+                millis(resubmit_interval),
+                SubState::Filler as _,
             )
-            .bind(tx_id)
-            .bind(key.chain_id)
-            .bind(key.address_hex())
-            .bind(&request_id)
-            .bind(&hash)
-            .bind(&json)
-            .bind(i64::try_from(nonce).map_err(|e| StoreError::Corrupt(e.to_string()))?)
-            .bind(token)
-            .bind(millis(resubmit_interval))
-            .bind(SubState::Filler)
             .execute(ftx.conn())
             .await?
             .rows_affected();

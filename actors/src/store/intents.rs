@@ -17,7 +17,6 @@ pub const WORK_CHANNEL: &str = "txmgr_work";
 type RequestKey = (ChainId, String, String);
 
 /// The intent that owns a request id a create lost to.
-#[derive(sqlx::FromRow)]
 struct RequestOwner {
     chain_id: ChainId,
     submitter: String,
@@ -67,7 +66,7 @@ pub async fn insert_queued_quiet(
 
     let mut tx = pool.begin().await?;
     // WITH ORDINALITY keeps ingress order = order of acceptance in the batch.
-    let inserted: Vec<(Uuid,)> = sqlx::query_as(
+    let inserted: Vec<Uuid> = sqlx::query_scalar!(
         "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state)
          SELECT t.tx_id, t.chain_id, t.submitter, t.request_id, t.request_hash, t.intent, 'QUEUED'
            FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[])
@@ -75,16 +74,18 @@ pub async fn insert_queued_quiet(
           ORDER BY t.ord
          ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING
          RETURNING tx_id",
+        &ids,
+        // ChainId and the optional request ids are bound as they are; the
+        // SQL casts give the element types.
+        &chains as _,
+        &submitters,
+        &request_ids as _,
+        &hashes,
+        &intents,
     )
-    .bind(&ids)
-    .bind(&chains)
-    .bind(&submitters)
-    .bind(&request_ids)
-    .bind(&hashes)
-    .bind(&intents)
     .fetch_all(&mut *tx)
     .await?;
-    let inserted: std::collections::HashSet<Uuid> = inserted.into_iter().map(|(id,)| id).collect();
+    let inserted: std::collections::HashSet<Uuid> = inserted.into_iter().collect();
 
     // Creates that lost on the request-id index: look up the owner of the id.
     let mut existing: HashMap<RequestKey, RequestOwner> = HashMap::new();
@@ -92,15 +93,21 @@ pub async fn insert_queued_quiet(
         .filter(|i| !inserted.contains(&ids[*i]))
         .collect();
     if !lost.is_empty() {
-        let rows: Vec<RequestOwner> = sqlx::query_as(
-            "SELECT m.chain_id, m.submitter, m.request_id, m.tx_id, m.request_hash, m.state
-               FROM managed_tx m
-               JOIN UNNEST($1::bigint[], $2::text[], $3::text[]) AS k(chain_id, submitter, request_id)
-                 ON m.chain_id = k.chain_id AND m.submitter = k.submitter AND m.request_id = k.request_id",
+        let lost_chains: Vec<ChainId> = lost.iter().map(|i| chains[*i]).collect();
+        let lost_submitters: Vec<String> = lost.iter().map(|i| submitters[*i].clone()).collect();
+        let lost_request_ids: Vec<Option<String>> =
+            lost.iter().map(|i| request_ids[*i].clone()).collect();
+        let rows = sqlx::query_as!(
+            RequestOwner,
+            r#"SELECT m.chain_id AS "chain_id: ChainId", m.submitter,
+                      m.request_id AS "request_id!", m.tx_id, m.request_hash AS "request_hash!", m.state
+                 FROM managed_tx m
+                 JOIN UNNEST($1::bigint[], $2::text[], $3::text[]) AS k(chain_id, submitter, request_id)
+                   ON m.chain_id = k.chain_id AND m.submitter = k.submitter AND m.request_id = k.request_id"#,
+            &lost_chains as _,
+            &lost_submitters,
+            &lost_request_ids as _,
         )
-        .bind(lost.iter().map(|i| chains[*i]).collect::<Vec<_>>())
-        .bind(lost.iter().map(|i| submitters[*i].clone()).collect::<Vec<_>>())
-        .bind(lost.iter().map(|i| request_ids[*i].clone()).collect::<Vec<_>>())
         .fetch_all(&mut *tx)
         .await?;
         for owner in rows {
@@ -155,13 +162,8 @@ pub async fn insert_queued_quiet(
     }
     notified.retain(|key| !quiet.contains(key));
     for submitter in notified {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(WORK_CHANNEL)
-            .bind(format!(
-                "{}:{}",
-                submitter.chain_id,
-                submitter.address_hex()
-            ))
+        let payload = format!("{}:{}", submitter.chain_id, submitter.address_hex());
+        sqlx::query!("SELECT FROM pg_notify($1, $2)", WORK_CHANNEL, payload)
             .execute(&mut *tx)
             .await?;
     }
@@ -172,13 +174,13 @@ pub async fn insert_queued_quiet(
 /// Open (not terminal) intents of a submitter: QUEUED, ALLOCATED, TRACKING
 /// or STUCK. Zero means nothing awaits a nonce, a receipt or finality.
 pub async fn open_count(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<i64> {
-    let count: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM managed_tx
-          WHERE chain_id = $1 AND submitter = $2
-            AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')",
+    let count = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM managed_tx
+            WHERE chain_id = $1 AND submitter = $2
+              AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')"#,
+        submitter.chain_id as _,
+        submitter.address_hex(),
     )
-    .bind(submitter.chain_id)
-    .bind(submitter.address_hex())
     .fetch_one(pool)
     .await?;
     Ok(count)

@@ -45,8 +45,8 @@ pub async fn renew_all(
     let chain_ids: Vec<ChainId> = held.iter().map(|h| h.submitter.chain_id).collect();
     let submitters: Vec<String> = held.iter().map(|h| h.submitter.address_hex()).collect();
     let tokens: Vec<i64> = held.iter().map(|h| h.token).collect();
-    let renewed: Vec<i64> = sqlx::query_scalar(
-        "WITH held AS (
+    let renewed = sqlx::query_scalar!(
+        r#"WITH held AS (
              SELECT l.chain_id, l.submitter, h.position
                FROM submitter_lease l
                JOIN UNNEST($1::bigint[], $2::text[], $3::bigint[])
@@ -57,17 +57,17 @@ pub async fn renew_all(
               ORDER BY l.chain_id, l.submitter
                 FOR UPDATE OF l)
          UPDATE submitter_lease l
-            SET expires_at = now() + $6 * interval '1 millisecond', updated_at = now()
+            SET expires_at = now() + $6::bigint * interval '1 millisecond', updated_at = now()
            FROM held
           WHERE l.chain_id = held.chain_id AND l.submitter = held.submitter
-      RETURNING held.position",
+      RETURNING held.position AS "position!""#,
+        &chain_ids as _,
+        &submitters,
+        &tokens,
+        &*owner.node_id,
+        &*owner.instance,
+        millis(duration),
     )
-    .bind(&chain_ids)
-    .bind(&submitters)
-    .bind(&tokens)
-    .bind(&*owner.node_id)
-    .bind(&*owner.instance)
-    .bind(millis(duration))
     .fetch_all(pool)
     .await?;
     let mut result = vec![false; held.len()];

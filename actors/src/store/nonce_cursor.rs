@@ -25,14 +25,14 @@ pub struct NonceCursor {
     pub protect_covered_below: Option<u64>,
 }
 
-/// A cursor row as selected by [`COLUMNS`].
-#[derive(sqlx::FromRow)]
+/// A `submitter_nonce_cursor` row's cursor columns, as the store's
+/// queries select them.
 pub(super) struct CursorRow {
-    next_nonce: i64,
-    released: Vec<i64>,
-    protect_reason: Option<String>,
-    fencing_token: i64,
-    protect_covered_below: Option<i64>,
+    pub(in crate::store) next_nonce: i64,
+    pub(in crate::store) released: Vec<i64>,
+    pub(in crate::store) protect_reason: Option<String>,
+    pub(in crate::store) fencing_token: i64,
+    pub(in crate::store) protect_covered_below: Option<i64>,
 }
 
 pub(super) fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor> {
@@ -57,9 +57,6 @@ pub(super) fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<N
 pub(super) fn to_db(nonce: u64) -> StoreResult<i64> {
     i64::try_from(nonce).map_err(|_| StoreError::Corrupt(format!("nonce {nonce} exceeds BIGINT")))
 }
-
-pub(super) const COLUMNS: &str =
-    "next_nonce, released, protect_reason, fencing_token, protect_covered_below";
 
 /// Reads the cursor without locking (status views, start-up checks).
 pub async fn load(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<NonceCursor>> {

@@ -165,8 +165,8 @@ async fn query(
         .map(|r| i64::from(r.max_in_flight))
         .collect();
     let count_mined: Vec<bool> = requests.iter().map(|r| r.count_mined).collect();
-    Ok(sqlx::query_as(
-        "SELECT r.i, q.tx_id, q.intent
+    let rows = sqlx::query!(
+        r#"SELECT r.i AS "i!", q.tx_id AS "tx_id!", q.intent AS "intent!"
            FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bool[])
                 WITH ORDINALITY AS r(chain_id, submitter, lim, bound, count_mined, i)
            CROSS JOIN LATERAL (
@@ -178,13 +178,14 @@ async fn query(
                         WHERE f.chain_id = r.chain_id AND f.submitter = r.submitter
                           AND f.state IN ('ALLOCATED', 'TRACKING', 'STUCK')
                           AND (r.count_mined OR f.receipt IS NULL))))) q
-          ORDER BY r.i, q.ingress_seq",
+          ORDER BY r.i, q.ingress_seq"#,
+        &chain_ids as _,
+        &submitters,
+        &limits,
+        &bounds,
+        &count_mined,
     )
-    .bind(&chain_ids)
-    .bind(&submitters)
-    .bind(&limits)
-    .bind(&bounds)
-    .bind(&count_mined)
     .fetch_all(pool)
-    .await?)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.i, r.tx_id, r.intent)).collect())
 }

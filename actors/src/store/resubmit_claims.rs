@@ -98,7 +98,6 @@ pub struct ClaimedResubmit {
 }
 
 /// One claimed row as the claim query returns it.
-#[derive(sqlx::FromRow)]
 struct ClaimRow {
     tx_id: Uuid,
     nonce: i64,
@@ -152,8 +151,11 @@ pub async fn claim_due(
 ) -> StoreResult<Vec<ClaimedResubmit>> {
     let key = ftx.submitter();
     let token = ftx.token();
-    let rows: Vec<ClaimRow> = sqlx::query_as(
-        "WITH due AS (
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let only = only.map(<[Uuid]>::to_vec);
+    let rows = sqlx::query_as!(
+        ClaimRow,
+        r#"WITH due AS (
              SELECT m.tx_id, m.requested_action, m.requested_by FROM managed_tx m
               WHERE m.chain_id = $1 AND m.submitter = $2 AND m.receipt IS NULL
                 AND ($6::uuid[] IS NULL OR m.tx_id = ANY($6))
@@ -170,7 +172,7 @@ pub async fn claim_due(
              -- broadcast retry (retry_at) goes on beside it.
              UPDATE managed_tx m
                 SET next_resubmit_at = CASE WHEN m.next_resubmit_at <= now()
-                                            THEN now() + $4 * interval '1 millisecond'
+                                            THEN now() + $4::bigint * interval '1 millisecond'
                                             ELSE m.next_resubmit_at END,
                     resubmits = m.resubmits + CASE WHEN m.next_resubmit_at <= now() THEN 1 ELSE 0 END,
                     requested_action = NULL, requested_by = NULL,
@@ -178,13 +180,15 @@ pub async fn claim_due(
                FROM due WHERE m.tx_id = due.tx_id
              RETURNING m.tx_id, m.nonce, m.state, m.intent, m.resubmits, m.first_broadcast_at,
                        m.allocated_at, due.requested_action, due.requested_by)
-         SELECT c.tx_id, c.nonce, c.state, c.intent, c.resubmits,
-                (EXTRACT(EPOCH FROM (now() - c.first_broadcast_at)) * 1000)::bigint AS since_ms,
-                (EXTRACT(EPOCH FROM (now() - c.allocated_at)) * 1000)::bigint AS allocated_ms,
-                c.requested_action, c.requested_by, a.tx_hash, a.raw_tx, a.kind,
-                a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS priority_fee,
-                a.gas_price::text AS gas_price, a.gas_limit,
-                r.tx_hash AS resend_hash, r.raw_tx AS resend_raw
+         SELECT c.tx_id AS "tx_id!", c.nonce AS "nonce!", c.state AS "state!",
+                c.intent AS "intent!", c.resubmits AS "resubmits!",
+                (EXTRACT(EPOCH FROM (now() - c.first_broadcast_at)) * 1000)::bigint AS "since_ms?",
+                (EXTRACT(EPOCH FROM (now() - c.allocated_at)) * 1000)::bigint AS "allocated_ms?",
+                c.requested_action AS "requested_action?", c.requested_by AS "requested_by?",
+                a.tx_hash AS "tx_hash!", a.raw_tx AS "raw_tx!", a.kind AS "kind!",
+                a.max_fee_per_gas::text AS "max_fee?", a.max_priority_fee_per_gas::text AS "priority_fee?",
+                a.gas_price::text AS "gas_price?", a.gas_limit AS "gas_limit!",
+                r.tx_hash AS "resend_hash!", r.raw_tx AS "resend_raw!"
            FROM claimed c
            JOIN LATERAL (SELECT * FROM tx_attempt t WHERE t.tx_id = c.tx_id AND t.nonce = c.nonce
                           ORDER BY attempt_no DESC LIMIT 1) a ON true
@@ -194,15 +198,15 @@ pub async fn claim_due(
                             AND t.nonce = c.nonce
                           ORDER BY (t.broadcast_result IN ('accepted', 'already_known')) IS TRUE DESC,
                                    attempt_no DESC LIMIT 1) r ON true
-          ORDER BY c.nonce",
+          ORDER BY c.nonce"#,
+        key.chain_id as _,
+        key.address_hex(),
+        limit,
+        millis(interval),
+        token,
+        only.as_deref(),
+        SubState::NonceConsumedExternally as _,
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-    .bind(millis(interval))
-    .bind(token)
-    .bind(only.map(<[Uuid]>::to_vec))
-    .bind(SubState::NonceConsumedExternally)
     .fetch_all(ftx.conn())
     .await?;
     rows.into_iter().map(claimed_from_row).collect()
@@ -248,16 +252,17 @@ pub async fn record_resubmitted(
     accepted: &[(Uuid, B256, String)],
 ) -> StoreResult<()> {
     let token = ftx.token();
-    sqlx::query(
+    let ids: Vec<Uuid> = accepted.iter().map(|a| a.0).collect();
+    sqlx::query!(
         "UPDATE managed_tx m SET state = CASE WHEN m.state = 'ALLOCATED' THEN 'TRACKING' ELSE m.state END,
                 submit_attempts = submit_attempts + 1, last_submit_at = now(),
                 first_broadcast_at = COALESCE(m.first_broadcast_at, now()),
                 fencing_token = $2, updated_at = now()
            FROM UNNEST($1::uuid[]) AS a(tx_id)
           WHERE m.tx_id = a.tx_id AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+        &ids,
+        token,
     )
-    .bind(accepted.iter().map(|a| a.0).collect::<Vec<_>>())
-    .bind(token)
     .execute(ftx.conn())
     .await?;
     super::pipeline::record_attempt_results(ftx, accepted.iter().map(|(_, h, r)| (*h, r.clone())))
@@ -271,12 +276,12 @@ pub async fn mark_maybe_pooled(ftx: &mut FencedTx, tx_id: Uuid) -> StoreResult<(
     // Must survive a crash even in a relaxed transaction.
     ftx.require_durability().await?;
     let token = ftx.token();
-    sqlx::query(
+    sqlx::query!(
         "UPDATE managed_tx SET maybe_pooled = true, fencing_token = $2, updated_at = now()
           WHERE tx_id = $1 AND state = 'ALLOCATED' AND NOT maybe_pooled",
+        tx_id,
+        token,
     )
-    .bind(tx_id)
-    .bind(token)
     .execute(ftx.conn())
     .await?;
     Ok(())
@@ -291,15 +296,15 @@ pub async fn set_sub_state(
     last_error: Option<&str>,
 ) -> StoreResult<()> {
     let token = ftx.token();
-    sqlx::query(
+    sqlx::query!(
         "UPDATE managed_tx SET sub_state = $2, last_error = COALESCE($3, last_error),
                 fencing_token = $4, updated_at = now()
           WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND receipt IS NULL",
+        tx_id,
+        sub_state as _,
+        last_error,
+        token,
     )
-    .bind(tx_id)
-    .bind(sub_state)
-    .bind(last_error)
-    .bind(token)
     .execute(ftx.conn())
     .await?;
     Ok(())
@@ -312,45 +317,51 @@ pub async fn schedule(
     key: SubmitterKey,
     only: Option<&[Uuid]>,
 ) -> StoreResult<Vec<(Uuid, Duration)>> {
-    let rows: Vec<(Uuid, i64)> = sqlx::query_as(
-        "SELECT tx_id, GREATEST(0, (EXTRACT(EPOCH FROM (next_resubmit_at - now())) * 1000)::bigint)
-           FROM managed_tx
-          WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-            AND receipt IS NULL AND next_resubmit_at IS NOT NULL
-            AND ($3::uuid[] IS NULL OR tx_id = ANY($3))",
+    let only = only.map(<[Uuid]>::to_vec);
+    let rows = sqlx::query!(
+        r#"SELECT tx_id,
+                  GREATEST(0, (EXTRACT(EPOCH FROM (next_resubmit_at - now())) * 1000)::bigint) AS "due_ms!"
+             FROM managed_tx
+            WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+              AND receipt IS NULL AND next_resubmit_at IS NOT NULL
+              AND ($3::uuid[] IS NULL OR tx_id = ANY($3))"#,
+        key.chain_id as _,
+        key.address_hex(),
+        only.as_deref(),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(only.map(<[Uuid]>::to_vec))
     .fetch_all(pool)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, ms)| (id, Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+        .map(|r| {
+            let ms = u64::try_from(r.due_ms).unwrap_or(0);
+            (r.tx_id, Duration::from_millis(ms))
+        })
         .collect())
 }
 
 /// The lowest-nonce open, unmined intent of the submitter and its state: the
 /// head of the nonce line, which blocks every later nonce on chain.
 pub async fn head_of_line(pool: &PgPool, key: SubmitterKey) -> StoreResult<Option<(u64, TxState)>> {
-    let row: Option<(i64, String)> = sqlx::query_as(
-        "SELECT nonce, state FROM managed_tx
-          WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-            AND receipt IS NULL AND sub_state IS DISTINCT FROM $3
-          ORDER BY nonce LIMIT 1",
+    let row = sqlx::query!(
+        r#"SELECT nonce AS "nonce!", state FROM managed_tx
+            WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+              AND receipt IS NULL AND sub_state IS DISTINCT FROM $3
+            ORDER BY nonce LIMIT 1"#,
+        key.chain_id as _,
+        key.address_hex(),
+        SubState::NonceConsumedExternally as _,
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(SubState::NonceConsumedExternally)
     .fetch_optional(pool)
     .await?;
-    row.map(|(nonce, state)| {
-        Ok((
-            u64::try_from(nonce).map_err(corrupt)?,
-            state.parse().map_err(corrupt)?,
-        ))
-    })
-    .transpose()
+    row.map(|r| (r.nonce, r.state))
+        .map(|(nonce, state)| {
+            Ok((
+                u64::try_from(nonce).map_err(corrupt)?,
+                state.parse().map_err(corrupt)?,
+            ))
+        })
+        .transpose()
 }
 
 /// Puts back an operator's request the leader claimed but could not carry
@@ -362,14 +373,14 @@ pub async fn restore_request(
     action: OperatorAction,
     by: Option<&str>,
 ) -> StoreResult<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE managed_tx SET requested_action = COALESCE(requested_action, $2),
                 requested_by = COALESCE(requested_by, $3), updated_at = now()
           WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND receipt IS NULL",
+        tx_id,
+        action.as_str(),
+        by,
     )
-    .bind(tx_id)
-    .bind(action.as_str())
-    .bind(by)
     .execute(pool)
     .await?;
     Ok(())

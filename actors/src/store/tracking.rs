@@ -19,13 +19,6 @@ pub struct Unmined {
     pub attempt_hashes: Vec<B256>,
 }
 
-#[derive(sqlx::FromRow)]
-struct UnminedRow {
-    tx_id: Uuid,
-    nonce: i64,
-    attempt_hashes: Vec<String>,
-}
-
 /// Intents holding a nonce below `below_nonce` (the chain's latest nonce: so
 /// their nonce is consumed) that have no receipt yet.
 pub async fn load_unmined_below(
@@ -33,22 +26,22 @@ pub async fn load_unmined_below(
     key: SubmitterKey,
     below_nonce: u64,
 ) -> StoreResult<Vec<Unmined>> {
-    let rows: Vec<UnminedRow> = sqlx::query_as(
-        "SELECT m.tx_id, m.nonce,
-                COALESCE((SELECT array_agg(a.tx_hash ORDER BY a.attempt_no DESC)
-                            FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce), '{}')
-                    AS attempt_hashes
-           FROM managed_tx m
-          WHERE m.chain_id = $1 AND m.submitter = $2
-            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
-            AND m.sub_state IS DISTINCT FROM $4
-            AND m.nonce < $3
-          ORDER BY m.nonce",
+    let rows = sqlx::query!(
+        r#"SELECT m.tx_id, m.nonce AS "nonce!",
+                  COALESCE((SELECT array_agg(a.tx_hash ORDER BY a.attempt_no DESC)
+                              FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce), '{}')
+                      AS "attempt_hashes!"
+             FROM managed_tx m
+            WHERE m.chain_id = $1 AND m.submitter = $2
+              AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
+              AND m.sub_state IS DISTINCT FROM $4
+              AND m.nonce < $3
+            ORDER BY m.nonce"#,
+        key.chain_id as _,
+        key.address_hex(),
+        i64::try_from(below_nonce).unwrap_or(i64::MAX),
+        SubState::NonceConsumedExternally as _,
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(i64::try_from(below_nonce).unwrap_or(i64::MAX))
-    .bind(SubState::NonceConsumedExternally)
     .fetch_all(pool)
     .await?;
     rows.into_iter()
@@ -185,7 +178,7 @@ pub async fn finalize(
     succeeded: bool,
 ) -> StoreResult<Option<TxState>> {
     let token = ftx.token();
-    let state: Option<String> = sqlx::query_scalar(
+    let state = sqlx::query_scalar!(
         "UPDATE managed_tx m SET state = CASE
                     WHEN EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_hash = m.mined_tx_hash
                                    AND a.kind = 'cancel') THEN 'CANCELLED'
@@ -194,10 +187,10 @@ pub async fn finalize(
                 next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
           WHERE tx_id = $1 AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL
          RETURNING state",
+        tx_id,
+        succeeded,
+        token,
     )
-    .bind(tx_id)
-    .bind(succeeded)
-    .bind(token)
     .fetch_optional(ftx.conn())
     .await?;
     let Some(state) = state else {
@@ -284,17 +277,17 @@ pub async fn open_attempt_hashes(
     pool: &PgPool,
     key: SubmitterKey,
 ) -> StoreResult<Vec<(Uuid, B256)>> {
-    let rows: Vec<(Uuid, String)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT a.tx_id, a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
           WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = m.nonce
             AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+        key.chain_id as _,
+        key.address_hex(),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(tx_id, hash)| Ok((tx_id, stored_hash(&hash)?)))
+        .map(|r| Ok((r.tx_id, stored_hash(&r.tx_hash)?)))
         .collect()
 }
 
@@ -306,18 +299,18 @@ pub async fn other_attempts_at_nonce(
     nonce: u64,
     except: Uuid,
 ) -> StoreResult<Vec<(Uuid, B256)>> {
-    let rows: Vec<(Uuid, String)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT a.tx_id, a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
           WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = $3 AND a.tx_id <> $4",
+        key.chain_id as _,
+        key.address_hex(),
+        i64::try_from(nonce).unwrap_or(i64::MAX),
+        except,
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(i64::try_from(nonce).unwrap_or(i64::MAX))
-    .bind(except)
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(tx_id, hash)| Ok((tx_id, stored_hash(&hash)?)))
+        .map(|r| Ok((r.tx_id, stored_hash(&r.tx_hash)?)))
         .collect()
 }
 
@@ -332,22 +325,22 @@ pub async fn revive_released(
     mined: &MinedReceipt,
 ) -> StoreResult<bool> {
     let token = ftx.token();
-    let revived = sqlx::query(
+    let revived = sqlx::query!(
         "UPDATE managed_tx SET state = 'TRACKING', sub_state = $8, nonce = $2,
                 mined_tx_hash = $3, receipt = $4, receipt_block_number = $5, receipt_block_hash = $6,
                 last_error = 'mined after it was rejected: its bytes were in a pool after all',
                 confirmed_at = NULL, next_resubmit_at = NULL, retry_at = NULL,
                 fencing_token = $7, updated_at = now()
           WHERE tx_id = $1 AND state = 'REJECTED' AND nonce IS NULL",
+        tx_id,
+        i64::try_from(nonce).unwrap_or(i64::MAX),
+        format!("{:#x}", mined.tx_hash),
+        &mined.receipt,
+        i64::try_from(mined.block_number).unwrap_or(i64::MAX),
+        format!("{:#x}", mined.block_hash),
+        token,
+        SubState::Mined as _,
     )
-    .bind(tx_id)
-    .bind(i64::try_from(nonce).unwrap_or(i64::MAX))
-    .bind(format!("{:#x}", mined.tx_hash))
-    .bind(&mined.receipt)
-    .bind(i64::try_from(mined.block_number).unwrap_or(i64::MAX))
-    .bind(format!("{:#x}", mined.block_hash))
-    .bind(token)
-    .bind(SubState::Mined)
     .execute(ftx.conn())
     .await?
     .rows_affected();

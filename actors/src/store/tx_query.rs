@@ -111,15 +111,8 @@ impl FromStr for Cursor {
     }
 }
 
-/// Columns every query selects, in [`TxRow`] order.
-const COLUMNS: &str = "m.tx_id, m.submitter, m.request_id, m.state, m.sub_state, m.nonce,
-       m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
-       m.receipt_block_number, m.receipt_block_hash, m.created_at, m.updated_at,
-       m.confirmed_at, m.ingress_seq,
-       (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = m.tx_id) AS attempts";
-
-/// A `managed_tx` row as selected by [`COLUMNS`].
-#[derive(sqlx::FromRow)]
+/// A `managed_tx` row as every query here selects it (the `query_as!`
+/// macros take only literals, so each query spells the columns out).
 struct TxRow {
     tx_id: Uuid,
     submitter: String,
@@ -236,12 +229,19 @@ fn receipt_status(value: Option<&serde_json::Value>) -> Option<u8> {
 
 /// One transaction by id on this deployment's chain; `None` if there is none.
 pub async fn get(pool: &PgPool, chain_id: ChainId, tx_id: Uuid) -> StoreResult<Option<TxView>> {
-    let sql = format!("SELECT {COLUMNS} FROM managed_tx m WHERE m.tx_id = $1 AND m.chain_id = $2");
-    let row: Option<TxRow> = sqlx::query_as(&sql)
-        .bind(tx_id)
-        .bind(chain_id)
-        .fetch_optional(pool)
-        .await?;
+    let row = sqlx::query_as!(
+        TxRow,
+        r#"SELECT m.tx_id, m.submitter, m.request_id, m.state, m.sub_state AS "sub_state: SubState",
+                  m.nonce, m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
+                  m.receipt_block_number, m.receipt_block_hash, m.created_at, m.updated_at,
+                  m.confirmed_at, m.ingress_seq,
+                  (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = m.tx_id) AS "attempts!"
+             FROM managed_tx m WHERE m.tx_id = $1 AND m.chain_id = $2"#,
+        tx_id,
+        chain_id as _,
+    )
+    .fetch_optional(pool)
+    .await?;
     row.map(TxRow::into_view).transpose()
 }
 
@@ -251,16 +251,21 @@ pub async fn find_by_request_id(
     submitter: SubmitterKey,
     request_id: &str,
 ) -> StoreResult<Option<TxView>> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM managed_tx m
-          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.request_id = $3"
-    );
-    let row: Option<TxRow> = sqlx::query_as(&sql)
-        .bind(submitter.chain_id)
-        .bind(submitter.address_hex())
-        .bind(request_id)
-        .fetch_optional(pool)
-        .await?;
+    let row = sqlx::query_as!(
+        TxRow,
+        r#"SELECT m.tx_id, m.submitter, m.request_id, m.state, m.sub_state AS "sub_state: SubState",
+                  m.nonce, m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
+                  m.receipt_block_number, m.receipt_block_hash, m.created_at, m.updated_at,
+                  m.confirmed_at, m.ingress_seq,
+                  (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = m.tx_id) AS "attempts!"
+             FROM managed_tx m
+            WHERE m.chain_id = $1 AND m.submitter = $2 AND m.request_id = $3"#,
+        submitter.chain_id as _,
+        submitter.address_hex(),
+        request_id,
+    )
+    .fetch_optional(pool)
+    .await?;
     row.map(TxRow::into_view).transpose()
 }
 
@@ -285,23 +290,6 @@ pub async fn list(
     Ok((rows.into_iter().map(|(_, view)| view).collect(), next))
 }
 
-/// What a listed row is estimated to weigh as JSON, from the columns that
-/// vary (`data` dominates: up to twice `http.data_limit_bytes` in hex) plus
-/// a generous allowance for the fixed fields. Computed by the server, so rows
-/// beyond a page's budget are never sent to this process.
-const ROW_BYTES_ESTIMATE: &str = "(1024 + octet_length(coalesce(m.intent->>'data', ''))
-       + 2 * octet_length(coalesce(m.request_id, ''))
-       + 2 * octet_length(coalesce(m.last_error, '')))";
-
-/// A listed row, with how many rows the page query found before the byte
-/// budget was applied.
-#[derive(sqlx::FromRow)]
-struct ListedRow {
-    #[sqlx(flatten)]
-    row: TxRow,
-    fetched: i64,
-}
-
 /// Like [`list`], but the page also ends once its rows are estimated to
 /// weigh `max_bytes` (it always holds at least one row), and each row comes
 /// with its cursor, so the caller can end the page earlier still. The flag
@@ -317,31 +305,49 @@ pub async fn list_within(
     let limit = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
     // One row more than asked tells whether another page exists.
     let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
-    // Innermost: the page by keyset; then a running total of the estimated
-    // size; outermost: the rows that start within the budget.
-    let sql = format!(
-        "SELECT * FROM (
-             SELECT p.*, count(*) OVER () AS fetched,
-                    sum(p.row_bytes) OVER (ORDER BY p.ingress_seq) - p.row_bytes AS bytes_before
-               FROM (SELECT {COLUMNS}, {ROW_BYTES_ESTIMATE} AS row_bytes
-                       FROM managed_tx m
-                      WHERE m.chain_id = $1 AND m.submitter = $2
-                        AND ($3::text IS NULL OR m.state = $3)
-                        AND ($4::bigint IS NULL OR m.ingress_seq > $4)
-                      ORDER BY m.ingress_seq
-                      LIMIT $5) p) w
-          WHERE w.bytes_before < $6
-          ORDER BY w.ingress_seq"
-    );
-    let mut rows: Vec<ListedRow> = sqlx::query_as(&sql)
-        .bind(submitter.chain_id)
-        .bind(submitter.address_hex())
-        .bind(state.map(TxState::as_str))
-        .bind(after.map(|cursor| cursor.0))
-        .bind(fetch)
-        .bind(i64::try_from(max_bytes.max(1)).unwrap_or(i64::MAX))
-        .fetch_all(pool)
-        .await?;
+    // Innermost: the page by keyset, each row with what it is estimated to
+    // weigh as JSON — the columns that vary (`data` dominates: up to twice
+    // `http.data_limit_bytes` in hex) plus a generous allowance for the
+    // fixed fields; then a running total; outermost: the rows that start
+    // within the budget. Computed by the server, so rows beyond a page's
+    // budget are never sent to this process.
+    let mut rows = sqlx::query!(
+        r#"SELECT w.tx_id AS "tx_id!", w.submitter AS "submitter!", w.request_id AS "request_id?",
+                  w.state AS "state!", w.sub_state AS "sub_state?: SubState", w.nonce AS "nonce?",
+                  w.tx_hash AS "tx_hash?", w.mined_tx_hash AS "mined_tx_hash?", w.intent AS "intent!",
+                  w.last_error AS "last_error?", w.receipt AS "receipt?",
+                  w.receipt_block_number AS "receipt_block_number?",
+                  w.receipt_block_hash AS "receipt_block_hash?", w.created_at AS "created_at!",
+                  w.updated_at AS "updated_at!", w.confirmed_at AS "confirmed_at?",
+                  w.ingress_seq AS "ingress_seq!", w.attempts AS "attempts!", w.fetched AS "fetched!"
+             FROM (
+               SELECT p.*, count(*) OVER () AS fetched,
+                      sum(p.row_bytes) OVER (ORDER BY p.ingress_seq) - p.row_bytes AS bytes_before
+                 FROM (SELECT m.tx_id, m.submitter, m.request_id, m.state, m.sub_state, m.nonce,
+                              m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
+                              m.receipt_block_number, m.receipt_block_hash, m.created_at,
+                              m.updated_at, m.confirmed_at, m.ingress_seq,
+                              (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = m.tx_id) AS attempts,
+                              (1024 + octet_length(coalesce(m.intent->>'data', ''))
+                                + 2 * octet_length(coalesce(m.request_id, ''))
+                                + 2 * octet_length(coalesce(m.last_error, ''))) AS row_bytes
+                         FROM managed_tx m
+                        WHERE m.chain_id = $1 AND m.submitter = $2
+                          AND ($3::text IS NULL OR m.state = $3)
+                          AND ($4::bigint IS NULL OR m.ingress_seq > $4)
+                        ORDER BY m.ingress_seq
+                        LIMIT $5) p) w
+            WHERE w.bytes_before < $6
+            ORDER BY w.ingress_seq"#,
+        submitter.chain_id as _,
+        submitter.address_hex(),
+        state.map(TxState::as_str),
+        after.map(|cursor| cursor.0),
+        fetch,
+        i64::try_from(max_bytes.max(1)).unwrap_or(i64::MAX),
+    )
+    .fetch_all(pool)
+    .await?;
     let fetched = rows
         .first()
         .map_or(0, |r| usize::try_from(r.fetched).unwrap_or(usize::MAX));
@@ -349,9 +355,29 @@ pub async fn list_within(
     let more = fetched > rows.len();
     let items = rows
         .into_iter()
-        .map(|listed| {
-            let cursor = Cursor(listed.row.ingress_seq);
-            listed.row.into_view().map(|view| (cursor, view))
+        .map(|r| {
+            let row = TxRow {
+                tx_id: r.tx_id,
+                submitter: r.submitter,
+                request_id: r.request_id,
+                state: r.state,
+                sub_state: r.sub_state,
+                nonce: r.nonce,
+                tx_hash: r.tx_hash,
+                mined_tx_hash: r.mined_tx_hash,
+                intent: r.intent,
+                last_error: r.last_error,
+                receipt: r.receipt,
+                receipt_block_number: r.receipt_block_number,
+                receipt_block_hash: r.receipt_block_hash,
+                created_at: r.created_at,
+                updated_at: r.updated_at,
+                confirmed_at: r.confirmed_at,
+                ingress_seq: r.ingress_seq,
+                attempts: r.attempts,
+            };
+            let cursor = Cursor(row.ingress_seq);
+            row.into_view().map(|view| (cursor, view))
         })
         .collect::<StoreResult<Vec<_>>>()?;
     Ok((items, more))

@@ -223,7 +223,7 @@ pub async fn commit(
 }
 
 /// A dead letter an operator asked to deliver again.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedeliveryAsked {
     /// The dead letter's id.
     pub id: i64,
@@ -237,15 +237,16 @@ pub async fn redeliveries(
     key: &WebhookKey,
     limit: i64,
 ) -> StoreResult<Vec<RedeliveryAsked>> {
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as!(
+        RedeliveryAsked,
         "SELECT id, feed_seq FROM webhook_dead_letter
           WHERE chain_id = $1 AND webhook = $2 AND delivered_at IS NULL
             AND redeliver_asked IS NOT NULL
           ORDER BY id LIMIT $3",
+        key.chain_id as _,
+        &key.name,
+        limit,
     )
-    .bind(key.chain_id)
-    .bind(&key.name)
-    .bind(limit)
     .fetch_all(pool)
     .await?)
 }
@@ -259,25 +260,25 @@ pub async fn ask_redelivery(
     id: Option<i64>,
     scope: Option<&[String]>,
 ) -> StoreResult<u64> {
-    let result = sqlx::query(
+    let result = sqlx::query!(
         "UPDATE webhook_dead_letter d SET redeliver_asked = now()
           WHERE d.chain_id = $1 AND d.webhook = $2 AND d.delivered_at IS NULL
             AND ($3::bigint IS NULL OR d.id = $3)
             AND ($4::text[] IS NULL OR EXISTS (
                  SELECT 1 FROM tx_completion c
                   WHERE c.seq = d.feed_seq AND c.submitter = ANY($4)))",
+        key.chain_id as _,
+        &key.name,
+        id,
+        scope,
     )
-    .bind(key.chain_id)
-    .bind(&key.name)
-    .bind(id)
-    .bind(scope)
     .execute(pool)
     .await?;
     Ok(result.rows_affected())
 }
 
 /// One webhook as the ops view shows it (database view: any node answers).
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct WebhookStatus {
     /// `[[webhooks]].name`.
     pub name: String,
@@ -318,34 +319,37 @@ pub async fn statuses(
     chain_id: ChainId,
     only: Option<&[String]>,
 ) -> StoreResult<Vec<WebhookStatus>> {
-    Ok(sqlx::query_as(
-        "SELECT w.webhook AS name, w.owner_node AS owner_node, w.expires_at > now() AS lease_live,
-                w.cursor_xid::text || '-' || w.cursor_seq AS cursor,
-                (SELECT count(*) FROM (
-                    SELECT 1 FROM tx_completion c
-                     WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq) AND c.chain_id = w.chain_id
-                     LIMIT $3) capped) AS lag_events,
-                COALESCE((SELECT EXTRACT(EPOCH FROM now() - c.completed_at)::float8
-                            FROM tx_completion c
-                           WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq) AND c.chain_id = w.chain_id
-                           ORDER BY c.xid, c.seq LIMIT 1), 0) AS lag_seconds,
-                w.delivered, w.failed_attempts, w.last_error, w.last_delivered_at,
-                (SELECT count(*) FROM webhook_dead_letter d
-                  WHERE d.chain_id = w.chain_id AND d.webhook = w.webhook
-                    AND d.delivered_at IS NULL) AS dead_letters
-           FROM webhook_cursor w
-          WHERE w.chain_id = $1 AND ($2::text[] IS NULL OR w.webhook = ANY($2))
-          ORDER BY w.webhook",
+    Ok(sqlx::query_as!(
+        WebhookStatus,
+        r#"SELECT w.webhook AS name, w.owner_node AS "owner_node?",
+                  w.expires_at > now() AS "lease_live!",
+                  w.cursor_xid::text || '-' || w.cursor_seq AS "cursor!",
+                  (SELECT count(*) FROM (
+                      SELECT 1 FROM tx_completion c
+                       WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq) AND c.chain_id = w.chain_id
+                       LIMIT $3) capped) AS "lag_events!",
+                  COALESCE((SELECT EXTRACT(EPOCH FROM now() - c.completed_at)::float8
+                              FROM tx_completion c
+                             WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq) AND c.chain_id = w.chain_id
+                             ORDER BY c.xid, c.seq LIMIT 1), 0) AS "lag_seconds!",
+                  w.delivered, w.failed_attempts, w.last_error AS "last_error?",
+                  w.last_delivered_at AS "last_delivered_at?",
+                  (SELECT count(*) FROM webhook_dead_letter d
+                    WHERE d.chain_id = w.chain_id AND d.webhook = w.webhook
+                      AND d.delivered_at IS NULL) AS "dead_letters!"
+             FROM webhook_cursor w
+            WHERE w.chain_id = $1 AND ($2::text[] IS NULL OR w.webhook = ANY($2))
+            ORDER BY w.webhook"#,
+        chain_id as _,
+        only,
+        LAG_COUNT_CAP,
     )
-    .bind(chain_id)
-    .bind(only)
-    .bind(LAG_COUNT_CAP)
     .fetch_all(pool)
     .await?)
 }
 
 /// One dead letter as the ops view lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct DeadLetter {
     /// The webhook it belongs to.
     pub webhook: String,
@@ -373,19 +377,20 @@ pub async fn dead_letters(
     limit: i64,
     scope: Option<&[String]>,
 ) -> StoreResult<Vec<DeadLetter>> {
-    Ok(sqlx::query_as(
-        "SELECT d.webhook, d.id, d.delivery_id, d.attempts, d.last_status, d.last_error,
-                d.created_at, d.redeliver_asked IS NOT NULL AS redelivery_pending
-           FROM webhook_dead_letter d
-          WHERE d.chain_id = $1 AND d.delivered_at IS NULL
-            AND ($3::text[] IS NULL OR EXISTS (
-                 SELECT 1 FROM tx_completion c
-                  WHERE c.seq = d.feed_seq AND c.submitter = ANY($3)))
-          ORDER BY d.id LIMIT $2",
+    Ok(sqlx::query_as!(
+        DeadLetter,
+        r#"SELECT d.webhook, d.id, d.delivery_id, d.attempts, d.last_status, d.last_error,
+                  d.created_at, d.redeliver_asked IS NOT NULL AS "redelivery_pending!"
+             FROM webhook_dead_letter d
+            WHERE d.chain_id = $1 AND d.delivered_at IS NULL
+              AND ($3::text[] IS NULL OR EXISTS (
+                   SELECT 1 FROM tx_completion c
+                    WHERE c.seq = d.feed_seq AND c.submitter = ANY($3)))
+            ORDER BY d.id LIMIT $2"#,
+        chain_id as _,
+        limit,
+        scope,
     )
-    .bind(chain_id)
-    .bind(limit)
-    .bind(scope)
     .fetch_all(pool)
     .await?)
 }

@@ -21,15 +21,6 @@ use crate::{
     },
 };
 
-/// A cursor row with its submitter's key.
-#[derive(sqlx::FromRow)]
-struct KeyedCursorRow {
-    chain_id: ChainId,
-    submitter: String,
-    #[sqlx(flatten)]
-    cursor: CursorRow,
-}
-
 /// One part's draw: its index, the cursor after drawing, `(intent, nonce)`.
 type Drawn = (usize, NonceCursor, Vec<(Uuid, u64)>);
 
@@ -69,19 +60,29 @@ pub(super) async fn allocate(
     }
     let (chains, addresses): (Vec<ChainId>, Vec<String>) =
         drawing.iter().map(|i| row_key(parts[*i].fence)).unzip();
-    let rows: Vec<KeyedCursorRow> = sqlx::query_as(&format!(
-        "SELECT chain_id, submitter, {} FROM submitter_nonce_cursor
-              WHERE (chain_id, submitter) IN (SELECT * FROM UNNEST($1::bigint[], $2::text[]))
-              ORDER BY chain_id, submitter FOR UPDATE",
-        nonce_cursor::COLUMNS
-    ))
-    .bind(&chains)
-    .bind(&addresses)
+    let rows = sqlx::query!(
+        r#"SELECT chain_id AS "chain_id: ChainId", submitter, next_nonce, released,
+                  protect_reason, fencing_token, protect_covered_below
+             FROM submitter_nonce_cursor
+            WHERE (chain_id, submitter) IN (SELECT * FROM UNNEST($1::bigint[], $2::text[]))
+            ORDER BY chain_id, submitter FOR UPDATE"#,
+        &chains as _,
+        &addresses,
+    )
     .fetch_all(&mut *conn)
     .await?;
     let mut cursors: HashMap<RowKey, CursorRow> = rows
         .into_iter()
-        .map(|row| ((row.chain_id, row.submitter), row.cursor))
+        .map(|row| {
+            let cursor = CursorRow {
+                next_nonce: row.next_nonce,
+                released: row.released,
+                protect_reason: row.protect_reason,
+                fencing_token: row.fencing_token,
+                protect_covered_below: row.protect_covered_below,
+            };
+            ((row.chain_id, row.submitter), cursor)
+        })
         .collect();
 
     // Draw per part; one row per intent for the merged update.
@@ -135,16 +136,16 @@ async fn lock_queued(
     if rows.tx_ids.is_empty() {
         return Ok(Default::default());
     }
-    let locked: Vec<Uuid> = sqlx::query_scalar(
+    let locked: Vec<Uuid> = sqlx::query_scalar!(
         "SELECT m.tx_id FROM managed_tx m
            JOIN UNNEST($1::uuid[], $2::bigint[], $3::text[]) AS a(tx_id, chain_id, submitter)
              ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
           WHERE m.state = 'QUEUED'
           ORDER BY m.tx_id FOR UPDATE OF m",
+        &rows.tx_ids,
+        &rows.chains as _,
+        &rows.addresses,
     )
-    .bind(&rows.tx_ids)
-    .bind(&rows.chains)
-    .bind(&rows.addresses)
     .fetch_all(&mut *conn)
     .await?;
     Ok(locked.into_iter().collect())
@@ -165,7 +166,7 @@ async fn assign(
             rows.millis.push(millis(part.resubmit_interval));
         }
     }
-    let assigned: Vec<Uuid> = sqlx::query_scalar(
+    let assigned: Vec<Uuid> = sqlx::query_scalar!(
         "UPDATE managed_tx m SET state = 'ALLOCATED', nonce = a.nonce, sub_state = NULL,
                 fencing_token = a.token, updated_at = now(), retry_at = now(), allocated_at = now(),
                 maybe_pooled = false, next_resubmit_at = now() + a.resubmit_ms * interval '1 millisecond'
@@ -174,13 +175,13 @@ async fn assign(
           WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
             AND m.state = 'QUEUED'
          RETURNING m.tx_id",
+        &rows.tx_ids,
+        &rows.chains as _,
+        &rows.addresses,
+        &rows.tokens,
+        &rows.numbers,
+        &rows.millis,
     )
-    .bind(&rows.tx_ids)
-    .bind(&rows.chains)
-    .bind(&rows.addresses)
-    .bind(&rows.tokens)
-    .bind(&rows.numbers)
-    .bind(&rows.millis)
     .fetch_all(&mut *conn)
     .await?;
     Ok(assigned.into_iter().collect())
@@ -214,19 +215,19 @@ impl CursorWrites {
         if self.chains.is_empty() {
             return Ok(());
         }
-        sqlx::query(
+        sqlx::query!(
             "UPDATE submitter_nonce_cursor c
                 SET next_nonce = u.next_nonce, released = u.released::bigint[],
                     fencing_token = u.token, updated_at = now()
                FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
                     AS u(chain_id, submitter, next_nonce, released, token)
               WHERE c.chain_id = u.chain_id AND c.submitter = u.submitter",
+            &self.chains as _,
+            &self.addresses,
+            &self.next,
+            &self.released,
+            &self.tokens,
         )
-        .bind(&self.chains)
-        .bind(&self.addresses)
-        .bind(&self.next)
-        .bind(&self.released)
-        .bind(&self.tokens)
         .execute(conn)
         .await?;
         Ok(())

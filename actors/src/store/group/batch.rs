@@ -58,7 +58,9 @@ fn deliver(parts: Vec<Part>, answers: Vec<StoreResult<Answer>>) {
 async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<Answer>>> {
     let mut tx = pool.begin().await?;
     if parts.iter().all(|p| p.write.may_relax()) {
-        sqlx::query("SET LOCAL synchronous_commit = off")
+        // set_config(.., true) is SET LOCAL in a form the checked macros
+        // can describe.
+        sqlx::query!("SELECT FROM set_config('synchronous_commit', 'off', true)")
             .execute(&mut *tx)
             .await?;
     }
@@ -144,22 +146,22 @@ async fn fence(conn: &mut PgConnection, parts: &[Part]) -> StoreResult<Vec<bool>
     let nodes: Vec<&str> = parts.iter().map(|p| &*p.fence.owner.node_id).collect();
     let instances: Vec<&str> = parts.iter().map(|p| &*p.fence.owner.instance).collect();
     let tokens: Vec<i64> = parts.iter().map(|p| p.fence.token).collect();
-    let valid: Vec<i32> = sqlx::query_scalar(
-        "SELECT r.i FROM submitter_lease l
+    let valid = sqlx::query_scalar!(
+        r#"SELECT r.i AS "i!" FROM submitter_lease l
            JOIN UNNEST($1::int4[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[])
                 AS r(i, chain_id, submitter, owner_node, owner_instance, token)
              ON l.chain_id = r.chain_id AND l.submitter = r.submitter
           WHERE l.owner_node = r.owner_node AND l.owner_instance = r.owner_instance
             AND l.fencing_token = r.token AND l.expires_at > now()
           ORDER BY l.chain_id, l.submitter
-            FOR SHARE OF l",
+            FOR SHARE OF l"#,
+        &index,
+        &chains as _,
+        &addresses,
+        &nodes as _,
+        &instances as _,
+        &tokens,
     )
-    .bind(&index)
-    .bind(&chains)
-    .bind(&addresses)
-    .bind(&nodes)
-    .bind(&instances)
-    .bind(&tokens)
     .fetch_all(conn)
     .await?;
     let mut held = vec![false; parts.len()];

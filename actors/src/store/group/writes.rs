@@ -128,7 +128,7 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
         }
     }
     if !accepted.tx_ids.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE managed_tx m SET state = CASE WHEN m.state = 'STUCK' THEN 'STUCK' ELSE 'TRACKING' END,
                     sub_state = COALESCE(m.sub_state, $7),
                     submit_attempts = submit_attempts + 1, last_submit_at = now(),
@@ -141,19 +141,19 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
                     AS a(tx_id, chain_id, submitter, token, resubmit_ms, tx_hash)
               WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
                 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+            &accepted.tx_ids,
+            &accepted.chains as _,
+            &accepted.addresses,
+            &accepted.tokens,
+            &accepted.millis,
+            &accepted_hashes,
+            SubState::AwaitingReceipt as _,
         )
-        .bind(&accepted.tx_ids)
-        .bind(&accepted.chains)
-        .bind(&accepted.addresses)
-        .bind(&accepted.tokens)
-        .bind(&accepted.millis)
-        .bind(&accepted_hashes)
-        .bind(SubState::AwaitingReceipt)
         .execute(&mut *conn)
         .await?;
     }
     if !retried.tx_ids.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE managed_tx m SET last_error = a.error,
                     retry_at = now() + a.retry_ms * interval '1 millisecond',
                     maybe_pooled = m.maybe_pooled OR a.unknown, fencing_token = a.token,
@@ -163,32 +163,32 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
                     AS a(tx_id, chain_id, submitter, token, retry_ms, error, unknown, tx_hash)
               WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
                 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+            &retried.tx_ids,
+            &retried.chains as _,
+            &retried.addresses,
+            &retried.tokens,
+            &retried.millis,
+            &errors,
+            &unknown,
+            &retried_hashes,
         )
-        .bind(&retried.tx_ids)
-        .bind(&retried.chains)
-        .bind(&retried.addresses)
-        .bind(&retried.tokens)
-        .bind(&retried.millis)
-        .bind(&errors)
-        .bind(&unknown)
-        .bind(&retried_hashes)
         .execute(&mut *conn)
         .await?;
     }
     if !results.tx_ids.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE tx_attempt t SET broadcast_result = a.result
                FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[])
                     AS a(tx_id, chain_id, submitter, tx_hash, result)
                JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
                                 AND m.submitter = a.submitter
               WHERE t.tx_id = a.tx_id AND t.tx_hash = a.tx_hash",
+            &results.tx_ids,
+            &results.chains as _,
+            &results.addresses,
+            &hashes,
+            &labels,
         )
-        .bind(&results.tx_ids)
-        .bind(&results.chains)
-        .bind(&results.addresses)
-        .bind(&hashes)
-        .bind(&labels)
         .execute(&mut *conn)
         .await?;
     }

@@ -36,7 +36,6 @@ pub struct PendingAttempt {
 
 /// An ALLOCATED intent with its newest attempt, as [`load_due_allocated`]
 /// selects it.
-#[derive(sqlx::FromRow)]
 struct DueRow {
     tx_id: Uuid,
     nonce: i64,
@@ -53,20 +52,21 @@ pub async fn load_due_allocated(
     key: SubmitterKey,
     limit: usize,
 ) -> StoreResult<Vec<PendingAttempt>> {
-    let rows: Vec<DueRow> = sqlx::query_as(
-        "SELECT m.tx_id, m.nonce, m.state, a.tx_hash, a.raw_tx,
-                (EXTRACT(EPOCH FROM (now() - m.created_at)) * 1000)::bigint AS age_ms,
+    let rows = sqlx::query_as!(
+        DueRow,
+        r#"SELECT m.tx_id, m.nonce AS "nonce!", m.state, a.tx_hash, a.raw_tx,
+                (EXTRACT(EPOCH FROM (now() - m.created_at)) * 1000)::bigint AS "age_ms!",
                 m.maybe_pooled
            FROM managed_tx m
            JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = m.tx_id
                           AND t.nonce = m.nonce ORDER BY attempt_no DESC LIMIT 1) a ON true
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
             AND (m.retry_at IS NULL OR m.retry_at <= now())
-          ORDER BY m.nonce LIMIT $3",
+          ORDER BY m.nonce LIMIT $3"#,
+        key.chain_id as _,
+        key.address_hex(),
+        i64::try_from(limit).unwrap_or(i64::MAX),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
     .fetch_all(pool)
     .await?;
     rows.into_iter()
@@ -90,7 +90,7 @@ pub async fn next_allocated_retry(
     pool: &PgPool,
     key: SubmitterKey,
 ) -> StoreResult<Option<Duration>> {
-    let ms: Option<i64> = sqlx::query_scalar(
+    let ms = sqlx::query_scalar!(
         // No GREATEST here: it skips NULLs, so "no row" would read as
         // "due now" (0). The clamp to zero is done below.
         "SELECT (EXTRACT(EPOCH FROM (min(m.retry_at) - now())) * 1000)::bigint
@@ -98,19 +98,12 @@ pub async fn next_allocated_retry(
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED' AND m.retry_at IS NOT NULL
             -- Unsigned ones wait for the recovery signing, not for a retry.
             AND EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)",
+        key.chain_id as _,
+        key.address_hex(),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
     .fetch_one(pool)
     .await?;
     Ok(ms.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
-}
-
-#[derive(sqlx::FromRow)]
-struct UnsignedRow {
-    tx_id: Uuid,
-    nonce: i64,
-    intent: serde_json::Value,
 }
 
 /// ALLOCATED intents with no attempt (a crash between allocation and
@@ -119,14 +112,14 @@ pub async fn load_allocated_unsigned(
     pool: &PgPool,
     key: SubmitterKey,
 ) -> StoreResult<Vec<(Uuid, u64, Intent)>> {
-    let rows: Vec<UnsignedRow> = sqlx::query_as(
-        "SELECT m.tx_id, m.nonce, m.intent FROM managed_tx m
+    let rows = sqlx::query!(
+        r#"SELECT m.tx_id, m.nonce AS "nonce!", m.intent FROM managed_tx m
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
             AND NOT EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)
-          ORDER BY m.nonce",
+          ORDER BY m.nonce"#,
+        key.chain_id as _,
+        key.address_hex(),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
     .fetch_all(pool)
     .await?;
     rows.into_iter()
@@ -145,12 +138,12 @@ pub async fn load_allocated_unsigned(
 /// know whether the previous one's sends arrived.
 pub async fn retry_allocated_now(ftx: &mut FencedTx) -> StoreResult<()> {
     let key = ftx.submitter();
-    sqlx::query(
+    sqlx::query!(
         "UPDATE managed_tx SET retry_at = now()
           WHERE chain_id = $1 AND submitter = $2 AND state = 'ALLOCATED'",
+        key.chain_id as _,
+        key.address_hex(),
     )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
     .execute(ftx.conn())
     .await?;
     Ok(())

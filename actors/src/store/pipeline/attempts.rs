@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::nonce_db;
 use crate::{
-    domain::{AttemptKind, SubmitterKey},
+    domain::{AttemptKind, ChainId, SubmitterKey},
     store::{millis, FencedTx, StoreResult},
 };
 
@@ -25,7 +25,34 @@ pub(in crate::store) async fn insert_attempt_rows(
         return Ok(());
     }
     let amount = |v: Option<u128>| v.map(|v| v.to_string());
-    sqlx::query(
+    let tx_ids: Vec<Uuid> = rows.iter().map(|(a, _)| a.tx_id).collect();
+    let nonces = rows
+        .iter()
+        .map(|(a, _)| nonce_db(a.nonce))
+        .collect::<StoreResult<Vec<_>>>()?;
+    let hashes: Vec<String> = rows
+        .iter()
+        .map(|(a, _)| format!("{:#x}", a.tx_hash))
+        .collect();
+    let raws: Vec<Vec<u8>> = rows.iter().map(|(a, _)| a.raw.to_vec()).collect();
+    let max_fees: Vec<Option<String>> = rows
+        .iter()
+        .map(|(a, _)| amount(a.max_fee_per_gas))
+        .collect();
+    let priority_fees: Vec<Option<String>> = rows
+        .iter()
+        .map(|(a, _)| amount(a.max_priority_fee_per_gas))
+        .collect();
+    let gas_prices: Vec<Option<String>> = rows.iter().map(|(a, _)| amount(a.gas_price)).collect();
+    let gas_limits: Vec<i64> = rows
+        .iter()
+        .map(|(a, _)| i64::try_from(a.gas_limit).unwrap_or(i64::MAX))
+        .collect();
+    let kinds: Vec<&str> = rows.iter().map(|(a, _)| a.kind.as_str()).collect();
+    let tokens: Vec<i64> = rows.iter().map(|(_, (_, token))| *token).collect();
+    let chain_ids: Vec<ChainId> = rows.iter().map(|(_, (key, _))| key.chain_id).collect();
+    let submitters: Vec<String> = rows.iter().map(|(_, (key, _))| key.address_hex()).collect();
+    sqlx::query!(
         "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
                  max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
          SELECT a.tx_id,
@@ -39,19 +66,21 @@ pub(in crate::store) async fn insert_attempt_rows(
                      kind, token, chain_id, submitter)
            JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
                             AND m.submitter = a.submitter",
+        &tx_ids,
+        &nonces,
+        &hashes,
+        &raws,
+        // Nullable elements (legacy or EIP-1559 fees) and the domain's
+        // ChainId are bound as they are; the SQL casts give the types.
+        &max_fees as _,
+        &priority_fees as _,
+        &gas_prices as _,
+        &gas_limits,
+        &kinds as _,
+        &tokens,
+        &chain_ids as _,
+        &submitters,
     )
-    .bind(rows.iter().map(|(a, _)| a.tx_id).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(a, _)| nonce_db(a.nonce)).collect::<StoreResult<Vec<_>>>()?)
-    .bind(rows.iter().map(|(a, _)| format!("{:#x}", a.tx_hash)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(a, _)| a.raw.to_vec()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(a, _)| amount(a.max_fee_per_gas)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(a, _)| amount(a.max_priority_fee_per_gas)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(a, _)| amount(a.gas_price)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(a, _)| i64::try_from(a.gas_limit).unwrap_or(i64::MAX)).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(a, _)| a.kind.as_str()).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(_, (_, token))| *token).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(_, (key, _))| key.chain_id).collect::<Vec<_>>())
-    .bind(rows.iter().map(|(_, (key, _))| key.address_hex()).collect::<Vec<_>>())
     .execute(conn)
     .await?;
     Ok(())
@@ -89,18 +118,15 @@ pub async fn insert_attempts(ftx: &mut FencedTx, attempts: &[NewAttempt]) -> Sto
     let rows: Vec<(&NewAttempt, (SubmitterKey, i64))> =
         attempts.iter().map(|a| (a, writer)).collect();
     insert_attempt_rows(ftx.conn(), &rows).await?;
-    sqlx::query(
+    let tx_ids: Vec<Uuid> = attempts.iter().map(|a| a.tx_id).collect();
+    let hashes: Vec<String> = attempts.iter().map(|a| hash(&a.tx_hash)).collect();
+    sqlx::query!(
         "UPDATE managed_tx m SET tx_hash = a.tx_hash, fencing_token = $3, updated_at = now()
            FROM UNNEST($1::uuid[], $2::text[]) AS a(tx_id, tx_hash) WHERE m.tx_id = a.tx_id",
+        &tx_ids,
+        &hashes,
+        token,
     )
-    .bind(attempts.iter().map(|a| a.tx_id).collect::<Vec<_>>())
-    .bind(
-        attempts
-            .iter()
-            .map(|a| hash(&a.tx_hash))
-            .collect::<Vec<_>>(),
-    )
-    .bind(token)
     .execute(ftx.conn())
     .await?;
     Ok(())
@@ -136,20 +162,24 @@ pub async fn record_retry(
     let key = ftx.submitter();
     // Only the fenced submitter's intents, and only while still in flight:
     // a finished intent is never rescheduled.
-    sqlx::query(
-        "UPDATE managed_tx m SET last_error = a.error, retry_at = now() + $3 * interval '1 millisecond',
+    let tx_ids: Vec<Uuid> = retries.iter().map(|r| r.tx_id).collect();
+    let errors: Vec<String> = retries.iter().map(|r| r.error.clone()).collect();
+    let unknown: Vec<bool> = retries.iter().map(|r| r.unknown).collect();
+    sqlx::query!(
+        "UPDATE managed_tx m SET last_error = a.error,
+                retry_at = now() + $3::bigint * interval '1 millisecond',
                 maybe_pooled = m.maybe_pooled OR a.unknown, fencing_token = $4, updated_at = now()
            FROM UNNEST($1::uuid[], $2::text[], $5::bool[]) AS a(tx_id, error, unknown)
           WHERE m.tx_id = a.tx_id AND m.chain_id = $6 AND m.submitter = $7
             AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+        &tx_ids,
+        &errors,
+        millis(retry_after),
+        token,
+        &unknown,
+        key.chain_id as _,
+        key.address_hex(),
     )
-    .bind(retries.iter().map(|r| r.tx_id).collect::<Vec<_>>())
-    .bind(retries.iter().map(|r| r.error.clone()).collect::<Vec<_>>())
-    .bind(millis(retry_after))
-    .bind(token)
-    .bind(retries.iter().map(|r| r.unknown).collect::<Vec<_>>())
-    .bind(key.chain_id)
-    .bind(key.address_hex())
     .execute(ftx.conn())
     .await?;
     record_attempt_results(ftx, retries.iter().map(|r| (r.tx_hash, r.error.clone()))).await
@@ -162,12 +192,12 @@ pub async fn record_attempt_results(
 ) -> StoreResult<()> {
     let (hashes, labels): (Vec<String>, Vec<String>) =
         results.map(|(h, r)| (format!("{h:#x}"), r)).unzip();
-    sqlx::query(
+    sqlx::query!(
         "UPDATE tx_attempt t SET broadcast_result = a.result
            FROM UNNEST($1::text[], $2::text[]) AS a(tx_hash, result) WHERE t.tx_hash = a.tx_hash",
+        &hashes,
+        &labels,
     )
-    .bind(hashes)
-    .bind(labels)
     .execute(ftx.conn())
     .await?;
     Ok(())

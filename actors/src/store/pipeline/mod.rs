@@ -86,22 +86,22 @@ pub(in crate::store) async fn reject_on(
     tx_id: Uuid,
     reason: &str,
 ) -> StoreResult<bool> {
-    let released: Option<(Option<i64>,)> = sqlx::query_as(
-        "UPDATE managed_tx m SET state = 'REJECTED', sub_state = NULL, nonce = NULL, last_error = $2,
+    let released = sqlx::query_scalar!(
+        r#"UPDATE managed_tx m SET state = 'REJECTED', sub_state = NULL, nonce = NULL, last_error = $2,
                 requested_action = NULL, requested_by = NULL, fencing_token = $3, updated_at = now()
            FROM (SELECT tx_id, nonce FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
           WHERE m.tx_id = old.tx_id AND m.state IN ('QUEUED', 'ALLOCATED') AND m.submit_attempts = 0
             AND NOT m.maybe_pooled AND m.chain_id = $4 AND m.submitter = $5
-          RETURNING old.nonce",
+          RETURNING old.nonce AS "nonce?""#,
+        tx_id,
+        reason,
+        token,
+        submitter.chain_id as _,
+        submitter.address_hex(),
     )
-    .bind(tx_id)
-    .bind(reason)
-    .bind(token)
-    .bind(submitter.chain_id)
-    .bind(submitter.address_hex())
     .fetch_optional(&mut *conn)
     .await?;
-    let Some((nonce,)) = released else {
+    let Some(nonce) = released else {
         return Ok(false);
     };
     if let Some(nonce) = nonce {
@@ -117,11 +117,11 @@ pub(in crate::store) async fn reject_on(
 /// that comes later waits and then finds them ALLOCATED. So every nonce
 /// drawn is assigned, and a cancel never leaves a gap.
 pub async fn lock_queued(ftx: &mut FencedTx, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
-    Ok(sqlx::query_scalar(
+    Ok(sqlx::query_scalar!(
         "SELECT tx_id FROM managed_tx WHERE tx_id = ANY($1) AND state = 'QUEUED'
           ORDER BY ingress_seq FOR UPDATE",
+        ids,
     )
-    .bind(ids)
     .fetch_all(ftx.conn())
     .await?)
 }
@@ -142,18 +142,18 @@ pub async fn assign_nonces(
         .map(|(_, n)| nonce_db(*n))
         .collect::<StoreResult<Vec<_>>>()?;
     let token = ftx.token();
-    let assigned: Vec<Uuid> = sqlx::query_scalar(
+    let assigned: Vec<Uuid> = sqlx::query_scalar!(
         "UPDATE managed_tx m SET state = 'ALLOCATED', nonce = a.nonce, sub_state = NULL,
                 fencing_token = $3, updated_at = now(), retry_at = now(), allocated_at = now(),
-                maybe_pooled = false, next_resubmit_at = now() + $4 * interval '1 millisecond'
+                maybe_pooled = false, next_resubmit_at = now() + $4::bigint * interval '1 millisecond'
            FROM UNNEST($1::uuid[], $2::bigint[]) AS a(tx_id, nonce)
           WHERE m.tx_id = a.tx_id AND m.state = 'QUEUED'
          RETURNING m.tx_id",
+        &ids,
+        &nonces,
+        token,
+        millis(resubmit_interval),
     )
-    .bind(&ids)
-    .bind(&nonces)
-    .bind(token)
-    .bind(millis(resubmit_interval))
     .fetch_all(ftx.conn())
     .await?;
     if assigned.len() != assignments.len() {
