@@ -37,15 +37,18 @@ pub struct TokenConfig {
     /// Lower-case hex SHA-256 of the token (64 hex chars); the token itself
     /// is never stored.
     pub sha256: String,
-    /// Submitters this token may use; `None` = all.
+    /// Submitters this token may use; `None` = all. An entry is an address
+    /// (on every chain) or `<chain name or id>:<address>` (on that chain);
+    /// normalised on load to the address or `<chain id>:<address>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitters: Option<Vec<String>>,
 }
 
 impl AuthConfig {
-    /// Normalises hashes and addresses to lower case and returns the issues
-    /// found.
-    pub(crate) fn normalise_and_validate(&mut self) -> Vec<ConfigIssue> {
+    /// Normalises hashes and addresses to lower case (and chain names in
+    /// allow-lists to chain ids, from `chains`: `(name, id)`) and returns the
+    /// issues found.
+    pub(crate) fn normalise_and_validate(&mut self, chains: &[(String, u64)]) -> Vec<ConfigIssue> {
         let mut issues = Vec::new();
         let mut names: BTreeMap<String, usize> = BTreeMap::new();
         let mut hashes: BTreeMap<String, usize> = BTreeMap::new();
@@ -83,9 +86,9 @@ impl AuthConfig {
                     ));
                 }
             }
-            for (j, addr) in token.submitters.iter_mut().flatten().enumerate() {
-                match check_address(addr) {
-                    Ok(normalised) => *addr = normalised,
+            for (j, entry) in token.submitters.iter_mut().flatten().enumerate() {
+                match normalise_allowed(entry, chains) {
+                    Ok(normalised) => *entry = normalised,
                     Err(reason) => {
                         issues.push(ConfigIssue::new(format!("{prefix}.submitters.{j}"), reason))
                     }
@@ -94,6 +97,27 @@ impl AuthConfig {
         }
         issues
     }
+}
+
+/// An allow-list entry: `0x…` (every chain) stays the lower-case address;
+/// `<chain name or id>:0x…` becomes `<chain id>:<address>`.
+fn normalise_allowed(entry: &str, chains: &[(String, u64)]) -> Result<String, String> {
+    let Some((chain, address)) = entry.split_once(':') else {
+        return check_address(entry);
+    };
+    let address = check_address(address)?;
+    let id = chains
+        .iter()
+        .find(|(name, id)| name == chain || id.to_string() == chain)
+        .map(|(_, id)| *id)
+        .ok_or_else(|| {
+            let listed: Vec<String> = chains.iter().map(|(n, id)| format!("{n} ({id})")).collect();
+            format!(
+                "unknown chain {chain:?} in {entry:?} (configured: {})",
+                listed.join(", ")
+            )
+        })?;
+    Ok(format!("{id}:{address}"))
 }
 
 #[cfg(test)]
@@ -119,7 +143,7 @@ mod tests {
                 token("c", &hash.to_uppercase()),
             ],
         };
-        let issues = auth.normalise_and_validate();
+        let issues = auth.normalise_and_validate(&[]);
         assert_eq!(issues.len(), 1, "{issues:?}");
         assert_eq!(issues[0].key, "auth.tokens.2.sha256");
         assert!(issues[0].reason.contains("auth.tokens.0"), "{issues:?}");

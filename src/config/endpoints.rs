@@ -40,31 +40,37 @@ impl fmt::Debug for RpcEndpointConfig {
     }
 }
 
-/// `chain.rpc_url` (+ `ws_url`) or `chain.rpc_urls`, never both; names
-/// unique and fit for metric labels; URLs of the right schemes.
-pub(super) fn check_endpoints(chain: &ChainConfig, push: &mut impl FnMut(&str, String)) {
+/// `<chain>.rpc_url` (+ `ws_url`) or `<chain>.rpc_urls`, never both (a
+/// chain without endpoints is refused); names unique and fit for metric
+/// labels; URLs of the right schemes. `prefix` is the chain's key (`chain`
+/// or `chains.<name>`).
+pub(super) fn check_endpoints(
+    prefix: &str,
+    chain: &ChainConfig,
+    push: &mut impl FnMut(&str, String),
+) {
     match (&chain.rpc_url, chain.rpc_urls.is_empty()) {
         (None, true) => push(
-            "chain.rpc_url",
-            "required: set chain.rpc_url or list endpoints in [[chain.rpc_urls]]".into(),
+            &format!("{prefix}.rpc_url"),
+            format!("required: set {prefix}.rpc_url or list endpoints in {prefix}.rpc_urls"),
         ),
         (Some(_), false) => push(
-            "chain.rpc_urls",
-            "set either chain.rpc_url (one endpoint) or chain.rpc_urls, not both".into(),
+            &format!("{prefix}.rpc_urls"),
+            format!("set either {prefix}.rpc_url (one endpoint) or {prefix}.rpc_urls, not both"),
         ),
         _ => {}
     }
     if chain.ws_url.is_some() && !chain.rpc_urls.is_empty() {
         push(
-            "chain.ws_url",
-            "with chain.rpc_urls, give each endpoint its own ws_url".into(),
+            &format!("{prefix}.ws_url"),
+            format!("with {prefix}.rpc_urls, give each endpoint its own ws_url"),
         );
     }
     let keyed = |i: usize, field: &str| {
         if chain.rpc_urls.is_empty() {
-            format!("chain.{field}")
+            format!("{prefix}.{field}")
         } else {
-            format!("chain.rpc_urls[{i}].{field}")
+            format!("{prefix}.rpc_urls[{i}].{field}")
         }
     };
     let mut names = std::collections::HashSet::new();

@@ -29,6 +29,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "database",
     "http",
     "chain",
+    "chains",
     "lease",
     "node",
     "defaults",
@@ -46,17 +47,18 @@ pub(crate) struct EnvOverrides {
 }
 
 impl EnvOverrides {
-    /// Selects the configuration variables from `vars`. `submitter_keys` are
-    /// the submitter map keys of the file: a variable naming an address is
-    /// mapped onto the file's spelling of it, so a checksummed key in the
-    /// file and the lower-case variable name address the same entry.
+    /// Selects the configuration variables from `vars`. `file_keys` are
+    /// the submitter and chain map keys of the file: a variable naming an
+    /// address or a chain is mapped onto the file's spelling of it, so a
+    /// checksummed key in the file and the lower-case variable name address
+    /// the same entry.
     pub(crate) fn new(
         vars: impl IntoIterator<Item = (String, String)>,
-        submitter_keys: &[String],
+        file_keys: &FileKeys,
     ) -> Self {
         let mut entries = Vec::new();
         for (name, value) in vars {
-            if let Some(key) = config_key(&name, submitter_keys) {
+            if let Some(key) = config_key(&name, file_keys) {
                 entries.push((key, value));
             }
         }
@@ -94,8 +96,17 @@ pub(crate) fn refused_variables<'a>(
         .collect()
 }
 
+/// The map keys of the file that variables may name in another case.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FileKeys {
+    /// `[submitters.<address>]` keys.
+    pub(crate) submitters: Vec<String>,
+    /// `[chains.<name>]` keys.
+    pub(crate) chains: Vec<String>,
+}
+
 /// Turns a variable name into a dotted key, or `None` when it is not ours.
-fn config_key(name: &str, submitter_keys: &[String]) -> Option<String> {
+fn config_key(name: &str, file_keys: &FileKeys) -> Option<String> {
     let rest = name.strip_prefix(ENV_PREFIX)?;
     let mut segments: Vec<String> = rest
         .split(ENV_SEPARATOR)
@@ -105,11 +116,14 @@ fn config_key(name: &str, submitter_keys: &[String]) -> Option<String> {
     if !TOP_LEVEL_KEYS.contains(&first.as_str()) || segments.iter().any(|s| s.is_empty()) {
         return None;
     }
-    if segments[0] == "submitters" {
-        if let Some(addr) = segments.get_mut(1) {
-            if let Some(file_key) = submitter_keys.iter().find(|k| k.eq_ignore_ascii_case(addr)) {
-                addr.clone_from(file_key);
-            }
+    let spelled = match segments[0].as_str() {
+        "submitters" => &file_keys.submitters,
+        "chains" => &file_keys.chains,
+        _ => return Some(segments.join(".")),
+    };
+    if let Some(entry) = segments.get_mut(1) {
+        if let Some(file_key) = spelled.iter().find(|k| k.eq_ignore_ascii_case(entry)) {
+            entry.clone_from(file_key);
         }
     }
     Some(segments.join("."))
@@ -166,7 +180,13 @@ fn is_string_key(key: &str) -> bool {
         "name",
         "sha256",
     ];
+    // `chains.<name>.rpc_url`, `.ws_url`, `.ca_file`: as `chain.…`.
+    let chain_key = key
+        .strip_prefix("chains.")
+        .and_then(|rest| rest.split_once('.'))
+        .map(|(_, field)| format!("chain.{field}"));
     WHOLE.contains(&key)
+        || chain_key.is_some_and(|k| WHOLE.contains(&k.as_str()))
         || (key.starts_with("submitters.") || key.starts_with("auth."))
             && key
                 .rsplit('.')
@@ -194,7 +214,10 @@ mod tests {
 
     #[test]
     fn selects_only_known_top_level_keys() {
-        let keys = vec!["0xABCDEF".to_string()];
+        let keys = FileKeys {
+            submitters: vec!["0xABCDEF".to_string()],
+            chains: vec!["Base".to_string()],
+        };
         assert_eq!(
             config_key("TXMGR_LEASE__DURATION", &keys).as_deref(),
             Some("lease.duration")
@@ -211,5 +234,11 @@ mod tests {
             config_key("TXMGR_SUBMITTERS__0XABCDEF__MAX_IN_FLIGHT", &keys).as_deref(),
             Some("submitters.0xABCDEF.max_in_flight")
         );
+        assert_eq!(
+            config_key("TXMGR_CHAINS__BASE__POLL_INTERVAL", &keys).as_deref(),
+            Some("chains.Base.poll_interval")
+        );
+        assert!(is_string_key("chains.base.rpc_url"));
+        assert!(!is_string_key("chains.base.poll_interval"));
     }
 }

@@ -17,6 +17,7 @@
 //! ([`Config::warnings`], see `deprecated.rs`).
 
 mod auth;
+mod chains;
 mod defaults;
 mod deprecated;
 mod endpoints;
@@ -44,13 +45,14 @@ use serde::{Deserialize, Serialize};
 use txmgr_actors::submitter::SubmitterSettings;
 
 pub use auth::{AuthConfig, Role, TokenConfig};
+pub use chains::{NamedChain, SHORTHAND_CHAIN_NAME};
 pub use defaults::*;
 pub use deprecated::RENAMED_KEYS;
 pub use endpoints::RpcEndpointConfig;
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
 pub use feed::{FeedConfig, DEFAULT_FEED_RETAIN};
-pub use overrides::{GasBumpOverride, ResolvedSubmitter, SubmitterConfig};
+pub use overrides::{GasBumpOverride, ResolvedSubmitter, SettingsOverrides, SubmitterConfig};
 pub use sections::*;
 pub use signer::SignerSpec;
 pub use url::{redact_password, shown_url};
@@ -70,8 +72,13 @@ pub struct Config {
     /// HTTP API server.
     #[serde(default)]
     pub http: HttpConfig,
-    /// The chain this deployment serves.
-    pub chain: ChainConfig,
+    /// The one-chain shorthand: the deployment serves this chain, named
+    /// `default`. Not together with `chains`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainConfig>,
+    /// The chains this deployment serves, by name (`[chains.<name>]`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub chains: BTreeMap<String, ChainConfig>,
     /// Submitter lease timing.
     #[serde(default)]
     pub lease: LeaseConfig,
@@ -142,11 +149,15 @@ impl Config {
             .map(|(_, value)| value.clone());
         let refused_variables = env::refused_variables(&env);
         let file = Figment::from(Toml::string(text));
-        let submitter_keys = match file.find_value("submitters") {
+        let keys_of = |section: &str| match file.find_value(section) {
             Ok(Value::Dict(_, dict)) => dict.keys().cloned().collect(),
             _ => Vec::new(),
         };
-        let figment = file.merge(env::EnvOverrides::new(env, &submitter_keys));
+        let file_keys = env::FileKeys {
+            submitters: keys_of("submitters"),
+            chains: keys_of("chains"),
+        };
+        let figment = file.merge(env::EnvOverrides::new(env, &file_keys));
         let warnings = deprecated::renamed_keys_used(&figment)?;
         let mut config: Config = figment.extract().map_err(ConfigError::from_figment)?;
         config.warnings = warnings;
@@ -186,36 +197,20 @@ impl Config {
         }
     }
 
-    /// The resolved settings of the submitter `address` (any case), or
-    /// `None` when it is not configured.
+    /// The resolved settings of the submitter `address` (any case) on the
+    /// first chain — the only one with `[chain]`; see
+    /// [`Config::submitter_on`] — or `None` when it is not configured there.
     pub fn submitter(&self, address: &str) -> Option<ResolvedSubmitter> {
-        let address = address.to_ascii_lowercase();
-        self.submitters
-            .get(&address)
-            .map(|entry| self.resolve(&address, entry))
+        let chain = self.first_chain()?;
+        self.submitter_on(chain.name, address)
     }
 
-    /// Every configured submitter, resolved, in address order.
+    /// Every submitter of the first chain (the only one with `[chain]`),
+    /// resolved, in address order; see [`Config::resolved_submitters_on`].
     pub fn resolved_submitters(&self) -> Vec<ResolvedSubmitter> {
-        self.submitters
-            .iter()
-            .map(|(address, entry)| self.resolve(address, entry))
-            .collect()
-    }
-
-    fn resolve(&self, address: &str, entry: &SubmitterConfig) -> ResolvedSubmitter {
-        let mut settings = entry.merged_settings(&self.defaults);
-        // The target's leader checks the funder's bound with the top-up.
-        if let Some(top_up) = &mut settings.top_up {
-            top_up.funder_max_per_day = self
-                .submitters
-                .get(&format!("{:#x}", top_up.from))
-                .and_then(|funder| funder.merged_settings(&self.defaults).funding_max_per_day);
-        }
-        ResolvedSubmitter {
-            address: address.to_string(),
-            signer: entry.signer.clone(),
-            settings,
+        match self.first_chain() {
+            Some(chain) => self.resolved_submitters_on(chain.name),
+            None => Vec::new(),
         }
     }
 
@@ -227,11 +222,13 @@ impl Config {
         let mut shown = self.clone();
         shown.database.url = self.database.redacted_url();
         // RPC and signer URLs often carry API keys in their path or query.
-        shown.chain.rpc_url = shown.chain.rpc_url.as_deref().map(shown_url);
-        shown.chain.ws_url = shown.chain.ws_url.as_deref().map(shown_url);
-        for endpoint in &mut shown.chain.rpc_urls {
-            endpoint.url = shown_url(&endpoint.url);
-            endpoint.ws_url = endpoint.ws_url.as_deref().map(shown_url);
+        for chain in shown.chain.iter_mut().chain(shown.chains.values_mut()) {
+            chain.rpc_url = chain.rpc_url.as_deref().map(shown_url);
+            chain.ws_url = chain.ws_url.as_deref().map(shown_url);
+            for endpoint in &mut chain.rpc_urls {
+                endpoint.url = shown_url(&endpoint.url);
+                endpoint.ws_url = endpoint.ws_url.as_deref().map(shown_url);
+            }
         }
         for hook in &mut shown.webhooks {
             hook.url = shown_url(&hook.url);

@@ -1,12 +1,15 @@
-//! `[submitters."0x…"]` entries: a signer plus optional overrides of any
-//! `[defaults]` knob, and their merge into [`ResolvedSubmitter`].
+//! Overrides of the `[defaults]` knobs, at three places: a chain's
+//! `[chains.X].defaults`, a `[submitters."0x…"]` entry (with its signer and
+//! chains), and that entry's `[submitters."0x…".on.X]`; and their merge into
+//! [`ResolvedSubmitter`].
 //!
-//! The override fields are spelled out rather than `#[serde(flatten)]`ed,
-//! because serde cannot combine `flatten` with `deny_unknown_fields`, and a
-//! misspelt override must be an error, not a silent default. Each field has
-//! the name, file key and file syntax of its [`SubmitterSettings`] field.
+//! The override fields are declared once, in [`settings_overrides!`], and
+//! spelled out in each struct rather than `#[serde(flatten)]`ed, because
+//! serde cannot combine `flatten` with `deny_unknown_fields`, and a misspelt
+//! override must be an error, not a silent default. Each field has the name,
+//! file key and file syntax of its [`SubmitterSettings`] field.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use serde::{Deserialize, Serialize};
 use txmgr_actors::{
@@ -19,124 +22,238 @@ use txmgr_actors::{
 
 use super::signer::SignerSpec;
 
-/// One configured submitter as written in the file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SubmitterConfig {
-    /// Where the private key comes from.
-    pub signer: SignerSpec,
-    /// Overrides `defaults.max_in_flight`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_in_flight: Option<u32>,
-    /// Overrides `defaults.batch_size`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_size: Option<u32>,
-    /// Overrides `defaults.ingress_capacity`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ingress_capacity: Option<u32>,
-    /// Overrides `defaults.advance_after`.
-    #[serde(
-        rename = "advance_after",
-        default,
-        with = "file_format::advance_after::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub hold_slot_until_final: Option<bool>,
-    /// Overrides `defaults.on_external_nonce`.
-    #[serde(
-        rename = "on_external_nonce",
-        default,
-        with = "file_format::on_external_nonce::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub protect_on_external_nonce: Option<bool>,
-    /// Overrides `defaults.finality`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finality: Option<Finality>,
-    /// Overrides `defaults.resubmit_interval`.
-    #[serde(
-        default,
-        with = "humantime_serde::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub resubmit_interval: Option<Duration>,
-    /// Overrides `defaults.max_resubmits`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_resubmits: Option<u32>,
-    /// Overrides `defaults.stuck_after`.
-    #[serde(
-        default,
-        with = "humantime_serde::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub stuck_after: Option<Duration>,
-    /// Overrides `defaults.stuck_policy`.
-    #[serde(
-        rename = "stuck_policy",
-        default,
-        with = "file_format::stuck_policy::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub cancel_when_stuck: Option<bool>,
-    /// Overrides `defaults.reject_after`.
-    #[serde(
-        default,
-        with = "humantime_serde::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub reject_after: Option<Duration>,
-    /// Overrides `defaults.gas_limit_margin`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gas_limit_margin: Option<f64>,
-    /// Overrides `defaults.fee_mode`.
-    #[serde(
-        rename = "fee_mode",
-        default,
-        with = "file_format::fee_mode::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub legacy_fees: Option<bool>,
-    /// Overrides `defaults.max_fee_per_gas_cap`.
-    #[serde(
-        default,
-        with = "file_format::wei_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub max_fee_per_gas_cap: Option<u128>,
-    /// Overrides `defaults.max_priority_fee_per_gas_cap`.
-    #[serde(
-        default,
-        with = "file_format::wei_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub max_priority_fee_per_gas_cap: Option<u128>,
-    /// Overrides `defaults.gas_price_cap`.
-    #[serde(
-        default,
-        with = "file_format::wei_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub gas_price_cap: Option<u128>,
-    /// Overrides parts of `defaults.gas_bump`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gas_bump: Option<GasBumpOverride>,
-    /// Overrides `min_balance`.
-    #[serde(
-        default,
-        with = "file_format::wei_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub min_balance: Option<u128>,
-    /// Overrides `top_up`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_up: Option<TopUp>,
-    /// Overrides `funding_max_per_day`.
-    #[serde(
-        default,
-        with = "file_format::wei_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub funding_max_per_day: Option<u128>,
+/// Declares a struct with the given fields followed by every override of a
+/// `[defaults]` knob, and its `merged_settings` (unset fields inherit) and
+/// `has_overrides`.
+macro_rules! settings_overrides {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+            /// Overrides `defaults.max_in_flight`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub max_in_flight: Option<u32>,
+            /// Overrides `defaults.batch_size`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub batch_size: Option<u32>,
+            /// Overrides `defaults.ingress_capacity`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub ingress_capacity: Option<u32>,
+            /// Overrides `defaults.advance_after`.
+            #[serde(
+                rename = "advance_after",
+                default,
+                with = "file_format::advance_after::option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub hold_slot_until_final: Option<bool>,
+            /// Overrides `defaults.on_external_nonce`.
+            #[serde(
+                rename = "on_external_nonce",
+                default,
+                with = "file_format::on_external_nonce::option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub protect_on_external_nonce: Option<bool>,
+            /// Overrides `defaults.finality`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub finality: Option<Finality>,
+            /// Overrides `defaults.resubmit_interval`.
+            #[serde(
+                default,
+                with = "humantime_serde::option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub resubmit_interval: Option<Duration>,
+            /// Overrides `defaults.max_resubmits`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub max_resubmits: Option<u32>,
+            /// Overrides `defaults.stuck_after`.
+            #[serde(
+                default,
+                with = "humantime_serde::option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub stuck_after: Option<Duration>,
+            /// Overrides `defaults.stuck_policy`.
+            #[serde(
+                rename = "stuck_policy",
+                default,
+                with = "file_format::stuck_policy::option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub cancel_when_stuck: Option<bool>,
+            /// Overrides `defaults.reject_after`.
+            #[serde(
+                default,
+                with = "humantime_serde::option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub reject_after: Option<Duration>,
+            /// Overrides `defaults.gas_limit_margin`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub gas_limit_margin: Option<f64>,
+            /// Overrides `defaults.fee_mode`.
+            #[serde(
+                rename = "fee_mode",
+                default,
+                with = "file_format::fee_mode::option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub legacy_fees: Option<bool>,
+            /// Overrides `defaults.max_fee_per_gas_cap`.
+            #[serde(
+                default,
+                with = "file_format::wei_option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub max_fee_per_gas_cap: Option<u128>,
+            /// Overrides `defaults.max_priority_fee_per_gas_cap`.
+            #[serde(
+                default,
+                with = "file_format::wei_option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub max_priority_fee_per_gas_cap: Option<u128>,
+            /// Overrides `defaults.gas_price_cap`.
+            #[serde(
+                default,
+                with = "file_format::wei_option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub gas_price_cap: Option<u128>,
+            /// Overrides parts of `defaults.gas_bump`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub gas_bump: Option<GasBumpOverride>,
+            /// Overrides `min_balance`.
+            #[serde(
+                default,
+                with = "file_format::wei_option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub min_balance: Option<u128>,
+            /// Overrides `top_up`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub top_up: Option<TopUp>,
+            /// Overrides `funding_max_per_day`.
+            #[serde(
+                default,
+                with = "file_format::wei_option",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub funding_max_per_day: Option<u128>,
+        }
+
+        impl $name {
+            /// `defaults` with this entry's overrides applied.
+        pub fn merged_settings(&self, defaults: &SubmitterSettings) -> SubmitterSettings {
+            let d = defaults;
+            let bump = self.gas_bump.unwrap_or_default();
+            SubmitterSettings {
+                max_in_flight: self.max_in_flight.unwrap_or(d.max_in_flight),
+                batch_size: self.batch_size.unwrap_or(d.batch_size),
+                ingress_capacity: self.ingress_capacity.unwrap_or(d.ingress_capacity),
+                hold_slot_until_final: self
+                    .hold_slot_until_final
+                    .unwrap_or(d.hold_slot_until_final),
+                protect_on_external_nonce: self
+                    .protect_on_external_nonce
+                    .unwrap_or(d.protect_on_external_nonce),
+                finality: self.finality.unwrap_or(d.finality),
+                resubmit_interval: self.resubmit_interval.unwrap_or(d.resubmit_interval),
+                max_resubmits: self.max_resubmits.unwrap_or(d.max_resubmits),
+                stuck_after: self.stuck_after.unwrap_or(d.stuck_after),
+                cancel_when_stuck: self.cancel_when_stuck.unwrap_or(d.cancel_when_stuck),
+                reject_after: self.reject_after.unwrap_or(d.reject_after),
+                gas_limit_margin: self.gas_limit_margin.unwrap_or(d.gas_limit_margin),
+                legacy_fees: self.legacy_fees.unwrap_or(d.legacy_fees),
+                max_fee_per_gas_cap: self.max_fee_per_gas_cap.or(d.max_fee_per_gas_cap),
+                max_priority_fee_per_gas_cap: self
+                    .max_priority_fee_per_gas_cap
+                    .or(d.max_priority_fee_per_gas_cap),
+                gas_price_cap: self.gas_price_cap.or(d.gas_price_cap),
+                gas_bump: GasBump {
+                    enabled: bump.enabled.unwrap_or(d.gas_bump.enabled),
+                    multiplier: bump.multiplier.unwrap_or(d.gas_bump.multiplier),
+                },
+                min_balance: self.min_balance.or(d.min_balance),
+                top_up: self.top_up.or(d.top_up),
+                funding_max_per_day: self.funding_max_per_day.or(d.funding_max_per_day),
+                // Node-wide (derived from `chain.poll_interval`), never overridden.
+                retry_backoff: d.retry_backoff,
+            }
+        }
+
+            /// Whether any `[defaults]` knob is overridden here.
+            pub fn has_overrides(&self) -> bool {
+                self.max_in_flight.is_some() || self.batch_size.is_some() || self.ingress_capacity.is_some() || self.hold_slot_until_final.is_some() || self.protect_on_external_nonce.is_some() || self.finality.is_some() || self.resubmit_interval.is_some() || self.max_resubmits.is_some() || self.stuck_after.is_some() || self.cancel_when_stuck.is_some() || self.reject_after.is_some() || self.gas_limit_margin.is_some() || self.legacy_fees.is_some() || self.max_fee_per_gas_cap.is_some() || self.max_priority_fee_per_gas_cap.is_some() || self.gas_price_cap.is_some() || self.gas_bump.is_some() || self.min_balance.is_some() || self.top_up.is_some() || self.funding_max_per_day.is_some()
+            }
+
+            /// These fields with every override unset.
+            fn with_fields($($field: $ty),*) -> Self {
+                Self {
+                    $($field,)*
+                    max_in_flight: None,
+                    batch_size: None,
+                    ingress_capacity: None,
+                    hold_slot_until_final: None,
+                    protect_on_external_nonce: None,
+                    finality: None,
+                    resubmit_interval: None,
+                    max_resubmits: None,
+                    stuck_after: None,
+                    cancel_when_stuck: None,
+                    reject_after: None,
+                    gas_limit_margin: None,
+                    legacy_fees: None,
+                    max_fee_per_gas_cap: None,
+                    max_priority_fee_per_gas_cap: None,
+                    gas_price_cap: None,
+                    gas_bump: None,
+                    min_balance: None,
+                    top_up: None,
+                    funding_max_per_day: None,
+                }
+            }
+        }
+    };
+}
+
+settings_overrides! {
+    /// Overrides of `[defaults]` knobs without a signer: a chain's
+    /// `[chains.X].defaults` and a submitter's `[submitters."0x…".on.X]`.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SettingsOverrides {}
+}
+
+impl Default for SettingsOverrides {
+    fn default() -> Self {
+        Self::with_fields()
+    }
+}
+
+settings_overrides! {
+    /// One configured submitter as written in the file.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SubmitterConfig {
+        /// Where the private key comes from (one key, one signer, whatever
+        /// the chains).
+        pub signer: SignerSpec,
+        /// The chains (names of `[chains.X]`) it sends on; every configured
+        /// chain when unset.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub chains: Option<Vec<String>>,
+        /// Per-chain overrides (`[submitters."0x…".on.X]`), applied last.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub on: BTreeMap<String, SettingsOverrides>,
+    }
 }
 
 /// Partial override of `[defaults.gas_bump]`; unset fields inherit.
@@ -152,70 +269,10 @@ pub struct GasBumpOverride {
 }
 
 impl SubmitterConfig {
-    /// A submitter with only a signer; every knob inherits the defaults.
+    /// A submitter with only a signer; every knob inherits the defaults and
+    /// it sends on every configured chain.
     pub fn new(signer: SignerSpec) -> Self {
-        Self {
-            signer,
-            max_in_flight: None,
-            batch_size: None,
-            ingress_capacity: None,
-            hold_slot_until_final: None,
-            protect_on_external_nonce: None,
-            finality: None,
-            resubmit_interval: None,
-            max_resubmits: None,
-            stuck_after: None,
-            cancel_when_stuck: None,
-            reject_after: None,
-            gas_limit_margin: None,
-            legacy_fees: None,
-            max_fee_per_gas_cap: None,
-            max_priority_fee_per_gas_cap: None,
-            gas_price_cap: None,
-            gas_bump: None,
-            min_balance: None,
-            top_up: None,
-            funding_max_per_day: None,
-        }
-    }
-
-    /// `defaults` with this entry's overrides applied.
-    pub fn merged_settings(&self, defaults: &SubmitterSettings) -> SubmitterSettings {
-        let d = defaults;
-        let bump = self.gas_bump.unwrap_or_default();
-        SubmitterSettings {
-            max_in_flight: self.max_in_flight.unwrap_or(d.max_in_flight),
-            batch_size: self.batch_size.unwrap_or(d.batch_size),
-            ingress_capacity: self.ingress_capacity.unwrap_or(d.ingress_capacity),
-            hold_slot_until_final: self
-                .hold_slot_until_final
-                .unwrap_or(d.hold_slot_until_final),
-            protect_on_external_nonce: self
-                .protect_on_external_nonce
-                .unwrap_or(d.protect_on_external_nonce),
-            finality: self.finality.unwrap_or(d.finality),
-            resubmit_interval: self.resubmit_interval.unwrap_or(d.resubmit_interval),
-            max_resubmits: self.max_resubmits.unwrap_or(d.max_resubmits),
-            stuck_after: self.stuck_after.unwrap_or(d.stuck_after),
-            cancel_when_stuck: self.cancel_when_stuck.unwrap_or(d.cancel_when_stuck),
-            reject_after: self.reject_after.unwrap_or(d.reject_after),
-            gas_limit_margin: self.gas_limit_margin.unwrap_or(d.gas_limit_margin),
-            legacy_fees: self.legacy_fees.unwrap_or(d.legacy_fees),
-            max_fee_per_gas_cap: self.max_fee_per_gas_cap.or(d.max_fee_per_gas_cap),
-            max_priority_fee_per_gas_cap: self
-                .max_priority_fee_per_gas_cap
-                .or(d.max_priority_fee_per_gas_cap),
-            gas_price_cap: self.gas_price_cap.or(d.gas_price_cap),
-            gas_bump: GasBump {
-                enabled: bump.enabled.unwrap_or(d.gas_bump.enabled),
-                multiplier: bump.multiplier.unwrap_or(d.gas_bump.multiplier),
-            },
-            min_balance: self.min_balance.or(d.min_balance),
-            top_up: self.top_up.or(d.top_up),
-            funding_max_per_day: self.funding_max_per_day.or(d.funding_max_per_day),
-            // Node-wide (derived from `chain.poll_interval`), never overridden.
-            retry_backoff: d.retry_backoff,
-        }
+        Self::with_fields(signer, None, BTreeMap::new())
     }
 }
 
@@ -225,6 +282,8 @@ impl SubmitterConfig {
 pub struct ResolvedSubmitter {
     /// Lower-case `0x` + 40 hex address, as stored in the database.
     pub address: String,
+    /// The chain (its name) these settings are for.
+    pub chain: String,
     /// Where the private key comes from.
     pub signer: SignerSpec,
     /// Defaults merged with this submitter's overrides: what the engine runs.

@@ -6,7 +6,7 @@ use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
 use serde::{Deserialize, Serialize};
 use txmgr_actors::submitter::SubmitterSettings;
 
-use super::{defaults::*, url::redact_password, RpcEndpointConfig};
+use super::{defaults::*, url::redact_password, RpcEndpointConfig, SettingsOverrides};
 
 /// `[database]`: the PostgreSQL authority.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,8 +161,9 @@ impl Default for HttpConfig {
     }
 }
 
-/// `[chain]`: the one chain this deployment serves.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `[chains.<name>]` (or the one-chain `[chain]`): one chain this deployment
+/// serves.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChainConfig {
     /// One-endpoint shorthand: the HTTP(S) JSON-RPC endpoint (named
@@ -222,6 +223,10 @@ pub struct ChainConfig {
     /// Resubmit timer workers (submitters are spread over them).
     #[serde(default = "default_tracker_workers")]
     pub resubmit_workers: u32,
+    /// This chain's defaults for any `[defaults]` knob (fee mode, caps,
+    /// finality, bumps…): above `[defaults]`, below a submitter's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<SettingsOverrides>,
 }
 
 impl ChainConfig {

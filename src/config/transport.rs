@@ -31,26 +31,28 @@ pub(crate) struct TransportFindings {
 pub(crate) fn check(config: &Config, pgsslmode: Option<&str>) -> TransportFindings {
     let mut found = TransportFindings::default();
     check_database(config, pgsslmode, &mut found);
-    let shorthand = config.chain.rpc_urls.is_empty();
-    for (i, endpoint) in config.chain.endpoints().iter().enumerate() {
-        let key = |field: &str| match (shorthand, field) {
-            (true, "url") => "chain.rpc_url".to_owned(),
-            (true, field) => format!("chain.{field}"),
-            (false, field) => format!("chain.rpc_urls[{i}].{field}"),
-        };
-        let allow_key = key("allow_insecure");
-        for (field, url) in [
-            ("url", Some(&endpoint.url)),
-            ("ws_url", endpoint.ws_url.as_ref()),
-        ] {
-            let Some(url) = url else { continue };
-            check_endpoint_url(
-                &key(field),
-                &allow_key,
-                url,
-                endpoint.allow_insecure,
-                &mut found,
-            );
+    for chain in config.chains() {
+        let shorthand = chain.config.rpc_urls.is_empty();
+        for (i, endpoint) in chain.config.endpoints().iter().enumerate() {
+            let key = |field: &str| match (shorthand, field) {
+                (true, "url") => chain.key_of("rpc_url"),
+                (true, field) => chain.key_of(field),
+                (false, field) => chain.key_of(&format!("rpc_urls[{i}].{field}")),
+            };
+            let allow_key = key("allow_insecure");
+            for (field, url) in [
+                ("url", Some(&endpoint.url)),
+                ("ws_url", endpoint.ws_url.as_ref()),
+            ] {
+                let Some(url) = url else { continue };
+                check_endpoint_url(
+                    &key(field),
+                    &allow_key,
+                    url,
+                    endpoint.allow_insecure,
+                    &mut found,
+                );
+            }
         }
     }
     for (address, entry) in &config.submitters {
@@ -256,24 +258,27 @@ mod tests {
     #[test]
     fn a_plaintext_rpc_url_with_a_key_to_another_host_is_refused() {
         let mut c = config("");
-        c.chain.rpc_url = Some("http://eth.example/v2/KEY".into());
+        fn chain(c: &mut Config) -> &mut crate::config::ChainConfig {
+            c.chain.as_mut().expect("[chain]")
+        }
+        chain(&mut c).rpc_url = Some("http://eth.example/v2/KEY".into());
         assert_eq!(refused(&c, None), vec!["chain.rpc_url"]);
-        c.chain.rpc_url = Some("http://eth.example/?apikey=K".into());
+        chain(&mut c).rpc_url = Some("http://eth.example/?apikey=K".into());
         assert_eq!(refused(&c, None), vec!["chain.rpc_url"]);
-        c.chain.ws_url = Some("ws://eth.example/ws/KEY".into());
+        chain(&mut c).ws_url = Some("ws://eth.example/ws/KEY".into());
         assert_eq!(refused(&c, None), vec!["chain.rpc_url", "chain.ws_url"]);
-        c.chain.allow_insecure = true;
+        chain(&mut c).allow_insecure = true;
         assert!(refused(&c, None).is_empty());
-        c.chain.allow_insecure = false;
-        c.chain.ws_url = None;
-        c.chain.rpc_url = Some("http://10.0.0.5:8545".into());
+        chain(&mut c).allow_insecure = false;
+        chain(&mut c).ws_url = None;
+        chain(&mut c).rpc_url = Some("http://10.0.0.5:8545".into());
         let found = check(&c, None);
         assert!(found.refused.is_empty(), "no key: warned only");
         assert_eq!(found.warned.len(), 1);
-        c.chain.rpc_url = Some("https://eth.example/v2/KEY".into());
+        chain(&mut c).rpc_url = Some("https://eth.example/v2/KEY".into());
         let found = check(&c, None);
         assert!(found.refused.is_empty() && found.warned.is_empty());
-        c.chain.rpc_url = Some("http://127.0.0.1:8545/KEY".into());
+        chain(&mut c).rpc_url = Some("http://127.0.0.1:8545/KEY".into());
         assert!(check(&c, None).refused.is_empty(), "loopback");
     }
 
@@ -299,7 +304,7 @@ mod tests {
     fn no_message_repeats_a_secret() {
         let mut c = config("");
         c.database.url = "postgres://u:hunter2@db.internal/txmgr".into();
-        c.chain.rpc_url = Some("http://eth.example/v2/SECRETKEY".into());
+        c.chain.as_mut().expect("[chain]").rpc_url = Some("http://eth.example/v2/SECRETKEY".into());
         let found = check(&c, None);
         for issue in found.refused.iter().chain(&found.warned) {
             assert!(!issue.reason.contains("hunter2"), "{issue:?}");

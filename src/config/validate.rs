@@ -35,16 +35,34 @@ pub fn check_node_id(id: &str) -> Result<(), String> {
     }
 }
 
-/// Normalises `config` in place (lower-case addresses, the engine's
-/// `retry_backoff` from `chain.poll_interval`) and returns every issue found.
+/// Normalises `config` in place (lower-case addresses; with one chain, the
+/// engine's `retry_backoff` from its `poll_interval`) and returns every
+/// issue found.
 pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
-    config.defaults.retry_backoff = config.chain.retry_backoff();
     if let Err(reason) = check_node_id(&config.node_id) {
         issues.push(ConfigIssue::new("node_id", reason));
     }
+    // With one chain, `[defaults]` is what its submitters inherit, the
+    // chain's retry backoff included (each chain's own is applied where a
+    // submitter's settings are resolved on it).
+    let only_backoff = match &config.chains()[..] {
+        [only] => Some(only.config.retry_backoff()),
+        _ => None,
+    };
+    if let Some(backoff) = only_backoff {
+        config.defaults.retry_backoff = backoff;
+    }
     check_sections(config, &mut issues);
-    issues.extend(config.auth.normalise_and_validate());
+    for chain in config.chains() {
+        check_chain(&chain, &mut issues);
+    }
+    let chains: Vec<(String, u64)> = config
+        .chains()
+        .iter()
+        .map(|c| (c.name.to_string(), c.config.chain_id))
+        .collect();
+    issues.extend(config.auth.normalise_and_validate(&chains));
     if config.auth.tokens.is_empty() && !config.http.listen.ip().is_loopback() {
         issues.push(ConfigIssue::new(
             "http.listen",
@@ -66,25 +84,49 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
     let (submitters, submitter_issues) =
         normalise_submitters(std::mem::take(&mut config.submitters));
     issues.extend(submitter_issues);
-    for (address, entry) in &submitters {
+    config.submitters = submitters;
+    issues.extend(super::chains::check(config));
+    // A bad inherited value is reported once, where it is set: under
+    // `defaults.`, then under the chain's `defaults.`, then the submitter's.
+    let mut reported: Vec<(&str, String)> = default_issues;
+    for chain in config.chains() {
+        if let Some(overrides) = &chain.config.defaults {
+            let settings = overrides.merged_settings(&config.defaults);
+            for (field, reason) in check_settings(&settings) {
+                if !reported.iter().any(|(f, r)| *f == field && *r == reason) {
+                    let key = chain.key_of(&format!("defaults.{field}"));
+                    issues.push(ConfigIssue::new(key, reason.clone()));
+                    reported.push((field, reason));
+                }
+            }
+        }
+    }
+    for (address, entry) in &config.submitters {
         let prefix = format!("submitters.{address}");
         issues.extend(super::signer::validate(
             &entry.signer,
             &format!("{prefix}.signer"),
             address,
         ));
-        // A bad inherited default is reported once under `defaults.`.
-        for (field, reason) in check_settings(&entry.merged_settings(&config.defaults)) {
-            if !default_issues
-                .iter()
-                .any(|(f, r)| *f == field && *r == reason)
-            {
-                issues.push(ConfigIssue::new(format!("{prefix}.{field}"), reason));
+        for chain in config.chains() {
+            let Some(resolved) = config.submitter_on(chain.name, address) else {
+                continue;
+            };
+            for (field, reason) in check_settings(&resolved.settings) {
+                if !reported.iter().any(|(f, r)| *f == field && *r == reason) {
+                    let key = match entry.on.get(chain.name) {
+                        Some(on) if on.has_overrides() => {
+                            format!("{prefix}.on.{}.{field}", chain.name)
+                        }
+                        _ => format!("{prefix}.{field}"),
+                    };
+                    issues.push(ConfigIssue::new(key, reason.clone()));
+                    reported.push((field, reason));
+                }
             }
         }
     }
-    issues.extend(super::funds::check_top_ups(&submitters, &config.defaults));
-    config.submitters = submitters;
+    issues.extend(super::funds::check_top_ups(config));
     issues.extend(super::webhooks::validate_webhooks(&mut config.webhooks));
     issues
 }
@@ -192,19 +234,6 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
         );
     }
 
-    let chain = &config.chain;
-    super::endpoints::check_endpoints(chain, &mut push);
-    if let Some(path) = &chain.ca_file {
-        check_file(&mut push, "chain.ca_file", path);
-    }
-    if chain.unhealthy_after_failures == 0 {
-        push("chain.unhealthy_after_failures", "must be >= 1".into());
-    }
-    positive(
-        &mut push,
-        "chain.probe_max_backoff",
-        chain.probe_max_backoff,
-    );
     if let Some(tls) = &http.tls {
         check_file(&mut push, "http.tls.cert_file", &tls.cert_file);
         check_file(&mut push, "http.tls.key_file", &tls.key_file);
@@ -212,34 +241,6 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
             check_file(&mut push, "http.tls.client_ca_file", path);
         }
     }
-    if chain.chain_id == 0 || i64::try_from(chain.chain_id).is_err() {
-        push(
-            "chain.chain_id",
-            "must be > 0 and fit a signed 64-bit integer".into(),
-        );
-    }
-    positive(&mut push, "chain.poll_interval", chain.poll_interval);
-    positive(&mut push, "chain.rpc_timeout", chain.rpc_timeout);
-    positive(&mut push, "chain.sweep_interval", chain.sweep_interval);
-    if !(1..=64).contains(&chain.receipt_workers) {
-        push(
-            "chain.receipt_workers",
-            "must be between 1 and 64".to_owned(),
-        );
-    }
-    if !(1..=64).contains(&chain.finality_workers) {
-        push(
-            "chain.finality_workers",
-            "must be between 1 and 64".to_owned(),
-        );
-    }
-    if !(1..=64).contains(&chain.resubmit_workers) {
-        push(
-            "chain.resubmit_workers",
-            "must be between 1 and 64".to_owned(),
-        );
-    }
-
     let lease = &config.lease;
     positive(&mut push, "lease.duration", lease.duration);
     positive(&mut push, "lease.renew_interval", lease.renew_interval);
@@ -293,6 +294,52 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
 
     if config.log.level.trim().is_empty() {
         push("log.level", "must not be empty (e.g. \"info\")".into());
+    }
+}
+
+/// The checks of one chain's table.
+fn check_chain(named: &super::NamedChain<'_>, issues: &mut Vec<ConfigIssue>) {
+    let mut push = |key: &str, reason: String| issues.push(ConfigIssue::new(key, reason));
+    let key = |field: &str| named.key_of(field);
+    let chain = named.config;
+    super::endpoints::check_endpoints(&named.key, chain, &mut push);
+    if let Some(path) = &chain.ca_file {
+        check_file(&mut push, &key("ca_file"), path);
+    }
+    if chain.unhealthy_after_failures == 0 {
+        push(&key("unhealthy_after_failures"), "must be >= 1".into());
+    }
+    positive(
+        &mut push,
+        &key("probe_max_backoff"),
+        chain.probe_max_backoff,
+    );
+    if chain.chain_id == 0 || i64::try_from(chain.chain_id).is_err() {
+        push(
+            &key("chain_id"),
+            "must be > 0 and fit a signed 64-bit integer".into(),
+        );
+    }
+    positive(&mut push, &key("poll_interval"), chain.poll_interval);
+    positive(&mut push, &key("rpc_timeout"), chain.rpc_timeout);
+    positive(&mut push, &key("sweep_interval"), chain.sweep_interval);
+    if !(1..=64).contains(&chain.receipt_workers) {
+        push(
+            &key("receipt_workers"),
+            "must be between 1 and 64".to_owned(),
+        );
+    }
+    if !(1..=64).contains(&chain.finality_workers) {
+        push(
+            &key("finality_workers"),
+            "must be between 1 and 64".to_owned(),
+        );
+    }
+    if !(1..=64).contains(&chain.resubmit_workers) {
+        push(
+            &key("resubmit_workers"),
+            "must be between 1 and 64".to_owned(),
+        );
     }
 }
 

@@ -17,25 +17,30 @@ use txmgr_actors::{
     submitter::{IngressLimits, LeaseTiming},
 };
 
-use crate::{config::Config, http::Submissions};
+use crate::{
+    config::{Config, NamedChain},
+    http::Submissions,
+};
 
 /// Restarts of one submitter actor tolerated within [`RESTART_WINDOW`].
 const MAX_RESTARTS: u32 = 10;
 /// Window for [`MAX_RESTARTS`].
 const RESTART_WINDOW: Duration = Duration::from_secs(300);
 
-/// Canonical history kept by the head watcher: the deepest confirmation
-/// setting plus a margin, at least 128 blocks.
-fn window_blocks(config: &Config) -> usize {
+/// Canonical history kept by a chain's head watcher: the deepest
+/// confirmation setting on that chain plus a margin, at least 128 blocks.
+fn window_blocks(config: &Config, chain: &NamedChain<'_>) -> usize {
     let depth = |finality: Finality| match finality {
         Finality::Confirmations(n) => n,
         Finality::Tag(_) => 0,
     };
     let deepest = config
-        .resolved_submitters()
+        .resolved_submitters_on(chain.name)
         .iter()
         .map(|s| depth(s.settings.finality))
-        .chain(std::iter::once(depth(config.defaults.finality)))
+        .chain(std::iter::once(depth(
+            config.chain_defaults(chain).finality,
+        )))
         .max()
         .unwrap_or(0);
     usize::try_from(deepest.saturating_add(64))
@@ -43,18 +48,34 @@ fn window_blocks(config: &Config) -> usize {
         .max(128)
 }
 
-/// Builds every configured submitter's signer (checking its address) and
-/// starts the supervisor.
+/// Starts the engine of the first chain (the only one with `[chain]`); see
+/// [`start_chain_engine`].
 pub async fn start_engine(
     config: &Config,
     owner: &LeaseOwner,
     pool: PgPool,
     chain: Arc<dyn ChainClient>,
 ) -> anyhow::Result<Engine> {
-    // Fee quotes are shared node-wide for one poll interval.
-    let chain: Arc<dyn ChainClient> = Arc::new(FeeCache::new(chain, config.chain.poll_interval));
+    let named = config
+        .first_chain()
+        .context("chains: no chain configured")?;
+    start_chain_engine(config, &named, owner, pool, chain).await
+}
+
+/// Builds the signer of every submitter configured on the chain (checking
+/// its address) and starts the chain's supervisor, pools and lease keeper.
+pub async fn start_chain_engine(
+    config: &Config,
+    named: &NamedChain<'_>,
+    owner: &LeaseOwner,
+    pool: PgPool,
+    chain: Arc<dyn ChainClient>,
+) -> anyhow::Result<Engine> {
+    let chain_config = named.config;
+    // Fee quotes are shared by the chain's submitters for one poll interval.
+    let chain: Arc<dyn ChainClient> = Arc::new(FeeCache::new(chain, chain_config.poll_interval));
     let mut specs = Vec::new();
-    for submitter in config.resolved_submitters() {
+    for submitter in config.resolved_submitters_on(named.name) {
         let address: Address = submitter
             .address
             .parse()
@@ -62,8 +83,8 @@ pub async fn start_engine(
         let signer = build_signer(
             &submitter.signer,
             address,
-            config.chain.chain_id,
-            config.chain.rpc_timeout,
+            chain_config.chain_id,
+            chain_config.rpc_timeout,
         )
         .await
         .with_context(|| format!("submitters.{}.signer", submitter.address))?;
@@ -75,18 +96,18 @@ pub async fn start_engine(
     }
     let engine_config = EngineConfig {
         owner: owner.clone(),
-        chain_id: config.chain.chain_id,
+        chain_id: chain_config.chain_id,
         lease: LeaseTiming {
             duration: config.lease.duration,
             renew_interval: config.lease.renew_interval,
             clock_skew: config.lease.clock_skew_allowance,
             idle_release_after: config.lease.idle_release_after,
         },
-        poll_interval: config.chain.poll_interval,
-        sweep_interval: config.chain.sweep_interval,
-        receipt_workers: config.chain.receipt_workers as usize,
-        finality_workers: config.chain.finality_workers as usize,
-        resubmit_workers: config.chain.resubmit_workers as usize,
+        poll_interval: chain_config.poll_interval,
+        sweep_interval: chain_config.sweep_interval,
+        receipt_workers: chain_config.receipt_workers as usize,
+        finality_workers: chain_config.finality_workers as usize,
+        resubmit_workers: chain_config.resubmit_workers as usize,
         balance: BalanceConfig {
             enabled: config.node.rebalance,
             liveness: config.node.liveness(),
@@ -95,7 +116,7 @@ pub async fn start_engine(
             handover_grace: config.node.handover_grace,
             refresh: config.node.heartbeat_interval,
         },
-        window_blocks: window_blocks(config),
+        window_blocks: window_blocks(config, named),
         discovery_interval: config.node.discovery_interval,
         create_timeout: config.http.request_timeout,
         ingress: IngressLimits {
@@ -107,7 +128,7 @@ pub async fn start_engine(
     };
     Engine::start(engine_config, pool, chain, specs)
         .await
-        .context("starting the supervisor")
+        .with_context(|| format!("{}: starting the supervisor", named.key))
 }
 
 /// The HTTP edge's create path into the engine.
@@ -121,10 +142,16 @@ impl Submissions for EngineSubmissions {
     }
 }
 
-/// Forwards `NOTIFY txmgr_work` (new work inserted by any node) to the
-/// engine; reconnects on failure. Wake-ups are hints: discovery and the
-/// actors' own timers cover anything missed while disconnected.
+/// [`listen_for_chains`] for one engine.
 pub async fn listen_for_work(pool: PgPool, engine: Engine, chain_id: u64) {
+    listen_for_chains(pool, vec![(chain_id, engine)]).await
+}
+
+/// Forwards `NOTIFY txmgr_work` (new work inserted by any node) to the
+/// engine of its chain, over one connection for every chain; reconnects on
+/// failure. Wake-ups are hints: discovery and the actors' own timers cover
+/// anything missed while disconnected.
+pub async fn listen_for_chains(pool: PgPool, engines: Vec<(u64, Engine)>) {
     loop {
         match PgListener::connect_with(&pool).await {
             Ok(mut listener) => {
@@ -134,12 +161,20 @@ pub async fn listen_for_work(pool: PgPool, engine: Engine, chain_id: u64) {
                     loop {
                         match listener.recv().await {
                             Ok(notification) => {
-                                match parse_payload(notification.payload(), chain_id) {
-                                    Some((address, Hint::Work)) => engine.notify(address),
-                                    Some((address, Hint::Resubmit)) => {
+                                let parsed = parse_payload(notification.payload());
+                                let target = parsed.and_then(|(chain_id, address, hint)| {
+                                    let (_, engine) =
+                                        engines.iter().find(|(id, _)| *id == chain_id)?;
+                                    Some((engine, address, hint))
+                                });
+                                match target {
+                                    Some((engine, address, Hint::Work)) => engine.notify(address),
+                                    Some((engine, address, Hint::Resubmit)) => {
                                         engine.notify_resubmit(address)
                                     }
-                                    Some((address, Hint::Lease)) => engine.notify_lease(address),
+                                    Some((engine, address, Hint::Lease)) => {
+                                        engine.notify_lease(address)
+                                    }
                                     None => {}
                                 }
                             }
@@ -168,18 +203,17 @@ enum Hint {
     Lease,
 }
 
-fn parse_payload(payload: &str, chain_id: u64) -> Option<(Address, Hint)> {
+/// `<chain_id>:<address>[:resubmit|:lease]`.
+fn parse_payload(payload: &str) -> Option<(u64, Address, Hint)> {
     let (chain, rest) = payload.split_once(':')?;
-    if chain.parse::<u64>().ok()? != chain_id {
-        return None;
-    }
+    let chain_id = chain.parse::<u64>().ok()?;
     let (address, hint) = match rest.split_once(':') {
         Some((address, RESUBMIT_SUFFIX)) => (address, Hint::Resubmit),
         Some((address, LEASE_SUFFIX)) => (address, Hint::Lease),
         Some(_) => return None,
         None => (rest, Hint::Work),
     };
-    Some((address.parse().ok()?, hint))
+    Some((chain_id, address.parse().ok()?, hint))
 }
 
 #[cfg(test)]
@@ -191,22 +225,18 @@ mod tests {
         let address = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
         let parsed: Address = address.parse().expect("address");
         assert_eq!(
-            parse_payload(&format!("31337:{address}"), 31337),
-            Some((parsed, Hint::Work))
+            parse_payload(&format!("31337:{address}")),
+            Some((31337, parsed, Hint::Work))
         );
         assert_eq!(
-            parse_payload(&format!("31337:{address}:resubmit"), 31337),
-            Some((parsed, Hint::Resubmit))
+            parse_payload(&format!("31337:{address}:resubmit")),
+            Some((31337, parsed, Hint::Resubmit))
         );
         assert_eq!(
-            parse_payload(&format!("31337:{address}:lease"), 31337),
-            Some((parsed, Hint::Lease))
+            parse_payload(&format!("8453:{address}:lease")),
+            Some((8453, parsed, Hint::Lease))
         );
-        assert_eq!(
-            parse_payload(&format!("31337:{address}:other"), 31337),
-            None
-        );
-        assert_eq!(parse_payload(&format!("1:{address}"), 31337), None);
-        assert_eq!(parse_payload("garbage", 31337), None);
+        assert_eq!(parse_payload(&format!("31337:{address}:other")), None);
+        assert_eq!(parse_payload("garbage"), None);
     }
 }

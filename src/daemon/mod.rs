@@ -4,6 +4,7 @@
 //! drains and releases its leases, then the node deregisters.
 
 mod chain;
+mod chains;
 mod engine;
 pub mod https;
 mod observe;
@@ -19,21 +20,25 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
     PgPool,
 };
-use txmgr_actors::{chain::ChainClient, store};
-
-use txmgr_actors::node::Engine;
+use txmgr_actors::store;
 
 use crate::{
     config::Config,
-    http::{auth::Auth, AppState, CompletionNotifier, Limits, OpsState, Readiness, Reload},
+    http::{
+        auth::Auth, readiness::CheckedChain, AppState, CompletionNotifier, Limits, OpsState,
+        Readiness, Reload,
+    },
 };
 
-pub use chain::{connect_chain, endpoint_settings};
-pub use engine::{listen_for_work, start_engine, EngineSubmissions};
+pub use chain::{connect_chain, connect_named_chain, endpoint_settings};
+pub use chains::{served_chains, start_chains, stop_chains, ChainRuntime, WrapClient};
+pub use engine::{
+    listen_for_chains, listen_for_work, start_chain_engine, start_engine, EngineSubmissions,
+};
 pub use observe::{feed_retention_loop, gauge_loop, metrics_recorder, CountingChain};
 use registration::NodeRegistration;
 pub use reload::Reloader;
-pub use webhooks::{start_webhooks, wake_on_completions};
+pub use webhooks::{start_chain_webhooks, start_webhooks, wake_on_completions};
 
 /// Period of the feed retention rounds (`feed.retain`).
 const FEED_RETENTION_INTERVAL: Duration = Duration::from_secs(60);
@@ -41,30 +46,30 @@ const FEED_RETENTION_INTERVAL: Duration = Duration::from_secs(60);
 /// Period of the gauges refreshed from the database and the engine.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The operator surface of a node: engine, tokens, metrics, readiness
-/// (checked once here, then in the background), reload.
+/// The operator surface of a node: tokens, metrics, readiness of the
+/// database and every chain (checked once here, then in the background),
+/// reload.
 pub async fn ops_state(
     config: &Config,
     pool: &PgPool,
-    engine: &Engine,
-    chain: Arc<dyn ChainClient>,
+    chains: &[ChainRuntime],
     reloader: Option<Arc<dyn Reload>>,
 ) -> OpsState {
+    let checked = chains
+        .iter()
+        .map(|chain| CheckedChain {
+            name: chain.name.clone(),
+            chain_id: chain.chain_id,
+            client: chain.client.clone(),
+        })
+        .collect();
     OpsState {
-        engine: Some(engine.clone()),
         auth: Arc::new(Auth::from_config(&config.auth)),
         metrics: metrics_recorder(),
         metrics_public: config.metrics_public(),
         readiness: Some(
-            Readiness::start(
-                pool.clone(),
-                Some(chain.clone()),
-                config.chain.chain_id,
-                config.http.readiness_interval,
-            )
-            .await,
+            Readiness::start(pool.clone(), checked, config.http.readiness_interval).await,
         ),
-        chain: Some(chain),
         reloader,
         heartbeat_interval: config.node.heartbeat_interval,
     }
@@ -157,15 +162,15 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     if migrate && config.database.migrate_on_start {
         store::migrate(&pool).await.context("applying migrations")?;
     }
-    let chain: Arc<dyn ChainClient> = CountingChain::wrap(Arc::new(connect_chain(&config).await?));
     let listener = tokio::net::TcpListener::bind(config.http.listen)
         .await
         .with_context(|| format!("http.listen: cannot bind {}", config.http.listen))?;
     let http_addr = listener.local_addr().context("http.listen")?.to_string();
     let mut registration = NodeRegistration::claim(&pool, &config, &http_addr).await?;
     let owner = registration.owner().clone();
-    let engine = match start_engine(&config, &owner, pool.clone(), chain.clone()).await {
-        Ok(engine) => engine,
+    let counting: WrapClient<'_> = &|name, client| CountingChain::wrap(name, client);
+    let chains = match start_chains(&config, &owner, &pool, counting).await {
+        Ok(chains) => chains,
         Err(err) => {
             // Free the node id for the next attempt at once.
             if let Err(cleanup) = registration.leave().await {
@@ -174,10 +179,10 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             return Err(err);
         }
     };
-    let webhooks = match start_webhooks(&config, &owner, pool.clone(), &engine).await {
+    let webhooks = match start_chain_webhooks(&config, &owner, pool.clone(), &chains).await {
         Ok(webhooks) => webhooks,
         Err(err) => {
-            engine.shutdown(config.lease.duration).await;
+            stop_chains(&chains, config.lease.duration).await;
             if let Err(cleanup) = registration.leave().await {
                 tracing::warn!(error = %cleanup, "removing the node row failed");
             }
@@ -185,7 +190,11 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         }
     };
     let node_id = config.node_id.clone();
-    tracing::info!(node_id, instance = %owner.instance, http = %http_addr, https = https.is_some(), chain_id = config.chain.chain_id, "txmgr node started");
+    let served: Vec<String> = chains
+        .iter()
+        .map(|c| format!("{} ({})", c.name, c.chain_id))
+        .collect();
+    tracing::info!(node_id, instance = %owner.instance, http = %http_addr, https = https.is_some(), chains = ?served, "txmgr node started");
     // Stop on a signal, or when another process took the node id over.
     let superseded = registration.superseded();
     let shutdown = async move {
@@ -194,16 +203,18 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             () = superseded => {}
         }
     };
-    let work_listener = tokio::spawn(listen_for_work(
-        pool.clone(),
-        engine.clone(),
-        config.chain.chain_id,
-    ));
+    let engines: Vec<(u64, txmgr_actors::node::Engine)> = chains
+        .iter()
+        .map(|c| (c.chain_id, c.engine.clone()))
+        .collect();
+    let work_listener = tokio::spawn(listen_for_chains(pool.clone(), engines));
     let gauges = tokio::spawn(gauge_loop(
         pool.clone(),
-        engine.clone(),
+        chains
+            .iter()
+            .map(|c| (c.name.clone(), c.chain_id.into(), c.engine.clone()))
+            .collect(),
         Some(webhooks.clone()),
-        config.chain.chain_id.into(),
         recorder,
         GAUGE_INTERVAL,
     ));
@@ -215,21 +226,21 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             FEED_RETENTION_INTERVAL,
         ))
     });
-    let completions = CompletionNotifier::listen(
-        pool.clone(),
-        config.chain.chain_id,
-        config.http.max_long_polls,
-    );
+    let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
+    let completions =
+        CompletionNotifier::listen(pool.clone(), &chain_ids, config.http.max_long_polls);
     let webhook_wakes = wake_on_completions(&completions, webhooks.clone());
-    let chain_id = config.chain.chain_id;
     let limits = Limits::from_config(&config.http);
     let lease_duration = config.lease.duration;
-    let mut ops = ops_state(&config, &pool, &engine, chain, None).await;
+    let mut ops = ops_state(&config, &pool, &chains, None).await;
     // The reloader keeps the running configuration; it is moved there, not
     // copied (with 10,000 submitters a copy is ~8 MB held for nothing).
-    let reloader: Arc<dyn Reload> = Arc::new(Reloader::new(
+    let reloader: Arc<dyn Reload> = Arc::new(Reloader::for_chains(
         config_path,
-        engine.clone(),
+        chains
+            .iter()
+            .map(|c| (c.name.clone(), c.engine.clone()))
+            .collect(),
         webhooks.clone(),
         config,
     ));
@@ -237,8 +248,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     let hangups = tokio::spawn(reload_on_sighup(reloader));
     let state = AppState {
         pool: pool.clone(),
-        chain_id: chain_id.into(),
-        submissions: Arc::new(EngineSubmissions(engine.clone())),
+        chains: served_chains(&chains),
         limits,
         completions,
         ops,
@@ -268,7 +278,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     }
     webhook_wakes.abort();
     webhooks.shutdown(lease_duration).await;
-    engine.shutdown(lease_duration).await;
+    stop_chains(&chains, lease_duration).await;
     let left = registration.leave().await;
     pool.close().await;
     left

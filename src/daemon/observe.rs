@@ -74,68 +74,77 @@ pub fn metrics_recorder() -> Option<PrometheusHandle> {
         .clone()
 }
 
-/// Counts every chain call in `txmgr_rpc_calls_total{method, result}`.
+/// Counts every chain call in `txmgr_rpc_calls_total{chain, method, result}`.
 #[derive(Debug)]
 pub struct CountingChain {
+    chain: Arc<str>,
     inner: Arc<dyn ChainClient>,
 }
 
 impl CountingChain {
-    /// Wraps a chain client.
-    pub fn wrap(inner: Arc<dyn ChainClient>) -> Arc<dyn ChainClient> {
-        Arc::new(CountingChain { inner })
+    /// Wraps the client of the chain named `chain`.
+    pub fn wrap(chain: &str, inner: Arc<dyn ChainClient>) -> Arc<dyn ChainClient> {
+        Arc::new(CountingChain {
+            chain: chain.into(),
+            inner,
+        })
     }
-}
 
-fn counted<T>(method: &'static str, result: Result<T, ChainError>) -> Result<T, ChainError> {
-    let label = if result.is_ok() { "ok" } else { "error" };
-    metrics::counter!(RPC_CALLS, "method" => method, "result" => label).increment(1);
-    result
+    fn counted<T>(
+        &self,
+        method: &'static str,
+        result: Result<T, ChainError>,
+    ) -> Result<T, ChainError> {
+        let label = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!(RPC_CALLS, "chain" => self.chain.to_string(), "method" => method, "result" => label)
+            .increment(1);
+        result
+    }
 }
 
 #[async_trait]
 impl ChainClient for CountingChain {
     async fn chain_id(&self) -> Result<u64, ChainError> {
-        counted("eth_chainId", self.inner.chain_id().await)
+        self.counted("eth_chainId", self.inner.chain_id().await)
     }
     async fn nonces(&self, address: Address) -> Result<ChainNonces, ChainError> {
-        counted("eth_getTransactionCount", self.inner.nonces(address).await)
+        self.counted("eth_getTransactionCount", self.inner.nonces(address).await)
     }
     async fn balance(&self, address: Address) -> Result<U256, ChainError> {
-        counted("eth_getBalance", self.inner.balance(address).await)
+        self.counted("eth_getBalance", self.inner.balance(address).await)
     }
     async fn estimate_gas(&self, from: Address, intent: &Intent) -> Result<u64, ChainError> {
-        counted(
+        self.counted(
             "eth_estimateGas",
             self.inner.estimate_gas(from, intent).await,
         )
     }
     async fn fees(&self) -> Result<FeeQuote, ChainError> {
-        counted("fees", self.inner.fees().await)
+        self.counted("fees", self.inner.fees().await)
     }
     async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError> {
-        counted("eth_sendRawTransaction", self.inner.send_raw(raw).await)
+        self.counted("eth_sendRawTransaction", self.inner.send_raw(raw).await)
     }
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
-        counted("eth_getTransactionReceipt", self.inner.receipt(hash).await)
+        self.counted("eth_getTransactionReceipt", self.inner.receipt(hash).await)
     }
     async fn block_number(&self) -> Result<u64, ChainError> {
-        counted("eth_blockNumber", self.inner.block_number().await)
+        self.counted("eth_blockNumber", self.inner.block_number().await)
     }
     async fn block(&self, number: u64) -> Result<Option<BlockSummary>, ChainError> {
-        counted("eth_getBlockByNumber", self.inner.block(number).await)
+        self.counted("eth_getBlockByNumber", self.inner.block(number).await)
     }
     async fn block_receipts(
         &self,
         hash: B256,
     ) -> Result<Option<Vec<TransactionReceipt>>, ChainError> {
-        counted(
+        self.counted(
             "eth_getBlockReceipts",
             self.inner.block_receipts(hash).await,
         )
     }
     async fn tagged_block_number(&self, tag: FinalityTag) -> Result<Option<u64>, ChainError> {
-        counted(
+        self.counted(
             "eth_getBlockByNumber_tag",
             self.inner.tagged_block_number(tag).await,
         )
@@ -156,9 +165,8 @@ impl ChainClient for CountingChain {
 /// and roles (from the handles). Also runs the recorder's upkeep.
 pub async fn gauge_loop(
     pool: PgPool,
-    engine: Engine,
+    chains: Vec<(String, ChainId, Engine)>,
     webhooks: Option<Webhooks>,
-    chain_id: ChainId,
     recorder: Option<PrometheusHandle>,
     every: Duration,
 ) {
@@ -166,33 +174,36 @@ pub async fn gauge_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if let Err(err) = refresh_states(&pool, chain_id).await {
-            tracing::debug!(error = %err, "transactions gauge not refreshed");
+        for (name, chain_id, engine) in &chains {
+            if let Err(err) = refresh_states(&pool, name, *chain_id).await {
+                tracing::debug!(error = %err, chain = %name, "transactions gauge not refreshed");
+            }
+            refresh_engine(name, engine);
         }
-        if let Some(webhooks) = &webhooks {
-            if let Err(err) = refresh_webhooks(&pool, chain_id, &webhooks.configured()).await {
+        if let (Some(webhooks), Some((_, home, _))) = (&webhooks, chains.first()) {
+            if let Err(err) = refresh_webhooks(&pool, *home, &webhooks.configured()).await {
                 tracing::debug!(error = %err, "webhook gauges not refreshed");
             }
         }
-        refresh_engine(&engine);
         if let Some(recorder) = &recorder {
             recorder.run_upkeep();
         }
     }
 }
 
-async fn refresh_states(pool: &PgPool, chain_id: ChainId) -> Result<(), StoreError> {
+async fn refresh_states(pool: &PgPool, chain: &str, chain_id: ChainId) -> Result<(), StoreError> {
     let counts = open_work::by_state(pool, chain_id).await?;
     let mut oldest = Duration::ZERO;
     for state in OPEN_STATES {
         let open = counts.iter().find(|c| c.state == state);
         let count = open.map_or(0, |c| c.count);
-        metrics::gauge!(TRANSACTIONS, "state" => state.as_str()).set(count as f64);
+        metrics::gauge!(TRANSACTIONS, "chain" => chain.to_string(), "state" => state.as_str())
+            .set(count as f64);
         if let Some(open) = open {
             oldest = oldest.max(open.oldest_age);
         }
     }
-    metrics::gauge!(OLDEST_PENDING_AGE).set(oldest.as_secs_f64());
+    metrics::gauge!(OLDEST_PENDING_AGE, "chain" => chain.to_string()).set(oldest.as_secs_f64());
     Ok(())
 }
 
@@ -220,10 +231,12 @@ async fn refresh_webhooks(
     Ok(())
 }
 
-fn refresh_engine(engine: &Engine) {
+fn refresh_engine(chain: &str, engine: &Engine) {
     let load = engine.load();
-    metrics::gauge!(MAILBOX_DEPTH, "kind" => "submitter").set(load.mailbox_depth as f64);
-    metrics::gauge!(MAILBOX_DEPTH, "kind" => "ingress").set(load.ingress_depth as f64);
+    metrics::gauge!(MAILBOX_DEPTH, "chain" => chain.to_string(), "kind" => "submitter")
+        .set(load.mailbox_depth as f64);
+    metrics::gauge!(MAILBOX_DEPTH, "chain" => chain.to_string(), "kind" => "ingress")
+        .set(load.ingress_depth as f64);
     for role in [
         "idle",
         "leader",
@@ -233,7 +246,8 @@ fn refresh_engine(engine: &Engine) {
         "failed",
     ] {
         let count = load.roles.get(role).copied().unwrap_or(0);
-        metrics::gauge!(SUBMITTER_ROLES, "role" => role).set(count as f64);
+        metrics::gauge!(SUBMITTER_ROLES, "chain" => chain.to_string(), "role" => role)
+            .set(count as f64);
     }
 }
 

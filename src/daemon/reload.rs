@@ -3,6 +3,7 @@
 //! ```text
 //! config.toml ─► Config::load (validate) ─ bad ─► issues (key: reason); nothing changes
 //!                      │ good
+//!                      ├─ per (chain, submitter), on that chain's engine:
 //!                      ├─ new submitters: build + check signers first (any failure rejects all)
 //!                      ├─ changed settings ─► Engine::apply_settings (running actors, no restart)
 //!                      ├─ added ─► Engine::add_submitter     removed ─► Engine::remove_submitter
@@ -11,7 +12,9 @@
 //! ```
 //!
 //! The running configuration keeps its node-level sections (they did not
-//! take effect), so a later reload reports them again until the node restarts.
+//! take effect), so a later reload reports them again until the node
+//! restarts. The chains are node-level too (adding or removing one needs a
+//! restart), except each chain's `defaults`, which are submitter settings.
 
 use std::{collections::BTreeMap, path::PathBuf};
 
@@ -32,35 +35,70 @@ use crate::{
 
 /// Sections that only take effect at start.
 const NODE_LEVEL: &[&str] = &[
-    "node_id", "database", "http", "chain", "lease", "node", "auth", "log", "feed",
+    "node_id", "database", "http", "chain", "chains", "lease", "node", "auth", "log", "feed",
 ];
 
-/// Applies the configuration file to a running engine.
+/// Applies the configuration file to a running node's engines.
 pub struct Reloader {
     path: PathBuf,
-    engine: Engine,
+    /// `(chain name, its engine)` of every chain running.
+    engines: Vec<(String, Engine)>,
     webhooks: Webhooks,
     running: Mutex<Config>,
 }
 
 impl Reloader {
-    /// A reloader for the node started with `config` from `path`.
+    /// A reloader for the first chain's engine alone (the only one with
+    /// `[chain]`); see [`Reloader::for_chains`].
     pub fn new(path: PathBuf, engine: Engine, webhooks: Webhooks, config: Config) -> Self {
+        let name = config
+            .first_chain()
+            .map_or_else(String::new, |c| c.name.to_string());
+        Self::for_chains(path, vec![(name, engine)], webhooks, config)
+    }
+
+    /// A reloader for the node started with `config` from `path`, running
+    /// `engines` (`(chain name, engine)`).
+    pub fn for_chains(
+        path: PathBuf,
+        engines: Vec<(String, Engine)>,
+        webhooks: Webhooks,
+        config: Config,
+    ) -> Self {
         Self {
             path,
-            engine,
+            engines,
             webhooks,
             running: Mutex::new(config),
         }
     }
+
+    fn engine(&self, chain: &str) -> Option<&Engine> {
+        self.engines
+            .iter()
+            .find(|(name, _)| name == chain)
+            .map(|(_, engine)| engine)
+    }
 }
 
-fn by_address(config: &Config) -> BTreeMap<String, ResolvedSubmitter> {
+/// Every submitter of every chain, by `(chain, address)`.
+fn by_chain_and_address(config: &Config) -> BTreeMap<(String, String), ResolvedSubmitter> {
     config
-        .resolved_submitters()
-        .into_iter()
-        .map(|s| (s.address.clone(), s))
+        .chains()
+        .iter()
+        .flat_map(|chain| config.resolved_submitters_on(chain.name))
+        .map(|s| ((s.chain.clone(), s.address.clone()), s))
         .collect()
+}
+
+/// How a report names a submitter: its address, with the chain when the
+/// node runs several.
+fn shown(several: bool, chain: &str, address: &str) -> String {
+    if several {
+        format!("{chain}:{address}")
+    } else {
+        address.to_owned()
+    }
 }
 
 /// Dotted paths of the leaves that differ between two JSON values.
@@ -103,7 +141,18 @@ fn restart_keys(old: &Config, new: &Config) -> Vec<String> {
             &mut keys,
         );
     }
+    // A chain's `defaults` are submitter settings: applied, not restarted for.
+    keys.retain(|key| !is_chain_defaults_key(key));
     keys
+}
+
+/// `chain.defaults…` or `chains.<name>.defaults…`.
+fn is_chain_defaults_key(key: &str) -> bool {
+    let rest = key.strip_prefix("chain.").or_else(|| {
+        key.strip_prefix("chains.")
+            .and_then(|r| r.split_once('.').map(|x| x.1))
+    });
+    rest.is_some_and(|r| r == "defaults" || r.starts_with("defaults."))
 }
 
 /// Node-level sections take effect only at a restart: `new` keeps the
@@ -112,12 +161,21 @@ fn keep_node_level(new: &mut Config, running: &Config) {
     new.node_id = running.node_id.clone();
     new.database = running.database.clone();
     new.http = running.http.clone();
-    new.chain = running.chain.clone();
+    // The running chains, with each one's `defaults` from the new file.
+    let mut chain = running.chain.clone();
+    let mut chains = running.chains.clone();
+    if let (Some(kept), Some(read)) = (&mut chain, &new.chain) {
+        kept.defaults.clone_from(&read.defaults);
+    }
+    for (name, kept) in &mut chains {
+        kept.defaults = new.chains.get(name).and_then(|c| c.defaults.clone());
+    }
+    new.chain = chain;
+    new.chains = chains;
     new.lease = running.lease;
     new.node = running.node;
     new.auth = running.auth.clone();
     new.log = running.log.clone();
-    new.defaults.retry_backoff = new.chain.retry_backoff();
 }
 
 fn parse(address: &str) -> Result<Address, ConfigError> {
@@ -137,62 +195,82 @@ impl Reload for Reloader {
             ..ReloadReport::default()
         };
         keep_node_level(&mut new, &running);
-        let old_subs = by_address(&running);
-        let new_subs = by_address(&new);
+        let several = running.chains().len() > 1;
+        let old_subs = by_chain_and_address(&running);
+        let new_subs = by_chain_and_address(&new);
 
         // Everything that can fail happens before anything is applied.
         let webhooks = new.resolved_webhooks()?;
         let mut added = Vec::new();
-        for (address, resolved) in &new_subs {
-            if old_subs.contains_key(address) {
+        for ((chain, address), resolved) in &new_subs {
+            if old_subs.contains_key(&(chain.clone(), address.clone())) {
                 continue;
             }
+            let (Some(named), Some(engine)) = (running.chain_named(chain), self.engine(chain))
+            else {
+                continue;
+            };
             let parsed = parse(address)?;
             let signer = build_signer(
                 &resolved.signer,
                 parsed,
-                running.chain.chain_id,
-                running.chain.rpc_timeout,
+                named.config.chain_id,
+                named.config.rpc_timeout,
             )
             .await
             .map_err(|e| {
                 ConfigError::single(format!("submitters.{address}.signer"), e.to_string())
             })?;
-            added.push(SubmitterSpec {
+            let spec = SubmitterSpec {
                 address: parsed,
                 signer,
                 settings: resolved.settings.clone(),
-            });
+            };
+            added.push((engine.clone(), shown(several, chain, address), spec));
         }
         let mut updates = Vec::new();
-        for (address, resolved) in &new_subs {
-            if let Some(old) = old_subs.get(address) {
-                if old.signer != resolved.signer {
-                    report.signer_changed.push(address.clone());
-                }
-                if old.settings != resolved.settings {
-                    updates.push((parse(address)?, address.clone(), resolved.settings.clone()));
-                }
+        for ((chain, address), resolved) in &new_subs {
+            let Some(old) = old_subs.get(&(chain.clone(), address.clone())) else {
+                continue;
+            };
+            if old.signer != resolved.signer && !report.signer_changed.contains(address) {
+                report.signer_changed.push(address.clone());
+            }
+            if let (true, Some(engine)) = (old.settings != resolved.settings, self.engine(chain)) {
+                let settings = resolved.settings.clone();
+                updates.push((
+                    engine.clone(),
+                    parse(address)?,
+                    shown(several, chain, address),
+                    settings,
+                ));
             }
         }
         let mut removed = Vec::new();
-        for address in old_subs.keys() {
-            if !new_subs.contains_key(address) {
-                removed.push((parse(address)?, address.clone()));
+        for (chain, address) in old_subs.keys() {
+            if new_subs.contains_key(&(chain.clone(), address.clone())) {
+                continue;
+            }
+            if let Some(engine) = self.engine(chain) {
+                removed.push((
+                    engine.clone(),
+                    parse(address)?,
+                    shown(several, chain, address),
+                ));
             }
         }
 
-        for (parsed, address, settings) in updates {
-            self.engine.apply_settings(parsed, settings);
-            report.updated.push(address);
+        for (engine, parsed, shown, settings) in updates {
+            engine.apply_settings(parsed, settings);
+            report.updated.push(shown);
         }
-        for spec in added {
-            report.added.push(format!("{:#x}", spec.address));
-            self.engine.add_submitter(spec);
+        for (engine, shown, spec) in added {
+            report.added.push(shown);
+            engine.add_submitter(spec);
         }
-        for (parsed, address) in removed {
-            self.engine.remove_submitter(parsed);
-            report.removed.push(address);
+        for (engine, parsed, shown) in removed {
+            engine.remove_submitter(parsed);
+            report.removed.push(shown);
         }
         // A submitter whose signer changed keeps running with the old one.
         for address in &report.signer_changed {
@@ -218,6 +296,14 @@ impl Reload for Reloader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chain_defaults_are_not_restart_keys() {
+        assert!(is_chain_defaults_key("chain.defaults.max_in_flight"));
+        assert!(is_chain_defaults_key("chains.base.defaults"));
+        assert!(!is_chain_defaults_key("chains.base.poll_interval"));
+        assert!(!is_chain_defaults_key("chains.defaults.poll_interval"));
+    }
 
     #[test]
     fn changed_keys_name_leaves() {

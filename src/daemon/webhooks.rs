@@ -2,30 +2,64 @@
 
 use std::time::Duration;
 
+use anyhow::Context;
 use sqlx::PgPool;
 use txmgr_actors::{
+    domain::ChainId,
     node::Engine,
     store::LeaseOwner,
     submitter::LeaseTiming,
     webhook::{WebhookEnv, Webhooks},
 };
 
+use super::ChainRuntime;
 use crate::{config::Config, http::CompletionNotifier};
 
 /// How often a webhook holder re-reads the feed when not woken.
 const WEBHOOK_TICK: Duration = Duration::from_millis(250);
 
-/// Starts one actor per `[[webhooks]]` entry (secrets read now).
+/// Starts one actor per `[[webhooks]]` entry (secrets read now) for the
+/// first chain's engine alone; see [`start_chain_webhooks`].
 pub async fn start_webhooks(
     config: &Config,
     owner: &LeaseOwner,
     pool: PgPool,
     engine: &Engine,
 ) -> anyhow::Result<Webhooks> {
+    let chain_id = config
+        .first_chain()
+        .context("chains: no chain configured")?
+        .config
+        .chain_id;
+    start_webhooks_over(config, owner, pool, engine, vec![chain_id.into()]).await
+}
+
+/// Starts one actor per `[[webhooks]]` entry (secrets read now): each
+/// delivers the events of every chain, its rows keyed by the first chain.
+pub async fn start_chain_webhooks(
+    config: &Config,
+    owner: &LeaseOwner,
+    pool: PgPool,
+    chains: &[ChainRuntime],
+) -> anyhow::Result<Webhooks> {
+    let first = chains.first().context("chains: no chain started")?;
+    let ids = chains.iter().map(|c| ChainId::from(c.chain_id)).collect();
+    start_webhooks_over(config, owner, pool, &first.engine, ids).await
+}
+
+async fn start_webhooks_over(
+    config: &Config,
+    owner: &LeaseOwner,
+    pool: PgPool,
+    engine: &Engine,
+    feed_chains: Vec<ChainId>,
+) -> anyhow::Result<Webhooks> {
     let settings = config.resolved_webhooks()?;
+    let home = *feed_chains.first().context("chains: no chain")?;
     let env = WebhookEnv {
         pool,
-        chain_id: config.chain.chain_id.into(),
+        chain_id: home,
+        feed_chains,
         owner: owner.clone(),
         lease: LeaseTiming {
             duration: config.lease.duration,

@@ -33,7 +33,46 @@ struct TokenEntry {
     name: Arc<str>,
     role: Role,
     hash: [u8; 32],
-    submitters: Option<Arc<HashSet<Address>>>,
+    submitters: Option<Arc<Allowed>>,
+}
+
+/// A token's allow-list: addresses on every chain, and addresses on one.
+#[derive(Debug, Default)]
+struct Allowed {
+    /// `0x…` entries.
+    everywhere: HashSet<Address>,
+    /// `<chain id>:0x…` entries.
+    on_chain: HashSet<(u64, Address)>,
+}
+
+impl Allowed {
+    /// From the normalised entries of `auth.tokens.N.submitters`.
+    fn parse(entries: &[String]) -> Self {
+        let mut allowed = Allowed::default();
+        for entry in entries {
+            match entry.split_once(':') {
+                Some((chain, address)) => {
+                    if let (Ok(chain), Ok(address)) = (chain.parse(), address.parse()) {
+                        allowed.on_chain.insert((chain, address));
+                    }
+                }
+                None => {
+                    if let Ok(address) = entry.parse() {
+                        allowed.everywhere.insert(address);
+                    }
+                }
+            }
+        }
+        allowed
+    }
+
+    fn on_some_chain(&self, address: &Address) -> bool {
+        self.everywhere.contains(address) || self.on_chain.iter().any(|(_, a)| a == address)
+    }
+
+    fn on(&self, chain_id: u64, address: &Address) -> bool {
+        self.everywhere.contains(address) || self.on_chain.contains(&(chain_id, *address))
+    }
 }
 
 /// The configured tokens, ready for checking. Empty = authentication off.
@@ -52,7 +91,7 @@ pub struct Caller {
     pub name: Arc<str>,
     /// The token's role.
     pub role: Role,
-    submitters: Option<Arc<HashSet<Address>>>,
+    submitters: Option<Arc<Allowed>>,
 }
 
 impl Caller {
@@ -65,19 +104,33 @@ impl Caller {
         }
     }
 
-    /// Whether this caller may use `submitter`.
+    /// Whether this caller may use `submitter` on at least one chain.
     pub fn may_use(&self, submitter: &Address) -> bool {
         self.submitters
             .as_ref()
-            .is_none_or(|allowed| allowed.contains(submitter))
+            .is_none_or(|allowed| allowed.on_some_chain(submitter))
+    }
+
+    /// Whether this caller may use `submitter` on `chain_id`.
+    pub fn may_use_on(&self, chain_id: txmgr_actors::domain::ChainId, submitter: &Address) -> bool {
+        self.submitters
+            .as_ref()
+            .is_none_or(|allowed| allowed.on(chain_id.get(), submitter))
     }
 
     /// The submitters this caller is limited to (lower-case `0x` hex, for
     /// filtering database views); `None` = every submitter.
     pub fn scope(&self) -> Option<Vec<String>> {
         self.submitters.as_ref().map(|allowed| {
-            let mut list: Vec<String> = allowed.iter().map(|a| format!("{a:#x}")).collect();
+            let on_chains = allowed.on_chain.iter().map(|(_, a)| a);
+            let mut list: Vec<String> = allowed
+                .everywhere
+                .iter()
+                .chain(on_chains)
+                .map(|a| format!("{a:#x}"))
+                .collect();
             list.sort_unstable();
+            list.dedup();
             list
         })
     }
@@ -95,6 +148,26 @@ impl Caller {
                     &*self.name
                 ),
                 field: None,
+            })
+        }
+    }
+
+    /// 403 `forbidden` (field `submitter`) unless the caller may use the
+    /// submitter on `chain_id`.
+    pub fn check_submitter_on(
+        &self,
+        chain_id: txmgr_actors::domain::ChainId,
+        submitter: &Address,
+    ) -> Result<(), ApiError> {
+        if self.may_use_on(chain_id, submitter) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden {
+                message: format!(
+                    "token {:?} may not use submitter {submitter:#x} on chain {chain_id}",
+                    &*self.name
+                ),
+                field: Some("submitter".to_owned()),
             })
         }
     }
@@ -161,13 +234,10 @@ impl Auth {
             .filter_map(|token| {
                 let mut hash = [0u8; 32];
                 hex::decode_to_slice(&token.sha256, &mut hash).ok()?;
-                let submitters = token.submitters.as_ref().map(|list| {
-                    Arc::new(
-                        list.iter()
-                            .filter_map(|a| a.parse::<Address>().ok())
-                            .collect::<HashSet<_>>(),
-                    )
-                });
+                let submitters = token
+                    .submitters
+                    .as_ref()
+                    .map(|list| Arc::new(Allowed::parse(list)));
                 Some(TokenEntry {
                     name: Arc::from(token.name.as_str()),
                     role: token.role,

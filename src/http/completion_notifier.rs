@@ -56,13 +56,14 @@ impl Drop for NotifierInner {
 }
 
 impl CompletionNotifier {
-    /// Starts the process's listener on [`COMPLETION_CHANNEL`] for `chain_id`
-    /// (it holds one connection of `pool`); at most `max_waiters` requests
+    /// Starts the process's listener on [`COMPLETION_CHANNEL`] for the chains
+    /// `chain_ids` (it holds one connection of `pool`); at most `max_waiters` requests
     /// wait at once (`http.max_long_polls`). Must be called inside a Tokio
     /// runtime. Until the listener is connected, waiters poll on the interval.
-    pub fn listen(pool: PgPool, chain_id: u64, max_waiters: usize) -> Self {
+    pub fn listen(pool: PgPool, chain_ids: &[u64], max_waiters: usize) -> Self {
         let (sender, signal) = watch::channel(Signal::default());
-        let listener = tokio::spawn(listen_loop(pool, chain_id, sender));
+        let ours: Vec<String> = chain_ids.iter().map(u64::to_string).collect();
+        let listener = tokio::spawn(listen_loop(pool, ours, sender));
         let max_waiters = max_waiters.clamp(1, Semaphore::MAX_PERMITS);
         let waiters = Arc::new(Semaphore::new(max_waiters));
         Self {
@@ -111,8 +112,7 @@ impl CompletionNotifier {
 
 /// The listener task: `LISTEN`, publish every matching notification, and
 /// reconnect after failures until the pool is closed.
-async fn listen_loop(pool: PgPool, chain_id: u64, sender: watch::Sender<Signal>) {
-    let ours = chain_id.to_string();
+async fn listen_loop(pool: PgPool, ours: Vec<String>, sender: watch::Sender<Signal>) {
     while !pool.is_closed() {
         match subscribe_channel(&pool).await {
             Ok(mut listener) => {
@@ -124,7 +124,9 @@ async fn listen_loop(pool: PgPool, chain_id: u64, sender: watch::Sender<Signal>)
                 });
                 loop {
                     match listener.try_recv().await {
-                        Ok(Some(notification)) if notification.payload() == ours => {
+                        Ok(Some(notification))
+                            if ours.iter().any(|id| id == notification.payload()) =>
+                        {
                             sender.send_modify(|signal| signal.generation += 1);
                         }
                         Ok(Some(_)) => {}

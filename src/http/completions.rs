@@ -55,6 +55,8 @@ const RECHECK_INTERVAL: Duration = Duration::from_millis(200);
 /// Query parameters, checked by hand so that each problem names its parameter.
 #[derive(Debug)]
 struct FeedQuery {
+    /// Only these chains (`chain_id`, repeatable); every chain when empty.
+    chain_ids: Vec<u64>,
     after: Option<FeedCursor>,
     limit: u32,
     wait: Duration,
@@ -65,11 +67,17 @@ struct FeedQuery {
 impl FeedQuery {
     fn parse(pairs: Vec<(String, String)>) -> ApiResult<Self> {
         let mut query = FeedQuery {
+            chain_ids: Vec::new(),
             after: None,
             limit: DEFAULT_LIMIT,
             wait: Duration::ZERO,
             funds: false,
         };
+        let (chains, pairs): (Vec<_>, Vec<_>) =
+            pairs.into_iter().partition(|(key, _)| key == "chain_id");
+        for (_, value) in chains {
+            query.chain_ids.push(query::chain_id("chain_id", &value)?);
+        }
         query::each_once(pairs, |key, value| {
             match key {
                 "after" => {
@@ -159,6 +167,7 @@ impl FeedPage {
 #[utoipa::path(get, path = "/v1/completions", tag = "transactions",
     description = "Every terminal transition and every entry into STUCK (and, with `funds=true`, every balance crossing of a submitter's `min_balance`), in commit order; long-polls up to `wait` when nothing is new. A page also ends once its items reach `http.page_max_bytes` of JSON; `next_after` continues after its last row.",
     params(
+        ("chain_id" = Option<Vec<u64>>, Query, description = "only these chains (repeatable; default every chain served): a filter on the one feed, whose cursor covers every chain", explode = true),
         ("after" = Option<String>, Query, description = "the `next_after` of the previous page; absent = from the beginning", pattern = "^[0-9]+-[0-9]+$"),
         ("limit" = Option<u32>, Query, description = "page size (default 100)", minimum = 1, maximum = 1000),
         ("wait" = Option<String>, Query, description = "long poll when nothing is new, e.g. `30s`; at most 60 s and 90 % of `http.request_timeout`"),
@@ -177,6 +186,8 @@ pub(crate) async fn feed(
     let Query(pairs) =
         pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
     let query = FeedQuery::parse(pairs)?;
+    let chosen = state.chains.filter(&query.chain_ids, "chain_id")?;
+    let served = state.chains.ids();
     // Answer an ordinary empty page before the request timeout would turn
     // the long poll into a 503.
     let timeout = state.limits.request_timeout;
@@ -189,18 +200,18 @@ pub(crate) async fn feed(
     // Taken before the first wait, kept until the answer.
     let mut waiting: Option<OwnedSemaphorePermit> = None;
     let visible = |row: &CompletionRow| {
-        (query.funds || !row.state.is_funds())
+        chosen.iter().any(|c| c.get() == row.chain_id)
+            && (query.funds || !row.state.is_funds())
             && row
                 .submitter
                 .parse::<alloy::primitives::Address>()
-                .is_ok_and(|address| caller.may_use(&address))
+                .is_ok_and(|address| caller.may_use_on(row.chain_id.into(), &address))
     };
     loop {
         // The page's bytes count against the node's budget from the read to
         // the send; a long poll holds nothing while it waits.
         let permit = pages.reserve()?;
-        let (rows, _) =
-            completions::read(&state.pool, state.chain_id, query.after, query.limit).await?;
+        let (rows, _) = completions::read(&state.pool, &served, query.after, query.limit).await?;
         if !rows.is_empty() || Instant::now() >= deadline {
             let page = FeedPage::fill(rows, query.after, visible, state.limits.page_max_bytes);
             return Ok(super::capacity::json_holding(&page, permit));
@@ -247,6 +258,7 @@ mod tests {
     fn row(seq: i64, submitter: &str) -> CompletionRow {
         CompletionRow {
             cursor: FeedCursor::new(7, seq).to_token(),
+            chain_id: 31337,
             tx_id: Some(uuid::Uuid::nil()),
             submitter: submitter.to_owned(),
             request_id: Some("r".repeat(100)),

@@ -99,6 +99,15 @@ pub enum ApiError {
     /// message is ours and safe to show.
     #[error("{0}")]
     Unavailable(String),
+    /// A field the request must carry is absent (e.g. `chain_id` when the
+    /// deployment serves several chains).
+    #[error("{message}")]
+    MissingField {
+        /// The absent field.
+        field: String,
+        /// What to send.
+        message: String,
+    },
     /// No bearer token, or one that matches no configured hash.
     #[error("a valid bearer token is required")]
     Unauthorized,
@@ -157,6 +166,7 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::InvalidRequest { .. } => "invalid_request",
+            ApiError::MissingField { .. } => "missing_field",
             ApiError::UnknownSubmitter(_) => "unknown_submitter",
             ApiError::SubmitterProtected(_) => "submitter_protected",
             ApiError::IdempotencyConflict { .. } => "idempotency_conflict",
@@ -180,6 +190,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::MissingField { .. } => StatusCode::BAD_REQUEST,
             ApiError::UnknownSubmitter(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::SubmitterProtected(_) => StatusCode::LOCKED,
             ApiError::IdempotencyConflict { .. } => StatusCode::CONFLICT,
@@ -296,6 +307,10 @@ mod tests {
     fn every_code_is_in_the_documented_set() {
         let every_variant = [
             ApiError::invalid_request("x"),
+            ApiError::MissingField {
+                field: "x".into(),
+                message: "x".into(),
+            },
             ApiError::UnknownSubmitter("x".into()),
             ApiError::SubmitterProtected("x".into()),
             ApiError::IdempotencyConflict { tx_id: Uuid::nil() },

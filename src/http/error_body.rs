@@ -13,6 +13,7 @@ use super::error::ApiError;
 /// [`ErrorDetail::code`]; a test checks it against [`ApiError::code`]).
 pub const ERROR_CODES: &[&str] = &[
     "invalid_request",
+    "missing_field",
     "unauthorized",
     "forbidden",
     "not_found",
@@ -83,6 +84,7 @@ impl ApiError {
                 field.clone()
             }
             ApiError::InvalidConfig { issues } => issues.first().map(|(key, _)| key.clone()),
+            ApiError::MissingField { field, .. } => Some(field.clone()),
             _ => None,
         };
         let issues = match self {

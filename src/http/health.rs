@@ -22,6 +22,10 @@ pub struct HealthView {
     pub status: &'static str,
     /// Why not ready (empty when ready).
     pub reasons: Vec<String>,
+    /// `/readyz`: each chain's state (a chain out of service shows here
+    /// without taking the node out of service while another chain serves).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chains: Vec<super::readiness::ChainState>,
 }
 
 /// `GET /healthz`: the process is alive and serving.
@@ -31,6 +35,7 @@ pub(crate) async fn healthz() -> Json<HealthView> {
     Json(HealthView {
         status: "ok",
         reasons: Vec::new(),
+        chains: Vec::new(),
     })
 }
 
@@ -39,17 +44,24 @@ pub(crate) async fn healthz() -> Json<HealthView> {
 /// Touches neither the database nor the chain ([`super::readiness`]).
 #[utoipa::path(get, path = "/readyz", tag = "meta",
     responses(
-        (status = 200, description = "ready: database reachable and migrated, an RPC endpoint healthy (as last checked in the background)", body = HealthView),
+        (status = 200, description = "ready: database reachable and migrated, and at least one chain with a healthy RPC endpoint (as last checked in the background); `chains` lists each chain's state", body = HealthView),
         (status = 503, description = "not ready, with reasons (also when the last background check is too old)", body = HealthView)))]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let reasons = match &state.ops.readiness {
         Some(readiness) => readiness.reasons(),
         None => vec!["readiness: not monitored in this process".to_owned()],
     };
+    let chains = state
+        .ops
+        .readiness
+        .as_ref()
+        .map(|readiness| readiness.chains())
+        .unwrap_or_default();
     let ready = reasons.is_empty();
     let body = HealthView {
         status: if ready { "ok" } else { "not_ready" },
         reasons,
+        chains,
     };
     let status = if ready {
         StatusCode::OK

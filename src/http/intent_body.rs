@@ -45,6 +45,10 @@ pub const MAX_REQUEST_ID_CHARS: usize = 256;
     "value": "1000000000000000"
 }))]
 pub struct CreateBody {
+    /// The chain to send on (EIP-155 id); required when the deployment
+    /// serves several chains.
+    #[schema(minimum = 1)]
+    pub chain_id: Option<u64>,
     /// Signing address, `0x` hex; mixed case must be a valid EIP-55 checksum.
     #[schema(pattern = "^0x[0-9a-fA-F]{40}$")]
     pub submitter: String,
@@ -101,7 +105,9 @@ impl<'de> Deserialize<'de> for WeiString {
 /// A create that passed validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidCreate {
-    /// Whose transaction it is (chain id added by the caller).
+    /// The chain the body names, if any (the caller resolves it).
+    pub chain_id: Option<u64>,
+    /// Whose transaction it is.
     pub submitter: Address,
     /// The idempotency key, from the body or the header.
     pub request_id: Option<String>,
@@ -179,6 +185,7 @@ impl CreateBody {
             }
         }
         Ok(ValidCreate {
+            chain_id: self.chain_id,
             submitter,
             request_id,
             intent: Intent {

@@ -38,11 +38,12 @@ pub mod ops_webhooks;
 mod path;
 mod query;
 pub mod readiness;
+mod served_chains;
 mod text;
 mod transactions;
 pub mod tx_actions;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::{
@@ -55,7 +56,7 @@ use axum::{
 };
 use sqlx::PgPool;
 use tower_http::{limit::RequestBodyLimitLayer, timeout::TimeoutLayer};
-use txmgr_actors::domain::{ChainId, CreateError, CreateOutcome, NewIntent};
+use txmgr_actors::domain::{CreateError, CreateOutcome, NewIntent};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::config::HttpConfig;
@@ -71,6 +72,7 @@ pub use json::ApiJson;
 pub use ops_state::{OpsState, Reload, ReloadReport};
 pub use path::ApiPath;
 pub use readiness::Readiness;
+pub use served_chains::{ServedChain, ServedChains};
 
 /// Where accepted intents go. The engine implements it (batching, back-pressure,
 /// PROTECT); [`DirectSubmissions`] is the minimal implementation for tests and
@@ -127,10 +129,8 @@ impl Default for Limits {
 pub struct AppState {
     /// Reads (`GET`) go straight to PostgreSQL, the authority.
     pub pool: PgPool,
-    /// The one chain this deployment serves; part of every submitter key.
-    pub chain_id: ChainId,
-    /// Where creates go.
-    pub submissions: Arc<dyn Submissions>,
+    /// The chains this node serves: ids, names, create paths, engines.
+    pub chains: ServedChains,
     /// Request bounds.
     pub limits: Limits,
     /// Wakes long-polling `GET /v1/completions` requests; one per process.

@@ -10,7 +10,10 @@
 
 use std::collections::HashMap;
 
-use axum::{extract::State, Json};
+use axum::{
+    extract::{rejection::QueryRejection, Query, State},
+    Json,
+};
 use txmgr_actors::{
     node::{Engine, OpsError},
     store::{
@@ -28,31 +31,53 @@ use super::{
     ops_audit::{audit_entry, audited, log_action, node_name},
     ops_state::ReloadReport,
     ops_views::{
-        ActionView, ActorView, ActorsView, ClusterView, LeaseView, NodeView, PoolsView,
-        TrackerActorView, UnprotectBody,
+        ActionView, ActorView, ActorsView, ChainActorsView, ClusterView, LeaseView, NodeView,
+        PoolsView, TrackerActorView, UnprotectBody,
     },
     path::ApiPath,
-    AppState,
+    AppState, ServedChain,
 };
 
 /// Longest unprotect `reason`, in characters.
 const MAX_UNPROTECT_REASON_CHARS: usize = 1000;
 
-fn engine(state: &AppState) -> ApiResult<&Engine> {
-    state
-        .ops
+fn engine(chain: &ServedChain) -> ApiResult<&Engine> {
+    chain
         .engine
         .as_ref()
         .ok_or_else(|| ApiError::Unavailable("no engine runs in this process".into()))
+}
+
+/// The chain an action on a submitter names with `?chain_id=` (required
+/// when several chains are served).
+pub(super) fn chain_param(
+    state: &AppState,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> ApiResult<ServedChain> {
+    let Query(pairs) =
+        pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
+    let mut chain_id = None;
+    super::query::each_once(pairs, |key, value| {
+        if key != "chain_id" {
+            return Ok(false);
+        }
+        chain_id = Some(super::query::chain_id("chain_id", &value)?);
+        Ok(true)
+    })?;
+    state.chains.resolve(chain_id, "chain_id").cloned()
 }
 
 fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Open work per submitter (lower-case `0x` hex), from one grouped query.
-async fn work_counts(state: &AppState) -> ApiResult<HashMap<String, SubmitterWork>> {
-    Ok(open_work::by_submitter(&state.pool, state.chain_id)
+/// Open work per submitter (lower-case `0x` hex) of one chain, from one
+/// grouped query.
+async fn work_counts(
+    state: &AppState,
+    chain: &ServedChain,
+) -> ApiResult<HashMap<String, SubmitterWork>> {
+    Ok(open_work::by_submitter(&state.pool, chain.chain_id)
         .await?
         .into_iter()
         .map(|work| (format!("{:#x}", work.submitter), work))
@@ -69,18 +94,46 @@ pub(crate) async fn actors(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<ActorsView>> {
-    let snapshot = engine(&state)?.snapshot();
-    let mut counts = work_counts(&state).await?;
+    let mut chains = Vec::new();
+    let mut submitters = Vec::new();
+    let mut node = None;
+    for chain in state.chains.iter() {
+        let snapshot = engine(chain)?.snapshot();
+        let counts = work_counts(&state, chain).await?;
+        node.get_or_insert((snapshot.node_id.to_string(), snapshot.instance.to_string()));
+        let (view, actors) = chain_actors(chain, snapshot, counts, &caller);
+        chains.push(view);
+        submitters.extend(actors);
+    }
+    let (node_id, instance) = node.unwrap_or_default();
+    Ok(Json(ActorsView {
+        node_id,
+        instance,
+        chains,
+        submitters,
+    }))
+}
+
+/// One chain's part of the actors view: its supervisor and pools, and its
+/// submitters the caller may see.
+fn chain_actors(
+    chain: &ServedChain,
+    snapshot: txmgr_actors::node::EngineSnapshot,
+    mut counts: HashMap<String, SubmitterWork>,
+    caller: &Caller,
+) -> (ChainActorsView, Vec<ActorView>) {
     let submitters = snapshot
         .submitters
         .into_iter()
         // A token limited to some submitters sees only theirs; the pools
         // and the node stay visible.
-        .filter(|s| caller.may_use(&s.address))
+        .filter(|s| caller.may_use_on(chain.chain_id, &s.address))
         .map(|s| {
             let address = format!("{:#x}", s.address);
             let work = counts.remove(&address);
             ActorView {
+                chain: chain.name.clone(),
+                chain_id: chain.chain_id.get(),
                 submitter: address,
                 role: s.role.as_str(),
                 fencing_token: s.fencing_token,
@@ -108,12 +161,10 @@ pub(crate) async fn actors(
         })
         .collect();
     let pools = snapshot.pools;
-    Ok(Json(ActorsView {
-        node_id: snapshot.node_id.to_string(),
-        instance: snapshot.instance.to_string(),
+    let view = ChainActorsView {
+        chain: chain.name.clone(),
         chain_id: snapshot.chain_id,
         supervisor_alive: snapshot.supervisor_alive,
-        submitters,
         pools: PoolsView {
             head: pools.head,
             finality_head: pools.finality_head,
@@ -138,7 +189,8 @@ pub(crate) async fn actors(
                 })
                 .collect(),
         },
-    }))
+    };
+    (view, submitters)
 }
 
 /// `GET /v1/ops/cluster`.
@@ -164,24 +216,29 @@ pub(crate) async fn cluster(
             alive: n.alive,
         })
         .collect();
-    let leases = lease_scan::list(&state.pool, state.chain_id)
-        .await?
-        .into_iter()
-        .filter(|lease| caller.may_use(&lease.submitter))
-        .map(|lease| LeaseView {
-            preferred_node: state
-                .ops
-                .engine
-                .as_ref()
-                .and_then(|e| e.membership().preferred(&lease.submitter)),
-            submitter: format!("{:#x}", lease.submitter),
-            owner: lease.owner_node,
-            owner_instance: lease.owner_instance,
-            fencing_token: lease.fencing_token,
-            expires_in_ms: lease.expires_in_ms,
-            expired: lease.expires_in_ms == 0,
-        })
-        .collect();
+    let mut leases = Vec::new();
+    for chain in state.chains.iter() {
+        let listed = lease_scan::list(&state.pool, chain.chain_id).await?;
+        leases.extend(
+            listed
+                .into_iter()
+                .filter(|lease| caller.may_use_on(chain.chain_id, &lease.submitter))
+                .map(|lease| LeaseView {
+                    chain: chain.name.clone(),
+                    chain_id: chain.chain_id.get(),
+                    preferred_node: chain
+                        .engine
+                        .as_ref()
+                        .and_then(|e| e.membership().preferred(&lease.submitter)),
+                    submitter: format!("{:#x}", lease.submitter),
+                    owner: lease.owner_node,
+                    owner_instance: lease.owner_instance,
+                    fencing_token: lease.fencing_token,
+                    expires_in_ms: lease.expires_in_ms,
+                    expired: lease.expires_in_ms == 0,
+                }),
+        );
+    }
     Ok(Json(ClusterView { nodes, leases }))
 }
 
@@ -202,7 +259,8 @@ fn ops_error(err: OpsError) -> ApiError {
 /// `POST /v1/ops/submitters/{address}/restart`.
 #[utoipa::path(post, path = "/v1/ops/submitters/{address}/restart", tag = "ops",
     description = "The supervisor drains the actor (it releases its lease; open work stays in the database) and spawns a fresh one; also clears a failed actor. Audited: `started`, then `done` or `failed`.",
-    params(("address" = String, Path, description = "the submitter", pattern = "^0x[0-9a-fA-F]{40}$")),
+    params(("address" = String, Path, description = "the submitter", pattern = "^0x[0-9a-fA-F]{40}$"),
+        ("chain_id" = Option<u64>, Query, description = "the chain; required when several chains are served")),
     responses(
         (status = 200, description = "restarted", body = ActionView),
         (status = 400, description = "invalid_request: not an address", body = ErrorResponse),
@@ -214,10 +272,12 @@ pub(crate) async fn restart(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(address): ApiPath<String>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> ApiResult<Json<ActionView>> {
     let address = parse_address("address", &address)?;
-    caller.check_submitter(&address)?;
-    let engine = engine(&state)?;
+    let chain = chain_param(&state, pairs)?;
+    caller.check_submitter_on(chain.chain_id, &address)?;
+    let engine = engine(&chain)?;
     let who = caller.name.to_string();
     let submitter = format!("{address:#x}");
     let entry = audit_entry(engine.node_id(), &who, "restart", Some(&submitter), None);
@@ -237,7 +297,8 @@ pub(crate) async fn restart(
 /// `POST /v1/ops/submitters/{address}/unprotect` with `{reason}`.
 #[utoipa::path(post, path = "/v1/ops/submitters/{address}/unprotect", tag = "ops",
     description = "Clears PROTECT: this node takes (or renews) the lease, moves the nonce cursor up to the chain's pending nonce, clears the reason and writes the audit row in one fenced transaction (all or nothing), then respawns the actor.",
-    params(("address" = String, Path, description = "the submitter", pattern = "^0x[0-9a-fA-F]{40}$")),
+    params(("address" = String, Path, description = "the submitter", pattern = "^0x[0-9a-fA-F]{40}$"),
+        ("chain_id" = Option<u64>, Query, description = "the chain; required when several chains are served")),
     request_body = UnprotectBody,
     responses(
         (status = 200, description = "PROTECT cleared", body = ActionView),
@@ -251,11 +312,13 @@ pub(crate) async fn unprotect(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(address): ApiPath<String>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
     ApiJson(body): ApiJson<UnprotectBody>,
 ) -> ApiResult<Json<ActionView>> {
     let address = parse_address("address", &address)?;
-    caller.check_submitter(&address)?;
-    let engine = engine(&state)?;
+    let chain = chain_param(&state, pairs)?;
+    caller.check_submitter_on(chain.chain_id, &address)?;
+    let engine = engine(&chain)?;
     let reason = body.reason.trim();
     if reason.is_empty() {
         return Err(ApiError::invalid(

@@ -11,9 +11,9 @@ use super::{error::ApiResult, AppState};
 /// This node's id for the audit row (`unknown` in a process without an engine).
 pub(super) fn node_name(state: &AppState) -> String {
     state
-        .ops
-        .engine
-        .as_ref()
+        .chains
+        .iter()
+        .find_map(|c| c.engine.as_ref())
         .map_or_else(|| "unknown".to_owned(), |e| e.node_id().to_owned())
 }
 

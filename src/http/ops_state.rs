@@ -8,7 +8,6 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
-use txmgr_actors::{chain::ChainClient, node::Engine};
 
 use super::{auth::Auth, readiness::Readiness};
 use crate::config::{ConfigError, DEFAULT_HEARTBEAT_INTERVAL};
@@ -42,17 +41,12 @@ pub struct ReloadReport {
 /// The operator side of [`AppState`](super::AppState).
 #[derive(Clone)]
 pub struct OpsState {
-    /// The engine of this node; `None` in tools that run the API alone
-    /// (ops endpoints then answer 503).
-    pub engine: Option<Engine>,
     /// Bearer tokens; empty = authentication off.
     pub auth: Arc<Auth>,
     /// Renders `/metrics`; `None` = no recorder installed (503).
     pub metrics: Option<PrometheusHandle>,
     /// `/metrics` without a token (`http.metrics_public`).
     pub metrics_public: bool,
-    /// The chain port (the RPC endpoints' health for the ops views).
-    pub chain: Option<Arc<dyn ChainClient>>,
     /// What `/readyz` answers from; `None` = not monitored (503).
     pub readiness: Option<Readiness>,
     /// Applies configuration changes.
@@ -65,11 +59,9 @@ pub struct OpsState {
 impl Default for OpsState {
     fn default() -> Self {
         Self {
-            engine: None,
             auth: Arc::new(Auth::default()),
             metrics: None,
             metrics_public: true,
-            chain: None,
             readiness: None,
             reloader: None,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,

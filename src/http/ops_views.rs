@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 /// One SubmitterActor in `GET /v1/ops/actors`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ActorView {
+    /// The chain's name.
+    pub chain: String,
+    /// The chain's id.
+    pub chain_id: u64,
     /// Lower-case `0x` address.
     pub submitter: String,
     /// idle | leader | standby | protected | stopping | failed.
@@ -108,13 +112,22 @@ pub struct ActorsView {
     /// This process's instance id: drawn at start, part of the lease owner
     /// identity (node id + instance); a restart gets a new one.
     pub instance: String,
-    /// The chain served.
-    pub chain_id: u64,
-    /// The supervisor actor is running.
-    pub supervisor_alive: bool,
-    /// Every submitter known to this node.
+    /// Each chain this node serves: its supervisor and tracking pools.
+    pub chains: Vec<ChainActorsView>,
+    /// Every submitter known to this node, chain by chain.
     pub submitters: Vec<ActorView>,
-    /// The tracking pools.
+}
+
+/// One chain's subtree in `GET /v1/ops/actors`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ChainActorsView {
+    /// `[chains.<name>]` (`default` for `[chain]`).
+    pub chain: String,
+    /// Its chain id.
+    pub chain_id: u64,
+    /// The chain's supervisor actor is running.
+    pub supervisor_alive: bool,
+    /// Its tracking pools.
     pub pools: PoolsView,
 }
 
@@ -138,6 +151,10 @@ pub struct NodeView {
 /// One lease in `GET /v1/ops/cluster`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LeaseView {
+    /// The chain's name.
+    pub chain: String,
+    /// The chain's id.
+    pub chain_id: u64,
     /// The submitter.
     pub submitter: String,
     /// The holder's (or last holder's) node id.

@@ -44,10 +44,10 @@ pub(crate) async fn list(
 ) -> ApiResult<Json<WebhooksView>> {
     let scope = caller.scope();
     Ok(Json(WebhooksView {
-        webhooks: webhooks::statuses(&state.pool, state.chain_id, None).await?,
+        webhooks: webhooks::statuses(&state.pool, state.chains.home(), None).await?,
         dead_letters: webhooks::dead_letters(
             &state.pool,
-            state.chain_id,
+            state.chains.home(),
             DEAD_LETTERS_SHOWN,
             scope.as_deref(),
         )
@@ -125,7 +125,7 @@ pub(crate) async fn redeliver(
     };
     let entry = audit_entry(&node_id, &who, "redeliver", None, Some(&reason));
     let key = WebhookKey {
-        chain_id: state.chain_id,
+        chain_id: state.chains.home(),
         name: name.clone(),
     };
     let queued = audited(&state, &entry, async {

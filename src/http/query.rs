@@ -35,3 +35,21 @@ pub(crate) fn limit(value: &str, max: u32) -> ApiResult<u32> {
             ApiError::invalid("limit", format!("limit must be an integer from 1 to {max}"))
         })
 }
+
+/// A `chain_id` parameter: a positive decimal integer (whether it is served
+/// here is the caller's check).
+pub(crate) fn chain_id(field: &str, value: &str) -> ApiResult<u64> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field} must be a positive decimal integer"),
+        ));
+    }
+    match value.parse::<u64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(ApiError::invalid(
+            field,
+            format!("{field} must be between 1 and 2^64-1"),
+        )),
+    }
+}

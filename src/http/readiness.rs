@@ -29,6 +29,34 @@ struct Checked {
     at: Instant,
     /// Why not ready; empty when ready.
     reasons: Vec<String>,
+    /// Each chain's state.
+    chains: Vec<ChainState>,
+}
+
+/// One chain's state as `/readyz` lists it: a chain out of service shows
+/// here, and takes the node out of service only when no chain is left.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct ChainState {
+    /// The chain's name.
+    pub chain: String,
+    /// The chain's id.
+    pub chain_id: u64,
+    /// At least one of its RPC endpoints is healthy.
+    pub healthy: bool,
+    /// Why not, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A chain whose readiness is checked: its name, id and RPC endpoints.
+#[derive(Clone)]
+pub struct CheckedChain {
+    /// The chain's name.
+    pub name: String,
+    /// The chain's id.
+    pub chain_id: u64,
+    /// Its endpoints.
+    pub client: Arc<dyn ChainClient>,
 }
 
 /// The readiness of this node as last checked. One per process; cheap to
@@ -52,18 +80,14 @@ impl Drop for ReadinessInner {
 
 impl Readiness {
     /// Checks the database (reachable, every embedded migration applied) and
-    /// the chain (a healthy RPC endpoint) once — so `/readyz` has an answer
+    /// each chain (a healthy RPC endpoint) once — so `/readyz` has an answer
     /// from the first request on — and starts the refresher that checks
-    /// again every `interval`.
-    pub async fn start(
-        pool: PgPool,
-        chain: Option<Arc<dyn ChainClient>>,
-        chain_id: u64,
-        interval: Duration,
-    ) -> Self {
-        let first = check(&pool, chain.as_deref(), chain_id).await;
+    /// again every `interval`. Ready while the database is and at least one
+    /// chain is (none configured: the database alone).
+    pub async fn start(pool: PgPool, chains: Vec<CheckedChain>, interval: Duration) -> Self {
+        let first = check(&pool, &chains).await;
         let (sender, latest) = watch::channel(first);
-        let refresher = tokio::spawn(refresh_loop(pool, chain, chain_id, interval, sender));
+        let refresher = tokio::spawn(refresh_loop(pool, chains, interval, sender));
         Self {
             inner: Arc::new(ReadinessInner {
                 latest,
@@ -87,6 +111,11 @@ impl Readiness {
             self.inner.max_age,
         )
     }
+
+    /// Each chain's state as last checked.
+    pub fn chains(&self) -> Vec<ChainState> {
+        self.inner.latest.borrow().chains.clone()
+    }
 }
 
 /// The answer from the last result at `now`: its reasons, or why it cannot
@@ -104,8 +133,7 @@ fn verdict(latest: &Checked, now: Instant, max_age: Duration) -> Vec<String> {
 
 async fn refresh_loop(
     pool: PgPool,
-    chain: Option<Arc<dyn ChainClient>>,
-    chain_id: u64,
+    chains: Vec<CheckedChain>,
     interval: Duration,
     sender: watch::Sender<Checked>,
 ) {
@@ -113,20 +141,41 @@ async fn refresh_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let checked = check(&pool, chain.as_deref(), chain_id).await;
+        let checked = check(&pool, &chains).await;
         if sender.send(checked).is_err() {
             return;
         }
     }
 }
 
-/// One round: the database and the chain, concurrently.
-async fn check(pool: &PgPool, chain: Option<&dyn ChainClient>, chain_id: u64) -> Checked {
+/// One round: the database and every chain, concurrently.
+async fn check(pool: &PgPool, chains: &[CheckedChain]) -> Checked {
     let at = Instant::now();
-    let (mut reasons, chain_reasons) =
-        tokio::join!(database_readiness(pool), chain_readiness(chain, chain_id));
-    reasons.extend(chain_reasons);
-    Checked { at, reasons }
+    let each_chain = futures::future::join_all(chains.iter().map(|chain| async move {
+        let why = chain_readiness(&*chain.client, chain.chain_id).await;
+        ChainState {
+            chain: chain.name.clone(),
+            chain_id: chain.chain_id,
+            healthy: why.is_none(),
+            reason: why,
+        }
+    }));
+    let (mut reasons, chains) = tokio::join!(database_readiness(pool), each_chain);
+    if !chains.is_empty() && !chains.iter().any(|c| c.healthy) {
+        reasons.extend(chains.iter().map(|c| {
+            let why = c.reason.as_deref().unwrap_or("unhealthy");
+            if chains.len() == 1 {
+                format!("chain: {why}")
+            } else {
+                format!("chain {}: {why}", c.chain)
+            }
+        }));
+    }
+    Checked {
+        at,
+        reasons,
+        chains,
+    }
 }
 
 /// Reachable, and every embedded migration applied.
@@ -151,40 +200,34 @@ async fn database_readiness(pool: &PgPool) -> Vec<String> {
     }
 }
 
-/// Ready while at least one RPC endpoint is healthy, from the health the
-/// endpoint monitor keeps; clients without endpoints (test doubles) are
-/// asked for their chain id. No chain port: nothing to check.
-async fn chain_readiness(chain: Option<&dyn ChainClient>, chain_id: u64) -> Vec<String> {
-    let Some(chain) = chain else {
-        return Vec::new();
-    };
+/// Why the chain is out of service (`None`: at least one RPC endpoint is
+/// healthy), from the health the endpoint monitor keeps; clients without
+/// endpoints (test doubles) are asked for their chain id.
+async fn chain_readiness(chain: &dyn ChainClient, chain_id: u64) -> Option<String> {
     let endpoints = chain.endpoint_status();
     if !endpoints.is_empty() {
         if endpoints.iter().any(|e| e.healthy) {
-            return Vec::new();
+            return None;
         }
         let why: Vec<String> = endpoints
             .iter()
             .map(|e| format!("{} {}", e.name, e.reason.as_deref().unwrap_or("unhealthy")))
             .collect();
-        return vec![format!(
-            "chain: no healthy RPC endpoint ({})",
-            why.join(", ")
-        )];
+        return Some(format!("no healthy RPC endpoint ({})", why.join(", ")));
     }
     match tokio::time::timeout(PROBE_TIMEOUT, chain.chain_id()).await {
-        Ok(Ok(id)) if id == chain_id => Vec::new(),
-        Ok(Ok(id)) => vec![format!(
-            "chain: the RPC endpoint serves chain {id}, configured {chain_id}"
-        )],
+        Ok(Ok(id)) if id == chain_id => None,
+        Ok(Ok(id)) => Some(format!(
+            "the RPC endpoint serves chain {id}, configured {chain_id}"
+        )),
         Ok(Err(err)) => {
             tracing::warn!(target: "http", error = %err, "readiness: chain check failed");
-            vec!["chain: RPC endpoint unreachable".to_owned()]
+            Some("RPC endpoint unreachable".to_owned())
         }
-        Err(_) => vec![format!(
-            "chain: no answer within {}",
+        Err(_) => Some(format!(
+            "no answer within {}",
             humantime::format_duration(PROBE_TIMEOUT)
-        )],
+        )),
     }
 }
 
@@ -198,11 +241,13 @@ mod tests {
         let ready = Checked {
             at: now,
             reasons: Vec::new(),
+            chains: Vec::new(),
         };
         assert!(verdict(&ready, now, Duration::from_secs(5)).is_empty());
         let down = Checked {
             at: now,
             reasons: vec!["database: unreachable or not migrated".to_owned()],
+            chains: Vec::new(),
         };
         assert_eq!(verdict(&down, now, Duration::from_secs(5)), down.reasons);
     }
@@ -213,6 +258,7 @@ mod tests {
         let old = Checked {
             at: now,
             reasons: Vec::new(),
+            chains: Vec::new(),
         };
         let later = now + Duration::from_secs(6);
         let reasons = verdict(&old, later, Duration::from_secs(5));

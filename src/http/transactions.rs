@@ -10,7 +10,7 @@ use axum::{
 use serde::Serialize;
 use serde_json::value::RawValue;
 use txmgr_actors::{
-    domain::{CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary},
+    domain::{ChainId, CreateError, CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary},
     store::tx_query::{self, Cursor, TxView},
 };
 use utoipa::ToSchema;
@@ -36,6 +36,8 @@ const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// Answer to a create: 202 when new, 200 on a replay.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct CreatedBody {
+    /// The chain it is sent on.
+    chain_id: u64,
     /// The intent's id.
     tx_id: Uuid,
     /// Its state now (`QUEUED` when new).
@@ -47,9 +49,10 @@ pub(crate) struct CreatedBody {
     request_id: Option<String>,
 }
 
-impl From<TxSummary> for CreatedBody {
-    fn from(summary: TxSummary) -> Self {
+impl CreatedBody {
+    fn new(chain_id: ChainId, summary: TxSummary) -> Self {
         Self {
+            chain_id: chain_id.get(),
             tx_id: summary.tx_id,
             state: summary.state,
             submitter: format!("{:#x}", summary.submitter),
@@ -61,13 +64,13 @@ impl From<TxSummary> for CreatedBody {
 /// `POST /v1/transactions`; counts every answer in `txmgr_creates_total`
 /// by result.
 #[utoipa::path(post, path = "/v1/transactions", tag = "transactions",
-    description = "Accepts an intent once it is committed to PostgreSQL. Idempotent on `(submitter, request_id)`.",
+    description = "Accepts an intent once it is committed to PostgreSQL. Idempotent on `(chain_id, submitter, request_id)`.",
     request_body = CreateBody,
     params(("Idempotency-Key" = Option<String>, Header, description = "the request_id, instead of the body field (both must agree)")),
     responses(
         (status = 202, description = "accepted: a new intent", body = CreatedBody),
         (status = 200, description = "replay of the same request_id with the same body", body = CreatedBody),
-        (status = 400, description = "invalid_request: malformed JSON, bad field (`field` names it)", body = ErrorResponse),
+        (status = 400, description = "invalid_request: malformed JSON, bad field (`field` names it), a chain not served here or a submitter not enabled on it; missing_field: `chain_id` when several chains are served", body = ErrorResponse),
         (status = 403, description = "forbidden: the token may not use this submitter", body = ErrorResponse),
         (status = 409, description = "idempotency_conflict: same request_id, different body", body = ErrorResponse),
         (status = 422, description = "unknown_submitter: not configured here, or being removed", body = ErrorResponse),
@@ -109,19 +112,34 @@ async fn create_inner(
         None => None,
     };
     let valid = body.validate(header_key, state.limits.data_limit_bytes)?;
-    caller.check_submitter(&valid.submitter)?;
-    let submitter = SubmitterKey::new(state.chain_id, valid.submitter);
-    let outcome = state
+    let chain = state.chains.resolve(valid.chain_id, "chain_id")?;
+    caller.check_submitter_on(chain.chain_id, &valid.submitter)?;
+    let submitter = SubmitterKey::new(chain.chain_id, valid.submitter);
+    let created = chain
         .submissions
         .create(NewIntent::new(submitter, valid.request_id, valid.intent))
-        .await?;
+        .await;
+    let outcome = match created {
+        Err(CreateError::UnknownSubmitter(address)) if state.chains.iter().count() > 1 => {
+            return Err(ApiError::invalid(
+                "chain_id",
+                format!(
+                    "submitter {address:#x} is not enabled on chain {} ({})",
+                    chain.chain_id, chain.name
+                ),
+            ));
+        }
+        other => other?,
+    };
+    let chain_id = chain.chain_id;
     match outcome {
         CreateOutcome::Created(summary) => {
             tracing::debug!(target: "http", tx_id = %summary.tx_id, %submitter, "intent accepted");
-            Ok((StatusCode::ACCEPTED, Json(CreatedBody::from(summary))).into_response())
+            let body = CreatedBody::new(chain_id, summary);
+            Ok((StatusCode::ACCEPTED, Json(body)).into_response())
         }
         CreateOutcome::Existing(summary) => {
-            Ok((StatusCode::OK, Json(CreatedBody::from(summary))).into_response())
+            Ok((StatusCode::OK, Json(CreatedBody::new(chain_id, summary))).into_response())
         }
         CreateOutcome::Conflict { tx_id } => Err(ApiError::IdempotencyConflict { tx_id }),
     }
@@ -143,33 +161,34 @@ pub(crate) async fn get_one(
 ) -> ApiResult<Json<TxView>> {
     let tx_id =
         Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
-    let view = tx_query::get(&state.pool, state.chain_id, tx_id)
+    let view = tx_query::get(&state.pool, &state.chains.ids(), tx_id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no transaction {tx_id}")))?;
     if let Ok(address) = view.submitter.parse::<Address>() {
         // Another submitter's transaction is reported as absent: its id
         // alone must not reveal that it exists.
-        if caller.check_submitter(&address).is_err() {
+        if caller
+            .check_submitter_on(view.chain_id.into(), &address)
+            .is_err()
+        {
             return Err(ApiError::NotFound(format!("no transaction {tx_id}")));
         }
     }
-    Ok(Json(view.with_head(chain_head(&state))))
+    let head = chain_head(&state, view.chain_id.into());
+    Ok(Json(view.with_head(head)))
 }
 
-/// The newest block this node's head watcher has processed, if it runs.
-fn chain_head(state: &AppState) -> Option<u64> {
-    state
-        .ops
-        .engine
-        .as_ref()
-        .map(|engine| engine.progress().head())
-        .filter(|head| *head > 0)
+/// The newest block this node's head watcher of `chain_id` has processed,
+/// if it runs.
+fn chain_head(state: &AppState, chain_id: ChainId) -> Option<u64> {
+    state.chains.by_id(chain_id).and_then(|c| c.head())
 }
 
 /// Query parameters of `GET /v1/transactions`, checked by hand so that each
 /// problem names its parameter.
 #[derive(Debug, Default)]
 struct ListQuery {
+    chain_ids: Vec<u64>,
     submitter: Option<Address>,
     request_id: Option<String>,
     state: Option<TxState>,
@@ -180,6 +199,12 @@ struct ListQuery {
 impl ListQuery {
     fn parse(pairs: Vec<(String, String)>) -> ApiResult<Self> {
         let mut query = ListQuery::default();
+        let (chains, pairs): (Vec<_>, Vec<_>) =
+            pairs.into_iter().partition(|(key, _)| key == "chain_id");
+        // Repeatable: `chain_id=1&chain_id=8453`.
+        for (_, value) in chains {
+            query.chain_ids.push(query::chain_id("chain_id", &value)?);
+        }
         query::each_once(pairs, |key, value| {
             match key {
                 "submitter" => query.submitter = Some(parse_address("submitter", &value)?),
@@ -226,14 +251,15 @@ impl Page {
         rows: Vec<(Cursor, TxView)>,
         more: bool,
         budget: usize,
-        head: Option<u64>,
+        head: impl Fn(ChainId) -> Option<u64>,
     ) -> Result<Page, serde_json::Error> {
         let total = rows.len();
         let mut items = Vec::with_capacity(total);
         let mut used = 0usize;
         let mut last = None;
         for (cursor, view) in rows {
-            let item = serde_json::value::to_raw_value(&view.with_head(head))?;
+            let chain_head = head(view.chain_id.into());
+            let item = serde_json::value::to_raw_value(&view.with_head(chain_head))?;
             // +1: the comma between items.
             let size = item.get().len() + 1;
             if !items.is_empty() && used + size > budget {
@@ -266,6 +292,7 @@ pub(crate) enum QueryAnswer {
 /// `GET /v1/transactions?submitter=..&state=..&limit=..&after=..` (a page).
 #[utoipa::path(get, path = "/v1/transactions", tag = "transactions",
     params(
+        ("chain_id" = Option<Vec<u64>>, Query, description = "only these chains (repeatable; default every chain served); with request_id, required when several chains are served", explode = true),
         ("submitter" = String, Query, description = "the submitter's address", pattern = "^0x[0-9a-fA-F]{40}$"),
         ("request_id" = Option<String>, Query, description = "selects one transaction; not combined with the others", min_length = 1, max_length = 256),
         ("state" = Option<TxState>, Query, description = "only transactions in this state"),
@@ -290,10 +317,23 @@ pub(crate) async fn query(
     let address = query
         .submitter
         .ok_or_else(|| ApiError::invalid("submitter", "submitter is required"))?;
-    caller.check_submitter(&address)?;
-    let submitter = SubmitterKey::new(state.chain_id, address);
+    let chain_ids = state.chains.filter(&query.chain_ids, "chain_id")?;
+    for chain_id in &chain_ids {
+        caller.check_submitter_on(*chain_id, &address)?;
+    }
 
     if let Some(request_id) = query.request_id {
+        let chain = match &query.chain_ids[..] {
+            [] => state.chains.resolve(None, "chain_id")?,
+            [one] => state.chains.resolve(Some(*one), "chain_id")?,
+            _ => {
+                return Err(ApiError::invalid(
+                    "chain_id",
+                    "request_id selects one transaction: name one chain",
+                ))
+            }
+        };
+        let submitter = SubmitterKey::new(chain.chain_id, address);
         if query.state.is_some() || query.limit.is_some() || query.after.is_some() {
             return Err(ApiError::invalid(
                 "request_id",
@@ -305,10 +345,7 @@ pub(crate) async fn query(
             .ok_or_else(|| {
                 ApiError::NotFound(format!("no transaction with request_id {request_id:?}"))
             })?;
-        return Ok(Json(QueryAnswer::One(Box::new(
-            view.with_head(chain_head(&state)),
-        )))
-        .into_response());
+        return Ok(Json(QueryAnswer::One(Box::new(view.with_head(chain.head())))).into_response());
     }
 
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
@@ -318,14 +355,16 @@ pub(crate) async fn query(
     let permit = pages.reserve()?;
     let (rows, more) = tx_query::list_within(
         &state.pool,
-        submitter,
+        &chain_ids,
+        address,
         query.state,
         limit,
         query.after,
         budget,
     )
     .await?;
-    let page = Page::fill(rows, more, budget, chain_head(&state)).map_err(|err| {
+    let heads = |chain_id: ChainId| chain_head(&state, chain_id);
+    let page = Page::fill(rows, more, budget, heads).map_err(|err| {
         tracing::error!(target: "http", error = %err, "a listed transaction did not serialise");
         ApiError::Internal
     })?;

@@ -198,12 +198,12 @@ async fn act(
         Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
     let body = parse_body(&body)?;
     let not_found = || ApiError::NotFound(format!("no transaction {tx_id}"));
-    let address = actions::submitter_of(&state.pool, state.chain_id, tx_id)
+    let (chain_id, address) = actions::submitter_of(&state.pool, &state.chains.ids(), tx_id)
         .await?
         .ok_or_else(not_found)?;
     // Another submitter's transaction is reported as absent (as by GET):
     // its id alone must not reveal that it exists or whose it is.
-    if caller.check_submitter(&address).is_err() {
+    if caller.check_submitter_on(chain_id, &address).is_err() {
         return Err(not_found());
     }
     let name = caller.name.to_string();
@@ -218,21 +218,15 @@ async fn act(
     let speedup_every =
         (action == OperatorAction::Speedup && caller.role == Role::Client).then(|| {
             state
-                .ops
-                .engine
-                .as_ref()
+                .chains
+                .by_id(chain_id)
+                .and_then(|chain| chain.engine.as_ref())
                 .and_then(|engine| engine.settings(address))
                 .map_or(DEFAULT_RESUBMIT_INTERVAL, |s| s.resubmit_interval)
         });
-    let outcome = actions::request_at_most_every(
-        &state.pool,
-        state.chain_id,
-        tx_id,
-        action,
-        &who,
-        speedup_every,
-    )
-    .await?;
+    let outcome =
+        actions::request_at_most_every(&state.pool, chain_id, tx_id, action, &who, speedup_every)
+            .await?;
     tracing::info!(target: "txmgr::audit", who = %name, action = action.as_str(), %tx_id,
         submitter = %format!("{address:#x}"), reason = body.reason.as_deref(), node_id = %node_id,
         outcome = ?outcome, "operator action on a transaction");

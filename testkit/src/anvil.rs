@@ -50,6 +50,9 @@ pub struct AnvilOptions {
     /// Bound on one JSON-RPC call, so a wedged anvil fails the caller
     /// instead of hanging it.
     pub rpc_timeout: Duration,
+    /// The chain id it serves ([`CHAIN_ID`] unless a test runs several
+    /// chains).
+    pub chain_id: u64,
 }
 
 impl Default for AnvilOptions {
@@ -58,6 +61,7 @@ impl Default for AnvilOptions {
             mining: Mining::Auto,
             extra_args: Vec::new(),
             rpc_timeout: Duration::from_secs(10),
+            chain_id: CHAIN_ID,
         }
     }
 }
@@ -90,6 +94,8 @@ pub struct Anvil {
     rpc_timeout: Duration,
     /// anvil's stderr, quoted when it fails to start.
     log_path: PathBuf,
+    /// The chain id it serves.
+    chain_id: u64,
 }
 
 impl Anvil {
@@ -110,8 +116,40 @@ impl Anvil {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// An anvil serving `chain_id`, with extra flags; panics if it does not
+    /// start (tests of several chains).
+    pub async fn start_on_chain(chain_id: u64, extra_args: &[&str]) -> Anvil {
+        let options = AnvilOptions {
+            extra_args: extra_args.iter().map(|arg| (*arg).to_owned()).collect(),
+            chain_id,
+            ..AnvilOptions::default()
+        };
+        Anvil::try_start(&options)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Freezes anvil (SIGSTOP): its RPC stops answering, its state stays —
+    /// a chain outage that [`Anvil::resume`] ends.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused anvil run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .status();
+        }
+    }
+
     /// Starts anvil (`ANVIL_BIN`, else the workspace's `.tools/bin/anvil`)
-    /// and waits until it answers with [`CHAIN_ID`].
+    /// and waits until it answers with its chain id.
     pub async fn try_start(options: &AnvilOptions) -> Result<Anvil, KitError> {
         let bin = anvil_bin();
         let mut reason = String::new();
@@ -141,7 +179,7 @@ impl Anvil {
         })?;
         let child = Command::new(bin)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--chain-id", &CHAIN_ID.to_string(), "--silent"])
+            .args(["--chain-id", &options.chain_id.to_string(), "--silent"])
             .args(options.args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -163,6 +201,7 @@ impl Anvil {
             provider,
             rpc_timeout: options.rpc_timeout,
             log_path,
+            chain_id: options.chain_id,
         };
         anvil.wait_ready().await?;
         Ok(anvil)
@@ -180,7 +219,7 @@ impl Anvil {
                 return Err(not_ready(self, format!("exited with {status}")));
             }
             if let Ok(chain_id) = self.try_rpc("eth_chainId", json!([])).await {
-                if chain_id == format!("{CHAIN_ID:#x}") {
+                if chain_id == format!("{:#x}", self.chain_id) {
                     return Ok(());
                 }
                 // Someone else answers on this port: the caller retries elsewhere.

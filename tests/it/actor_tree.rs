@@ -39,7 +39,7 @@ async fn create_and_confirm(node: &TestNode, anvil: &Anvil, db: &TestDb, request
 async fn tracker_actors(node: &TestNode) -> Vec<Value> {
     let (status, body) = node.request("GET", "/v1/ops/actors", None).await;
     assert_eq!(status, 200, "{body}");
-    body["pools"]["actors"]
+    body["chains"][0]["pools"]["actors"]
         .as_array()
         .cloned()
         .unwrap_or_default()

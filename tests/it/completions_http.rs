@@ -4,6 +4,7 @@
 //! with their field. Serialised with the feed tests (see `completions`).
 
 use std::{sync::Arc, time::Duration};
+use txmgr::http::ServedChains;
 
 use alloy::primitives::Address;
 use axum::{
@@ -33,11 +34,13 @@ fn router(db: &TestDb, request_timeout: Duration) -> Router {
 /// [`router`], and its notifier (to see long polls waiting).
 fn router_with(db: &TestDb, request_timeout: Duration) -> (Router, CompletionNotifier) {
     let known = [SUBMITTER.parse::<Address>().expect("address literal")];
-    let completions = CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS);
+    let completions = CompletionNotifier::listen(db.pool.clone(), &[CHAIN], DEFAULT_MAX_LONG_POLLS);
     let app = app(AppState {
         pool: db.pool.clone(),
-        chain_id: CHAIN.into(),
-        submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
+        chains: ServedChains::single(
+            CHAIN.into(),
+            Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
+        ),
         limits: Limits {
             request_timeout,
             ..Limits::default()

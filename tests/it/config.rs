@@ -3,6 +3,7 @@
 //! the error names. The environment is always passed explicitly, so tests do
 //! not race on the process environment.
 
+mod chains;
 mod deprecated;
 mod env;
 mod submitters;
@@ -76,10 +77,10 @@ fn shipped_config_parses_and_validates() {
         "postgres://postgres@127.0.0.1:5432/txmgr"
     );
     assert_eq!(
-        config.chain.rpc_url.as_deref(),
+        config.chain.as_ref().expect("[chain]").rpc_url.as_deref(),
         Some("http://127.0.0.1:8545")
     );
-    assert_eq!(config.chain.chain_id, 31337);
+    assert_eq!(config.chain.as_ref().expect("[chain]").chain_id, 31337);
     assert_eq!(config.lease.duration, DEFAULT_LEASE_DURATION);
     assert!(config.node_id.starts_with("node-"));
     let subs = config.resolved_submitters();
@@ -100,7 +101,10 @@ fn shipped_config_values_equal_the_built_in_defaults() {
     assert_eq!(config.node, bare.node);
     assert_eq!(config.log, bare.log);
     assert_eq!(config.feed, bare.feed);
-    assert_eq!(config.chain.poll_interval, bare.chain.poll_interval);
+    assert_eq!(
+        config.chain.as_ref().expect("[chain]").poll_interval,
+        bare.chain.as_ref().expect("[chain]").poll_interval
+    );
     assert_eq!(
         config.database.max_connections,
         bare.database.max_connections

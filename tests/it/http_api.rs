@@ -2,6 +2,7 @@
 //! PostgreSQL behind `DirectSubmissions` (or a stub for engine refusals).
 
 use std::{sync::Arc, time::Duration};
+use txmgr::http::ServedChains;
 
 use crate::common::TestDb;
 use alloy::primitives::Address;
@@ -344,13 +345,16 @@ async fn engine_refusals_map_to_their_codes() {
     for (refusal, status, code) in cases {
         let state = AppState {
             pool: db.pool.clone(),
-            chain_id: CHAIN.into(),
-            submissions: Arc::new(Refusing(refusal)),
+            chains: ServedChains::single(CHAIN.into(), Arc::new(Refusing(refusal))),
             limits: Limits {
                 request_timeout: Duration::from_millis(200),
                 ..limits()
             },
-            completions: CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS),
+            completions: CompletionNotifier::listen(
+                db.pool.clone(),
+                &[CHAIN],
+                DEFAULT_MAX_LONG_POLLS,
+            ),
             ops: Default::default(),
         };
         let request = Request::post("/v1/transactions")

@@ -39,6 +39,8 @@ mod lease_keeper;
 mod log_secrets;
 mod metrics_promtool;
 mod migrations;
+mod multi_chain;
+mod multi_chain_faults;
 mod node_registration;
 mod nonce_cursor;
 mod openapi_statuses;

@@ -4,6 +4,7 @@
 //! operation documents, with a JSON body in the error shape.
 
 use std::{sync::Arc, time::Duration};
+use txmgr::http::ServedChains;
 
 use axum::{
     body::{to_bytes, Body},
@@ -47,13 +48,15 @@ async fn authenticated_app(db: &TestDb) -> Router {
     let known = [ALICE.parse().expect("address literal")];
     app(AppState {
         pool: db.pool.clone(),
-        chain_id: CHAIN.into(),
-        submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
+        chains: ServedChains::single(
+            CHAIN.into(),
+            Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
+        ),
         limits: Limits {
             request_timeout: Duration::from_secs(10),
             ..Limits::default()
         },
-        completions: CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS),
+        completions: CompletionNotifier::listen(db.pool.clone(), &[CHAIN], DEFAULT_MAX_LONG_POLLS),
         ops: OpsState {
             auth: Arc::new(auth),
             metrics_public: false,

@@ -14,7 +14,7 @@ use axum::{
 use tower::ServiceExt;
 use txmgr::{
     config::DEFAULT_MAX_LONG_POLLS,
-    http::{app, AppState, CompletionNotifier, DirectSubmissions, Limits},
+    http::{app, AppState, CompletionNotifier, DirectSubmissions, Limits, ServedChains},
 };
 
 use crate::common::{TestDb, DEV};
@@ -24,14 +24,16 @@ fn router(db: &TestDb) -> Router {
     let page = 64 * 1024;
     app(AppState {
         pool: db.pool.clone(),
-        chain_id: 31337u64.into(),
-        submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
+        chains: ServedChains::single(
+            31337u64.into(),
+            Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
+        ),
         limits: Limits {
             page_max_bytes: page,
             page_bytes_in_flight: page,
             ..Limits::default()
         },
-        completions: CompletionNotifier::listen(db.pool.clone(), 31337, DEFAULT_MAX_LONG_POLLS),
+        completions: CompletionNotifier::listen(db.pool.clone(), &[31337], DEFAULT_MAX_LONG_POLLS),
         ops: Default::default(),
     })
 }

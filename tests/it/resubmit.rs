@@ -164,7 +164,7 @@ async fn without_bumping_a_spike_is_rebroadcast_only_then_stuck_and_it_may_still
     wait_until(WAIT, || async {
         let (_, actors) = node.request("GET", "/v1/ops/actors", None).await;
         let row = &actors["submitters"][0];
-        let pools = &actors["pools"];
+        let pools = &actors["chains"][0]["pools"];
         row["head_of_line_blocked"] == true
             && pools["resubmit_queue_depth"].as_u64() >= Some(1)
             && pools["receipt_queue_depth"].is_u64()

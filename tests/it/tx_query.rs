@@ -111,7 +111,7 @@ async fn queued_intent_reads_back_with_the_api_shape() {
     )
     .await;
 
-    let view = tx_query::get(&db.pool, CHAIN.into(), tx_id)
+    let view = tx_query::get(&db.pool, &[CHAIN.into()], tx_id)
         .await
         .expect("get")
         .expect("row exists");
@@ -143,6 +143,7 @@ async fn queued_intent_reads_back_with_the_api_shape() {
         keys,
         [
             "attempts",
+            "chain_id",
             "confirmations",
             "confirmed_at",
             "created_at",
@@ -176,11 +177,11 @@ async fn queued_intent_reads_back_with_the_api_shape() {
 async fn get_is_scoped_to_the_chain_and_misses_cleanly() {
     let db = TestDb::migrated().await;
     let tx_id = create(&db.pool, alice(), "r-1", transfer(1)).await;
-    assert!(tx_query::get(&db.pool, (CHAIN + 1).into(), tx_id)
+    assert!(tx_query::get(&db.pool, &[(CHAIN + 1).into()], tx_id)
         .await
         .expect("get")
         .is_none());
-    assert!(tx_query::get(&db.pool, CHAIN.into(), Uuid::now_v7())
+    assert!(tx_query::get(&db.pool, &[CHAIN.into()], Uuid::now_v7())
         .await
         .expect("get")
         .is_none());
@@ -194,7 +195,7 @@ async fn contract_creation_has_no_recipient() {
         ..transfer(0)
     };
     let tx_id = create(&db.pool, alice(), "deploy", intent).await;
-    let view = tx_query::get(&db.pool, CHAIN.into(), tx_id)
+    let view = tx_query::get(&db.pool, &[CHAIN.into()], tx_id)
         .await
         .expect("get")
         .expect("row");
@@ -256,7 +257,7 @@ async fn odd_receipt_json_degrades_to_nulls_not_errors() {
         json!({"status": true, "gasUsed": "lots"}),
     )
     .await;
-    let view = tx_query::get(&db.pool, CHAIN.into(), tx_id)
+    let view = tx_query::get(&db.pool, &[CHAIN.into()], tx_id)
         .await
         .expect("get")
         .expect("row");

@@ -78,22 +78,25 @@ struct ActionTarget {
 /// act for.
 pub async fn submitter_of(
     pool: &sqlx::PgPool,
-    chain_id: ChainId,
+    chain_ids: &[ChainId],
     tx_id: Uuid,
-) -> StoreResult<Option<Address>> {
-    let submitter = sqlx::query_scalar!(
-        "SELECT submitter FROM managed_tx WHERE tx_id = $1 AND chain_id = $2",
+) -> StoreResult<Option<(ChainId, Address)>> {
+    let row = sqlx::query!(
+        r#"SELECT chain_id AS "chain_id: ChainId", submitter FROM managed_tx
+            WHERE tx_id = $1 AND chain_id = ANY($2)"#,
         tx_id,
-        chain_id as _,
+        chain_ids as _,
     )
     .fetch_optional(pool)
     .await?;
-    submitter
-        .map(|s| {
-            s.parse()
-                .map_err(|_| StoreError::Corrupt(format!("tx {tx_id}: submitter {s:?}")))
-        })
-        .transpose()
+    row.map(|r| {
+        let address = r
+            .submitter
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("tx {tx_id}: submitter {:?}", r.submitter)))?;
+        Ok((r.chain_id, address))
+    })
+    .transpose()
 }
 
 /// Records an operator action on `tx_id` and notifies the leader.

@@ -124,6 +124,8 @@ pub struct CompletionRow {
     /// This row's position; passing it as `after` continues after this row.
     #[schema(pattern = "^[0-9]+-[0-9]+$")]
     pub cursor: String,
+    /// The chain (EIP-155 id).
+    pub chain_id: u64,
     /// The intent that completed; `null` for funds events.
     pub tx_id: Option<Uuid>,
     /// The submitter's address, lower-case `0x` hex.
@@ -157,6 +159,7 @@ pub struct CompletionRow {
 /// same columns; the `query_as!` macros take only literals, so they are
 /// spelled out in each).
 struct FeedRow {
+    chain_id: ChainId,
     xid: String,
     seq: i64,
     tx_id: Option<Uuid>,
@@ -184,6 +187,7 @@ impl FeedRow {
         let cursor = FeedCursor::new(xid, self.seq);
         let row = CompletionRow {
             cursor: cursor.to_token(),
+            chain_id: self.chain_id.get(),
             tx_id: self.tx_id,
             submitter: self.submitter,
             request_id: self.request_id,
@@ -200,7 +204,7 @@ impl FeedRow {
     }
 }
 
-/// Up to `limit` completions of `chain_id` after `after` (from the beginning
+/// Up to `limit` completions of the chains `chain_ids` after `after` (from the beginning
 /// when `None`), in `(xid, seq)` order, and the cursor to pass next time: the
 /// last row's, or `after` itself when nothing is ready yet.
 ///
@@ -210,7 +214,7 @@ impl FeedRow {
 /// The horizon and the rows come from one statement, hence one snapshot.
 pub async fn read(
     pool: &PgPool,
-    chain_id: ChainId,
+    chain_ids: &[ChainId],
     after: Option<FeedCursor>,
     limit: u32,
 ) -> StoreResult<(Vec<CompletionRow>, Option<FeedCursor>)> {
@@ -219,16 +223,16 @@ pub async fn read(
     let from = after.unwrap_or(FeedCursor::new(0, 0));
     let rows = sqlx::query_as!(
         FeedRow,
-        r#"SELECT xid::text AS "xid!", seq, tx_id, submitter, request_id, state,
+        r#"SELECT chain_id AS "chain_id: ChainId", xid::text AS "xid!", seq, tx_id, submitter, request_id, state,
                 tx_hash, block_number, nonce, reason, balance_wei::text AS "balance_wei?",
                 min_balance_wei::text AS "min_balance_wei?", completed_at
              FROM tx_completion
             WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
               AND (xid, seq) > ($2::text::xid8, $3::bigint)
-              AND chain_id = $1
+              AND chain_id = ANY($1)
             ORDER BY xid, seq
             LIMIT $4"#,
-        chain_id as _,
+        chain_ids as _,
         from.xid().to_string(),
         from.seq(),
         i64::from(limit.max(1)),
@@ -251,7 +255,7 @@ pub async fn read(
 /// Rows up to `to` were served before, so all of them are visible.
 pub async fn read_submitter(
     pool: &PgPool,
-    chain_id: ChainId,
+    chain_ids: &[ChainId],
     submitter: &str,
     from: FeedCursor,
     to: FeedCursor,
@@ -259,15 +263,15 @@ pub async fn read_submitter(
 ) -> StoreResult<Vec<(FeedCursor, CompletionRow)>> {
     let rows = sqlx::query_as!(
         FeedRow,
-        r#"SELECT xid::text AS "xid!", seq, tx_id, submitter, request_id, state,
+        r#"SELECT chain_id AS "chain_id: ChainId", xid::text AS "xid!", seq, tx_id, submitter, request_id, state,
                 tx_hash, block_number, nonce, reason, balance_wei::text AS "balance_wei?",
                 min_balance_wei::text AS "min_balance_wei?", completed_at
              FROM tx_completion
-            WHERE chain_id = $1 AND submitter = $2
+            WHERE chain_id = ANY($1) AND submitter = $2
               AND (xid, seq) >= ($3::text::xid8, $4::bigint)
               AND (xid, seq) <= ($5::text::xid8, $6::bigint)
             ORDER BY xid, seq LIMIT $7"#,
-        chain_id as _,
+        chain_ids as _,
         submitter,
         from.xid().to_string(),
         from.seq(),
@@ -284,17 +288,17 @@ pub async fn read_submitter(
 /// order, with their cursors.
 pub async fn read_seqs(
     pool: &PgPool,
-    chain_id: ChainId,
+    chain_ids: &[ChainId],
     seqs: &[i64],
 ) -> StoreResult<Vec<(FeedCursor, CompletionRow)>> {
     let rows = sqlx::query_as!(
         FeedRow,
-        r#"SELECT xid::text AS "xid!", seq, tx_id, submitter, request_id, state,
+        r#"SELECT chain_id AS "chain_id: ChainId", xid::text AS "xid!", seq, tx_id, submitter, request_id, state,
                 tx_hash, block_number, nonce, reason, balance_wei::text AS "balance_wei?",
                 min_balance_wei::text AS "min_balance_wei?", completed_at
              FROM tx_completion
-            WHERE chain_id = $1 AND seq = ANY($2) ORDER BY xid, seq"#,
-        chain_id as _,
+            WHERE chain_id = ANY($1) AND seq = ANY($2) ORDER BY xid, seq"#,
+        chain_ids as _,
         seqs,
     )
     .fetch_all(pool)

@@ -108,13 +108,12 @@ struct Tries {
     last_error: String,
 }
 
-/// What receivers get: the delivery id, the webhook, the chain and the
-/// feed row's fields.
+/// What receivers get: the delivery id, the webhook and the feed row's
+/// fields (its `chain_id` among them).
 #[derive(Serialize)]
 struct Envelope<'a> {
     id: &'a str,
     webhook: &'a str,
-    chain_id: u64,
     #[serde(flatten)]
     event: &'a CompletionRow,
 }

@@ -40,8 +40,11 @@ use crate::{
 pub struct WebhookEnv {
     /// The database.
     pub pool: PgPool,
-    /// The chain served.
+    /// The chain the webhook rows (cursor, lease, dead letters) are keyed
+    /// by: the deployment's first chain.
     pub chain_id: ChainId,
+    /// The chains whose feed events are delivered (every chain served).
+    pub feed_chains: Vec<ChainId>,
     /// This process (the lease owner).
     pub owner: LeaseOwner,
     /// Lease length, renewal and skew: the submitters' settings.

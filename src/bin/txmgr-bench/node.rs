@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use txmgr::{
     config::Config,
     daemon::{listen_for_work, start_engine, EngineSubmissions},
-    http::{app, AppState, CompletionNotifier, Limits},
+    http::{app, AppState, CompletionNotifier, Limits, ServedChains},
 };
 use txmgr_actors::{chain::ChainClient, node::Engine};
 
@@ -252,20 +252,23 @@ impl Node {
         });
         let owner = txmgr_actors::LeaseOwner::for_this_process(config.node_id.as_str());
         let engine = start_engine(&config, &owner, pool.clone(), chain).await?;
-        let work_listener = tokio::spawn(listen_for_work(
-            pool.clone(),
-            engine.clone(),
-            config.chain.chain_id,
-        ));
+        let chain_id = config
+            .first_chain()
+            .context("generated config has no chain")?
+            .config
+            .chain_id;
+        let work_listener = tokio::spawn(listen_for_work(pool.clone(), engine.clone(), chain_id));
         let router = app(AppState {
             completions: CompletionNotifier::listen(
                 pool.clone(),
-                config.chain.chain_id,
+                &[chain_id],
                 config.http.max_long_polls,
             ),
             pool,
-            chain_id: config.chain.chain_id.into(),
-            submissions: Arc::new(EngineSubmissions(engine.clone())),
+            chains: ServedChains::single(
+                chain_id.into(),
+                Arc::new(EngineSubmissions(engine.clone())),
+            ),
             limits: Limits::from_config(&config.http),
             ops: Default::default(),
         });

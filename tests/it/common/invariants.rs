@@ -28,12 +28,25 @@ pub(crate) async fn wait_mined(pool: &PgPool, count: i64, timeout: Duration) {
 /// each intent mined at most once and its receipt hash is one of its own
 /// attempts at its own nonce on chain; the chain's nonce equals ours.
 pub(crate) async fn check(pool: &PgPool, chain: &impl DevNode, submitter: &str, start_nonce: u64) {
+    check_on(pool, super::CHAIN_ID, chain, submitter, start_nonce).await
+}
+
+/// [`check`] for the submitter's intents on the chain `chain_id`.
+pub(crate) async fn check_on(
+    pool: &PgPool,
+    chain_id: u64,
+    chain: &impl DevNode,
+    submitter: &str,
+    start_nonce: u64,
+) {
     let submitter = submitter.to_lowercase();
     let submitter = submitter.as_str();
     let rows: Vec<(uuid::Uuid, Option<i64>, String, Option<String>)> = sqlx::query_as(
-        "SELECT tx_id, nonce, state, mined_tx_hash FROM managed_tx WHERE submitter = $1 ORDER BY nonce",
+        "SELECT tx_id, nonce, state, mined_tx_hash FROM managed_tx
+          WHERE submitter = $1 AND chain_id = $2 ORDER BY nonce",
     )
     .bind(submitter)
+    .bind(i64::try_from(chain_id).expect("chain id"))
     .fetch_all(pool)
     .await
     .expect("read intents");

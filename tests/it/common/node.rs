@@ -12,7 +12,10 @@ use serde_json::Value;
 use tower::ServiceExt;
 use txmgr::{
     config::Config,
-    daemon::{listen_for_work, ops_state, start_engine, EngineSubmissions, Reloader},
+    daemon::{
+        listen_for_chains, ops_state, served_chains, start_chains, ChainRuntime, Reloader,
+        WrapClient,
+    },
     http::{app, AppState, CompletionNotifier, Limits},
 };
 use txmgr_actors::{chain::ChainClient, node::Engine};
@@ -52,9 +55,12 @@ signer = {{ kind = "env", env = "{KEY_VAR}" }}
     )
 }
 
-/// One node: its engine and its router.
+/// One node: its engines and its router.
 pub(crate) struct TestNode {
+    /// The first chain's engine (the only one of a `[chain]` configuration).
     pub(crate) engine: Engine,
+    /// Every chain's runtime.
+    pub(crate) chains: Vec<ChainRuntime>,
     pub(crate) app: Router,
     listener: tokio::task::JoinHandle<()>,
     webhooks: txmgr_actors::webhook::Webhooks,
@@ -70,7 +76,7 @@ impl TestNode {
     /// Starts a node whose chain client is wrapped by `wrap` (fault injection).
     pub(crate) async fn start_with(
         toml: &str,
-        wrap: impl FnOnce(Arc<dyn ChainClient>) -> Arc<dyn ChainClient>,
+        wrap: impl FnOnce(Arc<dyn ChainClient>) -> Arc<dyn ChainClient> + Send,
     ) -> TestNode {
         Self::start_full(toml, wrap, None).await
     }
@@ -83,7 +89,7 @@ impl TestNode {
 
     async fn start_full(
         toml: &str,
-        wrap: impl FnOnce(Arc<dyn ChainClient>) -> Arc<dyn ChainClient>,
+        wrap: impl FnOnce(Arc<dyn ChainClient>) -> Arc<dyn ChainClient> + Send,
         file: Option<std::path::PathBuf>,
     ) -> TestNode {
         // RUST_LOG=txmgr=debug shows the engine's logs in a failing test.
@@ -100,55 +106,56 @@ impl TestNode {
             .connect(&config.database.url)
             .await
             .expect("node pool");
-        let chain: Arc<dyn ChainClient> = Arc::new(
-            txmgr::daemon::connect_chain(&config)
-                .await
-                .expect("chain endpoints"),
-        );
-        let chain = txmgr::daemon::CountingChain::wrap(wrap(chain));
         // A fresh process identity, as a restarted daemon would draw.
         let owner = txmgr_actors::LeaseOwner::for_this_process(config.node_id.as_str());
-        let engine = start_engine(&config, &owner, pool.clone(), chain.clone())
+        // `wrap` wraps the first chain's client (the only one of a `[chain]`
+        // configuration); every client is counted, as the daemon does.
+        let wrap = std::sync::Mutex::new(Some(wrap));
+        let wrapping: WrapClient<'_> = &|name, client| {
+            let client = match wrap.lock().expect("wrap lock").take() {
+                Some(wrap) => wrap(client),
+                None => client,
+            };
+            txmgr::daemon::CountingChain::wrap(name, client)
+        };
+        let chains = start_chains(&config, &owner, &pool, wrapping)
             .await
-            .expect("engine starts");
-        let webhooks = txmgr::daemon::start_webhooks(&config, &owner, pool.clone(), &engine)
+            .expect("chains start");
+        let engine = chains[0].engine.clone();
+        let webhooks = txmgr::daemon::start_chain_webhooks(&config, &owner, pool.clone(), &chains)
             .await
             .expect("webhooks start");
-        let listener = tokio::spawn(listen_for_work(
-            pool.clone(),
-            engine.clone(),
-            config.chain.chain_id,
-        ));
-        let completions = CompletionNotifier::listen(
-            pool.clone(),
-            config.chain.chain_id,
-            config.http.max_long_polls,
-        );
+        let engines = chains
+            .iter()
+            .map(|c| (c.chain_id, c.engine.clone()))
+            .collect();
+        let listener = tokio::spawn(listen_for_chains(pool.clone(), engines));
+        let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
+        let completions =
+            CompletionNotifier::listen(pool.clone(), &chain_ids, config.http.max_long_polls);
         let wakes = txmgr::daemon::wake_on_completions(&completions, webhooks.clone());
+        let reloader = file.map(|path| -> Arc<dyn txmgr::http::Reload> {
+            let engines = chains
+                .iter()
+                .map(|c| (c.name.clone(), c.engine.clone()))
+                .collect();
+            Arc::new(Reloader::for_chains(
+                path,
+                engines,
+                webhooks.clone(),
+                config.clone(),
+            ))
+        });
         let app = app(AppState {
             completions,
             pool: pool.clone(),
-            chain_id: config.chain.chain_id.into(),
-            submissions: Arc::new(EngineSubmissions(engine.clone())),
+            chains: served_chains(&chains),
             limits: Limits::from_config(&config.http),
-            ops: ops_state(
-                &config,
-                &pool,
-                &engine,
-                chain,
-                file.map(|path| -> Arc<dyn txmgr::http::Reload> {
-                    Arc::new(Reloader::new(
-                        path,
-                        engine.clone(),
-                        webhooks.clone(),
-                        config.clone(),
-                    ))
-                }),
-            )
-            .await,
+            ops: ops_state(&config, &pool, &chains, reloader).await,
         });
         TestNode {
             engine,
+            chains,
             app,
             listener,
             webhooks,
@@ -204,7 +211,9 @@ impl TestNode {
         self.listener.abort();
         self.wakes.abort();
         self.webhooks.kill();
-        self.engine.kill();
+        for chain in &self.chains {
+            chain.engine.kill();
+        }
     }
 
     /// Stops the engine gracefully (leases released).
@@ -214,8 +223,6 @@ impl TestNode {
         self.webhooks
             .shutdown(std::time::Duration::from_secs(10))
             .await;
-        self.engine
-            .shutdown(std::time::Duration::from_secs(10))
-            .await;
+        txmgr::daemon::stop_chains(&self.chains, std::time::Duration::from_secs(10)).await;
     }
 }

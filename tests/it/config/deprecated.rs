@@ -15,7 +15,10 @@ fn stale_receipt_timeout_is_read_as_sweep_interval_with_a_warning() {
         "chain_id = 31337\nstale_receipt_timeout = \"7s\"\n",
     );
     let config = parse(&text).expect("the old name still loads");
-    assert_eq!(config.chain.sweep_interval, Duration::from_secs(7));
+    assert_eq!(
+        config.chain.as_ref().expect("[chain]").sweep_interval,
+        Duration::from_secs(7)
+    );
     let [warning] = config.warnings() else {
         panic!("one warning expected: {:?}", config.warnings());
     };
@@ -31,7 +34,10 @@ fn stale_receipt_timeout_is_read_as_sweep_interval_with_a_warning() {
     assert!(shown.contains("sweep_interval = \"7s\""), "{shown}");
     assert!(!shown.contains("stale_receipt_timeout"), "{shown}");
     let back = parse(&shown).expect("printed config parses again");
-    assert_eq!(back.chain.sweep_interval, Duration::from_secs(7));
+    assert_eq!(
+        back.chain.as_ref().expect("[chain]").sweep_interval,
+        Duration::from_secs(7)
+    );
     assert!(back.warnings().is_empty(), "{:?}", back.warnings());
 }
 
@@ -42,7 +48,10 @@ fn the_old_name_from_the_environment_names_the_variable() {
         env(&[("TXMGR_CHAIN__STALE_RECEIPT_TIMEOUT", "9s")]),
     )
     .expect("the old name still loads");
-    assert_eq!(config.chain.sweep_interval, Duration::from_secs(9));
+    assert_eq!(
+        config.chain.as_ref().expect("[chain]").sweep_interval,
+        Duration::from_secs(9)
+    );
     let [warning] = config.warnings() else {
         panic!("one warning expected: {:?}", config.warnings());
     };

@@ -2,6 +2,7 @@
 //! type with the error-shape assertion, and the request bodies.
 
 use std::{sync::Arc, time::Duration};
+use txmgr::http::ServedChains;
 
 use alloy::primitives::Address;
 use axum::{
@@ -70,10 +71,16 @@ impl Api {
         let known = [ALICE.parse::<Address>().expect("address literal")];
         let state = AppState {
             pool: db.pool.clone(),
-            chain_id: CHAIN.into(),
-            submissions: Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
+            chains: ServedChains::single(
+                CHAIN.into(),
+                Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
+            ),
             limits: limits(),
-            completions: CompletionNotifier::listen(db.pool.clone(), CHAIN, DEFAULT_MAX_LONG_POLLS),
+            completions: CompletionNotifier::listen(
+                db.pool.clone(),
+                &[CHAIN],
+                DEFAULT_MAX_LONG_POLLS,
+            ),
             ops: Default::default(),
         };
         Api {

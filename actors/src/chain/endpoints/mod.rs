@@ -85,8 +85,9 @@ impl RpcEndpoints {
     ///
     /// An endpoint serving another chain is an error. One that cannot be
     /// reached (down, or its certificate does not verify) is an error only
-    /// when no endpoint can be reached; otherwise it starts unhealthy, is
-    /// logged with the reason, and serves once a probe confirms its chain id.
+    /// when no endpoint can be reached and `settings.start_out_of_service`
+    /// is off; otherwise it starts unhealthy, is logged with the reason, and
+    /// serves once a probe confirms its chain id.
     pub async fn connect(
         specs: Vec<EndpointSpec>,
         expected_chain_id: u64,
@@ -116,7 +117,11 @@ impl RpcEndpoints {
             }
         }
         if unreachable.len() == results.len() {
-            return Err(ConnectError::Unreachable(unreachable.join("; ")));
+            if !settings.start_out_of_service {
+                return Err(ConnectError::Unreachable(unreachable.join("; ")));
+            }
+            tracing::error!(target: "txmgr::rpc", chain_id = expected_chain_id, reasons = %unreachable.join("; "),
+                "no RPC endpoint of the chain can be reached: it starts out of service and is probed with backoff");
         }
         let now = Instant::now();
         let endpoints: Vec<Endpoint> = endpoints

@@ -123,4 +123,9 @@ pub struct EndpointSettings {
     pub policy: HealthPolicy,
     /// Bound on one probe.
     pub probe_timeout: Duration,
+    /// Start even when no endpoint can be reached: the set starts out of
+    /// service and serves once a probe confirms an endpoint's chain id (a
+    /// node serving several chains must not fail for one chain's outage).
+    /// An endpoint serving another chain still fails the start.
+    pub start_out_of_service: bool,
 }

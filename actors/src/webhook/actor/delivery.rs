@@ -15,7 +15,7 @@ impl WebhookState {
             let limit = READ_PAGE.min(u32::try_from(room).unwrap_or(READ_PAGE));
             let after = Some(self.window.read_to());
             let (rows, _) =
-                completions::read(&self.env.pool, self.env.chain_id, after, limit).await?;
+                completions::read(&self.env.pool, &self.env.feed_chains, after, limit).await?;
             let mut passed_over = false;
             for row in rows {
                 let Ok(cursor) = FeedCursor::parse(&row.cursor) else {
@@ -57,7 +57,8 @@ impl WebhookState {
                 .collect();
             if !new.is_empty() {
                 let seqs: Vec<i64> = new.iter().map(|a| a.feed_seq).collect();
-                let rows = completions::read_seqs(&self.env.pool, self.env.chain_id, &seqs).await?;
+                let rows =
+                    completions::read_seqs(&self.env.pool, &self.env.feed_chains, &seqs).await?;
                 for asked in new {
                     if let Some((cursor, row)) =
                         rows.iter().find(|(c, _)| c.seq() == asked.feed_seq)
@@ -80,7 +81,7 @@ impl WebhookState {
         for (submitter, from) in self.window.due_for_refill() {
             let rows = completions::read_submitter(
                 &self.env.pool,
-                self.env.chain_id,
+                &self.env.feed_chains,
                 &submitter,
                 from,
                 self.window.read_to(),
@@ -107,7 +108,6 @@ impl WebhookState {
         let envelope = Envelope {
             id: &delivery_id,
             webhook: &self.key.name,
-            chain_id: self.env.chain_id.get(),
             event: row,
         };
         // Serialising plain data to a Vec cannot fail.

@@ -10,13 +10,18 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+mod list;
+
 use super::{StoreError, StoreResult};
 use crate::domain::{ChainId, Intent, SubState, SubmitterKey, TxState};
+pub use list::{list, list_within};
 
 /// One managed transaction as the API shows it — exactly the `GET
 /// /v1/transactions/{tx_id}` shape, plus the intent's `data`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TxView {
+    /// The chain it is sent on (EIP-155 id).
+    pub chain_id: u64,
     /// The intent's id.
     pub tx_id: Uuid,
     /// The submitter's address, lower-case `0x` hex.
@@ -114,6 +119,7 @@ impl FromStr for Cursor {
 /// A `managed_tx` row as every query here selects it (the `query_as!`
 /// macros take only literals, so each query spells the columns out).
 struct TxRow {
+    chain_id: ChainId,
     tx_id: Uuid,
     submitter: String,
     request_id: Option<String>,
@@ -165,6 +171,7 @@ impl TxRow {
             _ => None,
         };
         Ok(TxView {
+            chain_id: self.chain_id.get(),
             tx_id: self.tx_id,
             submitter: self.submitter,
             request_id: self.request_id,
@@ -227,18 +234,19 @@ fn receipt_status(value: Option<&serde_json::Value>) -> Option<u8> {
     }
 }
 
-/// One transaction by id on this deployment's chain; `None` if there is none.
-pub async fn get(pool: &PgPool, chain_id: ChainId, tx_id: Uuid) -> StoreResult<Option<TxView>> {
+/// One transaction by id on one of `chain_ids` (the chains served here);
+/// `None` if there is none.
+pub async fn get(pool: &PgPool, chain_ids: &[ChainId], tx_id: Uuid) -> StoreResult<Option<TxView>> {
     let row = sqlx::query_as!(
         TxRow,
-        r#"SELECT m.tx_id, m.submitter, m.request_id, m.state, m.sub_state AS "sub_state: SubState",
+        r#"SELECT m.chain_id AS "chain_id: ChainId", m.tx_id, m.submitter, m.request_id, m.state, m.sub_state AS "sub_state: SubState",
                   m.nonce, m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
                   m.receipt_block_number, m.receipt_block_hash, m.created_at, m.updated_at,
                   m.confirmed_at, m.ingress_seq,
                   (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = m.tx_id) AS "attempts!"
-             FROM managed_tx m WHERE m.tx_id = $1 AND m.chain_id = $2"#,
+             FROM managed_tx m WHERE m.tx_id = $1 AND m.chain_id = ANY($2)"#,
         tx_id,
-        chain_id as _,
+        chain_ids as _,
     )
     .fetch_optional(pool)
     .await?;
@@ -253,7 +261,8 @@ pub async fn find_by_request_id(
 ) -> StoreResult<Option<TxView>> {
     let row = sqlx::query_as!(
         TxRow,
-        r#"SELECT m.tx_id, m.submitter, m.request_id, m.state, m.sub_state AS "sub_state: SubState",
+        r#"SELECT m.chain_id AS "chain_id: ChainId", m.tx_id, m.submitter, m.request_id, m.state,
+                  m.sub_state AS "sub_state: SubState",
                   m.nonce, m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
                   m.receipt_block_number, m.receipt_block_hash, m.created_at, m.updated_at,
                   m.confirmed_at, m.ingress_seq,
@@ -267,120 +276,6 @@ pub async fn find_by_request_id(
     .fetch_optional(pool)
     .await?;
     row.map(TxRow::into_view).transpose()
-}
-
-/// One page of the submitter's transactions in acceptance order, optionally
-/// only those in `state`, starting after `after`. Keyset pagination on
-/// `ingress_seq` (index `managed_tx_listing_idx`): pages stay stable while new
-/// intents arrive, and a page costs the same however deep it is. Returns the
-/// cursor of the next page, or `None` when this page is the last.
-pub async fn list(
-    pool: &PgPool,
-    submitter: SubmitterKey,
-    state: Option<TxState>,
-    limit: u32,
-    after: Option<Cursor>,
-) -> StoreResult<(Vec<TxView>, Option<Cursor>)> {
-    let (rows, more) = list_within(pool, submitter, state, limit, after, usize::MAX).await?;
-    let next = if more {
-        rows.last().map(|(cursor, _)| *cursor)
-    } else {
-        None
-    };
-    Ok((rows.into_iter().map(|(_, view)| view).collect(), next))
-}
-
-/// Like [`list`], but the page also ends once its rows are estimated to
-/// weigh `max_bytes` (it always holds at least one row), and each row comes
-/// with its cursor, so the caller can end the page earlier still. The flag
-/// says whether rows follow the returned ones.
-pub async fn list_within(
-    pool: &PgPool,
-    submitter: SubmitterKey,
-    state: Option<TxState>,
-    limit: u32,
-    after: Option<Cursor>,
-    max_bytes: usize,
-) -> StoreResult<(Vec<(Cursor, TxView)>, bool)> {
-    let limit = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
-    // One row more than asked tells whether another page exists.
-    let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
-    // Innermost: the page by keyset, each row with what it is estimated to
-    // weigh as JSON — the columns that vary (`data` dominates: up to twice
-    // `http.data_limit_bytes` in hex) plus a generous allowance for the
-    // fixed fields; then a running total; outermost: the rows that start
-    // within the budget. Computed by the server, so rows beyond a page's
-    // budget are never sent to this process.
-    let mut rows = sqlx::query!(
-        r#"SELECT w.tx_id AS "tx_id!", w.submitter AS "submitter!", w.request_id AS "request_id?",
-                  w.state AS "state!", w.sub_state AS "sub_state?: SubState", w.nonce AS "nonce?",
-                  w.tx_hash AS "tx_hash?", w.mined_tx_hash AS "mined_tx_hash?", w.intent AS "intent!",
-                  w.last_error AS "last_error?", w.receipt AS "receipt?",
-                  w.receipt_block_number AS "receipt_block_number?",
-                  w.receipt_block_hash AS "receipt_block_hash?", w.created_at AS "created_at!",
-                  w.updated_at AS "updated_at!", w.confirmed_at AS "confirmed_at?",
-                  w.ingress_seq AS "ingress_seq!", w.attempts AS "attempts!", w.fetched AS "fetched!"
-             FROM (
-               SELECT p.*, count(*) OVER () AS fetched,
-                      sum(p.row_bytes) OVER (ORDER BY p.ingress_seq) - p.row_bytes AS bytes_before
-                 FROM (SELECT m.tx_id, m.submitter, m.request_id, m.state, m.sub_state, m.nonce,
-                              m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
-                              m.receipt_block_number, m.receipt_block_hash, m.created_at,
-                              m.updated_at, m.confirmed_at, m.ingress_seq,
-                              (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = m.tx_id) AS attempts,
-                              (1024 + octet_length(coalesce(m.intent->>'data', ''))
-                                + 2 * octet_length(coalesce(m.request_id, ''))
-                                + 2 * octet_length(coalesce(m.last_error, ''))) AS row_bytes
-                         FROM managed_tx m
-                        WHERE m.chain_id = $1 AND m.submitter = $2
-                          AND ($3::text IS NULL OR m.state = $3)
-                          AND ($4::bigint IS NULL OR m.ingress_seq > $4)
-                        ORDER BY m.ingress_seq
-                        LIMIT $5) p) w
-            WHERE w.bytes_before < $6
-            ORDER BY w.ingress_seq"#,
-        submitter.chain_id as _,
-        submitter.address_hex(),
-        state.map(TxState::as_str),
-        after.map(|cursor| cursor.0),
-        fetch,
-        i64::try_from(max_bytes.max(1)).unwrap_or(i64::MAX),
-    )
-    .fetch_all(pool)
-    .await?;
-    let fetched = rows
-        .first()
-        .map_or(0, |r| usize::try_from(r.fetched).unwrap_or(usize::MAX));
-    rows.truncate(limit);
-    let more = fetched > rows.len();
-    let items = rows
-        .into_iter()
-        .map(|r| {
-            let row = TxRow {
-                tx_id: r.tx_id,
-                submitter: r.submitter,
-                request_id: r.request_id,
-                state: r.state,
-                sub_state: r.sub_state,
-                nonce: r.nonce,
-                tx_hash: r.tx_hash,
-                mined_tx_hash: r.mined_tx_hash,
-                intent: r.intent,
-                last_error: r.last_error,
-                receipt: r.receipt,
-                receipt_block_number: r.receipt_block_number,
-                receipt_block_hash: r.receipt_block_hash,
-                created_at: r.created_at,
-                updated_at: r.updated_at,
-                confirmed_at: r.confirmed_at,
-                ingress_seq: r.ingress_seq,
-                attempts: r.attempts,
-            };
-            let cursor = Cursor(row.ingress_seq);
-            row.into_view().map(|view| (cursor, view))
-        })
-        .collect::<StoreResult<Vec<_>>>()?;
-    Ok((items, more))
 }
 
 #[cfg(test)]

@@ -1,0 +1,136 @@
+//! The chains this node serves, as the API sees them: each chain's id and
+//! name, where its creates go, and (in the daemon) its engine and RPC
+//! endpoints. A request names its chain with `chain_id`; with one chain
+//! configured it may leave it out.
+
+use std::sync::Arc;
+
+use txmgr_actors::{chain::ChainClient, domain::ChainId, node::Engine};
+
+use super::{error::ApiError, Submissions};
+
+/// One chain of this node.
+#[derive(Clone)]
+pub struct ServedChain {
+    /// `[chains.<name>]` (`default` for `[chain]`): the `chain` label.
+    pub name: String,
+    /// Its chain id.
+    pub chain_id: ChainId,
+    /// Where its creates go.
+    pub submissions: Arc<dyn Submissions>,
+    /// Its engine; `None` in tools that run the API alone (ops endpoints
+    /// then answer 503).
+    pub engine: Option<Engine>,
+    /// Its RPC endpoints (their health for the ops views).
+    pub client: Option<Arc<dyn ChainClient>>,
+}
+
+impl ServedChain {
+    /// A chain with only a create path (tests and tools).
+    pub fn new(name: &str, chain_id: ChainId, submissions: Arc<dyn Submissions>) -> Self {
+        Self {
+            name: name.to_string(),
+            chain_id,
+            submissions,
+            engine: None,
+            client: None,
+        }
+    }
+
+    /// The newest block its head watcher has processed, if it runs.
+    pub fn head(&self) -> Option<u64> {
+        self.engine
+            .as_ref()
+            .map(|engine| engine.progress().head())
+            .filter(|head| *head > 0)
+    }
+}
+
+/// Every chain of this node, in configuration (name) order. Cheap to clone.
+#[derive(Clone)]
+pub struct ServedChains(Arc<[ServedChain]>);
+
+impl ServedChains {
+    /// The chains, in the order the ops views list them.
+    pub fn new(chains: Vec<ServedChain>) -> Self {
+        Self(chains.into())
+    }
+
+    /// One chain named `default` with only a create path (tests and tools).
+    pub fn single(chain_id: ChainId, submissions: Arc<dyn Submissions>) -> Self {
+        Self::new(vec![ServedChain::new(
+            crate::config::SHORTHAND_CHAIN_NAME,
+            chain_id,
+            submissions,
+        )])
+    }
+
+    /// Every chain.
+    pub fn iter(&self) -> impl Iterator<Item = &ServedChain> {
+        self.0.iter()
+    }
+
+    /// The first chain's id: the key of the deployment's webhook rows
+    /// (cursor, lease, dead letters), which cover every chain's events.
+    pub fn home(&self) -> ChainId {
+        self.0.first().map_or(ChainId::from(0), |c| c.chain_id)
+    }
+
+    /// Every chain id.
+    pub fn ids(&self) -> Vec<ChainId> {
+        self.0.iter().map(|c| c.chain_id).collect()
+    }
+
+    /// The chain with this id, if served here.
+    pub fn by_id(&self, chain_id: ChainId) -> Option<&ServedChain> {
+        self.0.iter().find(|c| c.chain_id == chain_id)
+    }
+
+    /// The chain a request names in `field`, or the only one when it names
+    /// none: 400 `missing_field` when several are served and none is named,
+    /// 400 `invalid_request` for a chain not served here.
+    pub fn resolve(&self, requested: Option<u64>, field: &str) -> Result<&ServedChain, ApiError> {
+        match requested {
+            Some(id) => {
+                let served = self.by_id(ChainId::from(id));
+                served.ok_or_else(|| {
+                    ApiError::invalid(
+                        field,
+                        format!("chain {id} is not served here (served: {})", self.listed()),
+                    )
+                })
+            }
+            None => match &*self.0 {
+                [only] => Ok(only),
+                _ => Err(ApiError::MissingField {
+                    field: field.to_string(),
+                    message: format!(
+                        "{field} is required: this deployment serves several chains ({})",
+                        self.listed()
+                    ),
+                }),
+            },
+        }
+    }
+
+    /// The chains a filter names (every chain when it names none); 400 for
+    /// a chain not served here.
+    pub fn filter(&self, requested: &[u64], field: &str) -> Result<Vec<ChainId>, ApiError> {
+        if requested.is_empty() {
+            return Ok(self.ids());
+        }
+        requested
+            .iter()
+            .map(|id| self.resolve(Some(*id), field).map(|c| c.chain_id))
+            .collect()
+    }
+
+    /// `1 (mainnet), 8453 (base)`, for error messages.
+    fn listed(&self) -> String {
+        self.0
+            .iter()
+            .map(|c| format!("{} ({})", c.chain_id, c.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
