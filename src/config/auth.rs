@@ -106,17 +106,7 @@ fn normalise_allowed(entry: &str, chains: &[(String, u64)]) -> Result<String, St
         return check_address(entry);
     };
     let address = check_address(address)?;
-    let id = chains
-        .iter()
-        .find(|(name, id)| name == chain || id.to_string() == chain)
-        .map(|(_, id)| *id)
-        .ok_or_else(|| {
-            let listed: Vec<String> = chains.iter().map(|(n, id)| format!("{n} ({id})")).collect();
-            format!(
-                "unknown chain {chain:?} in {entry:?} (configured: {})",
-                listed.join(", ")
-            )
-        })?;
+    let id = super::chains::chain_id_of(chain, chains).map_err(|e| format!("{entry:?}: {e}"))?;
     Ok(format!("{id}:{address}"))
 }
 

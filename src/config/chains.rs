@@ -160,6 +160,22 @@ impl Config {
     }
 }
 
+/// The chain id a reference names: a configured chain's name or its id in
+/// decimal (`chains`: `(name, id)` of every configured chain).
+pub(super) fn chain_id_of(reference: &str, chains: &[(String, u64)]) -> Result<u64, String> {
+    chains
+        .iter()
+        .find(|(name, id)| name == reference || id.to_string() == reference)
+        .map(|(_, id)| *id)
+        .ok_or_else(|| {
+            let listed: Vec<String> = chains.iter().map(|(n, id)| format!("{n} ({id})")).collect();
+            format!(
+                "unknown chain {reference:?} (configured: {})",
+                listed.join(", ")
+            )
+        })
+}
+
 /// A chain name fit for metric labels and URLs.
 fn check_chain_name(name: &str) -> Result<(), String> {
     let ok = (1..=32).contains(&name.len())

@@ -63,6 +63,17 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
         .map(|c| (c.name.to_string(), c.config.chain_id))
         .collect();
     issues.extend(config.auth.normalise_and_validate(&chains));
+    for (i, hook) in config.webhooks.iter_mut().enumerate() {
+        for (j, entry) in hook.chains.iter_mut().flatten().enumerate() {
+            match super::chains::chain_id_of(entry, &chains) {
+                Ok(id) => *entry = id.to_string(),
+                Err(reason) => issues.push(ConfigIssue::new(
+                    format!("webhooks[{i}].chains[{j}]"),
+                    reason,
+                )),
+            }
+        }
+    }
     if config.auth.tokens.is_empty() && !config.http.listen.ip().is_loopback() {
         issues.push(ConfigIssue::new(
             "http.listen",

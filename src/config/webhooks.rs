@@ -38,6 +38,10 @@ pub struct WebhookConfig {
     /// Only these submitters' events, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitters: Option<Vec<String>>,
+    /// Only these chains' events (names or ids; normalised on load to ids),
+    /// when set. One cursor covers every chain either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chains: Option<Vec<String>>,
     /// Attempts per event before it is dead-lettered.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
@@ -253,6 +257,10 @@ pub fn resolve_webhooks(
                 .submitters
                 .as_ref()
                 .map(|only| only.iter().cloned().collect()),
+            chains: hook
+                .chains
+                .as_ref()
+                .map(|only| only.iter().filter_map(|id| id.parse().ok()).collect()),
             max_attempts: hook.max_attempts,
             backoff_initial: hook.backoff_initial,
             backoff_max: hook.backoff_max,

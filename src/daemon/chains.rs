@@ -52,6 +52,8 @@ pub async fn start_chains(
     let mut started: Vec<ChainRuntime> = Vec::new();
     let several = config.chains().len() > 1;
     for named in config.chains() {
+        // The `chain` label of the endpoint set's series from its first probe.
+        txmgr_actors::metrics::name_chain(named.config.chain_id.into(), named.name);
         let attempt = async {
             let endpoints = connect_named_chain(&named, several).await?;
             let client = wrap(named.name, Arc::new(endpoints));

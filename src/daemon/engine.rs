@@ -97,6 +97,7 @@ pub async fn start_chain_engine(
     let engine_config = EngineConfig {
         owner: owner.clone(),
         chain_id: chain_config.chain_id,
+        chain_name: named.name.to_string(),
         lease: LeaseTiming {
             duration: config.lease.duration,
             renew_interval: config.lease.renew_interval,

@@ -170,6 +170,25 @@ async fn the_same_key_sends_on_two_chains_with_independent_contiguous_nonces() {
     assert_eq!(chains, vec!["base", "local"]);
     let (_, ready) = node.request("GET", "/readyz", None).await;
     assert_eq!(ready["chains"].as_array().map(Vec::len), Some(2), "{ready}");
+    // Per-chain series carry the chain's name.
+    let text = txmgr::daemon::metrics_recorder()
+        .expect("recorder")
+        .render();
+    for chain in ["local", "base"] {
+        for metric in [
+            "txmgr_broadcasts_total{",
+            "txmgr_fenced_writes_total{",
+            "txmgr_rpc_endpoint_calls_total{",
+            "txmgr_lease_acquisitions_total{",
+        ] {
+            let label = format!("chain=\"{chain}\"");
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(metric) && l.contains(&label)),
+                "no {metric}{label} line"
+            );
+        }
+    }
     node.stop().await;
 }
 
@@ -300,4 +319,60 @@ async fn body_tx(db: &TestDb, chain_id: i64) -> uuid::Uuid {
         .fetch_one(&db.pool)
         .await
         .expect("one intent on the chain")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhook_with_a_chains_filter_gets_only_those_chains_and_one_cursor_covers_all() {
+    use crate::common::{receiver::Receiver, wait_until};
+    const SECRET_VAR: &str = "TXMGR_TEST_MULTI_CHAIN_HOOK_SECRET";
+    std::env::set_var(OTHER_KEY_VAR, OTHER_KEY);
+    std::env::set_var(SECRET_VAR, "multi-chain-secret");
+    let db = TestDb::migrated().await;
+    let local = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let base = Anvil::start_on_chain(BASE_ID, &["--block-time", "0.2"]).await;
+    let only_base = Receiver::always_ok().await;
+    let every = Receiver::always_ok().await;
+    let hook = |name: &str, url: &str, extra: &str| {
+        format!(
+            "\n[[webhooks]]\nname = \"{name}\"\nurl = \"{url}\"\nsecret_env = \"{SECRET_VAR}\"\n\
+             backoff_initial = \"50ms\"\n{extra}"
+        )
+    };
+    let toml = format!(
+        "{}{}{}",
+        two_chains_toml(&db.url, &local, &base),
+        hook(
+            "base-only",
+            &only_base.url,
+            &format!("chains = [\"{BASE_ID}\"]")
+        ),
+        hook("every-chain", &every.url, ""),
+    );
+    let node = TestNode::start(&toml).await;
+    for i in 0..5 {
+        for chain in [31337, BASE_ID] {
+            let body = on_chain(Some(chain), DEV, &format!("w{i}"));
+            let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+            assert_eq!(status, 202, "{answer}");
+        }
+    }
+    wait_until(std::time::Duration::from_secs(30), || async {
+        only_base.delivered().len() >= 5 && every.delivered().len() >= 10
+    })
+    .await;
+    let chains_of = |received: &Receiver| -> Vec<u64> {
+        received
+            .delivered()
+            .iter()
+            .filter_map(|r| r.json["chain_id"].as_u64())
+            .collect()
+    };
+    assert_eq!(chains_of(&only_base), vec![BASE_ID; 5]);
+    let mut both = chains_of(&every);
+    both.sort_unstable();
+    assert_eq!(both, [vec![BASE_ID; 5], vec![31337; 5]].concat());
+    // One cursor per webhook, not one per chain.
+    let cursors = db.count("SELECT count(*) FROM webhook_cursor").await;
+    assert_eq!(cursors, 2);
+    node.stop().await;
 }

@@ -2,11 +2,14 @@
 //!
 //! The engine records through the `metrics` facade; the daemon installs the
 //! Prometheus exporter. Label values are bounded (results, operations), never
-//! per-transaction.
+//! per-transaction. Every per-chain series carries a `chain` label, the
+//! chain's name ([`chain_label`]).
 
 use crate::domain::SubState;
 
+mod chain_label;
 mod describe;
+pub use chain_label::{chain_label, name_chain};
 pub use describe::describe;
 
 /// Counter: lease acquisition attempts, label `result` =

@@ -53,6 +53,7 @@ impl Engine {
         chain: Arc<dyn ChainClient>,
         submitters: Vec<SubmitterSpec>,
     ) -> Result<Engine, ractor::SpawnErr> {
+        crate::metrics::name_chain(config.chain_id.into(), &config.chain_name);
         let index = Arc::new(ReceiptIndex::default());
         let timers = Arc::new(ResubmitTimers::default());
         let membership = Arc::new(Membership::new(config.balance));
@@ -61,6 +62,7 @@ impl Engine {
             config.owner.clone(),
             config.lease,
             membership.clone(),
+            config.chain_id.into(),
         ));
         let ingress = IngressWriter::start(pool.clone(), INGRESS_MAX_BATCH, config.ingress);
         let shared = Arc::new(EngineShared {

@@ -11,14 +11,16 @@ use crate::metrics::{SIGNER_LATENCY, SIGNER_REQUESTS};
 
 /// Wraps a signer and records each `sign` under its kind.
 pub struct MeteredSigner {
+    /// The `chain` label of the chain it signs for.
+    chain: String,
     inner: Arc<dyn TxSigner>,
     kind: &'static str,
 }
 
 impl MeteredSigner {
     /// Records `inner`'s signatures under `kind` (`env`, `aws_kms`, …).
-    pub fn new(inner: Arc<dyn TxSigner>, kind: &'static str) -> Self {
-        Self { inner, kind }
+    pub fn new(inner: Arc<dyn TxSigner>, kind: &'static str, chain: String) -> Self {
+        Self { chain, inner, kind }
     }
 }
 
@@ -44,9 +46,9 @@ impl TxSigner for MeteredSigner {
     async fn sign(&self, tx: TypedTransaction) -> Result<SignedRaw, SignerError> {
         let started = Instant::now();
         let result = self.inner.sign(tx).await;
-        metrics::histogram!(SIGNER_LATENCY, "kind" => self.kind)
+        metrics::histogram!(SIGNER_LATENCY, "chain" => self.chain.clone(), "kind" => self.kind)
             .record(started.elapsed().as_secs_f64());
-        metrics::counter!(SIGNER_REQUESTS, "kind" => self.kind, "result" => result_label(&result))
+        metrics::counter!(SIGNER_REQUESTS, "chain" => self.chain.clone(), "kind" => self.kind, "result" => result_label(&result))
             .increment(1);
         result
     }

@@ -204,7 +204,8 @@ pub async fn build_signer(
         });
     }
     tracing::info!(target: TARGET, kind = spec.kind(), address = %expected, "signer ready");
-    Ok(Arc::new(MeteredSigner::new(signer, spec.kind())))
+    let chain = crate::metrics::chain_label(chain_id.into());
+    Ok(Arc::new(MeteredSigner::new(signer, spec.kind(), chain)))
 }
 
 /// Pins the transaction to `chain_id` before signing: fills a missing

@@ -30,7 +30,8 @@ impl FencedTx {
     ) -> StoreResult<FencedTx> {
         let result = Self::begin_inner(pool, lease, operation).await;
         if let Err(err) = &result {
-            record(operation, if err.is_fenced() { "fenced" } else { "error" });
+            let result = if err.is_fenced() { "fenced" } else { "error" };
+            record(lease.submitter.chain_id, operation, result);
         }
         result
     }
@@ -119,13 +120,14 @@ impl FencedTx {
     /// Commits the writes.
     pub async fn commit(self) -> StoreResult<()> {
         let operation = self.operation;
+        let chain = self.submitter().chain_id;
         match self.tx.commit().await {
             Ok(()) => {
-                record(operation, "ok");
+                record(chain, operation, "ok");
                 Ok(())
             }
             Err(err) => {
-                record(operation, "error");
+                record(chain, operation, "error");
                 Err(err.into())
             }
         }
@@ -137,6 +139,8 @@ impl FencedTx {
     }
 }
 
-fn record(operation: &'static str, result: &'static str) {
-    metrics::counter!(FENCED_WRITES, "operation" => operation, "result" => result).increment(1);
+fn record(chain: crate::domain::ChainId, operation: &'static str, result: &'static str) {
+    let chain = crate::metrics::chain_label(chain);
+    metrics::counter!(FENCED_WRITES, "chain" => chain, "operation" => operation, "result" => result)
+        .increment(1);
 }

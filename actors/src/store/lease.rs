@@ -156,7 +156,7 @@ pub async fn acquire_or_renew_deferring(
     defer: Duration,
 ) -> StoreResult<LeaseOutcome> {
     let outcome = acquire_or_renew_inner(pool, req, defer).await?;
-    metrics::counter!(LEASE_ACQUISITIONS, "result" => outcome.label()).increment(1);
+    metrics::counter!(LEASE_ACQUISITIONS, "chain" => crate::metrics::chain_label(req.submitter.chain_id), "result" => outcome.label()).increment(1);
     Ok(outcome)
 }
 
@@ -184,7 +184,7 @@ pub async fn hand_over(pool: &PgPool, lease: &LeaseGuard, to_node: &str) -> Stor
     .await?;
     let handed = result.rows_affected() == 1;
     if handed {
-        metrics::counter!(LEASE_ACQUISITIONS, "result" => "handed_over").increment(1);
+        metrics::counter!(LEASE_ACQUISITIONS, "chain" => crate::metrics::chain_label(lease.submitter.chain_id), "result" => "handed_over").increment(1);
     }
     Ok(handed)
 }
@@ -351,7 +351,7 @@ pub async fn release(pool: &PgPool, lease: &LeaseGuard) -> StoreResult<bool> {
     .await?;
     let released = result.rows_affected() == 1;
     if released {
-        metrics::counter!(LEASE_ACQUISITIONS, "result" => "released").increment(1);
+        metrics::counter!(LEASE_ACQUISITIONS, "chain" => crate::metrics::chain_label(lease.submitter.chain_id), "result" => "released").increment(1);
     }
     Ok(released)
 }

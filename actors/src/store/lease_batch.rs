@@ -81,11 +81,15 @@ pub async fn renew_all(
         }
     }
     let count = result.iter().filter(|r| **r).count();
-    metrics::counter!(LEASE_ACQUISITIONS, "result" => "renewed").increment(count as u64);
+    // A lease keeper renews one chain's leases.
+    let chain = crate::metrics::chain_label(held[0].submitter.chain_id);
+    metrics::counter!(LEASE_ACQUISITIONS, "chain" => chain.clone(), "result" => "renewed")
+        .increment(count as u64);
     let lost = held.len() - count;
     if lost > 0 {
-        metrics::counter!(LEASE_ACQUISITIONS, "result" => "lost").increment(lost as u64);
+        metrics::counter!(LEASE_ACQUISITIONS, "chain" => chain.clone(), "result" => "lost")
+            .increment(lost as u64);
     }
-    metrics::counter!(crate::metrics::LEASE_RENEW_STATEMENTS).increment(1);
+    metrics::counter!(crate::metrics::LEASE_RENEW_STATEMENTS, "chain" => chain).increment(1);
     Ok(result)
 }

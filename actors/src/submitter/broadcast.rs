@@ -91,7 +91,7 @@ pub(crate) async fn broadcast(
     };
     for (attempt, result) in attempts.iter().zip(results) {
         let class = classify_send(&result);
-        metrics::counter!(crate::metrics::BROADCASTS, "result" => class.label()).increment(1);
+        metrics::counter!(crate::metrics::BROADCASTS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "result" => class.label()).increment(1);
         if matches!(class, BroadcastClass::InsufficientFunds) {
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, "insufficient funds");
             // The sweep reads the balance: a LOW_BALANCE (and top-up) now,

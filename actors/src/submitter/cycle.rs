@@ -275,7 +275,7 @@ async fn fill_gaps(
         memory.check_gaps = false;
     }
     for (tx_id, nonce) in &made {
-        metrics::counter!(crate::metrics::FILLERS).increment(1);
+        metrics::counter!(crate::metrics::FILLERS, "chain" => crate::metrics::chain_label(ctx.key.chain_id)).increment(1);
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, nonce,
             "released nonce below allocated ones: a filler takes it");
     }

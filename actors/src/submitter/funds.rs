@@ -88,7 +88,7 @@ pub(crate) async fn check(
     let balance = ctx.chain.balance(ctx.key.address).await?;
     let balance = u128::try_from(balance).unwrap_or(u128::MAX);
     let low = balance < min_balance;
-    metrics::gauge!(SUBMITTER_BALANCE, "submitter" => ctx.key.address_hex()).set(balance as f64);
+    metrics::gauge!(SUBMITTER_BALANCE, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "submitter" => ctx.key.address_hex()).set(balance as f64);
     // While low with a top-up configured, each check looks whether the
     // crossing's top-up failed (and must be sent again).
     let watch_top_up = low && settings.top_up.is_some();
@@ -142,7 +142,7 @@ pub(crate) async fn check(
         } else {
             "balance_restored"
         };
-        metrics::counter!(FUNDS_EVENTS, "event" => label).increment(1);
+        metrics::counter!(FUNDS_EVENTS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "event" => label).increment(1);
         if low {
             tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, balance, min_balance, crossing = crossings, "balance below min_balance");
         } else {
@@ -150,7 +150,7 @@ pub(crate) async fn check(
         }
     }
     if let Some(outcome) = top_up {
-        metrics::counter!(TOP_UPS, "result" => outcome.label()).increment(1);
+        metrics::counter!(TOP_UPS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "result" => outcome.label()).increment(1);
     }
     Ok(Some((balance, low)))
 }
@@ -192,7 +192,7 @@ async fn retry_failed_top_up(
     }
     tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, crossing, state = ?so_far.latest_state, "the top-up failed; sending another");
     let outcome = queue_top_up(ctx, ftx, top_up, balance, crossing, so_far.sent).await?;
-    metrics::counter!(TOP_UPS, "result" => outcome.label()).increment(1);
+    metrics::counter!(TOP_UPS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "result" => outcome.label()).increment(1);
     Ok(outcome == TopUpOutcome::Sent)
 }
 

@@ -29,7 +29,7 @@ use sqlx::PgPool;
 use super::{LeaseTiming, SubmitterMsg};
 use crate::{
     cluster::Membership,
-    domain::SubmitterKey,
+    domain::{ChainId, SubmitterKey},
     metrics::LEASES_HELD,
     store::{self, HeldLease, LeaseGuard, LeaseOwner, StoreResult},
 };
@@ -50,22 +50,27 @@ pub struct LeaseKeeper {
     owner: LeaseOwner,
     timing: LeaseTiming,
     membership: Arc<Membership>,
+    /// The chain whose leases it renews (each chain has its keeper).
+    chain: ChainId,
     held: Mutex<HashMap<SubmitterKey, Held>>,
 }
 
 impl LeaseKeeper {
-    /// A keeper holding nothing yet; [`LeaseKeeper::run`] drives it.
+    /// A keeper of `chain`'s leases holding nothing yet;
+    /// [`LeaseKeeper::run`] drives it.
     pub fn new(
         pool: PgPool,
         owner: LeaseOwner,
         timing: LeaseTiming,
         membership: Arc<Membership>,
+        chain: ChainId,
     ) -> Self {
         Self {
             pool,
             owner,
             timing,
             membership,
+            chain,
             held: Mutex::new(HashMap::new()),
         }
     }
@@ -129,7 +134,8 @@ impl LeaseKeeper {
             .lock()
             .map(|m| m.values().cloned().collect())
             .unwrap_or_default();
-        metrics::gauge!(LEASES_HELD).set(snapshot.len() as f64);
+        metrics::gauge!(LEASES_HELD, "chain" => crate::metrics::chain_label(self.chain))
+            .set(snapshot.len() as f64);
         if snapshot.is_empty() {
             return Ok(());
         }

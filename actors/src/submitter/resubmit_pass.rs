@@ -70,7 +70,7 @@ pub(crate) async fn run(
     }
     ftx.commit().await?;
     for (tx_id, nonce, sub_state, reason) in &newly_stuck {
-        metrics::counter!(STUCK, "reason" => stuck_label(*sub_state)).increment(1);
+        metrics::counter!(STUCK, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "reason" => stuck_label(*sub_state)).increment(1);
         tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, nonce, reason, "STUCK");
     }
     let mut outcome = ResubmitOutcome {
@@ -132,7 +132,7 @@ async fn restore_requests(ctx: &SubmitterContext, items: &[ClaimedResubmit]) {
 /// for the actor's status.
 pub(crate) fn report_head_of_line(ctx: &SubmitterContext, head: Option<(u64, TxState)>) -> bool {
     let blocked = matches!(head, Some((_, TxState::Stuck)));
-    metrics::gauge!(HEAD_OF_LINE_BLOCKED, "submitter" => ctx.key.address_hex()).set(if blocked {
+    metrics::gauge!(HEAD_OF_LINE_BLOCKED, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "submitter" => ctx.key.address_hex()).set(if blocked {
         1.0
     } else {
         0.0
@@ -201,7 +201,7 @@ async fn resubmit_one(
         } else {
             "bump"
         };
-        metrics::counter!(RESUBMITS, "kind" => label).increment(1);
+        metrics::counter!(RESUBMITS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "kind" => label).increment(1);
         tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id,
             nonce = item.nonce, kind = label, tx_hash = %attempt.tx_hash, fees = ?new_fees, "replacement signed");
         let class = send(ctx, lease, item.tx_id, attempt.tx_hash, &attempt.raw).await?;
@@ -224,7 +224,7 @@ async fn rebroadcast(
     outcome: &mut ResubmitOutcome,
 ) -> Result<(), LeaderError> {
     let class = send(ctx, lease, item.tx_id, item.resend_hash, &item.resend_raw).await?;
-    metrics::counter!(RESUBMITS, "kind" => "rebroadcast").increment(1);
+    metrics::counter!(RESUBMITS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "kind" => "rebroadcast").increment(1);
     record(ctx, lease, item.tx_id, item.resend_hash, class, outcome).await
 }
 
@@ -286,7 +286,7 @@ async fn send(
 ) -> Result<BroadcastClass, LeaderError> {
     lease.check_may_send().await?;
     let class = classify_send(&ctx.chain.send_raw(raw).await);
-    metrics::counter!(crate::metrics::BROADCASTS, "result" => class.label()).increment(1);
+    metrics::counter!(crate::metrics::BROADCASTS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "result" => class.label()).increment(1);
     tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, %hash, result = class.label(), "resubmitted");
     Ok(class)
 }

@@ -94,11 +94,11 @@ pub(crate) async fn run(
         if settings.protect_on_external_nonce {
             nonce_cursor::set_protect(&mut ftx, &reason).await?;
             protect_reason = Some(reason.clone());
-            metrics::counter!(EXTERNAL_NONCE, "action" => "protect").increment(1);
+            metrics::counter!(EXTERNAL_NONCE, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "action" => "protect").increment(1);
             tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, reason, "PROTECT: submitter stopped");
         } else {
             nonce_cursor::adopt_chain_nonce(&mut ftx, nonces.pending).await?;
-            metrics::counter!(EXTERNAL_NONCE, "action" => "adopt").increment(1);
+            metrics::counter!(EXTERNAL_NONCE, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "action" => "adopt").increment(1);
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, reason, "adopting the chain's nonce");
         }
         ftx.commit().await?;
@@ -170,7 +170,7 @@ pub(crate) async fn run(
             // whose bytes were in a pool after all: it executed, so it is
             // no longer REJECTED.
             if tracking::revive_released(&mut ftx, *owner, intent.nonce, receipt).await? {
-                metrics::counter!(crate::metrics::RELEASED_MINED).increment(1);
+                metrics::counter!(crate::metrics::RELEASED_MINED, "chain" => crate::metrics::chain_label(ctx.key.chain_id)).increment(1);
                 tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %owner,
                     nonce = intent.nonce, tx_hash = %receipt.tx_hash,
                     "a REJECTED intent was mined after all; it will end CONFIRMED or FAILED_FINAL");
@@ -184,7 +184,7 @@ pub(crate) async fn run(
         if settings.protect_on_external_nonce {
             let lost = SubState::NonceConsumedExternally;
             if tracking::mark_stuck(&mut ftx, intent.tx_id, lost, &reason).await? {
-                metrics::counter!(crate::metrics::STUCK, "reason" => stuck_reason(lost))
+                metrics::counter!(crate::metrics::STUCK, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "reason" => stuck_reason(lost))
                     .increment(1);
             }
             // An operator's unprotect covered every external use known when
@@ -195,7 +195,7 @@ pub(crate) async fn run(
             if protect_reason.is_none() && !covered {
                 nonce_cursor::set_protect(&mut ftx, &reason).await?;
                 protect_reason = Some(reason.clone());
-                metrics::counter!(EXTERNAL_NONCE, "action" => "protect").increment(1);
+                metrics::counter!(EXTERNAL_NONCE, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "action" => "protect").increment(1);
                 tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, reason, "PROTECT: submitter stopped");
             }
         } else {

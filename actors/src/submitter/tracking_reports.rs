@@ -95,7 +95,7 @@ pub(crate) async fn reorged_out(
         {
             if cleared.was_final {
                 reopened += 1;
-                metrics::counter!(FINALITY_VIOLATIONS).increment(1);
+                metrics::counter!(FINALITY_VIOLATIONS, "chain" => crate::metrics::chain_label(ctx.key.chain_id)).increment(1);
                 tracing::error!(target: "txmgr::finality", submitter = %ctx.key, tx_id = %lost.tx_id,
                     block_hash = %lost.block_hash,
                     "reorg deeper than finality: a final transaction's block left the canonical chain; re-opened and re-broadcast");

@@ -40,6 +40,8 @@ pub struct EngineConfig {
     pub owner: LeaseOwner,
     /// The chain id served.
     pub chain_id: u64,
+    /// The chain's name: the `chain` label of its metrics, and in logs.
+    pub chain_name: String,
     /// Lease timing.
     pub lease: LeaseTiming,
     /// Head polling period.

@@ -176,6 +176,7 @@ impl TrackerTree {
             TrackerChild::Head => {
                 let args = HeadWatcherArgs {
                     chain: self.chain.clone(),
+                    chain_label: crate::metrics::chain_label(self.chain_id.into()),
                     window: self.window.clone(),
                     receipt_workers: self.receipts.clone(),
                     finality_workers: self.finality.clone(),
@@ -192,6 +193,7 @@ impl TrackerTree {
                 self.progress.reset_receipt_slot(slot);
                 let args = ReceiptWorkerArgs {
                     chain: self.chain.clone(),
+                    chain_label: crate::metrics::chain_label(self.chain_id.into()),
                     index: self.index.clone(),
                     router: self.router.clone(),
                     retry_after: self.poll_interval,
@@ -261,7 +263,7 @@ impl TrackerTree {
             .entry(child)
             .or_default()
             .next_delay(Instant::now());
-        metrics::counter!(ACTOR_RESTARTS, "actor" => child.kind()).increment(1);
+        metrics::counter!(ACTOR_RESTARTS, "chain" => crate::metrics::chain_label(self.chain_id.into()), "actor" => child.kind()).increment(1);
         Some(delay)
     }
 

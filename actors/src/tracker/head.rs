@@ -39,6 +39,8 @@ pub struct HeadWatcher;
 pub struct HeadWatcherArgs {
     /// The chain.
     pub chain: Arc<dyn ChainClient>,
+    /// Its `chain` metric label.
+    pub chain_label: String,
     /// The window it keeps (shared with finality workers).
     pub window: Arc<CanonicalWindow>,
     /// Receipt workers (looked up per send: a restarted one replaces its
@@ -234,7 +236,7 @@ async fn follow(state: &mut HeadState) -> Result<bool, ChainError> {
 async fn reorg(args: &HeadWatcherArgs) -> Result<u64, ChainError> {
     let fork = find_fork(args).await?;
     args.window.truncate_above(fork);
-    metrics::counter!(REORGS).increment(1);
+    metrics::counter!(REORGS, "chain" => args.chain_label.clone()).increment(1);
     tracing::warn!(target: "txmgr::head", fork, "reorg detected; blocks above the fork are orphaned");
     for slot in 0..args.finality_workers.len() {
         let worker = args.finality_workers.get(slot);

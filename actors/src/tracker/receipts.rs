@@ -37,6 +37,8 @@ pub struct ReceiptWorker;
 pub struct ReceiptWorkerArgs {
     /// The chain.
     pub chain: Arc<dyn ChainClient>,
+    /// Its `chain` metric label.
+    pub chain_label: String,
     /// Tracked attempt hashes.
     pub index: Arc<ReceiptIndex>,
     /// Where receipts go.
@@ -101,7 +103,7 @@ async fn match_block(state: &ReceiptWorkerArgs, block: &BlockSummary) -> Result<
     // One call for the whole block when the node supports it; per hash otherwise.
     let mut receipts: HashMap<_, TransactionReceipt> = HashMap::new();
     let whole_block = if matches.len() > 1 {
-        metrics::counter!(RECEIPT_CHECKS, "method" => "block_receipts").increment(1);
+        metrics::counter!(RECEIPT_CHECKS, "chain" => state.chain_label.clone(), "method" => "block_receipts").increment(1);
         state.chain.block_receipts(block.hash).await?
     } else {
         None
@@ -110,7 +112,7 @@ async fn match_block(state: &ReceiptWorkerArgs, block: &BlockSummary) -> Result<
         Some(all) => receipts.extend(all.into_iter().map(|r| (r.transaction_hash, r))),
         None => {
             for (hash, _) in &matches {
-                metrics::counter!(RECEIPT_CHECKS, "method" => "by_hash").increment(1);
+                metrics::counter!(RECEIPT_CHECKS, "chain" => state.chain_label.clone(), "method" => "by_hash").increment(1);
                 if let Some(receipt) = state.chain.receipt(*hash).await? {
                     receipts.insert(*hash, receipt);
                 }

@@ -49,6 +49,8 @@ pub struct WebhookSettings {
     pub events: BTreeSet<FeedEvent>,
     /// Only these submitters' events (lower-case `0x` hex), when set.
     pub submitters: Option<BTreeSet<String>>,
+    /// Only these chains' events (chain ids), when set.
+    pub chains: Option<BTreeSet<u64>>,
     /// Attempts per event before it is dead-lettered (at least 1).
     pub max_attempts: u32,
     /// Delay before the first retry; doubles per retry (with jitter).
@@ -68,12 +70,16 @@ pub struct WebhookSettings {
 }
 
 impl WebhookSettings {
-    /// True when this webhook wants the event of `submitter`.
-    pub fn wants(&self, event: FeedEvent, submitter: &str) -> bool {
+    /// True when this webhook wants the event of `submitter` on `chain_id`.
+    pub fn wants(&self, event: FeedEvent, chain_id: u64, submitter: &str) -> bool {
         self.events.contains(&event)
             && self
                 .submitters
                 .as_ref()
                 .is_none_or(|only| only.contains(submitter))
+            && self
+                .chains
+                .as_ref()
+                .is_none_or(|only| only.contains(&chain_id))
     }
 }

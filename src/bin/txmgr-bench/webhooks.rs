@@ -200,6 +200,7 @@ pub(crate) async fn run(
         secret: WebhookSecret::new("bench-secret"),
         events: FeedEvent::ALL.into_iter().collect(),
         submitters: None,
+        chains: None,
         max_attempts: 10,
         backoff_initial: Duration::from_millis(100),
         backoff_max: Duration::from_secs(1),

@@ -230,3 +230,20 @@ fn a_token_allow_list_names_chains_by_name_or_id() {
     );
     assert_rejects(&token("base:0x12"), "auth.tokens.0.submitters.0");
 }
+
+#[test]
+fn a_webhooks_chains_filter_names_configured_chains() {
+    let hook = |chains: &str| {
+        format!(
+            "{TWO_CHAINS}[[webhooks]]\nname = \"h\"\nurl = \"https://example.com/h\"\n\
+             secret_env = \"H\"\nchains = [{chains}]\n"
+        )
+    };
+    let config = parse(&hook("\"base\", \"1\"")).expect("by name and id");
+    assert_eq!(
+        config.webhooks[0].chains.as_deref(),
+        Some(&["8453".to_string(), "1".to_string()][..]),
+        "normalised to chain ids"
+    );
+    assert_rejects(&hook("\"optimism\""), "webhooks[0].chains[0]");
+}

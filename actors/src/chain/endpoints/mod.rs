@@ -217,6 +217,11 @@ impl RpcEndpoints {
         order
     }
 
+    /// The `chain` label of this set's series.
+    fn chain_label(&self) -> String {
+        crate::metrics::chain_label(self.inner.expected_chain_id.into())
+    }
+
     /// Runs a read on the chosen endpoint, failing over to the next one on a
     /// transport failure.
     pub(crate) async fn read<T, F, Fut>(&self, call: F) -> Result<T, ChainError>
@@ -304,9 +309,11 @@ impl RpcEndpoints {
             Some(ChainError::Rpc { .. }) => ("error", endpoint.health().answered(now)),
             None => ("ok", endpoint.health().answered(now)),
         };
-        metrics::counter!(RPC_ENDPOINT_CALLS, "endpoint" => name.clone(), "result" => label)
+        let chain = self.chain_label();
+        metrics::counter!(RPC_ENDPOINT_CALLS, "chain" => chain.clone(), "endpoint" => name.clone(), "result" => label)
             .increment(1);
-        metrics::histogram!(RPC_ENDPOINT_LATENCY, "endpoint" => name).record(took.as_secs_f64());
+        metrics::histogram!(RPC_ENDPOINT_LATENCY, "chain" => chain, "endpoint" => name)
+            .record(took.as_secs_f64());
         if changed {
             self.health_changed(index);
         }
@@ -317,10 +324,10 @@ impl RpcEndpoints {
         let health = endpoint.health().clone();
         match health.verdict() {
             None => {
-                tracing::info!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), "RPC endpoint healthy")
+                tracing::info!(target: "txmgr::rpc", chain = %self.chain_label(), endpoint = endpoint.rpc.name(), "RPC endpoint healthy")
             }
             Some(reason) => {
-                tracing::warn!(target: "txmgr::rpc", endpoint = endpoint.rpc.name(), reason = reason_label(&reason), lag = health.lag(), last_error = health.last_error().unwrap_or(""), "RPC endpoint unhealthy")
+                tracing::warn!(target: "txmgr::rpc", chain = %self.chain_label(), endpoint = endpoint.rpc.name(), reason = reason_label(&reason), lag = health.lag(), last_error = health.last_error().unwrap_or(""), "RPC endpoint unhealthy")
             }
         }
         self.publish_gauges();
@@ -343,8 +350,8 @@ impl RpcEndpoints {
         let from = endpoints[*reading].rpc.name().to_owned();
         *reading = best;
         drop(reading);
-        metrics::counter!(RPC_READ_SWITCHES).increment(1);
-        tracing::warn!(target: "txmgr::rpc", from, to = endpoints[best].rpc.name(), "reads switched to another RPC endpoint");
+        metrics::counter!(RPC_READ_SWITCHES, "chain" => self.chain_label()).increment(1);
+        tracing::warn!(target: "txmgr::rpc", chain = %self.chain_label(), from, to = endpoints[best].rpc.name(), "reads switched to another RPC endpoint");
         self.publish_ws(best);
     }
 
@@ -362,9 +369,11 @@ impl RpcEndpoints {
         for endpoint in &self.inner.endpoints {
             let health = endpoint.health();
             let name = endpoint.rpc.name().to_owned();
-            metrics::gauge!(RPC_ENDPOINT_HEALTHY, "endpoint" => name.clone())
+            let chain = self.chain_label();
+            metrics::gauge!(RPC_ENDPOINT_HEALTHY, "chain" => chain.clone(), "endpoint" => name.clone())
                 .set(if health.is_healthy() { 1.0 } else { 0.0 });
-            metrics::gauge!(RPC_ENDPOINT_HEAD_LAG, "endpoint" => name).set(health.lag() as f64);
+            metrics::gauge!(RPC_ENDPOINT_HEAD_LAG, "chain" => chain, "endpoint" => name)
+                .set(health.lag() as f64);
         }
     }
 }

@@ -21,7 +21,9 @@ pub(super) async fn write(pool: &PgPool, parts: Vec<Part>) {
     if parts.is_empty() {
         return;
     }
-    metrics::histogram!(GROUP_COMMIT_PARTS).record(parts.len() as f64);
+    // A group committer serves one chain's engine.
+    let chain = crate::metrics::chain_label(parts[0].fence.submitter.chain_id);
+    metrics::histogram!(GROUP_COMMIT_PARTS, "chain" => chain).record(parts.len() as f64);
     match attempt(pool, &parts).await {
         Ok(answers) => deliver(parts, answers),
         Err(err) if parts.len() > 1 => {
@@ -46,7 +48,9 @@ fn deliver(parts: Vec<Part>, answers: Vec<StoreResult<Answer>>) {
             Err(err) if err.is_fenced() => "fenced",
             Err(_) => "error",
         };
-        metrics::counter!(FENCED_WRITES, "operation" => part.write.operation(), "result" => result)
+        let chain = crate::metrics::chain_label(part.fence.submitter.chain_id);
+        let operation = part.write.operation();
+        metrics::counter!(FENCED_WRITES, "chain" => chain, "operation" => operation, "result" => result)
             .increment(1);
         // The leader may have stopped waiting (its actor was killed).
         let _ = part.reply.send(answer);

@@ -119,7 +119,7 @@ async fn release_idle(state: &mut SubmitterState) {
     lease.deadline.end();
     match store::release(&state.ctx.pool, &lease).await {
         Ok(true) => {
-            metrics::counter!(LEASE_ACQUISITIONS, "result" => "idle_released").increment(1);
+            metrics::counter!(LEASE_ACQUISITIONS, "chain" => crate::metrics::chain_label(state.ctx.key.chain_id), "result" => "idle_released").increment(1);
             tracing::info!(target: "txmgr::submitter", submitter = %state.ctx.key, fencing_token = lease.token, "idle: lease released");
         }
         Ok(false) => {}

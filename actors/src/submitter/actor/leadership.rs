@@ -142,7 +142,7 @@ async fn hand_over_if_preferred_elsewhere(state: &mut SubmitterState, lease: &Le
         }
     }
     ctx.keeper.forget(lease);
-    metrics::counter!(crate::metrics::LEASE_HANDOVERS).increment(1);
+    metrics::counter!(crate::metrics::LEASE_HANDOVERS, "chain" => crate::metrics::chain_label(ctx.key.chain_id)).increment(1);
     tracing::info!(target: "txmgr::cluster", submitter = %ctx.key, to = %to, fencing_token = lease.token, "lease handed over to the preferred node");
     if let Err(err) = store::notify_handover(&ctx.pool, ctx.key).await {
         tracing::debug!(target: "txmgr::cluster", error = %err, "hand-over notification failed; the new owner finds it on its next lease tick");

@@ -21,7 +21,7 @@ impl WebhookState {
                 let Ok(cursor) = FeedCursor::parse(&row.cursor) else {
                     continue;
                 };
-                let wanted = self.settings.wants(row.state, &row.submitter);
+                let wanted = self.settings.wants(row.state, row.chain_id, &row.submitter);
                 match self.window.push(cursor, &row.submitter, wanted) {
                     Pushed::Waits => {
                         self.prepared.insert(cursor, Arc::new(self.prepare(&row)));
@@ -91,7 +91,10 @@ impl WebhookState {
             let complete = rows.len() < PER_SUBMITTER;
             let wanted: Vec<(FeedCursor, bool)> = rows
                 .iter()
-                .map(|(cursor, row)| (*cursor, self.settings.wants(row.state, &row.submitter)))
+                .map(|(cursor, row)| {
+                    let wanted = self.settings.wants(row.state, row.chain_id, &row.submitter);
+                    (*cursor, wanted)
+                })
                 .collect();
             let waiting = self.window.refill(&submitter, &wanted, complete);
             for (cursor, row) in &rows {
