@@ -137,3 +137,57 @@ async fn a_take_over_waits_for_the_in_flight_fenced_commit_and_sees_it() {
         .await
         .expect("read");
 }
+
+/// The same key on two chains holds two leases with their own tokens: when
+/// chain A's lease is taken over, the old holder's writes on A are fenced
+/// while its lease on chain B still writes.
+#[tokio::test]
+async fn a_take_over_on_one_chain_fences_only_that_chains_writes() {
+    use txmgr_actors::{domain::SubmitterKey, store::LeaseRequest};
+    let (_db, clock) = setup().await;
+    let node_a = clock.pool().await;
+    let node_b = clock.pool().await;
+    let on_chain = |chain_id: u64, node: &str| LeaseRequest {
+        submitter: SubmitterKey::new(chain_id, submitter().address),
+        ..request(node)
+    };
+    let lead_on = |pool: PgPool, req: LeaseRequest| async move {
+        acquire_or_renew(&pool, &req)
+            .await
+            .expect("lease query")
+            .lease()
+            .cloned()
+            .expect("leads")
+    };
+    let a_on_1 = lead_on(node_a.clone(), on_chain(1, "a")).await;
+    let a_on_8453 = lead_on(node_a.clone(), on_chain(8453, "a")).await;
+    assert_eq!(
+        (a_on_1.token, a_on_8453.token),
+        (1, 1),
+        "one token sequence per pair"
+    );
+
+    // Chain 1's lease lapses and node b takes it over; a renews 8453's.
+    clock.advance(LEASE + SKEW).await;
+    let a_on_8453 = lead_on(node_a.clone(), on_chain(8453, "a")).await;
+    let b_on_1 = lead_on(node_b.clone(), on_chain(1, "b")).await;
+    assert_eq!(b_on_1.token, 2);
+    assert_fenced(&node_a, &a_on_1).await;
+    let mut ftx = FencedTx::begin(&node_a, &a_on_8453, "init")
+        .await
+        .expect("chain 8453 is still a's");
+    nonce_cursor::init(&mut ftx, 3).await.expect("init");
+    ftx.commit().await.expect("commit");
+    let cursor = nonce_cursor::load(&node_a, a_on_8453.submitter)
+        .await
+        .expect("load")
+        .expect("row");
+    assert_eq!(cursor.next_nonce, 3);
+    assert!(
+        nonce_cursor::load(&node_a, a_on_1.submitter)
+            .await
+            .expect("load")
+            .is_none(),
+        "nothing written on chain 1"
+    );
+}

@@ -186,3 +186,96 @@ async fn an_endpoint_serving_another_chain_id_still_stops_the_start() {
     assert!(err.contains("chains.base"), "{err}");
     assert!(err.contains("4242"), "{err}");
 }
+
+/// `(mined_tx_hash, receipt_block_number, receipt_block_hash)` of every
+/// intent on `chain_id`, by nonce.
+async fn receipts_on(db: &TestDb, chain_id: i64) -> Vec<(String, i64, String)> {
+    sqlx::query_as(
+        "SELECT mined_tx_hash, receipt_block_number, receipt_block_hash FROM managed_tx
+          WHERE chain_id = $1 ORDER BY nonce",
+    )
+    .bind(chain_id)
+    .fetch_all(&db.pool)
+    .await
+    .expect("receipts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reorg_on_one_chain_rolls_back_only_that_chains_receipts() {
+    use std::time::Duration;
+    std::env::set_var(OTHER_KEY_VAR, OTHER_KEY);
+    let db = TestDb::migrated().await;
+    let local = Anvil::start().await;
+    let base = Anvil::start_on_chain(BASE_ID, &[]).await;
+    let toml = two_chains_toml(&db.url, &local, &base)
+        .replace("confirmations = 2", "confirmations = 8")
+        .replace("confirmations = 1", "confirmations = 8");
+    let node = TestNode::start(&toml).await;
+    for i in 0..3 {
+        for chain in [31337, BASE_ID] {
+            let body = on_chain(Some(chain), DEV, &format!("r{i}"));
+            let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+            assert_eq!(status, 202, "{answer}");
+        }
+    }
+    invariants::wait_mined(&db.pool, 6, Duration::from_secs(30)).await;
+    local.mine_blocks(2).await;
+    base.mine_blocks(2).await;
+    let engine_of = |name: &str| {
+        node.chains
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.engine.clone())
+            .expect("chain runs")
+    };
+    let (local_head, base_head) = (local.block_number().await, base.block_number().await);
+    crate::common::wait_until(Duration::from_secs(30), || async {
+        engine_of("local").progress().head() >= local_head
+            && engine_of("base").progress().head() >= base_head
+    })
+    .await;
+    let local_before = receipts_on(&db, 31337).await;
+    let base_before = receipts_on(&db, BASE_ID as i64).await;
+
+    // Every base block from its first receipt up is replaced.
+    let first = base_before
+        .iter()
+        .map(|r| r.1 as u64)
+        .min()
+        .expect("receipts");
+    base.rpc(
+        "anvil_reorg",
+        serde_json::json!([base_head - first + 1, []]),
+    )
+    .await;
+    db.wait_count(
+        &format!(
+            "SELECT count(*) FROM managed_tx WHERE chain_id = {BASE_ID} \
+             AND receipt_block_number > {base_head}"
+        ),
+        3,
+    )
+    .await;
+    // Local's receipts were never touched.
+    assert_eq!(receipts_on(&db, 31337).await, local_before);
+    let local_reopened = db
+        .count("SELECT count(*) FROM managed_tx WHERE chain_id = 31337 AND sub_state = 'reorged'")
+        .await;
+    assert_eq!(local_reopened, 0);
+    local.mine_blocks(8).await;
+    base.mine_blocks(8).await;
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
+        6,
+    )
+    .await;
+    let base_after = receipts_on(&db, BASE_ID as i64).await;
+    for (before, after) in base_before.iter().zip(&base_after) {
+        assert_eq!(before.0, after.0, "the identical bytes were re-included");
+        assert!(after.1 > before.1, "in a later block");
+    }
+    assert_eq!(receipts_on(&db, 31337).await, local_before);
+    invariants::check_on(&db.pool, 31337, &local, DEV, 0).await;
+    invariants::check_on(&db.pool, BASE_ID, &base, DEV, 0).await;
+    node.stop().await;
+}
