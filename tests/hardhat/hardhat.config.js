@@ -1,7 +1,8 @@
 // Hardhat's node for the tests (tests/common/hardhat.rs starts it with
 // `hardhat --config <this file> node --hostname 127.0.0.1 --port N`).
 //
-// Like the test anvil: chain id 31337 and the well-known dev accounts of the
+// Like the test anvil: chain id 31337 (TXMGR_HARDHAT_CHAIN_ID for a test of
+// several chains) and the well-known dev accounts of the
 // "test test ... junk" mnemonic with 10000 ETH each. Mining is chosen per test
 // through TXMGR_HARDHAT_MINING:
 //   auto           a block per transaction (the default)
@@ -26,7 +27,7 @@ function mining(spec) {
 module.exports = {
   networks: {
     hardhat: {
-      chainId: 31337,
+      chainId: Number(process.env.TXMGR_HARDHAT_CHAIN_ID || 31337),
       accounts: {
         mnemonic: "test test test test test test test test test test test junk",
         count: 10,

@@ -376,3 +376,46 @@ async fn a_webhook_with_a_chains_filter_gets_only_those_chains_and_one_cursor_co
     assert_eq!(cursors, 2);
     node.stop().await;
 }
+
+/// Hardhat's node as the third chain's id.
+const THIRD_ID: u64 = 1337;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_chains_on_two_clients_each_get_contiguous_nonces_for_one_key() {
+    use crate::common::{hardhat::Hardhat, Mining};
+    std::env::set_var(OTHER_KEY_VAR, OTHER_KEY);
+    let db = TestDb::migrated().await;
+    let local = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let base = Anvil::start_on_chain(BASE_ID, &["--block-time", "0.2"]).await;
+    // Hardhat's automine refuses a nonce that arrives before its predecessor.
+    let third = Hardhat::start_on_chain(
+        Mining::Interval(std::time::Duration::from_millis(200)),
+        THIRD_ID,
+    )
+    .await;
+    let toml = two_chains_toml(&db.url, &local, &base).replace(
+        "[lease]",
+        &format!(
+            "[chains.third]\nrpc_url = \"{}\"\nchain_id = {THIRD_ID}\npoll_interval = \"200ms\"\n\
+             sweep_interval = \"1s\"\n[lease]",
+            third.rpc_url()
+        ),
+    );
+    let node = TestNode::start(&toml).await;
+    for i in 0..50 {
+        for chain in [31337, BASE_ID, THIRD_ID] {
+            let body = on_chain(Some(chain), DEV, &format!("t{i}"));
+            let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+            assert_eq!(status, 202, "{answer}");
+        }
+    }
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
+        150,
+    )
+    .await;
+    invariants::check_on(&db.pool, 31337, &local, DEV, 0).await;
+    invariants::check_on(&db.pool, BASE_ID, &base, DEV, 0).await;
+    invariants::check_on(&db.pool, THIRD_ID, &third, DEV, 0).await;
+    node.stop().await;
+}

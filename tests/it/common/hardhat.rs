@@ -30,6 +30,9 @@ const SPAWN_ATTEMPTS: usize = 3;
 /// The environment variable the config file reads the mining mode from.
 const MINING_VAR: &str = "TXMGR_HARDHAT_MINING";
 
+/// The environment variable the config file reads the chain id from.
+const CHAIN_ID_VAR: &str = "TXMGR_HARDHAT_CHAIN_ID";
+
 /// A running Hardhat node; killed (SIGKILL) on drop.
 pub(crate) struct Hardhat {
     /// Loopback port the node listens on.
@@ -40,15 +43,22 @@ pub(crate) struct Hardhat {
     provider: RootProvider,
     /// The node's stderr, shown when it fails to start.
     log_path: PathBuf,
+    /// The chain id it serves.
+    chain_id: u64,
 }
 
 impl Hardhat {
     /// Starts a node with `mining` (see `tests/hardhat/hardhat.config.js`).
     pub(crate) async fn start(mining: Mining) -> Hardhat {
+        Hardhat::start_on_chain(mining, CHAIN_ID).await
+    }
+
+    /// Starts a node serving `chain_id` (tests of several chains).
+    pub(crate) async fn start_on_chain(mining: Mining, chain_id: u64) -> Hardhat {
         let dir = hardhat_dir();
         let mut last_error = String::new();
         for _ in 0..SPAWN_ATTEMPTS {
-            match Hardhat::try_spawn(&dir, mining).await {
+            match Hardhat::try_spawn(&dir, mining, chain_id).await {
                 Ok(node) => return node,
                 Err(e) => last_error = e,
             }
@@ -59,7 +69,7 @@ impl Hardhat {
         )
     }
 
-    async fn try_spawn(dir: &Path, mining: Mining) -> Result<Hardhat, String> {
+    async fn try_spawn(dir: &Path, mining: Mining, chain_id: u64) -> Result<Hardhat, String> {
         let port = free_port();
         let log_path = std::env::temp_dir().join(format!(
             "txmgr-hardhat-{port}-{}.log",
@@ -80,6 +90,7 @@ impl Hardhat {
                 &port.to_string(),
             ])
             .env(MINING_VAR, mining_spec(mining))
+            .env(CHAIN_ID_VAR, chain_id.to_string())
             .env("HARDHAT_DISABLE_TELEMETRY_PROMPT", "true")
             .stdin(Stdio::null())
             // stdout logs every request; errors go to stderr.
@@ -100,6 +111,7 @@ impl Hardhat {
             child,
             provider,
             log_path,
+            chain_id,
         };
         node.wait_ready().await?;
         Ok(node)
@@ -113,7 +125,7 @@ impl Hardhat {
                 return Err(format!("hardhat exited with {status}: {}", self.log()));
             }
             if let Ok(chain_id) = self.try_rpc("eth_chainId", Value::Array(vec![])).await {
-                if chain_id == format!("{CHAIN_ID:#x}") {
+                if chain_id == format!("{:#x}", self.chain_id) {
                     return Ok(());
                 }
                 return Err(format!("port {} answered chain id {chain_id}", self.port));
