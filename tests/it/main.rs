@@ -40,6 +40,7 @@ mod log_secrets;
 mod metrics_promtool;
 mod migrations;
 mod multi_chain;
+mod multi_chain_access;
 mod multi_chain_cluster;
 mod multi_chain_faults;
 mod node_registration;

@@ -1,0 +1,133 @@
+//! Several chains and who sees what: a token scoped to one chain, and a
+//! webhook with a `chains` filter (one cursor over every chain).
+
+use crate::{
+    common::{node::TestNode, Anvil, TestDb, DEV, DEV_ADDRESS_0},
+    multi_chain::{on_chain, two_chains_toml, BASE_ID, OTHER_KEY, OTHER_KEY_VAR},
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_scoped_to_one_chain_cannot_use_its_submitter_on_another() {
+    use txmgr::http::auth::token_hash_hex;
+    std::env::set_var(OTHER_KEY_VAR, OTHER_KEY);
+    let db = TestDb::migrated().await;
+    let local = Anvil::start().await;
+    let base = Anvil::start_on_chain(BASE_ID, &[]).await;
+    let dev = DEV_ADDRESS_0.to_lowercase();
+    let toml = format!(
+        r#"{}
+[[auth.tokens]]
+name = "base-dev"
+role = "client"
+sha256 = "{}"
+submitters = ["base:{dev}"]
+[[auth.tokens]]
+name = "dev-by-id"
+role = "client"
+sha256 = "{}"
+submitters = ["31337:{dev}"]
+"#,
+        two_chains_toml(&db.url, &local, &base),
+        token_hash_hex("base-dev-token"),
+        token_hash_hex("dev-by-id-token"),
+    );
+    let node = TestNode::start(&toml).await;
+    let create = |token: &'static str, chain: u64, id: &'static str| {
+        let node = &node;
+        async move {
+            node.request_as(
+                Some(token),
+                "POST",
+                "/v1/transactions",
+                Some(on_chain(Some(chain), DEV, id)),
+            )
+            .await
+        }
+    };
+    let (status, body) = create("base-dev-token", BASE_ID, "b1").await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = create("base-dev-token", 31337, "l1").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["field"], "submitter", "{body}");
+    let (status, body) = create("dev-by-id-token", 31337, "l1").await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = create("dev-by-id-token", BASE_ID, "b2").await;
+    assert_eq!(status, 403, "{body}");
+    // Each sees only its chain's transaction of the shared key.
+    let local_tx = body_tx(&db, 31337).await;
+    let (status, _) = node
+        .request_as(
+            Some("base-dev-token"),
+            "GET",
+            &format!("/v1/transactions/{local_tx}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 404, "another chain's transaction is absent to it");
+    node.stop().await;
+}
+
+/// The id of the one intent stored on `chain_id`.
+async fn body_tx(db: &TestDb, chain_id: i64) -> uuid::Uuid {
+    sqlx::query_scalar("SELECT tx_id FROM managed_tx WHERE chain_id = $1")
+        .bind(chain_id)
+        .fetch_one(&db.pool)
+        .await
+        .expect("one intent on the chain")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhook_with_a_chains_filter_gets_only_those_chains_and_one_cursor_covers_all() {
+    use crate::common::{receiver::Receiver, wait_until};
+    const SECRET_VAR: &str = "TXMGR_TEST_MULTI_CHAIN_HOOK_SECRET";
+    std::env::set_var(OTHER_KEY_VAR, OTHER_KEY);
+    std::env::set_var(SECRET_VAR, "multi-chain-secret");
+    let db = TestDb::migrated().await;
+    let local = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let base = Anvil::start_on_chain(BASE_ID, &["--block-time", "0.2"]).await;
+    let only_base = Receiver::always_ok().await;
+    let every = Receiver::always_ok().await;
+    let hook = |name: &str, url: &str, extra: &str| {
+        format!(
+            "\n[[webhooks]]\nname = \"{name}\"\nurl = \"{url}\"\nsecret_env = \"{SECRET_VAR}\"\n\
+             backoff_initial = \"50ms\"\n{extra}"
+        )
+    };
+    let toml = format!(
+        "{}{}{}",
+        two_chains_toml(&db.url, &local, &base),
+        hook(
+            "base-only",
+            &only_base.url,
+            &format!("chains = [\"{BASE_ID}\"]")
+        ),
+        hook("every-chain", &every.url, ""),
+    );
+    let node = TestNode::start(&toml).await;
+    for i in 0..5 {
+        for chain in [31337, BASE_ID] {
+            let body = on_chain(Some(chain), DEV, &format!("w{i}"));
+            let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+            assert_eq!(status, 202, "{answer}");
+        }
+    }
+    wait_until(std::time::Duration::from_secs(30), || async {
+        only_base.delivered().len() >= 5 && every.delivered().len() >= 10
+    })
+    .await;
+    let chains_of = |received: &Receiver| -> Vec<u64> {
+        received
+            .delivered()
+            .iter()
+            .filter_map(|r| r.json["chain_id"].as_u64())
+            .collect()
+    };
+    assert_eq!(chains_of(&only_base), vec![BASE_ID; 5]);
+    let mut both = chains_of(&every);
+    both.sort_unstable();
+    assert_eq!(both, [vec![BASE_ID; 5], vec![31337; 5]].concat());
+    // One cursor per webhook, not one per chain.
+    let cursors = db.count("SELECT count(*) FROM webhook_cursor").await;
+    assert_eq!(cursors, 2);
+    node.stop().await;
+}
