@@ -27,6 +27,28 @@ pub struct RpcEndpointConfig {
     /// non-loopback host (README "Security"): the default refuses it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_insecure: bool,
+    /// `full` (read from and sent to) or `send_only` (a private mempool or a
+    /// sequencer's direct endpoint: only sent to, and the only target of
+    /// private sends).
+    #[serde(default, skip_serializing_if = "EndpointRole::is_full")]
+    pub role: EndpointRole,
+}
+
+/// What an endpoint is used for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointRole {
+    /// Read from and sent to.
+    #[default]
+    Full,
+    /// Only sent to; never read from nor probed.
+    SendOnly,
+}
+
+impl EndpointRole {
+    fn is_full(&self) -> bool {
+        *self == EndpointRole::Full
+    }
 }
 
 impl fmt::Debug for RpcEndpointConfig {
@@ -36,6 +58,7 @@ impl fmt::Debug for RpcEndpointConfig {
             .field("url", &shown_url(&self.url))
             .field("ws_url", &self.ws_url.as_deref().map(shown_url))
             .field("allow_insecure", &self.allow_insecure)
+            .field("role", &self.role)
             .finish()
     }
 }
@@ -73,6 +96,13 @@ pub(super) fn check_endpoints(
             format!("{prefix}.rpc_urls[{i}].{field}")
         }
     };
+    let endpoints = chain.endpoints();
+    if !endpoints.is_empty() && endpoints.iter().all(|e| e.role == EndpointRole::SendOnly) {
+        push(
+            &format!("{prefix}.rpc_urls"),
+            "every endpoint is send_only: at least one must be read from".into(),
+        );
+    }
     let mut names = std::collections::HashSet::new();
     for (i, endpoint) in chain.endpoints().iter().enumerate() {
         let name = &endpoint.name;
@@ -101,7 +131,12 @@ pub(super) fn check_endpoints(
             push(&keyed(i, url_key), reason);
         }
         if let Some(ws) = &endpoint.ws_url {
-            if let Err(reason) = check_url(ws, &["ws", "wss"]) {
+            if endpoint.role == EndpointRole::SendOnly {
+                push(
+                    &keyed(i, "ws_url"),
+                    "a send_only endpoint is never read from: no ws_url".into(),
+                );
+            } else if let Err(reason) = check_url(ws, &["ws", "wss"]) {
                 push(&keyed(i, "ws_url"), reason);
             }
         }

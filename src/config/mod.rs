@@ -48,7 +48,7 @@ pub use auth::{AuthConfig, Role, TokenConfig};
 pub use chains::{NamedChain, SHORTHAND_CHAIN_NAME};
 pub use defaults::*;
 pub use deprecated::RENAMED_KEYS;
-pub use endpoints::RpcEndpointConfig;
+pub use endpoints::{EndpointRole, RpcEndpointConfig};
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
 pub use feed::{FeedConfig, DEFAULT_FEED_RETAIN};

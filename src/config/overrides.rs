@@ -140,6 +140,9 @@ macro_rules! settings_overrides {
             /// Overrides `top_up`.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub top_up: Option<TopUp>,
+            /// Overrides `defaults.private_sends`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub private_sends: Option<bool>,
             /// Overrides `funding_max_per_day`.
             #[serde(
                 default,
@@ -184,6 +187,7 @@ macro_rules! settings_overrides {
                 min_balance: self.min_balance.or(d.min_balance),
                 top_up: self.top_up.or(d.top_up),
                 funding_max_per_day: self.funding_max_per_day.or(d.funding_max_per_day),
+                private_sends: self.private_sends.unwrap_or(d.private_sends),
                 // Node-wide (derived from `chain.poll_interval`), never overridden.
                 retry_backoff: d.retry_backoff,
             }
@@ -191,7 +195,7 @@ macro_rules! settings_overrides {
 
             /// Whether any `[defaults]` knob is overridden here.
             pub fn has_overrides(&self) -> bool {
-                self.max_in_flight.is_some() || self.batch_size.is_some() || self.ingress_capacity.is_some() || self.hold_slot_until_final.is_some() || self.protect_on_external_nonce.is_some() || self.finality.is_some() || self.resubmit_interval.is_some() || self.max_resubmits.is_some() || self.stuck_after.is_some() || self.cancel_when_stuck.is_some() || self.reject_after.is_some() || self.gas_limit_margin.is_some() || self.legacy_fees.is_some() || self.max_fee_per_gas_cap.is_some() || self.max_priority_fee_per_gas_cap.is_some() || self.gas_price_cap.is_some() || self.gas_bump.is_some() || self.min_balance.is_some() || self.top_up.is_some() || self.funding_max_per_day.is_some()
+                self.max_in_flight.is_some() || self.batch_size.is_some() || self.ingress_capacity.is_some() || self.hold_slot_until_final.is_some() || self.protect_on_external_nonce.is_some() || self.finality.is_some() || self.resubmit_interval.is_some() || self.max_resubmits.is_some() || self.stuck_after.is_some() || self.cancel_when_stuck.is_some() || self.reject_after.is_some() || self.gas_limit_margin.is_some() || self.legacy_fees.is_some() || self.max_fee_per_gas_cap.is_some() || self.max_priority_fee_per_gas_cap.is_some() || self.gas_price_cap.is_some() || self.gas_bump.is_some() || self.min_balance.is_some() || self.top_up.is_some() || self.funding_max_per_day.is_some() || self.private_sends.is_some()
             }
 
             /// These fields with every override unset.
@@ -218,6 +222,7 @@ macro_rules! settings_overrides {
                     min_balance: None,
                     top_up: None,
                     funding_max_per_day: None,
+                    private_sends: None,
                 }
             }
         }

@@ -245,6 +245,7 @@ impl ChainConfig {
                 url: url.clone(),
                 ws_url: self.ws_url.clone(),
                 allow_insecure: self.allow_insecure,
+                role: super::EndpointRole::Full,
             }],
             _ => self.rpc_urls.clone(),
         }

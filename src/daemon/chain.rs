@@ -53,6 +53,7 @@ pub async fn connect_named_chain(
         .endpoints()
         .into_iter()
         .map(|e| EndpointSpec {
+            send_only: e.role == crate::config::EndpointRole::SendOnly,
             name: e.name,
             url: e.url,
             ws_url: e.ws_url,

@@ -30,6 +30,8 @@ pub struct ChainRuntime {
     pub client: Arc<dyn ChainClient>,
     /// Its engine.
     pub engine: Engine,
+    /// It has a send-only endpoint (private sends are possible).
+    pub private_sends: bool,
 }
 
 /// Wraps a chain's endpoints (`(chain name, endpoints)`): metrics counting,
@@ -59,11 +61,17 @@ pub async fn start_chains(
             let client = wrap(named.name, Arc::new(endpoints));
             let engine =
                 start_chain_engine(config, &named, owner, pool.clone(), client.clone()).await?;
+            let private_sends = named
+                .config
+                .endpoints()
+                .iter()
+                .any(|e| e.role == crate::config::EndpointRole::SendOnly);
             Ok::<_, anyhow::Error>(ChainRuntime {
                 name: named.name.to_string(),
                 chain_id: named.config.chain_id,
                 client,
                 engine,
+                private_sends,
             })
         };
         match attempt.await {
@@ -98,6 +106,7 @@ pub fn served_chains(chains: &[ChainRuntime]) -> ServedChains {
                 submissions: Arc::new(EngineSubmissions(chain.engine.clone())),
                 engine: Some(chain.engine.clone()),
                 client: Some(chain.client.clone()),
+                private_sends: chain.private_sends,
             })
             .collect(),
     )

@@ -125,6 +125,10 @@ impl ChainClient for CountingChain {
     async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError> {
         self.counted("eth_sendRawTransaction", self.inner.send_raw(raw).await)
     }
+    async fn send_raw_private(&self, raw: &Bytes) -> Result<B256, ChainError> {
+        let sent = self.inner.send_raw_private(raw).await;
+        self.counted("eth_sendRawTransaction_private", sent)
+    }
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
         self.counted("eth_getTransactionReceipt", self.inner.receipt(hash).await)
     }

@@ -73,6 +73,10 @@ pub struct CreateBody {
     /// EIP-1559 max priority fee per gas in wei, at most 2^128-1 and at
     /// most `max_fee_per_gas`.
     pub max_priority_fee_per_gas: Option<WeiString>,
+    /// Send only to the chain's send-only endpoints (a private mempool),
+    /// never to the public ones; default false (or the submitter's
+    /// `private_sends`).
+    pub private: Option<bool>,
 }
 
 /// An amount of wei exactly as the client wrote it; only a JSON string
@@ -195,6 +199,7 @@ impl CreateBody {
                 gas_limit: self.gas_limit,
                 max_fee_per_gas: max_fee,
                 max_priority_fee_per_gas: priority,
+                private: self.private.unwrap_or(false),
             },
         })
     }

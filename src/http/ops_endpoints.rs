@@ -28,7 +28,8 @@ pub struct ChainEndpointsView {
     pub chain_id: u64,
     /// In configuration order.
     pub endpoints: Vec<EndpointStatus>,
-    /// How many serve now; the chain is in service while at least one does.
+    /// How many read endpoints serve now; the chain is in service while at
+    /// least one does (send-only ones are not counted).
     pub healthy: usize,
 }
 
@@ -48,7 +49,10 @@ pub(crate) async fn endpoints(State(state): State<AppState>) -> ApiResult<Json<E
             ChainEndpointsView {
                 chain: chain.name.clone(),
                 chain_id: chain.chain_id.get(),
-                healthy: endpoints.iter().filter(|e| e.healthy).count(),
+                healthy: endpoints
+                    .iter()
+                    .filter(|e| e.healthy && !e.send_only)
+                    .count(),
                 endpoints,
             }
         })

@@ -204,7 +204,13 @@ async fn database_readiness(pool: &PgPool) -> Vec<String> {
 /// healthy), from the health the endpoint monitor keeps; clients without
 /// endpoints (test doubles) are asked for their chain id.
 async fn chain_readiness(chain: &dyn ChainClient, chain_id: u64) -> Option<String> {
-    let endpoints = chain.endpoint_status();
+    // Send-only endpoints are never read from: they do not keep a chain in
+    // service.
+    let endpoints: Vec<_> = chain
+        .endpoint_status()
+        .into_iter()
+        .filter(|e| !e.send_only)
+        .collect();
     if !endpoints.is_empty() {
         if endpoints.iter().any(|e| e.healthy) {
             return None;

@@ -23,6 +23,8 @@ pub struct ServedChain {
     pub engine: Option<Engine>,
     /// Its RPC endpoints (their health for the ops views).
     pub client: Option<Arc<dyn ChainClient>>,
+    /// It has a send-only endpoint: an intent may ask for private sending.
+    pub private_sends: bool,
 }
 
 impl ServedChain {
@@ -34,6 +36,7 @@ impl ServedChain {
             submissions,
             engine: None,
             client: None,
+            private_sends: false,
         }
     }
 

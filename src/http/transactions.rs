@@ -113,6 +113,15 @@ async fn create_inner(
     };
     let valid = body.validate(header_key, state.limits.data_limit_bytes)?;
     let chain = state.chains.resolve(valid.chain_id, "chain_id")?;
+    if valid.intent.private && !chain.private_sends {
+        return Err(ApiError::invalid(
+            "private",
+            format!(
+                "private sending needs a send_only endpoint, and chain {} ({}) has none",
+                chain.chain_id, chain.name
+            ),
+        ));
+    }
     caller.check_submitter_on(chain.chain_id, &valid.submitter)?;
     let submitter = SubmitterKey::new(chain.chain_id, valid.submitter);
     let created = chain

@@ -73,6 +73,7 @@ async fn leader_without_cursor(
                 gas_limit: Some(21_000),
                 max_fee_per_gas: None,
                 max_priority_fee_per_gas: None,
+                private: false,
             };
             NewIntent::new(key, Some(format!("r{i}")), intent)
         })
@@ -212,6 +213,7 @@ fn attempt(tx_id: Uuid, nonce: u64, hash: B256) -> NewAttempt {
         gas_price: None,
         gas_limit: 21_000,
         kind: AttemptKind::Original,
+        private: false,
     }
 }
 

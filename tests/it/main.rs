@@ -60,6 +60,7 @@ mod pipeline_cluster;
 mod pipeline_external;
 mod pipeline_recovery;
 mod pipeline_rejects;
+mod private_sends;
 mod reload_sighup;
 mod reorg;
 mod reorg_final;

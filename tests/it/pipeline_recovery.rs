@@ -33,6 +33,7 @@ async fn queue_three(db: &TestDb) {
                 gas_limit: None,
                 max_fee_per_gas: None,
                 max_priority_fee_per_gas: None,
+                private: false,
             };
             NewIntent::new(submitter, Some(format!("c{i}")), intent)
         })

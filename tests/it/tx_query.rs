@@ -31,6 +31,7 @@ fn transfer(value: u64) -> Intent {
         gas_limit: Some(21_000),
         max_fee_per_gas: None,
         max_priority_fee_per_gas: None,
+        private: false,
     }
 }
 

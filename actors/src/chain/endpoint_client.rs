@@ -43,6 +43,10 @@ impl ChainClient for RpcEndpoints {
         self.send(raw).await
     }
 
+    async fn send_raw_private(&self, raw: &Bytes) -> Result<B256, ChainError> {
+        self.send_private(raw).await
+    }
+
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
         self.read(|rpc| async move { rpc.receipt(hash).await })
             .await

@@ -90,6 +90,9 @@ impl ChainClient for FeeCache {
     async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError> {
         self.inner.send_raw(raw).await
     }
+    async fn send_raw_private(&self, raw: &Bytes) -> Result<B256, ChainError> {
+        self.inner.send_raw_private(raw).await
+    }
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
         self.inner.receipt(hash).await
     }

@@ -122,6 +122,16 @@ pub trait ChainClient: Send + Sync + fmt::Debug {
     async fn fees(&self) -> Result<FeeQuote, ChainError>;
     /// `eth_sendRawTransaction`; the hash the node returned.
     async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError>;
+    /// `eth_sendRawTransaction` to the chain's send-only endpoints alone (a
+    /// private mempool), never to a public one; any answer but an
+    /// acceptance is an unknown answer ([`ChainError::Transport`]). A client
+    /// without send-only endpoints answers that it has none.
+    async fn send_raw_private(&self, raw: &Bytes) -> Result<B256, ChainError> {
+        let _ = raw;
+        Err(ChainError::Transport(
+            "private send: the chain has no send_only endpoint".to_owned(),
+        ))
+    }
     /// `eth_getTransactionReceipt`; `None` while not mined.
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError>;
     /// `eth_blockNumber`.

@@ -26,6 +26,11 @@ pub struct Intent {
     /// Max priority fee per gas fixed by the caller (EIP-1559).
     #[serde(default, with = "wei_json")]
     pub max_priority_fee_per_gas: Option<u128>,
+    /// Send only to the chain's send-only endpoints (a private mempool),
+    /// never to the public ones. Absent from the stored JSON when false, so
+    /// request hashes of earlier intents stay what they were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub private: bool,
 }
 
 /// Fee amounts in the stored JSON: a number while it fits 64 bits (as every
@@ -190,6 +195,7 @@ mod tests {
             gas_limit: None,
             max_fee_per_gas: Some(fee),
             max_priority_fee_per_gas: Some(1),
+            private: false,
         }
     }
 

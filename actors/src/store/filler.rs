@@ -47,6 +47,7 @@ pub fn filler_intent(key: SubmitterKey) -> Intent {
         gas_limit: None,
         max_fee_per_gas: None,
         max_priority_fee_per_gas: None,
+        private: false,
     }
 }
 

@@ -31,6 +31,7 @@ pub(crate) fn new_attempts_as_pending(attempts: &[NewAttempt]) -> Vec<PendingAtt
             raw: a.raw.clone(),
             age: Duration::ZERO,
             maybe_pooled: false,
+            private: a.private,
         })
         .collect()
 }
@@ -82,7 +83,14 @@ pub(crate) async fn broadcast(
     for attempt in &attempts {
         // Long batches: keep the lease renewed, and never send on a lapsed one.
         lease.check_may_send().await?;
-        results.push(ctx.chain.send_raw(&attempt.raw).await);
+        // A private intent (or submitter) goes to the send-only endpoints
+        // alone; their refusal is an unknown answer, never a public send.
+        let sent = if settings.private_sends || attempt.private {
+            ctx.chain.send_raw_private(&attempt.raw).await
+        } else {
+            ctx.chain.send_raw(&attempt.raw).await
+        };
+        results.push(sent);
     }
     let mut record = BroadcastRecord {
         resubmit_interval: settings.resubmit_interval,

@@ -134,6 +134,7 @@ mod tests {
                 gas_limit: Some(21_000),
                 max_fee_per_gas: None,
                 max_priority_fee_per_gas: None,
+                private: false,
             },
             resubmits: 1,
             since_first_broadcast: Some(Duration::from_secs(1)),

@@ -201,6 +201,7 @@ mod tests {
             gas_limit: None,
             max_fee_per_gas: None,
             max_priority_fee_per_gas: None,
+            private: false,
         }
     }
 

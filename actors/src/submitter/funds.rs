@@ -266,6 +266,7 @@ async fn queue_top_up(
                 gas_limit: None,
                 max_fee_per_gas: None,
                 max_priority_fee_per_gas: None,
+                private: false,
             },
         );
         match funds::queue_top_up(ftx, &intent, amount, &ctx.owner.node_id).await? {

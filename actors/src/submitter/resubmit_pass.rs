@@ -204,7 +204,15 @@ async fn resubmit_one(
         metrics::counter!(RESUBMITS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "kind" => label).increment(1);
         tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %item.tx_id,
             nonce = item.nonce, kind = label, tx_hash = %attempt.tx_hash, fees = ?new_fees, "replacement signed");
-        let class = send(ctx, lease, item.tx_id, attempt.tx_hash, &attempt.raw).await?;
+        let private = item.intent.private;
+        let class = send(
+            ctx,
+            lease,
+            (item.tx_id, private),
+            attempt.tx_hash,
+            &attempt.raw,
+        )
+        .await?;
         record(ctx, lease, item.tx_id, attempt.tx_hash, class, outcome).await?;
         if class != BroadcastClass::ReplacementUnderpriced {
             return Ok(true);
@@ -223,7 +231,8 @@ async fn rebroadcast(
     item: &ClaimedResubmit,
     outcome: &mut ResubmitOutcome,
 ) -> Result<(), LeaderError> {
-    let class = send(ctx, lease, item.tx_id, item.resend_hash, &item.resend_raw).await?;
+    let target = (item.tx_id, item.intent.private);
+    let class = send(ctx, lease, target, item.resend_hash, &item.resend_raw).await?;
     metrics::counter!(RESUBMITS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "kind" => "rebroadcast").increment(1);
     record(ctx, lease, item.tx_id, item.resend_hash, class, outcome).await
 }
@@ -244,6 +253,7 @@ async fn sign_replacement(
             gas_limit: None,
             max_fee_per_gas: None,
             max_priority_fee_per_gas: None,
+            private: false,
         };
         // 21000 on L1; chains that charge more for a plain transfer (L1
         // data fees on some rollups) answer more. Unanswered: 21000.
@@ -272,20 +282,33 @@ async fn sign_replacement(
         }
     };
     Ok(Some(signing::attempt_row(
-        item.tx_id, item.nonce, raw, &new_fees, gas_limit, kind,
+        item.tx_id,
+        item.nonce,
+        raw,
+        &new_fees,
+        gas_limit,
+        kind,
+        item.intent.private,
     )))
 }
 
 /// Broadcasts once on a lease this node still holds; returns the class.
+/// `(tx_id, private)`: a private intent (or submitter) is re-sent to the
+/// send-only endpoints alone, bumps and re-broadcasts included.
 async fn send(
     ctx: &SubmitterContext,
     lease: LeaderLease<'_>,
-    tx_id: Uuid,
+    (tx_id, private): (Uuid, bool),
     hash: B256,
     raw: &Bytes,
 ) -> Result<BroadcastClass, LeaderError> {
     lease.check_may_send().await?;
-    let class = classify_send(&ctx.chain.send_raw(raw).await);
+    let sent = if private || ctx.settings().private_sends {
+        ctx.chain.send_raw_private(raw).await
+    } else {
+        ctx.chain.send_raw(raw).await
+    };
+    let class = classify_send(&sent);
     metrics::counter!(crate::metrics::BROADCASTS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "result" => class.label()).increment(1);
     tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, %hash, result = class.label(), "resubmitted");
     Ok(class)

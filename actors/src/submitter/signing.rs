@@ -20,6 +20,7 @@ pub(crate) fn attempt_row(
     fees: &fees::Fees,
     gas_limit: u64,
     kind: AttemptKind,
+    private: bool,
 ) -> NewAttempt {
     let (max_fee_per_gas, max_priority_fee_per_gas, gas_price) = fees.columns();
     NewAttempt {
@@ -32,6 +33,7 @@ pub(crate) fn attempt_row(
         gas_price,
         gas_limit,
         kind,
+        private,
     }
 }
 
@@ -78,13 +80,13 @@ pub(crate) async fn sign_all(
             let gas = fees::gas_limit(intent, estimate, settings.gas_limit_margin);
             let unsigned = fees::build(intent, ctx.key.chain_id.get(), *nonce, gas, fees);
             let result = ctx.signer.sign(unsigned).await;
-            Ok::<_, ChainError>((*tx_id, *nonce, gas, fees, result))
+            Ok::<_, ChainError>((*tx_id, *nonce, gas, fees, intent.private, result))
         }
     }))
     .await;
     let mut signed = Signed::default();
     for result in results {
-        let (tx_id, nonce, gas_limit, fee, result) = match result {
+        let (tx_id, nonce, gas_limit, fee, private, result) = match result {
             Ok(parts) => parts,
             Err(err) => {
                 tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, error = %err, "re-estimating gas failed");
@@ -101,6 +103,7 @@ pub(crate) async fn sign_all(
                     &fee,
                     gas_limit,
                     AttemptKind::Original,
+                    private,
                 ));
             }
             Err(err) if err.is_transient() => {

@@ -117,7 +117,14 @@ pub(crate) async fn reorged_out(
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, "receipt reorged out; re-broadcasting");
         // "already known" / "nonce too low" are fine: the block matcher and
         // the sweep take it from here.
-        if let Err(err) = ctx.chain.send_raw(&raw).await {
+        // Its bytes were in a block (public already); a private submitter
+        // still keeps to its send-only endpoints.
+        let sent = if ctx.settings().private_sends {
+            ctx.chain.send_raw_private(&raw).await
+        } else {
+            ctx.chain.send_raw(&raw).await
+        };
+        if let Err(err) = sent {
             tracing::debug!(target: "txmgr::submitter", %tx_id, error = %err, "re-broadcast after reorg answered");
         }
     }

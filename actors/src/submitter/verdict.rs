@@ -82,6 +82,7 @@ mod tests {
             raw: Bytes::new(),
             age,
             maybe_pooled,
+            private: false,
         }
     }
 

@@ -168,6 +168,13 @@ impl ChainClient for CountingChain {
         r
     }
 
+    async fn send_raw_private(&self, raw: &Bytes) -> Result<B256, ChainError> {
+        let t = Instant::now();
+        let r = self.inner.send_raw_private(raw).await;
+        self.stats.record(4, t);
+        r
+    }
+
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
         let t = Instant::now();
         let r = self.inner.receipt(hash).await;

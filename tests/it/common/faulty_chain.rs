@@ -108,6 +108,10 @@ impl ChainClient for FaultyChain {
             _ => self.inner.send_raw(raw).await,
         }
     }
+    async fn send_raw_private(&self, raw: &Bytes) -> Result<B256, ChainError> {
+        self.count("eth_sendRawTransaction_private");
+        self.inner.send_raw_private(raw).await
+    }
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
         self.count("eth_getTransactionReceipt");
         self.inner.receipt(hash).await

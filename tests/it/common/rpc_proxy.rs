@@ -43,6 +43,9 @@ struct Shared {
     /// contiguous in the random sequence.
     dice: Mutex<(Faults, StdRng)>,
     counters: Counters,
+    /// The raw transactions (`0x…` hex) of every `eth_sendRawTransaction`
+    /// received, whatever happened to it next.
+    sent_raw: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -83,6 +86,7 @@ impl RpcProxy {
             client,
             dice: Mutex::new((Faults::default(), StdRng::seed_from_u64(seed))),
             counters: Counters::default(),
+            sent_raw: Mutex::new(Vec::new()),
         });
         let server = tokio::spawn(serve(listener, shared.clone()));
         RpcProxy {
@@ -106,6 +110,16 @@ impl RpcProxy {
     /// What the proxy did so far.
     pub(crate) fn counts(&self) -> ProxyCounts {
         self.shared.counters.snapshot()
+    }
+
+    /// The raw transactions (lower-case `0x` hex) of every
+    /// `eth_sendRawTransaction` this proxy received.
+    pub(crate) fn sent_raw(&self) -> Vec<String> {
+        self.shared
+            .sent_raw
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -178,6 +192,15 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         }
 
         let is_send = calls_method(&request.body, SEND_RAW_METHOD);
+        if is_send {
+            let raw = serde_json::from_slice::<serde_json::Value>(&request.body)
+                .ok()
+                .and_then(|call| call["params"][0].as_str().map(str::to_lowercase));
+            if let Some(raw) = raw {
+                let mut sent = shared.sent_raw.lock().unwrap_or_else(|e| e.into_inner());
+                sent.push(raw);
+            }
+        }
         let faults = shared.faults();
         if let (true, Some(message)) = (is_send, faults.refuse_sends) {
             if faults.forward_refused_sends {

@@ -5,7 +5,8 @@
 //!             healthy one with the highest head) ──► on a transport failure,
 //!             the next healthy one, in the same call
 //!   sends ──► every reachable endpoint at once (healthy, or only lagging)
-//!             ──► answers combined (fanout)
+//!             and every send-only one ──► answers combined (fanout);
+//!             private sends go to the send-only ones alone (send_only.rs)
 //!   monitor ─► eth_blockNumber on each endpoint every probe interval
 //!              (unhealthy ones with backoff) ──► lag, health, choice
 //! ```
@@ -20,10 +21,11 @@ use std::{
 };
 
 use alloy::primitives::B256;
-use futures::{stream::FuturesUnordered, StreamExt};
+use futures::StreamExt;
 use tokio::sync::watch;
 
 mod monitor;
+mod send_only;
 mod types;
 
 use types::check_chain;
@@ -56,7 +58,10 @@ impl Endpoint {
 }
 
 struct Inner {
+    /// The endpoints read from (and sent to).
     endpoints: Vec<Endpoint>,
+    /// The send-only endpoints: sent to, never read from.
+    send_only: Vec<send_only::SendOnly>,
     tls: Arc<rustls::ClientConfig>,
     expected_chain_id: u64,
     settings: EndpointSettings,
@@ -95,8 +100,18 @@ impl RpcEndpoints {
         tls: Arc<rustls::ClientConfig>,
         settings: EndpointSettings,
     ) -> Result<RpcEndpoints, ConnectError> {
+        let (send_only_specs, specs): (Vec<EndpointSpec>, Vec<EndpointSpec>) =
+            specs.into_iter().partition(|spec| spec.send_only);
         if specs.is_empty() {
-            return Err(ConnectError::Setup("no RPC endpoint configured".to_owned()));
+            return Err(ConnectError::Setup(
+                "no RPC endpoint to read from (every endpoint is send_only)".to_owned(),
+            ));
+        }
+        let mut send_only = Vec::with_capacity(send_only_specs.len());
+        for spec in &send_only_specs {
+            let rpc = EvmRpc::new(&spec.name, &spec.url, timeout, &tls)
+                .map_err(|e| ConnectError::Setup(e.to_string()))?;
+            send_only.push(send_only::SendOnly::new(rpc, &spec.url));
         }
         let mut endpoints = Vec::with_capacity(specs.len());
         for spec in &specs {
@@ -150,6 +165,7 @@ impl RpcEndpoints {
         let set = RpcEndpoints {
             inner: Arc::new(Inner {
                 endpoints,
+                send_only,
                 tls,
                 expected_chain_id,
                 settings,
@@ -163,7 +179,8 @@ impl RpcEndpoints {
         Ok(set)
     }
 
-    /// The state of every endpoint, in configuration order.
+    /// The state of every endpoint: the read ones in configuration order,
+    /// then the send-only ones.
     pub fn status(&self) -> Vec<EndpointStatus> {
         let reading = self.reading();
         let now = Instant::now();
@@ -178,6 +195,7 @@ impl RpcEndpoints {
                     url: endpoint.shown.clone(),
                     healthy: health.is_healthy(),
                     reads: index == reading,
+                    send_only: false,
                     reason: health.verdict().map(|v| reason_label(&v).to_owned()),
                     head: health.head(),
                     lag: health.lag(),
@@ -186,6 +204,7 @@ impl RpcEndpoints {
                     since_secs: now.saturating_duration_since(health.since()).as_secs(),
                 }
             })
+            .chain(self.send_only_status())
             .collect()
     }
 
@@ -262,28 +281,26 @@ impl RpcEndpoints {
     /// accepts and loses them.
     pub(crate) async fn send(&self, raw: &alloy::primitives::Bytes) -> Result<B256, ChainError> {
         let targets = self.send_targets();
-        if let [index] = targets[..] {
+        if let ([index], true) = (&targets[..], self.inner.send_only.is_empty()) {
             // One endpoint: nothing to run on in the background.
-            let endpoint = &self.inner.endpoints[index];
+            let endpoint = &self.inner.endpoints[*index];
             let started = Instant::now();
             let result = endpoint.rpc.send_raw(raw).await;
-            self.observe(index, result.as_ref().err(), started.elapsed());
+            self.observe(*index, result.as_ref().err(), started.elapsed());
             return result;
         }
-        let mut sends: FuturesUnordered<_> = targets
-            .into_iter()
-            .map(|index| {
-                let set = self.clone();
-                let raw = raw.clone();
-                tokio::spawn(async move {
-                    let endpoint = &set.inner.endpoints[index];
-                    let started = Instant::now();
-                    let result = endpoint.rpc.send_raw(&raw).await;
-                    set.observe(index, result.as_ref().err(), started.elapsed());
-                    result
-                })
-            })
-            .collect();
+        let mut sends = self.spawn_send_only(raw);
+        for index in targets {
+            let set = self.clone();
+            let raw = raw.clone();
+            sends.push(tokio::spawn(async move {
+                let endpoint = &set.inner.endpoints[index];
+                let started = Instant::now();
+                let result = endpoint.rpc.send_raw(&raw).await;
+                set.observe(index, result.as_ref().err(), started.elapsed());
+                result
+            }));
+        }
         let mut answers = Vec::new();
         while let Some(joined) = sends.next().await {
             let answer = joined

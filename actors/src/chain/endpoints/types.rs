@@ -60,6 +60,9 @@ pub struct EndpointSpec {
     pub url: String,
     /// Optional `ws(s)://` URL for `newHeads` subscriptions.
     pub ws_url: Option<String>,
+    /// Only sent to (`role = "send_only"`): never read from, not probed,
+    /// and the only target of private sends.
+    pub send_only: bool,
 }
 
 impl std::fmt::Debug for EndpointSpec {
@@ -101,6 +104,9 @@ pub struct EndpointStatus {
     pub healthy: bool,
     /// Reads (and the `newHeads` subscription) go to this endpoint now.
     pub reads: bool,
+    /// Only sent to (`role = "send_only"`): never read from nor probed;
+    /// `healthy` is then whether its last send got an answer.
+    pub send_only: bool,
     /// Why it is out of service: `unverified` (chain id not confirmed yet),
     /// `failing` (consecutive transport failures) or `lagging` (head behind).
     pub reason: Option<String>,

@@ -32,6 +32,8 @@ pub struct PendingAttempt {
     /// Some send had an unknown answer: the bytes may be in a pool, so a
     /// refusal does not release the nonce.
     pub maybe_pooled: bool,
+    /// Its intent asked for private sending.
+    pub private: bool,
 }
 
 /// An ALLOCATED intent with its newest attempt, as [`load_due_allocated`]
@@ -44,6 +46,7 @@ struct DueRow {
     raw_tx: Vec<u8>,
     age_ms: i64,
     maybe_pooled: bool,
+    private: bool,
 }
 
 /// ALLOCATED intents whose newest attempt is due for (re)broadcast.
@@ -56,7 +59,8 @@ pub async fn load_due_allocated(
         DueRow,
         r#"SELECT m.tx_id, m.nonce AS "nonce!", m.state, a.tx_hash, a.raw_tx,
                 (EXTRACT(EPOCH FROM (now() - m.created_at)) * 1000)::bigint AS "age_ms!",
-                m.maybe_pooled
+                m.maybe_pooled,
+                COALESCE((m.intent->>'private')::boolean, false) AS "private!"
            FROM managed_tx m
            JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = m.tx_id
                           AND t.nonce = m.nonce ORDER BY attempt_no DESC LIMIT 1) a ON true
@@ -79,6 +83,7 @@ pub async fn load_due_allocated(
                 raw: row.raw_tx.into(),
                 age: Duration::from_millis(u64::try_from(row.age_ms).unwrap_or(0)),
                 maybe_pooled: row.maybe_pooled,
+                private: row.private,
             })
         })
         .collect()

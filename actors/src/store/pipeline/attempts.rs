@@ -107,6 +107,9 @@ pub struct NewAttempt {
     pub gas_limit: u64,
     /// Why this attempt exists.
     pub kind: AttemptKind,
+    /// Its intent asked for private sending (not stored with the attempt:
+    /// it is the intent's).
+    pub private: bool,
 }
 
 /// Persists signed attempts **before** any of them is broadcast, and points

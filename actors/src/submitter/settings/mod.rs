@@ -144,6 +144,11 @@ pub struct SubmitterSettings {
         skip_serializing_if = "Option::is_none"
     )]
     pub funding_max_per_day: Option<u128>,
+    /// Send every transaction only to the chain's send-only endpoints (a
+    /// private mempool), never to the public ones; an intent may also ask
+    /// for it alone (`"private": true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub private_sends: bool,
     /// Wait before retrying a broadcast whose outcome was a transient
     /// refusal. Not a key: derived from `chain.poll_interval`.
     #[serde(skip)]
@@ -225,6 +230,7 @@ impl Default for SubmitterSettings {
             min_balance: None,
             top_up: None,
             funding_max_per_day: None,
+            private_sends: false,
             retry_backoff: DEFAULT_RETRY_BACKOFF,
         }
     }
