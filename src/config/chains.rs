@@ -176,6 +176,29 @@ pub(super) fn chain_id_of(reference: &str, chains: &[(String, u64)]) -> Result<u
         })
 }
 
+/// Private sending on a chain without a send-only endpoint: the issue, at
+/// `<prefix>.private_sends` (`prefix` = the submitter's key).
+pub(super) fn check_private_sends(
+    chain: &NamedChain<'_>,
+    prefix: &str,
+    resolved: &ResolvedSubmitter,
+) -> Option<ConfigIssue> {
+    let send_only = chain
+        .config
+        .endpoints()
+        .iter()
+        .any(|e| e.role == super::EndpointRole::SendOnly);
+    (resolved.settings.private_sends && !send_only).then(|| {
+        ConfigIssue::new(
+            format!("{prefix}.private_sends"),
+            format!(
+                "private sending on {} needs an endpoint with role = \"send_only\" there",
+                chain.key
+            ),
+        )
+    })
+}
+
 /// A chain name fit for metric labels and URLs.
 fn check_chain_name(name: &str) -> Result<(), String> {
     let ok = (1..=32).contains(&name.len())

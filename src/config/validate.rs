@@ -123,19 +123,8 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
             let Some(resolved) = config.submitter_on(chain.name, address) else {
                 continue;
             };
-            let send_only = chain
-                .config
-                .endpoints()
-                .iter()
-                .any(|e| e.role == super::EndpointRole::SendOnly);
-            if resolved.settings.private_sends && !send_only {
-                issues.push(ConfigIssue::new(
-                    format!("{prefix}.private_sends"),
-                    format!(
-                        "private sending on {} needs an endpoint with role = \"send_only\" there",
-                        chain.key
-                    ),
-                ));
+            if let Some(issue) = super::chains::check_private_sends(&chain, &prefix, &resolved) {
+                issues.push(issue);
             }
             for (field, reason) in check_settings(&resolved.settings) {
                 if !reported.iter().any(|(f, r)| *f == field && *r == reason) {

@@ -37,10 +37,7 @@ use super::{
     redact::shown_url,
     ChainClient, ChainError, EvmRpc,
 };
-use crate::metrics::{
-    RPC_ENDPOINT_CALLS, RPC_ENDPOINT_HEAD_LAG, RPC_ENDPOINT_HEALTHY, RPC_ENDPOINT_LATENCY,
-    RPC_READ_SWITCHES,
-};
+use crate::metrics::{RPC_ENDPOINT_CALLS, RPC_ENDPOINT_LATENCY, RPC_READ_SWITCHES};
 
 struct Endpoint {
     rpc: EvmRpc,
@@ -236,11 +233,6 @@ impl RpcEndpoints {
         order
     }
 
-    /// The `chain` label of this set's series.
-    fn chain_label(&self) -> String {
-        crate::metrics::chain_label(self.inner.expected_chain_id.into())
-    }
-
     /// Runs a read on the chosen endpoint, failing over to the next one on a
     /// transport failure.
     pub(crate) async fn read<T, F, Fut>(&self, call: F) -> Result<T, ChainError>
@@ -380,18 +372,6 @@ impl RpcEndpoints {
             tls: self.inner.tls.clone(),
         });
         self.inner.ws.send_replace(target);
-    }
-
-    fn publish_gauges(&self) {
-        for endpoint in &self.inner.endpoints {
-            let health = endpoint.health();
-            let name = endpoint.rpc.name().to_owned();
-            let chain = self.chain_label();
-            metrics::gauge!(RPC_ENDPOINT_HEALTHY, "chain" => chain.clone(), "endpoint" => name.clone())
-                .set(if health.is_healthy() { 1.0 } else { 0.0 });
-            metrics::gauge!(RPC_ENDPOINT_HEAD_LAG, "chain" => chain, "endpoint" => name)
-                .set(health.lag() as f64);
-        }
     }
 }
 

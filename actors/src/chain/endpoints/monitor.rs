@@ -1,7 +1,7 @@
 //! The endpoint monitor: asks every endpoint for its head on its own
 //! schedule (every probe interval while healthy, with doubling backoff while
 //! not), verifies the chain id of endpoints that were unreachable at start,
-//! and updates lags against the best head.
+//! updates lags against the best head, and publishes the health gauges.
 
 use std::{
     sync::Weak,
@@ -9,7 +9,10 @@ use std::{
 };
 
 use super::{check_chain, ConnectError, Endpoint, Inner, RpcEndpoints};
-use crate::chain::{ChainClient, ChainError};
+use crate::{
+    chain::{ChainClient, ChainError},
+    metrics::{RPC_ENDPOINT_HEAD_LAG, RPC_ENDPOINT_HEALTHY},
+};
 
 impl RpcEndpoints {
     /// One monitor round: probes the endpoints that are due, then updates
@@ -109,5 +112,25 @@ pub(super) async fn run(inner: Weak<Inner>) {
         tick.tick().await;
         let Some(inner) = inner.upgrade() else { return };
         RpcEndpoints { inner }.probe_round().await;
+    }
+}
+
+impl RpcEndpoints {
+    /// The `chain` label of this set's series.
+    pub(super) fn chain_label(&self) -> String {
+        crate::metrics::chain_label(self.inner.expected_chain_id.into())
+    }
+
+    /// Sets the health and lag gauges of every read endpoint.
+    pub(super) fn publish_gauges(&self) {
+        for endpoint in &self.inner.endpoints {
+            let health = endpoint.health();
+            let name = endpoint.rpc.name().to_owned();
+            let chain = self.chain_label();
+            metrics::gauge!(RPC_ENDPOINT_HEALTHY, "chain" => chain.clone(), "endpoint" => name.clone())
+                .set(if health.is_healthy() { 1.0 } else { 0.0 });
+            metrics::gauge!(RPC_ENDPOINT_HEAD_LAG, "chain" => chain, "endpoint" => name)
+                .set(health.lag() as f64);
+        }
     }
 }
