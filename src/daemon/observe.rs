@@ -185,7 +185,9 @@ pub async fn gauge_loop(
             refresh_engine(name, engine);
         }
         if let (Some(webhooks), Some((_, home, _))) = (&webhooks, chains.first()) {
-            if let Err(err) = refresh_webhooks(&pool, *home, &webhooks.configured()).await {
+            let ids: Vec<ChainId> = chains.iter().map(|(_, id, _)| *id).collect();
+            let configured = webhooks.configured();
+            if let Err(err) = refresh_webhooks(&pool, (*home, &ids), &configured).await {
                 tracing::debug!(error = %err, "webhook gauges not refreshed");
             }
         }
@@ -215,7 +217,7 @@ async fn refresh_states(pool: &PgPool, chain: &str, chain_id: ChainId) -> Result
 /// lag count is capped, see `store::webhooks::LAG_COUNT_CAP`).
 async fn refresh_webhooks(
     pool: &PgPool,
-    chain_id: ChainId,
+    (home, feed_chains): (ChainId, &[ChainId]),
     configured: &[String],
 ) -> Result<(), StoreError> {
     use txmgr_actors::metrics::{
@@ -224,7 +226,9 @@ async fn refresh_webhooks(
     if configured.is_empty() {
         return Ok(());
     }
-    for status in txmgr_actors::store::webhooks::statuses(pool, chain_id, Some(configured)).await? {
+    let statuses =
+        txmgr_actors::store::webhooks::statuses(pool, home, feed_chains, Some(configured)).await?;
+    for status in statuses {
         let webhook = status.name;
         metrics::gauge!(WEBHOOK_LAG_EVENTS, "webhook" => webhook.clone())
             .set(status.lag_events as f64);

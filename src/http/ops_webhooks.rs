@@ -44,7 +44,8 @@ pub(crate) async fn list(
 ) -> ApiResult<Json<WebhooksView>> {
     let scope = caller.scope();
     Ok(Json(WebhooksView {
-        webhooks: webhooks::statuses(&state.pool, state.chains.home(), None).await?,
+        webhooks: webhooks::statuses(&state.pool, state.chains.home(), &state.chains.ids(), None)
+            .await?,
         dead_letters: webhooks::dead_letters(
             &state.pool,
             state.chains.home(),

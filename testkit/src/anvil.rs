@@ -132,20 +132,12 @@ impl Anvil {
     /// Freezes anvil (SIGSTOP): its RPC stops answering, its state stays —
     /// a chain outage that [`Anvil::resume`] ends.
     pub fn pause(&self) {
-        self.signal("-STOP");
+        crate::signal::send(&self.child, "-STOP");
     }
 
     /// Lets a paused anvil run again (SIGCONT).
     pub fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    fn signal(&self, signal: &str) {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .args([signal, &pid.to_string()])
-                .status();
-        }
+        crate::signal::send(&self.child, "-CONT");
     }
 
     /// Starts anvil (`ANVIL_BIN`, else the workspace's `.tools/bin/anvil`)

@@ -19,6 +19,7 @@ mod error;
 mod localstack;
 mod poll;
 mod port;
+mod signal;
 
 pub use anvil::{parse_quantity, Anvil, AnvilOptions, Mining, CHAIN_ID};
 pub use dev_keys::{DEV_ADDRESS_0, DEV_ADDRESS_1, DEV_PRIVATE_KEY_0};

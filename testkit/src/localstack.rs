@@ -105,20 +105,12 @@ impl LocalStack {
 
     /// Freezes the process: KMS stops answering, keys are kept.
     pub fn pause(&self) {
-        self.signal("-STOP");
+        crate::signal::send(&self.child, "-STOP");
     }
 
     /// Lets a paused process run again.
     pub fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    fn signal(&self, signal: &str) {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .args([signal, &pid.to_string()])
-                .status();
-        }
+        crate::signal::send(&self.child, "-CONT");
     }
 
     /// Stops the process for good (KMS unreachable: connections refused).

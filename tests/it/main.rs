@@ -43,6 +43,7 @@ mod multi_chain;
 mod multi_chain_access;
 mod multi_chain_cluster;
 mod multi_chain_faults;
+mod multi_chain_reload;
 mod node_registration;
 mod nonce_cursor;
 mod openapi_statuses;

@@ -131,3 +131,43 @@ async fn a_webhook_with_a_chains_filter_gets_only_those_chains_and_one_cursor_co
     assert_eq!(cursors, 2);
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhooks_lag_counts_every_chains_events() {
+    use crate::common::{receiver::Receiver, wait_until};
+    const SECRET_VAR: &str = "TXMGR_TEST_MULTI_CHAIN_LAG_SECRET";
+    std::env::set_var(OTHER_KEY_VAR, OTHER_KEY);
+    std::env::set_var(SECRET_VAR, "lag-secret");
+    let db = TestDb::migrated().await;
+    let local = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let base = Anvil::start_on_chain(BASE_ID, &["--block-time", "0.2"]).await;
+    // The receiver refuses everything: nothing is delivered, all is lag.
+    let refusing = Receiver::start(Box::new(|_| (500, Some(3600)))).await;
+    let toml = format!(
+        "{}\n[[webhooks]]\nname = \"lagging\"\nurl = \"{}\"\nsecret_env = \"{SECRET_VAR}\"\n",
+        two_chains_toml(&db.url, &local, &base),
+        refusing.url,
+    );
+    let node = TestNode::start(&toml).await;
+    // Events on `local`: not the chain the webhook's rows are keyed by.
+    for i in 0..3 {
+        let body = on_chain(Some(31337), DEV, &format!("l{i}"));
+        let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
+        3,
+    )
+    .await;
+    wait_until(std::time::Duration::from_secs(20), || async {
+        let (_, view) = node.request("GET", "/v1/ops/webhooks", None).await;
+        view["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|w| w["name"] == "lagging" && w["lag_events"].as_i64() >= Some(3))
+    })
+    .await;
+    node.stop().await;
+}
