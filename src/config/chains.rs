@@ -142,6 +142,20 @@ impl Config {
         }
     }
 
+    /// Private sending asked for on a chain without a send-only endpoint,
+    /// for every (chain, submitter): what a reload checks again against the
+    /// running chains (whose endpoints only a restart changes).
+    pub fn private_sends_issues(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        for chain in self.chains() {
+            for resolved in self.resolved_submitters_on(chain.name) {
+                let prefix = format!("submitters.{}", resolved.address);
+                issues.extend(check_private_sends(&chain, &prefix, &resolved));
+            }
+        }
+        issues
+    }
+
     /// A submitter's merged settings on a chain, without the funder lookup.
     fn submitter_settings_entry(
         &self,

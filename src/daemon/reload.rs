@@ -195,6 +195,12 @@ impl Reload for Reloader {
             ..ReloadReport::default()
         };
         keep_node_level(&mut new, &running);
+        // Endpoints change only at a restart: private sending must work with
+        // the running ones.
+        let private = new.private_sends_issues();
+        if !private.is_empty() {
+            return Err(ConfigError { issues: private });
+        }
         let several = running.chains().len() > 1;
         let old_subs = by_chain_and_address(&running);
         let new_subs = by_chain_and_address(&new);

@@ -135,6 +135,26 @@ impl Caller {
         })
     }
 
+    /// [`Caller::scope`] per chain: the `(chain, address)` pairs this caller
+    /// may use among `served` chains; `None` = every submitter.
+    pub fn scope_on(
+        &self,
+        served: &[txmgr_actors::domain::ChainId],
+    ) -> Option<Vec<(txmgr_actors::domain::ChainId, String)>> {
+        self.submitters.as_ref().map(|allowed| {
+            let mut pairs = Vec::new();
+            for chain in served {
+                for address in &allowed.everywhere {
+                    pairs.push((*chain, format!("{address:#x}")));
+                }
+            }
+            for (chain, address) in &allowed.on_chain {
+                pairs.push(((*chain).into(), format!("{address:#x}")));
+            }
+            pairs
+        })
+    }
+
     /// 403 `forbidden` unless the token is not limited to some submitters:
     /// `what` acts on the whole node or cluster (a reload), which a token
     /// scoped to a few submitters must not do.

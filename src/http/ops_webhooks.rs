@@ -42,7 +42,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<WebhooksView>> {
-    let scope = caller.scope();
+    let scope = caller.scope_on(&state.chains.ids());
     Ok(Json(WebhooksView {
         webhooks: webhooks::statuses(&state.pool, state.chains.home(), &state.chains.ids(), None)
             .await?,
@@ -118,7 +118,7 @@ pub(crate) async fn redeliver(
     };
     let who = caller.name.to_string();
     // A token limited to some submitters redelivers only their events.
-    let scope = caller.scope();
+    let scope = caller.scope_on(&state.chains.ids());
     let node_id = node_name(&state);
     let reason = match id {
         Some(id) => format!("webhook {name}: dead letter {id}"),

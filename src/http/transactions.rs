@@ -326,7 +326,15 @@ pub(crate) async fn query(
     let address = query
         .submitter
         .ok_or_else(|| ApiError::invalid("submitter", "submitter is required"))?;
-    let chain_ids = state.chains.filter(&query.chain_ids, "chain_id")?;
+    let mut chain_ids = state.chains.filter(&query.chain_ids, "chain_id")?;
+    if query.chain_ids.is_empty() {
+        // No filter: the chains this caller may use the submitter on (a
+        // token scoped to one chain lists that chain).
+        chain_ids.retain(|chain_id| caller.may_use_on(*chain_id, &address));
+        if chain_ids.is_empty() {
+            caller.check_submitter(&address)?;
+        }
+    }
     for chain_id in &chain_ids {
         caller.check_submitter_on(*chain_id, &address)?;
     }

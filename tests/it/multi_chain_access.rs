@@ -64,6 +64,32 @@ submitters = ["31337:{dev}"]
         )
         .await;
     assert_eq!(status, 404, "another chain's transaction is absent to it");
+    // A listing without a chain filter shows the chains the token may use.
+    let (status, page) = node
+        .request_as(
+            Some("base-dev-token"),
+            "GET",
+            &format!("/v1/transactions?submitter={DEV}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    let chains: Vec<&serde_json::Value> = page["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|item| &item["chain_id"])
+        .collect();
+    assert_eq!(chains, vec![&serde_json::json!(BASE_ID)], "{page}");
+    let (status, _) = node
+        .request_as(
+            Some("base-dev-token"),
+            "GET",
+            &format!("/v1/transactions?submitter={DEV}&chain_id=31337"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 403, "naming the other chain is refused");
     node.stop().await;
 }
 
@@ -169,5 +195,52 @@ async fn a_webhooks_lag_counts_every_chains_events() {
             .any(|w| w["name"] == "lagging" && w["lag_events"].as_i64() >= Some(3))
     })
     .await;
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_chain_scoped_ops_token_sees_only_that_chains_dead_letters() {
+    use crate::common::{receiver::Receiver, wait_until};
+    use txmgr::http::auth::token_hash_hex;
+    const SECRET_VAR: &str = "TXMGR_TEST_MULTI_CHAIN_DEAD_SECRET";
+    std::env::set_var(OTHER_KEY_VAR, OTHER_KEY);
+    std::env::set_var(SECRET_VAR, "dead-secret");
+    let db = TestDb::migrated().await;
+    let local = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let base = Anvil::start_on_chain(BASE_ID, &["--block-time", "0.2"]).await;
+    // Refused at once, no retry: every event becomes a dead letter.
+    let refusing = Receiver::start(Box::new(|_| (400, None))).await;
+    let dev = DEV_ADDRESS_0.to_lowercase();
+    let toml = format!(
+        "{}\n[[webhooks]]\nname = \"dead\"\nurl = \"{}\"\nsecret_env = \"{SECRET_VAR}\"\nmax_attempts = 1\n\
+         [[auth.tokens]]\nname = \"ops\"\nrole = \"ops\"\nsha256 = \"{}\"\n\
+         [[auth.tokens]]\nname = \"ops-base\"\nrole = \"ops\"\nsha256 = \"{}\"\nsubmitters = [\"base:{dev}\"]\n",
+        two_chains_toml(&db.url, &local, &base),
+        refusing.url,
+        token_hash_hex("ops-all"),
+        token_hash_hex("ops-base"),
+    );
+    let node = TestNode::start(&toml).await;
+    for chain in [31337, BASE_ID] {
+        let body = on_chain(Some(chain), DEV, "d");
+        let (status, answer) = node
+            .request_as(Some("ops-all"), "POST", "/v1/transactions", Some(body))
+            .await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    let dead = |token: &'static str| {
+        let node = &node;
+        async move {
+            let (_, view) = node
+                .request_as(Some(token), "GET", "/v1/ops/webhooks", None)
+                .await;
+            view["dead_letters"].as_array().map_or(0, Vec::len)
+        }
+    };
+    wait_until(std::time::Duration::from_secs(30), || async {
+        dead("ops-all").await == 2
+    })
+    .await;
+    assert_eq!(dead("ops-base").await, 1, "only base's event");
     node.stop().await;
 }

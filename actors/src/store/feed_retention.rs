@@ -41,10 +41,11 @@ pub async fn prune_batch(pool: &PgPool, retain: Duration) -> StoreResult<u64> {
               ORDER BY completed_at LIMIT $2)
          DELETE FROM tx_completion c USING oldest o
           WHERE c.seq = o.seq
+            -- Any live cursor protects a row, whatever its chain: one
+            -- webhook's cursor covers every chain of its deployment.
             AND NOT EXISTS (
                 SELECT 1 FROM webhook_cursor w
-                 WHERE w.chain_id = o.chain_id
-                   AND w.updated_at > now() - make_interval(secs => $1::bigint::float8 / 1000)
+                 WHERE w.updated_at > now() - make_interval(secs => $1::bigint::float8 / 1000)
                    AND (o.xid, o.seq) > (w.cursor_xid, w.cursor_seq))",
         retain_ms,
         BATCH,

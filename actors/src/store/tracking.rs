@@ -213,6 +213,8 @@ pub struct ClearedReceipt {
     /// CANCELLED by a mined cancel): it is open again and the feed got a
     /// `REORGED_OUT` correction row.
     pub was_final: bool,
+    /// Its intent asked for private sending: re-broadcast privately.
+    pub private: bool,
 }
 
 /// Clears a receipt whose block was reorged out (only if it still names that
@@ -241,7 +243,8 @@ pub async fn clear_receipt(
                        FROM managed_tx WHERE tx_id = $1 FOR UPDATE) old
               WHERE m.tx_id = old.tx_id AND m.receipt_block_hash = $2
                 AND m.state IN ('TRACKING', 'STUCK', 'CONFIRMED', 'FAILED_FINAL', 'CANCELLED')
-          RETURNING old.mined_tx_hash, old.receipt_block_number, old.was_final),
+          RETURNING old.mined_tx_hash, old.receipt_block_number, old.was_final,
+                    COALESCE((m.intent->>'private')::boolean, false) AS private),
          correction AS (
              INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state,
                                         tx_hash, block_number, nonce, reason)
@@ -251,7 +254,7 @@ pub async fn clear_receipt(
                         || ') left the canonical chain after the transaction was reported final; tracked again'
                FROM managed_tx m JOIN cleared c ON c.was_final WHERE m.tx_id = $1
              RETURNING 1)
-         SELECT a.raw_tx AS "raw_tx!", c.was_final AS "was_final!"
+         SELECT a.raw_tx AS "raw_tx!", c.was_final AS "was_final!", c.private AS "private!"
            FROM tx_attempt a JOIN cleared c ON a.tx_hash = c.mined_tx_hash"#,
         tx_id,
         format!("{orphaned_block:#x}"),
@@ -260,15 +263,19 @@ pub async fn clear_receipt(
     )
     .fetch_optional(ftx.conn())
     .await?
-    .map(|row| (row.raw_tx, row.was_final));
-    let Some((raw, was_final)) = row else {
+    .map(|row| (row.raw_tx, row.was_final, row.private));
+    let Some((raw, was_final, private)) = row else {
         return Ok(None);
     };
     if was_final {
         let chain_id = ftx.submitter().chain_id;
         super::completions::notify_durably(ftx.conn(), chain_id).await?;
     }
-    Ok(Some(ClearedReceipt { raw, was_final }))
+    Ok(Some(ClearedReceipt {
+        raw,
+        was_final,
+        private,
+    }))
 }
 
 /// Every attempt hash at the current nonce of the submitter's open intents:

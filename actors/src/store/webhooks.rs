@@ -252,25 +252,29 @@ pub async fn redeliveries(
 }
 
 /// Asks for the redelivery of one dead letter (`id`) or of every open one;
-/// returns how many were asked for. With a `scope` (lower-case addresses)
-/// only dead letters of events of those submitters are touched.
+/// returns how many were asked for. With a `scope` (`(chain id, lower-case
+/// address)` pairs) only dead letters of events of these submitters on
+/// these chains are touched.
 pub async fn ask_redelivery(
     pool: &PgPool,
     key: &WebhookKey,
     id: Option<i64>,
-    scope: Option<&[String]>,
+    scope: Option<&[(ChainId, String)]>,
 ) -> StoreResult<u64> {
+    let (scope_chains, scope_addresses) = split_scope(scope);
     let result = sqlx::query!(
         "UPDATE webhook_dead_letter d SET redeliver_asked = now()
           WHERE d.chain_id = $1 AND d.webhook = $2 AND d.delivered_at IS NULL
             AND ($3::bigint IS NULL OR d.id = $3)
-            AND ($4::text[] IS NULL OR EXISTS (
+            AND ($4::bigint[] IS NULL OR EXISTS (
                  SELECT 1 FROM tx_completion c
-                  WHERE c.seq = d.feed_seq AND c.submitter = ANY($4)))",
+                  WHERE c.seq = d.feed_seq
+                    AND (c.chain_id, c.submitter) IN (SELECT * FROM UNNEST($4::bigint[], $5::text[]))))",
         key.chain_id as _,
         &key.name,
         id,
-        scope,
+        scope_chains.as_deref() as _,
+        scope_addresses.as_deref(),
     )
     .execute(pool)
     .await?;
@@ -374,27 +378,42 @@ pub struct DeadLetter {
 }
 
 /// Open dead letters of every webhook, oldest first, at most `limit`; with a
-/// `scope` (lower-case addresses) only those of events of these submitters.
+/// `scope` (`(chain id, lower-case address)` pairs) only those of events of
+/// these submitters on these chains.
 pub async fn dead_letters(
     pool: &PgPool,
     chain_id: ChainId,
     limit: i64,
-    scope: Option<&[String]>,
+    scope: Option<&[(ChainId, String)]>,
 ) -> StoreResult<Vec<DeadLetter>> {
+    let (scope_chains, scope_addresses) = split_scope(scope);
     Ok(sqlx::query_as!(
         DeadLetter,
         r#"SELECT d.webhook, d.id, d.delivery_id, d.attempts, d.last_status, d.last_error,
                   d.created_at, d.redeliver_asked IS NOT NULL AS "redelivery_pending!"
              FROM webhook_dead_letter d
             WHERE d.chain_id = $1 AND d.delivered_at IS NULL
-              AND ($3::text[] IS NULL OR EXISTS (
+              AND ($3::bigint[] IS NULL OR EXISTS (
                    SELECT 1 FROM tx_completion c
-                    WHERE c.seq = d.feed_seq AND c.submitter = ANY($3)))
+                    WHERE c.seq = d.feed_seq
+                      AND (c.chain_id, c.submitter) IN (SELECT * FROM UNNEST($3::bigint[], $4::text[]))))
             ORDER BY d.id LIMIT $2"#,
         chain_id as _,
         limit,
-        scope,
+        scope_chains.as_deref() as _,
+        scope_addresses.as_deref(),
     )
     .fetch_all(pool)
     .await?)
+}
+
+/// A scope's pairs as the two arrays the queries unnest.
+fn split_scope(scope: Option<&[(ChainId, String)]>) -> (Option<Vec<ChainId>>, Option<Vec<String>>) {
+    match scope {
+        Some(pairs) => {
+            let (chains, addresses) = pairs.iter().cloned().unzip();
+            (Some(chains), Some(addresses))
+        }
+        None => (None, None),
+    }
 }

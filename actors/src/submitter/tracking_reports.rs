@@ -100,7 +100,7 @@ pub(crate) async fn reorged_out(
                     block_hash = %lost.block_hash,
                     "reorg deeper than finality: a final transaction's block left the canonical chain; re-opened and re-broadcast");
             }
-            rebroadcast.push((lost.tx_id, Bytes::from(cleared.raw)));
+            rebroadcast.push((lost.tx_id, Bytes::from(cleared.raw), cleared.private));
         }
     }
     ftx.commit().await?;
@@ -113,13 +113,12 @@ pub(crate) async fn reorged_out(
         lost.iter().map(|r| (r.tx_id, every)).collect(),
     );
     LeaderLease::new(ctx, lease).check_valid()?;
-    for (tx_id, raw) in rebroadcast {
+    for (tx_id, raw, private) in rebroadcast {
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, "receipt reorged out; re-broadcasting");
         // "already known" / "nonce too low" are fine: the block matcher and
         // the sweep take it from here.
-        // Its bytes were in a block (public already); a private submitter
-        // still keeps to its send-only endpoints.
-        let sent = if ctx.settings().private_sends {
+        // A private intent (or submitter) keeps to the send-only endpoints.
+        let sent = if private || ctx.settings().private_sends {
             ctx.chain.send_raw_private(&raw).await
         } else {
             ctx.chain.send_raw(&raw).await
