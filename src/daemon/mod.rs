@@ -38,7 +38,7 @@ pub use engine::{
 pub use observe::{feed_retention_loop, gauge_loop, metrics_recorder, CountingChain};
 use registration::NodeRegistration;
 pub use reload::Reloader;
-pub use webhooks::{start_chain_webhooks, start_webhooks, wake_on_completions};
+pub use webhooks::{start_chain_webhooks, wake_on_completions};
 
 /// Period of the feed retention rounds (`feed.retain`).
 const FEED_RETENTION_INTERVAL: Duration = Duration::from_secs(60);

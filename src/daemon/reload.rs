@@ -48,15 +48,6 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// A reloader for the first chain's engine alone (the only one with
-    /// `[chain]`); see [`Reloader::for_chains`].
-    pub fn new(path: PathBuf, engine: Engine, webhooks: Webhooks, config: Config) -> Self {
-        let name = config
-            .first_chain()
-            .map_or_else(String::new, |c| c.name.to_string());
-        Self::for_chains(path, vec![(name, engine)], webhooks, config)
-    }
-
     /// A reloader for the node started with `config` from `path`, running
     /// `engines` (`(chain name, engine)`).
     pub fn for_chains(

@@ -18,22 +18,6 @@ use crate::{config::Config, http::CompletionNotifier};
 /// How often a webhook holder re-reads the feed when not woken.
 const WEBHOOK_TICK: Duration = Duration::from_millis(250);
 
-/// Starts one actor per `[[webhooks]]` entry (secrets read now) for the
-/// first chain's engine alone; see [`start_chain_webhooks`].
-pub async fn start_webhooks(
-    config: &Config,
-    owner: &LeaseOwner,
-    pool: PgPool,
-    engine: &Engine,
-) -> anyhow::Result<Webhooks> {
-    let chain_id = config
-        .first_chain()
-        .context("chains: no chain configured")?
-        .config
-        .chain_id;
-    start_webhooks_over(config, owner, pool, engine, vec![chain_id.into()]).await
-}
-
 /// Starts one actor per `[[webhooks]]` entry (secrets read now): each
 /// delivers the events of every chain, its rows keyed by the first chain.
 pub async fn start_chain_webhooks(

@@ -84,7 +84,7 @@ pub struct Auth {
 /// Who made the request; put into the request's extensions by the
 /// middleware. Handlers take it as an extractor (a request that reached a
 /// handler without one is refused 401: no route is open by accident) and use
-/// [`Caller::check_submitter`] or [`Caller::scope`].
+/// [`Caller::check_submitter`] or [`Caller::scope_on`].
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The token's name (for audit logs), `anonymous` without auth.
@@ -118,24 +118,7 @@ impl Caller {
             .is_none_or(|allowed| allowed.on(chain_id.get(), submitter))
     }
 
-    /// The submitters this caller is limited to (lower-case `0x` hex, for
-    /// filtering database views); `None` = every submitter.
-    pub fn scope(&self) -> Option<Vec<String>> {
-        self.submitters.as_ref().map(|allowed| {
-            let on_chains = allowed.on_chain.iter().map(|(_, a)| a);
-            let mut list: Vec<String> = allowed
-                .everywhere
-                .iter()
-                .chain(on_chains)
-                .map(|a| format!("{a:#x}"))
-                .collect();
-            list.sort_unstable();
-            list.dedup();
-            list
-        })
-    }
-
-    /// [`Caller::scope`] per chain: the `(chain, address)` pairs this caller
+    /// The `(chain, address)` pairs this caller
     /// may use among `served` chains; `None` = every submitter.
     pub fn scope_on(
         &self,

@@ -107,11 +107,6 @@ impl SendOnly {
 }
 
 impl RpcEndpoints {
-    /// Whether this chain has a send-only endpoint (private sends need one).
-    pub fn has_send_only(&self) -> bool {
-        !self.inner.send_only.is_empty()
-    }
-
     /// Sends to the send-only endpoints alone. Returns at the first
     /// acceptance (the other sends run on). Anything else — a refusal, an
     /// outage, no send-only endpoint at all — is an unknown answer
