@@ -117,3 +117,80 @@ async fn the_delivering_node_killed_mid_burst_hands_over_and_nothing_is_lost() {
         }
     }
 }
+
+/// A webhook name whose preferred node (rendezvous by name) is `to` rather
+/// than `from`, as the membership ranks them.
+fn name_preferring(to: &str, from: &str) -> String {
+    use alloy::primitives::keccak256;
+    let rank = |node: &str, name: &str| keccak256(format!("{node}/{name}")).0;
+    (0..)
+        .map(|i| format!("hook-{i}"))
+        .find(|name| rank(to, name) > rank(from, name))
+        .expect("some name prefers either node")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_voluntary_hand_over_waits_for_running_attempts_and_repeats_nothing() {
+    std::env::set_var(SECRET_VAR, "cluster-secret");
+    let receiver = Receiver::always_ok().await;
+    // Slow answers: when the preferred node appears, attempts are running.
+    receiver.set_delay(Duration::from_millis(300));
+    let spec = ClusterSpec {
+        nodes: vec![],
+        submitters: vec![0, 1],
+        strict: vec![],
+        node_extra: "rebalance = true\nrebalance_settle = \"2s\"\nrebalance_min_hold = \"3s\"\nhandover_grace = \"1s\"",
+        confirmations: 2,
+    };
+    let mut cluster = Cluster::start(
+        spec,
+        Anvil::start_with(&["--block-time", "0.2"]).await,
+        None,
+    )
+    .await;
+    let name = name_preferring("n2", "n1");
+    let hook = format!(
+        "\n[[webhooks]]\nname = \"{name}\"\nurl = \"{}\"\nsecret_env = \"{SECRET_VAR}\"\n\
+         events = [\"CONFIRMED\"]\nstart_at = \"beginning\"\nbackoff_initial = \"100ms\"\nbackoff_max = \"500ms\"\n",
+        receiver.url
+    );
+    let first = hook.clone();
+    cluster
+        .add_node_with("n1", move |config| config + &first)
+        .await;
+    let load = cluster.load(120, 20, 11);
+    wait_until(Duration::from_secs(60), || async {
+        receiver.received().len() >= 10
+    })
+    .await;
+    assert_eq!(holder(&cluster, &name).await.as_deref(), Some("n1"));
+    cluster
+        .add_node_with("n2", move |config| config + &hook)
+        .await;
+    // n1 hands the webhook to its preferred node while deliveries run.
+    wait_until(Duration::from_secs(30), || async {
+        holder(&cluster, &name).await.as_deref() == Some("n2")
+    })
+    .await;
+    let acked = load.finish().await;
+    cluster.verify(&acked).await;
+    let expected: HashSet<Uuid> = acked.iter().map(|a| a.tx_id).collect();
+    wait_until(Duration::from_secs(60), || async {
+        let got: HashSet<Uuid> = receiver
+            .delivered()
+            .iter()
+            .filter_map(|r| r.json["tx_id"].as_str()?.parse().ok())
+            .collect();
+        got == expected
+    })
+    .await;
+    let mut times: HashMap<String, usize> = HashMap::new();
+    for r in receiver.received() {
+        *times.entry(r.delivery_id).or_default() += 1;
+    }
+    let twice: Vec<(&String, &usize)> = times.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "a hand-over without a crash sends nothing twice: {twice:?}"
+    );
+}

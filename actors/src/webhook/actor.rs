@@ -161,6 +161,10 @@ pub struct WebhookState {
     progress: Progress,
     flush_queued: bool,
     next_redelivery_check: Instant,
+    /// Another node is preferred: no new attempt starts, and the lease is
+    /// released once every running one is booked and committed, so a
+    /// voluntary hand-over repeats nothing.
+    draining: bool,
 }
 
 /// The HTTP client of one webhook: the node's TLS policy (public roots and
@@ -215,6 +219,7 @@ impl Actor for WebhookActor {
             progress: Progress::default(),
             flush_queued: false,
             next_redelivery_check: now,
+            draining: false,
         })
     }
 
@@ -287,21 +292,36 @@ impl WebhookState {
     async fn upkeep(&mut self, myself: &ActorRef<WebhookMsg>) {
         let now = Instant::now();
         let timing = self.env.lease;
-        let me: &str = &self.env.owner.node_id;
+        // Owned: the hand-over path commits (a mutable borrow) meanwhile.
+        let env = self.env.clone();
+        let me: &str = &env.owner.node_id;
         if let Some(held) = self.held {
-            if let Some(to) = self.env.membership.hand_over_name_to(
+            let hand_over_to = self.env.membership.hand_over_name_to(
                 &self.key.name,
                 me,
                 now.duration_since(held.since),
-            ) {
-                tracing::info!(target: "txmgr::webhook", webhook = %self.key.name, to, "handing the webhook to its preferred node");
+            );
+            self.draining = hand_over_to.is_some();
+            if let Some(to) = hand_over_to {
+                // Attempts still running would reach the receiver after
+                // the release and be sent again by the next holder: wait
+                // until each is booked and committed (each is bounded by
+                // the webhook's timeout), renewing meanwhile.
                 let _ = self.commit(held).await;
-                let _ =
-                    webhook_lease::release(&self.env.pool, &self.key, &self.env.owner, held.token)
-                        .await;
-                self.drop_lease();
-                self.next_lease_try = now + timing.duration;
-                return;
+                if self.busy.is_empty() {
+                    tracing::info!(target: "txmgr::webhook", webhook = %self.key.name, to, "handing the webhook to its preferred node");
+                    let _ = webhook_lease::release(
+                        &self.env.pool,
+                        &self.key,
+                        &self.env.owner,
+                        held.token,
+                    )
+                    .await;
+                    self.drop_lease();
+                    self.next_lease_try = now + timing.duration;
+                    return;
+                }
+                tracing::debug!(target: "txmgr::webhook", webhook = %self.key.name, to, running = self.busy.len(), "draining before handing the webhook over");
             }
             if now < held.renewed_at + timing.renew_interval {
                 return;
@@ -386,6 +406,7 @@ impl WebhookState {
         self.uncommitted.clear();
         self.redeliveries.clear();
         self.progress = Progress::default();
+        self.draining = false;
         metrics::gauge!(WEBHOOK_PENDING, "webhook" => self.key.name.clone()).set(0.0);
     }
 

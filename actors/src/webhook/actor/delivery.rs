@@ -127,7 +127,7 @@ impl WebhookState {
 
     /// Starts attempts for the submitters' heads and redeliveries whose time has come.
     pub(super) fn dispatch(&mut self, myself: &ActorRef<WebhookMsg>) {
-        if !self.may_send() {
+        if !self.may_send() || self.draining {
             return;
         }
         let now = Instant::now();
