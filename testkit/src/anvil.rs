@@ -234,6 +234,11 @@ impl Anvil {
         self.port
     }
 
+    /// The chain id it serves.
+    pub fn chain_id(&self) -> u64 {
+        self.chain_id
+    }
+
     /// HTTP JSON-RPC endpoint of this anvil.
     pub fn rpc_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)

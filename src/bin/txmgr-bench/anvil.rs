@@ -23,12 +23,27 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Starts the bench anvil from `ANVIL_BIN` or `.tools/bin/anvil`.
 pub(crate) async fn start() -> anyhow::Result<Anvil> {
+    start_on(CHAIN_ID).await
+}
+
+/// Starts a bench anvil serving `chain_id` (phases with several chains).
+pub(crate) async fn start_on(chain_id: u64) -> anyhow::Result<Anvil> {
     let options = AnvilOptions {
         mining: Mining::Manual,
         rpc_timeout: RPC_TIMEOUT,
+        chain_id,
         ..AnvilOptions::default()
     };
     Ok(Anvil::try_start(&options).await?)
+}
+
+/// `count` bench anvils serving chain ids [`CHAIN_ID`], `CHAIN_ID + 1`, ….
+pub(crate) async fn start_chains(count: usize) -> anyhow::Result<Vec<Anvil>> {
+    let mut anvils = Vec::with_capacity(count);
+    for i in 0..count as u64 {
+        anvils.push(start_on(CHAIN_ID + i).await?);
+    }
+    Ok(anvils)
 }
 
 /// Gives every address a large balance (`anvil_setBalance`).

@@ -27,15 +27,16 @@ pub(crate) struct CpuSample {
 pub(crate) struct CpuCost {
     /// This process: HTTP client, axum, engine (or the raw sender).
     pub(crate) bench_ms_per_tx: f64,
-    /// anvil.
+    /// anvil (every anvil of the phase).
     pub(crate) anvil_ms_per_tx: f64,
     /// PostgreSQL backends connected to the bench database.
     pub(crate) postgres_ms_per_tx: f64,
 }
 
 impl CpuSample {
-    /// Reads the counters now; the backends are those of `db`, if given.
-    pub(crate) async fn take(anvil_pid: Option<u32>, db: Option<&BenchDb>) -> CpuSample {
+    /// Reads the counters now: the anvils are `anvil_pids` (summed), the
+    /// backends those of `db`, if given.
+    pub(crate) async fn take(anvil_pids: &[u32], db: Option<&BenchDb>) -> CpuSample {
         let mut postgres = HashMap::new();
         if let Some(db) = db {
             for pid in db.backend_pids().await {
@@ -46,9 +47,10 @@ impl CpuSample {
         }
         CpuSample {
             bench: process_cpu("self").unwrap_or(0.0),
-            anvil: anvil_pid
-                .and_then(|pid| process_cpu(&pid.to_string()))
-                .unwrap_or(0.0),
+            anvil: anvil_pids
+                .iter()
+                .filter_map(|pid| process_cpu(&pid.to_string()))
+                .sum(),
             postgres,
         }
     }

@@ -99,7 +99,8 @@ impl Daemon {
     }
 
     /// Waits until ready (see [`ReadyTimes::ready_ms`]) with `submitters`
-    /// configured; fails at `timeout` or when the process exits.
+    /// submitter actors listed (one per chain and submitter); fails at
+    /// `timeout` or when the process exits.
     pub(crate) async fn wait_ready(
         &mut self,
         client: &reqwest::Client,
@@ -137,7 +138,8 @@ impl Daemon {
         }
     }
 
-    /// The ops view lists `submitters` submitters and a live supervisor.
+    /// The ops view lists `submitters` submitter actors and every chain's
+    /// supervisor alive.
     async fn knows_all(&self, client: &reqwest::Client, submitters: usize) -> bool {
         let Ok(answer) = client
             .get(format!("{}/v1/ops/actors", self.base_url))
@@ -149,7 +151,11 @@ impl Daemon {
         let Ok(view) = answer.json::<serde_json::Value>().await else {
             return false;
         };
-        view["supervisor_alive"].as_bool() == Some(true)
+        let chains = view["chains"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        !chains.is_empty()
+            && chains
+                .iter()
+                .all(|chain| chain["supervisor_alive"].as_bool() == Some(true))
             && view["submitters"].as_array().map(Vec::len) == Some(submitters)
     }
 

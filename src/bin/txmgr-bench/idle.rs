@@ -62,6 +62,12 @@ pub(crate) struct IdleArgs {
     /// Bound on a daemon's start until ready.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub(crate) idle_ready_timeout: Duration,
+    /// Chains configured on the idle daemon, every submitter on each: the
+    /// bench's anvil plus one more anvil per further chain (work goes to the
+    /// first chain only).
+    #[arg(long, default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) idle_chains: u16,
     /// Skip the fail-over step.
     #[arg(long)]
     pub(crate) idle_no_failover: bool,
@@ -86,6 +92,8 @@ pub(crate) struct IdleRun<'a> {
     pub(crate) used: Vec<Address>,
     /// The same, as the database stores them.
     pub(crate) used_hex: Vec<String>,
+    /// The further chains' `(chain id, RPC URL)`; empty with one chain.
+    pub(crate) more_chains: Vec<(u64, String)>,
 }
 
 /// Runs the idle phase on a fresh database, dropped afterwards.
@@ -102,9 +110,18 @@ pub(crate) async fn run(args: &Args, anvil: &Anvil, admin_url: &str) -> anyhow::
     // here must hold only this phase's.
     anvil::drop_all_transactions(anvil).await?;
     let keys = keys::bench_keys(IDLE_BASE, idle.idle_submitters)?;
+    // Idle chains: nothing is sent to them, they only have to answer.
+    let mut more_anvils = Vec::new();
+    for i in 1..u64::from(idle.idle_chains) {
+        more_anvils.push(anvil::start_on(CHAIN_ID + i).await?);
+    }
     let db = BenchDb::create(admin_url, false).await?;
     let result = async {
-        let run = IdleRun::new(args, anvil, &db, bin, &keys)?;
+        let mut run = IdleRun::new(args, anvil, &db, bin, &keys)?;
+        run.more_chains = more_anvils
+            .iter()
+            .map(|a| (a.chain_id(), a.rpc_url()))
+            .collect();
         run.measure().await
     }
     .await;
@@ -142,14 +159,24 @@ impl<'a> IdleRun<'a> {
             all_hex: addresses.iter().map(|a| format!("{a:#x}")).collect(),
             used_hex: used.iter().map(|a| format!("{a:#x}")).collect(),
             used,
+            more_chains: Vec::new(),
         })
+    }
+
+    /// Submitter actors a ready node lists: every submitter on every chain.
+    pub(crate) fn configured_pairs(&self) -> usize {
+        self.args.idle.idle_submitters * (1 + self.more_chains.len())
     }
 
     async fn measure(&self) -> anyhow::Result<IdlePhase> {
         let idle = &self.args.idle;
         let mut a = self.start_node("idle-a")?;
         let ready = a
-            .wait_ready(&self.client, idle.idle_submitters, idle.idle_ready_timeout)
+            .wait_ready(
+                &self.client,
+                self.configured_pairs(),
+                idle.idle_ready_timeout,
+            )
             .await?;
         let before_work = self.sample(&a).await?;
         anvil::fund(self.anvil, &self.used).await?;
@@ -166,6 +193,7 @@ impl<'a> IdleRun<'a> {
         };
         a.kill().await;
         Ok(IdlePhase {
+            chains: 1 + self.more_chains.len(),
             submitters: idle.idle_submitters,
             used: self.used.len(),
             ready,
@@ -193,15 +221,25 @@ url = "{db}"
 migrate_on_start = false
 [http]
 listen = "127.0.0.1:{port}"
-[chain]
-rpc_url = "{rpc}"
-chain_id = {CHAIN_ID}
 [node]
 rebalance = false
 "#,
             db = self.db.url,
-            rpc = self.anvil.rpc_url(),
         );
+        if self.more_chains.is_empty() {
+            toml.push_str(&format!(
+                "[chain]\nrpc_url = \"{}\"\nchain_id = {CHAIN_ID}\n",
+                self.anvil.rpc_url()
+            ));
+        } else {
+            let first = (CHAIN_ID, self.anvil.rpc_url());
+            for (i, (chain_id, rpc)) in std::iter::once(&first).chain(&self.more_chains).enumerate()
+            {
+                toml.push_str(&format!(
+                    "[chains.c{i}]\nrpc_url = \"{rpc}\"\nchain_id = {chain_id}\n"
+                ));
+            }
+        }
         for (i, address) in self.all_hex.iter().enumerate() {
             toml.push_str(&format!(
                 "[submitters.\"{address}\"]\nsigner = {{ kind = \"env\", env = \"{}\" }}\n",
@@ -222,9 +260,16 @@ rebalance = false
 
     /// One create per used submitter to `node`, tagged `tag`.
     pub(crate) async fn give_work(&self, node: &Daemon, tag: &str) -> anyhow::Result<()> {
+        // With several chains the work goes to the first one.
+        let chain_ids: &[u64] = if self.more_chains.is_empty() {
+            &[]
+        } else {
+            &[CHAIN_ID]
+        };
         let batch = CreateBatch::new(
             &node.base_url,
             &self.used,
+            chain_ids,
             self.used.len(),
             tag,
             Some(TRANSFER_GAS),
@@ -274,7 +319,7 @@ rebalance = false
         anyhow::ensure!(open_intents == 0, "not idle: {open_intents} open intents");
         let rss_start = node.rss_kib().context("reading the node's VmRSS")?;
         let cpu_start = node.cpu_seconds().context("reading the node's CPU")?;
-        let pg_start = CpuSample::take(None, Some(self.db)).await;
+        let pg_start = CpuSample::take(&[], Some(self.db)).await;
         let calls_start = node.chain_calls(&self.client).await?;
         let db_start = self.db.transactions().await?;
         let started = Instant::now();
@@ -282,7 +327,7 @@ rebalance = false
         let db_end = self.db.transactions().await?;
         let elapsed = started.elapsed().as_secs_f64();
         let calls_end = node.chain_calls(&self.client).await?;
-        let pg = CpuSample::take(None, Some(self.db))
+        let pg = CpuSample::take(&[], Some(self.db))
             .await
             .since(&pg_start, 1);
         let cpu_end = node.cpu_seconds().context("reading the node's CPU")?;

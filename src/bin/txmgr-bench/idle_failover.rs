@@ -43,7 +43,7 @@ pub(crate) async fn run(idle: &IdleRun<'_>, a: &mut Daemon) -> anyhow::Result<Id
     let b_ready = b
         .wait_ready(
             &idle.client,
-            idle.args.idle.idle_submitters,
+            idle.configured_pairs(),
             idle.args.idle.idle_ready_timeout,
         )
         .await?;

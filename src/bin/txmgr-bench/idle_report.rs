@@ -55,6 +55,8 @@ pub(crate) struct IdleFailover {
 /// Phase "idle".
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct IdlePhase {
+    /// Chains configured on each daemon (every submitter on each).
+    pub(crate) chains: usize,
     /// Submitters configured on each daemon.
     pub(crate) submitters: usize,
     /// Submitters that got work.
@@ -80,8 +82,8 @@ impl IdlePhase {
     pub(crate) fn print(&self) {
         let r = &self.ready;
         println!(
-            "\nidle daemon: {} submitters configured, {} used",
-            self.submitters, self.used
+            "\nidle daemon: {} chain(s) × {} submitters configured, {} used",
+            self.chains, self.submitters, self.used
         );
         println!(
             "  node A start → first HTTP answer {:.0} ms, /readyz 200 {:.0} ms, \

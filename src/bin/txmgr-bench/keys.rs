@@ -10,6 +10,7 @@
 //! txmgr, 1 submitter  200_000
 //! txmgr, K submitters 300_000 + slot × 1_000 + 0..K
 //! HTTPS variants      400_000 / 500_000 + …            (--rpc-tls)
+//! chains: raw, txmgr  600_000 / 700_000 + 0..--chains-submitters
 //! idle daemon         1_000_000 + 0..--idle-submitters
 //! ```
 
@@ -18,6 +19,8 @@ use alloy::{
     signers::local::PrivateKeySigner,
 };
 use anyhow::Context;
+
+use crate::chains::ChainKeys;
 
 /// Key index of the raw-send phase with one key.
 const RAW_ONE_BASE: u64 = 0;
@@ -31,6 +34,11 @@ const TXMGR_MANY_BASE: u64 = 300_000;
 const TXMGR_TLS_ONE_BASE: u64 = 400_000;
 /// First key index of the many-submitter txmgr phases with RPC over HTTPS.
 const TXMGR_TLS_MANY_BASE: u64 = 500_000;
+/// First key index of the raw sends of phase "chains" (fresh anvils per K,
+/// so every K reuses them).
+const CHAINS_RAW_BASE: u64 = 600_000;
+/// First key index of the submitters of phase "chains".
+const CHAINS_TXMGR_BASE: u64 = 700_000;
 /// First key index of the idle daemon's submitters.
 pub(crate) const IDLE_BASE: u64 = 1_000_000;
 
@@ -83,6 +91,8 @@ pub(crate) struct KeyPlan {
     pub(crate) txmgr: TxmgrKeys,
     /// The same phases with the RPC over HTTPS (empty without `--rpc-tls`).
     pub(crate) txmgr_tls: TxmgrKeys,
+    /// Phase "chains" (empty when it does not run).
+    pub(crate) chains: ChainKeys,
 }
 
 /// The submitters of one node: one for the "one" phase, one set per
@@ -122,13 +132,23 @@ impl TxmgrKeys {
 }
 
 /// The environment variable an `env` signer reads `address`'s key from.
-fn key_var(address: Address) -> String {
+pub(crate) fn key_var(address: Address) -> String {
     format!("TXMGR_BENCH_KEY_{address:x}")
 }
 
 impl KeyPlan {
-    /// Keys for the phases with 1 and with each of `counts` keys.
-    pub(crate) fn new(counts: &[usize], rpc_tls: bool) -> anyhow::Result<KeyPlan> {
+    /// Keys for the phases with 1 and with each of `counts` keys, and
+    /// `chain_submitters` keys of each kind for phase "chains".
+    pub(crate) fn new(
+        counts: &[usize],
+        rpc_tls: bool,
+        chain_submitters: usize,
+    ) -> anyhow::Result<KeyPlan> {
+        anyhow::ensure!(
+            chain_submitters <= MAX_KEYS_PER_SLOT * MAX_SLOTS,
+            "--chains-submitters: at most {}",
+            MAX_KEYS_PER_SLOT * MAX_SLOTS
+        );
         Ok(KeyPlan {
             raw_one: bench_keys(RAW_ONE_BASE, 1)?,
             raw_many: counts
@@ -142,6 +162,10 @@ impl KeyPlan {
             } else {
                 TxmgrKeys::none()
             },
+            chains: ChainKeys {
+                raw: bench_keys(CHAINS_RAW_BASE, chain_submitters)?,
+                txmgr: bench_keys(CHAINS_TXMGR_BASE, chain_submitters)?,
+            },
         })
     }
 
@@ -149,6 +173,12 @@ impl KeyPlan {
     pub(crate) fn submitters(&self) -> Vec<(Address, String, &PrivateKeySigner)> {
         let mut all = self.txmgr.submitters();
         all.extend(self.txmgr_tls.submitters());
+        all.extend(
+            self.chains
+                .txmgr
+                .iter()
+                .map(|key| (key.address(), key_var(key.address()), key)),
+        );
         all
     }
 }

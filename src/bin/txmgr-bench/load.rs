@@ -32,9 +32,13 @@ pub(crate) struct CreateBatch {
 impl CreateBatch {
     /// `count` transfers spread round-robin over `submitters`, each with a
     /// unique `request_id` `<tag>-<i>`; `gas_limit` omitted when `None`.
+    /// With `chain_ids`, each round over the submitters goes to the next
+    /// chain (`count = submitters × chains` gives every pair one); without,
+    /// `chain_id` is omitted (the node's one chain).
     pub(crate) fn new(
         base_url: &str,
         submitters: &[Address],
+        chain_ids: &[u64],
         count: usize,
         tag: &str,
         gas_limit: Option<u64>,
@@ -47,6 +51,9 @@ impl CreateBatch {
                     "to": SINK,
                     "value": "1",
                 });
+                if !chain_ids.is_empty() {
+                    body["chain_id"] = json!(chain_ids[(i / submitters.len()) % chain_ids.len()]);
+                }
                 if let Some(gas) = gas_limit {
                     body["gas_limit"] = json!(gas);
                 }

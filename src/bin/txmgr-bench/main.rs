@@ -11,6 +11,8 @@
 //!        to ready, RSS and database transactions/s while idle, before and
 //!        after --idle-used of them did work; then SIGKILL fail-over to a
 //!        second process
+//!  chains: per K of --chains, K anvils: raw sends over them, then one
+//!        node serving K chains, the same submitters on each
 //! ```
 //!
 //! Every phase uses its own deterministic keys, so nonces never collide.
@@ -20,6 +22,7 @@
 
 mod anvil;
 mod chain_stats;
+mod chains;
 mod cpu;
 mod daemon;
 mod idle;
@@ -135,6 +138,15 @@ pub(crate) struct Args {
     /// Phase "signers": signatures in flight for the throughput figure.
     #[arg(long, default_value_t = 8)]
     signer_concurrency: usize,
+    /// Phase "chains": the chain counts K to measure, comma separated (K
+    /// anvils each, `--count` transfers per chain; raw and txmgr side by
+    /// side at each K).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4",
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    chains: Vec<u16>,
+    /// Phase "chains": submitters (and raw keys), the same on every chain.
+    #[arg(long, default_value_t = 10)]
+    chains_submitters: usize,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -161,6 +173,8 @@ pub(crate) enum Phase {
     /// Signing latency and throughput per key: an env key and a KMS key
     /// (LocalStack from `scripts/install-localstack.sh`).
     Signers,
+    /// Raw and txmgr at each K of `--chains` chains.
+    Chains,
 }
 
 fn main() -> ExitCode {
@@ -175,7 +189,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let counts: Vec<usize> = args.submitters.iter().map(|c| usize::from(*c)).collect();
-    let plan = match KeyPlan::new(&counts, args.rpc_tls) {
+    let chain_submitters = if args.phases.contains(&Phase::Chains) {
+        args.chains_submitters.max(1)
+    } else {
+        0
+    };
+    let plan = match KeyPlan::new(&counts, args.rpc_tls, chain_submitters) {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("txmgr-bench: {e:#}");
@@ -278,6 +297,7 @@ async fn run_phases(
         idle: None,
         webhooks: None,
         signers: None,
+        chains: None,
     };
     if args.phases.contains(&Phase::Raw) {
         anvil::fund(anvil, &keys::addresses(&plan.raw_one)).await?;
@@ -332,6 +352,9 @@ async fn run_phases(
     }
     if args.phases.contains(&Phase::Signers) {
         report.signers = Some(signers::run(args.signer_count, args.signer_concurrency).await?);
+    }
+    if args.phases.contains(&Phase::Chains) {
+        report.chains = Some(chains::run(args, &plan.chains, admin_url).await?);
     }
     if args.phases.contains(&Phase::Idle) {
         report.idle = Some(idle::run(args, anvil, admin_url).await?);

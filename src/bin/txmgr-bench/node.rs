@@ -20,15 +20,12 @@ use sqlx::{
 use tokio::task::JoinHandle;
 use txmgr::{
     config::Config,
-    daemon::{listen_for_work, start_engine, EngineSubmissions},
-    http::{app, AppState, CompletionNotifier, Limits, ServedChains},
+    daemon::{listen_for_chains, served_chains, start_chains, stop_chains, ChainRuntime},
+    http::{app, AppState, CompletionNotifier, Limits},
 };
-use txmgr_actors::{chain::ChainClient, node::Engine};
+use txmgr_actors::chain::ChainClient;
 
-use crate::{
-    anvil::CHAIN_ID,
-    chain_stats::{ChainStats, CountingChain},
-};
+use crate::chain_stats::{ChainStats, CountingChain};
 
 /// How long a graceful engine shutdown may take at the end of the run.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -179,10 +176,12 @@ pub(crate) struct NodeSettings {
     pub(crate) poll_interval: String,
 }
 
-/// The configuration of the node under test: one `env` signer per submitter.
+/// The configuration of the node under test: one `env` signer per
+/// submitter, each on every chain of `chains` (`(chain id, RPC URL)`); one
+/// chain is written as `[chain]`, several as `[chains.c0]`, `[chains.c1]`, ….
 pub(crate) fn config_toml(
     db_url: &str,
-    rpc_url: &str,
+    chains: &[(u64, String)],
     settings: &NodeSettings,
     submitters: &[(Address, String)],
 ) -> String {
@@ -194,10 +193,6 @@ url = "{db_url}"
 max_connections = {db_connections}
 [http]
 request_timeout = "30s"
-[chain]
-rpc_url = "{rpc_url}"
-chain_id = {CHAIN_ID}
-poll_interval = "{poll}"
 [defaults]
 max_in_flight = {max_in_flight}
 batch_size = {batch_size}
@@ -207,11 +202,21 @@ resubmit_interval = "1h"
 stuck_after = "2h"
 "#,
         db_connections = settings.db_connections,
-        poll = settings.poll_interval,
         max_in_flight = settings.max_in_flight,
         batch_size = settings.batch_size,
         ingress = settings.ingress_capacity,
     );
+    for (i, (chain_id, rpc_url)) in chains.iter().enumerate() {
+        let table = if chains.len() == 1 {
+            "[chain]".to_owned()
+        } else {
+            format!("[chains.c{i}]")
+        };
+        toml.push_str(&format!(
+            "{table}\nrpc_url = \"{rpc_url}\"\nchain_id = {chain_id}\npoll_interval = \"{}\"\n",
+            settings.poll_interval
+        ));
+    }
     for (address, var) in submitters {
         toml.push_str(&format!(
             "[submitters.\"{}\"]\nsigner = {{ kind = \"env\", env = \"{var}\" }}\n",
@@ -221,20 +226,22 @@ stuck_after = "2h"
     toml
 }
 
-/// A running node: engine plus HTTP server on a loopback port.
+/// A running node: one engine per configured chain plus the HTTP server on
+/// a loopback port.
 pub(crate) struct Node {
     /// `http://127.0.0.1:<port>`.
     pub(crate) base_url: String,
-    /// Chain calls made by the engine.
+    /// Chain calls made by the engines (every chain together).
     pub(crate) chain_stats: Arc<ChainStats>,
-    engine: Engine,
+    chains: Vec<ChainRuntime>,
     server: JoinHandle<()>,
     work_listener: JoinHandle<()>,
 }
 
 impl Node {
-    /// Starts the engine and serves its router; the signers' key variables
-    /// must already be set.
+    /// Starts every configured chain's engine (wired as `txmgr run` does)
+    /// and serves the router; the signers' key variables must already be
+    /// set.
     pub(crate) async fn start(toml: &str) -> anyhow::Result<Node> {
         let config = Config::from_toml_str(toml, std::iter::empty::<(String, String)>())
             .map_err(|e| anyhow::anyhow!("generated config invalid:\n{e}"))?;
@@ -244,31 +251,29 @@ impl Node {
             .connect(&config.database.url)
             .await
             .context("engine pool")?;
-        let rpc = txmgr::daemon::connect_chain(&config).await?;
         let chain_stats = Arc::new(ChainStats::default());
-        let chain: Arc<dyn ChainClient> = Arc::new(CountingChain {
-            inner: Arc::new(rpc),
-            stats: chain_stats.clone(),
-        });
+        let counting = |_: &str, inner: Arc<dyn ChainClient>| -> Arc<dyn ChainClient> {
+            Arc::new(CountingChain {
+                inner,
+                stats: chain_stats.clone(),
+            })
+        };
         let owner = txmgr_actors::LeaseOwner::for_this_process(config.node_id.as_str());
-        let engine = start_engine(&config, &owner, pool.clone(), chain).await?;
-        let chain_id = config
-            .first_chain()
-            .context("generated config has no chain")?
-            .config
-            .chain_id;
-        let work_listener = tokio::spawn(listen_for_work(pool.clone(), engine.clone(), chain_id));
+        let chains = start_chains(&config, &owner, &pool, &counting).await?;
+        let engines = chains
+            .iter()
+            .map(|c| (c.chain_id, c.engine.clone()))
+            .collect();
+        let work_listener = tokio::spawn(listen_for_chains(pool.clone(), engines));
+        let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
         let router = app(AppState {
             completions: CompletionNotifier::listen(
                 pool.clone(),
-                &[chain_id],
+                &chain_ids,
                 config.http.max_long_polls,
             ),
             pool,
-            chains: ServedChains::single(
-                chain_id.into(),
-                Arc::new(EngineSubmissions(engine.clone())),
-            ),
+            chains: served_chains(&chains),
             limits: Limits::from_config(&config.http),
             ops: Default::default(),
         });
@@ -284,16 +289,16 @@ impl Node {
         Ok(Node {
             base_url,
             chain_stats,
-            engine,
+            chains,
             server,
             work_listener,
         })
     }
 
-    /// Stops HTTP, drains the engine (leases released).
+    /// Stops HTTP, drains the engines (leases released).
     pub(crate) async fn stop(self) {
         self.server.abort();
         self.work_listener.abort();
-        self.engine.shutdown(SHUTDOWN_TIMEOUT).await;
+        stop_chains(&self.chains, SHUTDOWN_TIMEOUT).await;
     }
 }

@@ -36,33 +36,37 @@ pub(crate) struct TxmgrBench<'a> {
     pub(crate) gas_limit: Option<u64>,
     /// Bound on reaching TRACKING after the first POST.
     pub(crate) tracking_timeout: Duration,
-    /// anvil's process id, for CPU accounting.
-    pub(crate) anvil_pid: Option<u32>,
+    /// The anvils' process ids, for CPU accounting.
+    pub(crate) anvil_pids: Vec<u32>,
+    /// The chains creates go to, round-robin; empty: the node's one chain
+    /// (no `chain_id` in the body).
+    pub(crate) chain_ids: Vec<u64>,
 }
 
 impl TxmgrBench<'_> {
-    /// One create per submitter, waited on until TRACKING, so the measured
-    /// phase does not include lease acquisition and nonce reconciliation.
+    /// One create per submitter (on each chain), waited on until TRACKING,
+    /// so the measured phase does not include lease acquisition and nonce
+    /// reconciliation.
     /// The creates go out concurrently (up to one per submitter), so 1,000
     /// submitters warm up in about the time of a few lease acquisitions.
     async fn warm_up(&self, submitters: &[Address], tag: &str) -> anyhow::Result<Duration> {
         let started = Instant::now();
         let hex = lower_hex(submitters);
         let before = load::tracking_count(self.db, &hex).await?;
+        let pairs = submitters.len() * self.chain_ids.len().max(1);
         let batch = CreateBatch::new(
             &self.node.base_url,
             submitters,
-            submitters.len(),
+            &self.chain_ids,
+            pairs,
             &format!("{tag}-w"),
             self.gas_limit,
         );
-        let concurrency = self
-            .concurrency
-            .max(submitters.len().min(MAX_WARM_UP_CONCURRENCY));
+        let concurrency = self.concurrency.max(pairs.min(MAX_WARM_UP_CONCURRENCY));
         let acks = load::closed_loop(&self.client, &batch, concurrency).await;
         fail_on_errors(&acks, "warm-up")?;
         let deadline = started + self.tracking_timeout.max(MIN_WARM_UP_TIMEOUT);
-        load::wait_tracking(self.db, &hex, before + submitters.len(), deadline)
+        load::wait_tracking(self.db, &hex, before + pairs, deadline)
             .await
             .context("warm-up")?;
         Ok(started.elapsed())
@@ -82,12 +86,13 @@ impl TxmgrBench<'_> {
         let batch = CreateBatch::new(
             &self.node.base_url,
             submitters,
+            &self.chain_ids,
             count,
             &format!("{tag}-n"),
             self.gas_limit,
         );
         let chain_before = self.node.chain_stats.snapshot();
-        let cpu_before = CpuSample::take(self.anvil_pid, Some(self.db)).await;
+        let cpu_before = CpuSample::take(&self.anvil_pids, Some(self.db)).await;
         let db_before = self.db.transactions().await?;
 
         let started = Instant::now();
@@ -114,7 +119,7 @@ impl TxmgrBench<'_> {
         }
         let e2e = tracked_at.duration_since(started);
         let db_transactions = self.db.transactions().await? - db_before;
-        let cpu = CpuSample::take(self.anvil_pid, Some(self.db))
+        let cpu = CpuSample::take(&self.anvil_pids, Some(self.db))
             .await
             .since(&cpu_before, count);
         let chain_calls = self.node.chain_stats.snapshot().since(&chain_before, count);
@@ -153,6 +158,7 @@ impl TxmgrBench<'_> {
         let batch = CreateBatch::new(
             &self.node.base_url,
             submitters,
+            &self.chain_ids,
             total,
             "ack-o",
             self.gas_limit,

@@ -21,7 +21,7 @@ use alloy::{
 use anyhow::Context;
 
 use crate::{
-    anvil::{self, Anvil, CHAIN_ID},
+    anvil::{self, Anvil},
     cpu::CpuSample,
     report::{LatencyStats, RawPhase},
     SINK,
@@ -38,16 +38,34 @@ pub(crate) async fn run(
     count: usize,
     concurrency: usize,
 ) -> anyhow::Result<RawPhase> {
-    let (max_fee, priority) = anvil::eip1559_fees(anvil).await?;
-    let raws = Arc::new(sign_all(keys, count, max_fee, priority)?);
-    let provider: RootProvider = anvil.provider();
+    run_on(&[anvil], keys, count, concurrency).await
+}
+
+/// [`run`] over several anvils (one chain each): transfer `i` goes to
+/// `anvils[i % A]`, so every chain gets the same share, signed by the same
+/// keys with each chain's own nonces.
+pub(crate) async fn run_on(
+    anvils: &[&Anvil],
+    keys: &[PrivateKeySigner],
+    count: usize,
+    concurrency: usize,
+) -> anyhow::Result<RawPhase> {
+    anyhow::ensure!(!anvils.is_empty(), "raw send needs at least one anvil");
+    let mut chains = Vec::with_capacity(anvils.len());
+    for anvil in anvils {
+        let (max_fee, priority) = anvil::eip1559_fees(anvil).await?;
+        chains.push((anvil.chain_id(), max_fee, priority));
+    }
+    let raws = Arc::new(sign_all(&chains, keys, count)?);
+    let providers: Arc<Vec<RootProvider>> = Arc::new(anvils.iter().map(|a| a.provider()).collect());
+    let pids: Vec<u32> = anvils.iter().filter_map(|a| a.pid()).collect();
 
     let next = Arc::new(AtomicUsize::new(0));
-    let cpu_before = CpuSample::take(anvil.pid(), None).await;
+    let cpu_before = CpuSample::take(&pids, None).await;
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..concurrency.max(1) {
-        let (raws, next, provider) = (raws.clone(), next.clone(), provider.clone());
+        let (raws, next, providers) = (raws.clone(), next.clone(), providers.clone());
         workers.spawn(async move {
             let mut latencies = Vec::new();
             let mut errors = Vec::new();
@@ -56,6 +74,7 @@ pub(crate) async fn run(
                 let Some(raw) = raws.get(i) else {
                     return (latencies, errors);
                 };
+                let provider = &providers[i % providers.len()];
                 let sent = Instant::now();
                 let answer = provider
                     .raw_request::<_, B256>("eth_sendRawTransaction".into(), (raw,))
@@ -75,9 +94,7 @@ pub(crate) async fn run(
         errors.extend(e);
     }
     let elapsed = started.elapsed();
-    let cpu = CpuSample::take(anvil.pid(), None)
-        .await
-        .since(&cpu_before, count);
+    let cpu = CpuSample::take(&pids, None).await.since(&cpu_before, count);
     if let Some(first) = errors.first() {
         anyhow::bail!(
             "raw send: {} of {count} sends failed; first: {first}",
@@ -95,24 +112,28 @@ pub(crate) async fn run(
     })
 }
 
-/// Transfer `i` is signed by `keys[i % K]` with nonce `i / K`.
+/// Transfer `i` goes to chain `i % C` and is signed by `keys[(i / C) % K]`
+/// with nonce `i / (C × K)`; `chains` holds each chain's
+/// `(chain id, max fee, priority fee)`.
 fn sign_all(
+    chains: &[(u64, u128, u128)],
     keys: &[PrivateKeySigner],
     count: usize,
-    max_fee: u128,
-    priority: u128,
 ) -> anyhow::Result<Vec<Bytes>> {
     anyhow::ensure!(!keys.is_empty(), "raw send needs at least one key");
+    let sink = SINK.parse::<Address>().context("sink address")?;
     (0..count)
         .map(|i| {
-            let key = &keys[i % keys.len()];
+            let (chain_id, max_fee, priority) = chains[i % chains.len()];
+            let per_chain = i / chains.len();
+            let key = &keys[per_chain % keys.len()];
             let tx = TxEip1559 {
-                chain_id: CHAIN_ID,
-                nonce: (i / keys.len()) as u64,
+                chain_id,
+                nonce: (per_chain / keys.len()) as u64,
                 gas_limit: TRANSFER_GAS,
                 max_fee_per_gas: max_fee,
                 max_priority_fee_per_gas: priority,
-                to: TxKind::Call(SINK.parse::<Address>().context("sink address")?),
+                to: TxKind::Call(sink),
                 value: U256::from(1),
                 access_list: Default::default(),
                 input: Bytes::new(),

@@ -169,4 +169,6 @@ pub(crate) struct Report {
     pub(crate) webhooks: Option<crate::webhooks::WebhookPhase>,
     /// Phase "signers": signing per key by kind.
     pub(crate) signers: Option<crate::signers::SignerPhase>,
+    /// Phase "chains": raw and txmgr at each K of `--chains`.
+    pub(crate) chains: Option<crate::chains::ChainsReport>,
 }

@@ -57,7 +57,8 @@ pub(crate) async fn run_txmgr(
         .iter()
         .map(|(a, var, _)| (*a, var.clone()))
         .collect();
-    let mut toml = node::config_toml(&db.url, &rpc.url, &settings, &env_submitters);
+    let chains = [(anvil.chain_id(), rpc.url.clone())];
+    let mut toml = node::config_toml(&db.url, &chains, &settings, &env_submitters);
     if let Some(ca_file) = &rpc.ca_file {
         toml = toml.replace(
             "[chain]\n",
@@ -78,7 +79,8 @@ pub(crate) async fn run_txmgr(
         concurrency: args.concurrency,
         gas_limit: (!args.estimate_gas).then_some(TRANSFER_GAS),
         tracking_timeout: args.tracking_timeout,
-        anvil_pid: anvil.pid(),
+        anvil_pids: anvil.pid().into_iter().collect(),
+        chain_ids: Vec::new(),
     };
     let one_address = keys::addresses(&keys_of_node.one);
     let many_addresses: Vec<Vec<Address>> = keys_of_node

@@ -84,6 +84,9 @@ impl Report {
         if let Some(signers) = &self.signers {
             signers.print();
         }
+        if let Some(chains) = &self.chains {
+            chains.print();
+        }
     }
 
     /// Rows grouped by key count: raw, then txmgr, then txmgr over HTTPS.

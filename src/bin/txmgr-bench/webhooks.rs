@@ -212,12 +212,12 @@ pub(crate) async fn run(
     let webhooks = Webhooks::start(env, vec![settings]).await?;
     let wakes = wake_on_notify(db, webhooks.clone()).await?;
 
-    let before = CpuSample::take(None, Some(db)).await;
+    let before = CpuSample::take(&[], Some(db)).await;
     let started = Instant::now();
     insert_events(db, events, submitters).await?;
     wait_for(&seen, events, "burst").await?;
     let elapsed = started.elapsed();
-    let cpu = CpuSample::take(None, Some(db)).await.since(&before, events);
+    let cpu = CpuSample::take(&[], Some(db)).await.since(&before, events);
 
     seen.measuring.store(true, Ordering::Relaxed);
     let interval = Duration::from_secs_f64(1.0 / rate_per_s.max(1.0));
