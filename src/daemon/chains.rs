@@ -6,6 +6,8 @@
 //! [chains.a] ─► endpoints ─► Engine (supervisor ─► submitters, pools) ─┐
 //! [chains.b] ─► endpoints ─► Engine (supervisor ─► submitters, pools) ─┼─► ServedChains (API)
 //!                                 one LISTEN txmgr_work for all ───────┘
+//! ChainHost: the running set; a reload adds a chain (connect, start, then
+//! publish) or removes one (unpublish, then drain: leases released, rows kept)
 //! ```
 
 use std::sync::Arc;
@@ -15,8 +17,8 @@ use txmgr_actors::{chain::ChainClient, node::Engine, store::LeaseOwner};
 
 use super::{connect_named_chain, engine::start_chain_engine, EngineSubmissions};
 use crate::{
-    config::Config,
-    http::{ServedChain, ServedChains},
+    config::{Config, NamedChain},
+    http::{CompletionNotifier, ServedChain, ServedChains},
 };
 
 /// One chain running on this node.
@@ -58,21 +60,14 @@ pub async fn start_chains(
         txmgr_actors::metrics::name_chain(named.config.chain_id.into(), named.name);
         let attempt = async {
             let endpoints = connect_named_chain(&named, several).await?;
-            let client = wrap(named.name, Arc::new(endpoints));
-            let engine =
-                start_chain_engine(config, &named, owner, pool.clone(), client.clone()).await?;
-            let private_sends = named
-                .config
-                .endpoints()
-                .iter()
-                .any(|e| e.role == crate::config::EndpointRole::SendOnly);
-            Ok::<_, anyhow::Error>(ChainRuntime {
-                name: named.name.to_string(),
-                chain_id: named.config.chain_id,
-                client,
-                engine,
-                private_sends,
-            })
+            start_connected(
+                config,
+                &named,
+                owner,
+                pool,
+                wrap(named.name, Arc::new(endpoints)),
+            )
+            .await
         };
         match attempt.await {
             Ok(chain) => started.push(chain),
@@ -83,6 +78,29 @@ pub async fn start_chains(
         }
     }
     Ok(started)
+}
+
+/// Starts the engine of a chain whose endpoints are connected.
+async fn start_connected(
+    config: &Config,
+    named: &NamedChain<'_>,
+    owner: &LeaseOwner,
+    pool: &PgPool,
+    client: Arc<dyn ChainClient>,
+) -> anyhow::Result<ChainRuntime> {
+    let engine = start_chain_engine(config, named, owner, pool.clone(), client.clone()).await?;
+    let private_sends = named
+        .config
+        .endpoints()
+        .iter()
+        .any(|e| e.role == crate::config::EndpointRole::SendOnly);
+    Ok(ChainRuntime {
+        name: named.name.to_string(),
+        chain_id: named.config.chain_id,
+        client,
+        engine,
+        private_sends,
+    })
 }
 
 /// Drains every chain's engine (each releases its leases).
@@ -97,17 +115,164 @@ pub async fn stop_chains(chains: &[ChainRuntime], lease_duration: std::time::Dur
 
 /// The chains as the API serves them.
 pub fn served_chains(chains: &[ChainRuntime]) -> ServedChains {
-    ServedChains::new(
-        chains
+    ServedChains::new(served_list(chains))
+}
+
+fn served_list(chains: &[ChainRuntime]) -> Vec<ServedChain> {
+    chains
+        .iter()
+        .map(|chain| ServedChain {
+            name: chain.name.clone(),
+            chain_id: chain.chain_id.into(),
+            submissions: Arc::new(EngineSubmissions(chain.engine.clone())),
+            engine: Some(chain.engine.clone()),
+            client: Some(chain.client.clone()),
+            private_sends: chain.private_sends,
+        })
+        .collect()
+}
+
+/// Wraps the endpoints of a chain a reload adds (the daemon counts calls).
+pub type WrapAdded = fn(&str, Arc<dyn ChainClient>) -> Arc<dyn ChainClient>;
+
+/// The chains running on this node, and everything that follows the set:
+/// the API's [`ServedChains`] (also the work listener's, the gauges' and
+/// readiness's view), the completion notifier's chains, and the webhooks'
+/// feed. A reload adds and removes chains through it.
+pub struct ChainHost {
+    owner: LeaseOwner,
+    pool: PgPool,
+    wrap_added: WrapAdded,
+    running: std::sync::Mutex<Vec<ChainRuntime>>,
+    served: ServedChains,
+    notifier: std::sync::Mutex<Option<CompletionNotifier>>,
+    webhooks: std::sync::Mutex<Option<txmgr_actors::webhook::Webhooks>>,
+}
+
+/// A chain a reload adds, connected but not started yet.
+pub struct ConnectedChain {
+    name: String,
+    client: Arc<dyn ChainClient>,
+}
+
+impl ConnectedChain {
+    /// The chain's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl ChainHost {
+    /// The host of `chains` (as [`start_chains`] started them); chains
+    /// added later get their endpoints wrapped by `wrap_added`.
+    pub fn new(
+        owner: LeaseOwner,
+        pool: PgPool,
+        wrap_added: WrapAdded,
+        chains: Vec<ChainRuntime>,
+    ) -> Self {
+        Self {
+            owner,
+            pool,
+            wrap_added,
+            served: served_chains(&chains),
+            running: std::sync::Mutex::new(chains),
+            notifier: std::sync::Mutex::new(None),
+            webhooks: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The API's view of the chains, kept current.
+    pub fn served(&self) -> ServedChains {
+        self.served.clone()
+    }
+
+    /// Keeps `notifier`'s and `webhooks`' chains current from now on.
+    pub fn follow(
+        &self,
+        notifier: Option<CompletionNotifier>,
+        webhooks: Option<txmgr_actors::webhook::Webhooks>,
+    ) {
+        *self.notifier.lock().unwrap_or_else(|e| e.into_inner()) = notifier;
+        *self.webhooks.lock().unwrap_or_else(|e| e.into_inner()) = webhooks;
+    }
+
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, Vec<ChainRuntime>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The chains running now.
+    pub fn running(&self) -> Vec<ChainRuntime> {
+        self.lock_running().clone()
+    }
+
+    /// The engine of the chain named `name`, if it runs.
+    pub fn engine(&self, name: &str) -> Option<Engine> {
+        self.lock_running()
             .iter()
-            .map(|chain| ServedChain {
-                name: chain.name.clone(),
-                chain_id: chain.chain_id.into(),
-                submissions: Arc::new(EngineSubmissions(chain.engine.clone())),
-                engine: Some(chain.engine.clone()),
-                client: Some(chain.client.clone()),
-                private_sends: chain.private_sends,
-            })
-            .collect(),
-    )
+            .find(|chain| chain.name == name)
+            .map(|chain| chain.engine.clone())
+    }
+
+    /// Connects a chain a reload adds: fails (nothing started) when an
+    /// endpoint serves another chain id; all endpoints unreachable starts
+    /// it out of service, as at start with several chains.
+    pub async fn connect(&self, named: &NamedChain<'_>) -> anyhow::Result<ConnectedChain> {
+        txmgr_actors::metrics::name_chain(named.config.chain_id.into(), named.name);
+        let endpoints = connect_named_chain(named, true).await?;
+        Ok(ConnectedChain {
+            name: named.name.to_owned(),
+            client: (self.wrap_added)(named.name, Arc::new(endpoints)),
+        })
+    }
+
+    /// Starts a connected chain's engine under `config` (its submitters
+    /// from there) and serves it.
+    pub async fn start(&self, config: &Config, connected: ConnectedChain) -> anyhow::Result<()> {
+        let named = config
+            .chain_named(&connected.name)
+            .ok_or_else(|| anyhow::anyhow!("chains.{}: not configured", connected.name))?;
+        let chain =
+            start_connected(config, &named, &self.owner, &self.pool, connected.client).await?;
+        let mut running = self.lock_running();
+        running.push(chain);
+        running.sort_by(|a, b| a.name.cmp(&b.name));
+        self.publish(&running);
+        Ok(())
+    }
+
+    /// Stops serving the chain named `name` and drains its engine (leases
+    /// released, rows kept): new creates for it get 400, its open work
+    /// waits in the database for the chain to be configured again.
+    pub async fn remove(&self, name: &str, lease_duration: std::time::Duration) {
+        let removed = {
+            let mut running = self.lock_running();
+            let Some(at) = running.iter().position(|chain| chain.name == name) else {
+                return;
+            };
+            let removed = running.remove(at);
+            self.publish(&running);
+            removed
+        };
+        removed.engine.shutdown(lease_duration).await;
+    }
+
+    /// Drains every chain (node shutdown).
+    pub async fn stop_all(&self, lease_duration: std::time::Duration) {
+        let running = self.running();
+        stop_chains(&running, lease_duration).await;
+    }
+
+    fn publish(&self, running: &[ChainRuntime]) {
+        self.served.replace(served_list(running));
+        let ids: Vec<u64> = running.iter().map(|chain| chain.chain_id).collect();
+        if let Some(notifier) = &*self.notifier.lock().unwrap_or_else(|e| e.into_inner()) {
+            notifier.set_chains(&ids);
+        }
+        if let Some(webhooks) = &*self.webhooks.lock().unwrap_or_else(|e| e.into_inner()) {
+            webhooks
+                .feed_chains()
+                .set(ids.into_iter().map(Into::into).collect());
+        }
+    }
 }

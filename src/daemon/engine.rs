@@ -19,7 +19,7 @@ use txmgr_actors::{
 
 use crate::{
     config::{Config, NamedChain},
-    http::Submissions,
+    http::{ServedChains, Submissions},
 };
 
 /// Restarts of one submitter actor tolerated within [`RESTART_WINDOW`].
@@ -153,6 +153,25 @@ pub async fn listen_for_work(pool: PgPool, engine: Engine, chain_id: u64) {
 /// failure. Wake-ups are hints: discovery and the actors' own timers cover
 /// anything missed while disconnected.
 pub async fn listen_for_chains(pool: PgPool, engines: Vec<(u64, Engine)>) {
+    listen_routed(pool, move |chain_id| {
+        engines
+            .iter()
+            .find(|(id, _)| *id == chain_id)
+            .map(|(_, engine)| engine.clone())
+    })
+    .await
+}
+
+/// [`listen_for_chains`] for the chains served now: a chain a reload adds
+/// gets its notifications from then on, a removed one no more.
+pub async fn listen_for_served(pool: PgPool, chains: ServedChains) {
+    listen_routed(pool, move |chain_id| {
+        chains.by_id(chain_id.into()).and_then(|chain| chain.engine)
+    })
+    .await
+}
+
+async fn listen_routed(pool: PgPool, route: impl Fn(u64) -> Option<Engine>) {
     loop {
         match PgListener::connect_with(&pool).await {
             Ok(mut listener) => {
@@ -164,9 +183,7 @@ pub async fn listen_for_chains(pool: PgPool, engines: Vec<(u64, Engine)>) {
                             Ok(notification) => {
                                 let parsed = parse_payload(notification.payload());
                                 let target = parsed.and_then(|(chain_id, address, hint)| {
-                                    let (_, engine) =
-                                        engines.iter().find(|(id, _)| *id == chain_id)?;
-                                    Some((engine, address, hint))
+                                    Some((route(chain_id)?, address, hint))
                                 });
                                 match target {
                                     Some((engine, address, Hint::Work)) => engine.notify(address),

@@ -25,15 +25,18 @@ use txmgr_actors::store;
 use crate::{
     config::Config,
     http::{
-        auth::Auth, readiness::CheckedChain, AppState, CompletionNotifier, Limits, OpsState,
-        Readiness, Reload,
+        auth::Auth, AppState, CompletionNotifier, Limits, OpsState, Readiness, Reload, ServedChains,
     },
 };
 
 pub use chain::{connect_chain, connect_named_chain, endpoint_settings};
-pub use chains::{served_chains, start_chains, stop_chains, ChainRuntime, WrapClient};
+pub use chains::{
+    served_chains, start_chains, stop_chains, ChainHost, ChainRuntime, ConnectedChain, WrapAdded,
+    WrapClient,
+};
 pub use engine::{
-    listen_for_chains, listen_for_work, start_chain_engine, start_engine, EngineSubmissions,
+    listen_for_chains, listen_for_served, listen_for_work, start_chain_engine, start_engine,
+    EngineSubmissions,
 };
 pub use observe::{feed_retention_loop, gauge_loop, metrics_recorder, CountingChain};
 use registration::NodeRegistration;
@@ -52,23 +55,15 @@ const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 pub async fn ops_state(
     config: &Config,
     pool: &PgPool,
-    chains: &[ChainRuntime],
+    chains: &ServedChains,
     reloader: Option<Arc<dyn Reload>>,
 ) -> OpsState {
-    let checked = chains
-        .iter()
-        .map(|chain| CheckedChain {
-            name: chain.name.clone(),
-            chain_id: chain.chain_id,
-            client: chain.client.clone(),
-        })
-        .collect();
     OpsState {
         auth: Arc::new(Auth::from_config(&config.auth)),
         metrics: metrics_recorder(),
         metrics_public: config.metrics_public(),
         readiness: Some(
-            Readiness::start(pool.clone(), checked, config.http.readiness_interval).await,
+            Readiness::start(pool.clone(), chains.clone(), config.http.readiness_interval).await,
         ),
         reloader,
         heartbeat_interval: config.node.heartbeat_interval,
@@ -203,17 +198,19 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             () = superseded => {}
         }
     };
-    let engines: Vec<(u64, txmgr_actors::node::Engine)> = chains
-        .iter()
-        .map(|c| (c.chain_id, c.engine.clone()))
-        .collect();
-    let work_listener = tokio::spawn(listen_for_chains(pool.clone(), engines));
+    let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
+    // From here on the running chains belong to the host: a reload may add
+    // or remove one, and every view below follows.
+    let host = Arc::new(ChainHost::new(
+        owner.clone(),
+        pool.clone(),
+        CountingChain::wrap,
+        chains,
+    ));
+    let work_listener = tokio::spawn(listen_for_served(pool.clone(), host.served()));
     let gauges = tokio::spawn(gauge_loop(
         pool.clone(),
-        chains
-            .iter()
-            .map(|c| (c.name.clone(), c.chain_id.into(), c.engine.clone()))
-            .collect(),
+        host.served(),
         Some(webhooks.clone()),
         recorder,
         GAUGE_INTERVAL,
@@ -226,21 +223,18 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             FEED_RETENTION_INTERVAL,
         ))
     });
-    let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
     let completions =
         CompletionNotifier::listen(pool.clone(), &chain_ids, config.http.max_long_polls);
+    host.follow(Some(completions.clone()), Some(webhooks.clone()));
     let webhook_wakes = wake_on_completions(&completions, webhooks.clone());
     let limits = Limits::from_config(&config.http);
     let lease_duration = config.lease.duration;
-    let mut ops = ops_state(&config, &pool, &chains, None).await;
+    let mut ops = ops_state(&config, &pool, &host.served(), None).await;
     // The reloader keeps the running configuration; it is moved there, not
     // copied (with 10,000 submitters a copy is ~8 MB held for nothing).
-    let reloader: Arc<dyn Reload> = Arc::new(Reloader::for_chains(
+    let reloader: Arc<dyn Reload> = Arc::new(Reloader::new(
         config_path,
-        chains
-            .iter()
-            .map(|c| (c.name.clone(), c.engine.clone()))
-            .collect(),
+        host.clone(),
         webhooks.clone(),
         config,
     ));
@@ -248,7 +242,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     let hangups = tokio::spawn(reload_on_sighup(reloader));
     let state = AppState {
         pool: pool.clone(),
-        chains: served_chains(&chains),
+        chains: host.served(),
         limits,
         completions,
         ops,
@@ -278,7 +272,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     }
     webhook_wakes.abort();
     webhooks.shutdown(lease_duration).await;
-    stop_chains(&chains, lease_duration).await;
+    host.stop_all(lease_duration).await;
     let left = registration.leave().await;
     pool.close().await;
     left

@@ -26,6 +26,8 @@ use txmgr_actors::{
     webhook::Webhooks,
 };
 
+use crate::http::ServedChains;
+
 /// Buckets (seconds) of histograms named `*_seconds`: sub-second to an hour.
 const LATENCY_BUCKETS: &[f64] = &[
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0,
@@ -169,7 +171,7 @@ impl ChainClient for CountingChain {
 /// and roles (from the handles). Also runs the recorder's upkeep.
 pub async fn gauge_loop(
     pool: PgPool,
-    chains: Vec<(String, ChainId, Engine)>,
+    chains: ServedChains,
     webhooks: Option<Webhooks>,
     recorder: Option<PrometheusHandle>,
     every: Duration,
@@ -178,16 +180,20 @@ pub async fn gauge_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        for (name, chain_id, engine) in &chains {
-            if let Err(err) = refresh_states(&pool, name, *chain_id).await {
-                tracing::debug!(error = %err, chain = %name, "transactions gauge not refreshed");
+        // The chains served now: a reload may add or remove one.
+        let served = chains.list();
+        for chain in served.iter() {
+            if let Err(err) = refresh_states(&pool, &chain.name, chain.chain_id).await {
+                tracing::debug!(error = %err, chain = %chain.name, "transactions gauge not refreshed");
             }
-            refresh_engine(name, engine);
+            if let Some(engine) = &chain.engine {
+                refresh_engine(&chain.name, engine);
+            }
         }
-        if let (Some(webhooks), Some((_, home, _))) = (&webhooks, chains.first()) {
-            let ids: Vec<ChainId> = chains.iter().map(|(_, id, _)| *id).collect();
+        if let Some(webhooks) = &webhooks {
+            let ids: Vec<ChainId> = served.iter().map(|c| c.chain_id).collect();
             let configured = webhooks.configured();
-            if let Err(err) = refresh_webhooks(&pool, (*home, &ids), &configured).await {
+            if let Err(err) = refresh_webhooks(&pool, (chains.home(), &ids), &configured).await {
                 tracing::debug!(error = %err, "webhook gauges not refreshed");
             }
         }

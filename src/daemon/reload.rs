@@ -7,27 +7,32 @@
 //!                      ├─ new submitters: build + check signers first (any failure rejects all)
 //!                      ├─ changed settings ─► Engine::apply_settings (running actors, no restart)
 //!                      ├─ added ─► Engine::add_submitter     removed ─► Engine::remove_submitter
+//!                      ├─ chains added: connected (an endpoint on another chain id
+//!                      │  rejects all), started, served; removed: no longer served,
+//!                      │  drained (leases released, rows kept)
 //!                      ├─ [[webhooks]] (secrets re-read) ─► Webhooks::apply
 //!                      └─ node-level keys that differ ─► reported as needing a restart
 //! ```
 //!
 //! The running configuration keeps its node-level sections (they did not
 //! take effect), so a later reload reports them again until the node
-//! restarts. The chains are node-level too (adding or removing one needs a
-//! restart), except each chain's `defaults`, which are submitter settings.
+//! restarts. A chain that stays keeps its running settings too (a change of
+//! its endpoints or timings needs a restart), except its `defaults`, which
+//! are submitter settings; a chain added or removed takes effect at once.
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::PathBuf,
+    sync::Arc,
+};
 
 use alloy::primitives::Address;
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::Mutex;
-use txmgr_actors::{
-    node::{Engine, SubmitterSpec},
-    signer::build_signer,
-    webhook::Webhooks,
-};
+use txmgr_actors::{node::SubmitterSpec, signer::build_signer, webhook::Webhooks};
 
+use super::ChainHost;
 use crate::{
     config::{Config, ConfigError, ResolvedSubmitter},
     http::{Reload, ReloadReport},
@@ -38,38 +43,35 @@ const NODE_LEVEL: &[&str] = &[
     "node_id", "database", "http", "chain", "chains", "lease", "node", "auth", "log", "feed",
 ];
 
-/// Applies the configuration file to a running node's engines.
+/// Applies the configuration file to a running node's chains and engines.
 pub struct Reloader {
     path: PathBuf,
-    /// `(chain name, its engine)` of every chain running.
-    engines: Vec<(String, Engine)>,
+    /// The chains running, where chains are added and removed.
+    host: Arc<ChainHost>,
     webhooks: Webhooks,
     running: Mutex<Config>,
 }
 
 impl Reloader {
     /// A reloader for the node started with `config` from `path`, running
-    /// `engines` (`(chain name, engine)`).
-    pub fn for_chains(
-        path: PathBuf,
-        engines: Vec<(String, Engine)>,
-        webhooks: Webhooks,
-        config: Config,
-    ) -> Self {
+    /// the chains of `host`.
+    pub fn new(path: PathBuf, host: Arc<ChainHost>, webhooks: Webhooks, config: Config) -> Self {
         Self {
             path,
-            engines,
+            host,
             webhooks,
             running: Mutex::new(config),
         }
     }
+}
 
-    fn engine(&self, chain: &str) -> Option<&Engine> {
-        self.engines
-            .iter()
-            .find(|(name, _)| name == chain)
-            .map(|(_, engine)| engine)
-    }
+/// The names of the chains of `config`.
+fn chain_names(config: &Config) -> BTreeSet<String> {
+    config
+        .chains()
+        .iter()
+        .map(|chain| chain.name.to_owned())
+        .collect()
 }
 
 /// Every submitter of every chain, by `(chain, address)`.
@@ -116,8 +118,9 @@ fn changed_keys(prefix: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// Node-level keys that differ (names only: values may be secrets).
-fn restart_keys(old: &Config, new: &Config) -> Vec<String> {
+/// Node-level keys that differ (names only: values may be secrets), but
+/// for those of chains added or removed (`changed_chains`): they apply now.
+fn restart_keys(old: &Config, new: &Config, changed_chains: &BTreeSet<String>) -> Vec<String> {
     let (Ok(Value::Object(old)), Ok(Value::Object(new))) =
         (serde_json::to_value(old), serde_json::to_value(new))
     else {
@@ -133,8 +136,20 @@ fn restart_keys(old: &Config, new: &Config) -> Vec<String> {
         );
     }
     // A chain's `defaults` are submitter settings: applied, not restarted for.
-    keys.retain(|key| !is_chain_defaults_key(key));
+    keys.retain(|key| !is_chain_defaults_key(key) && !is_chain_key_of(key, changed_chains));
     keys
+}
+
+/// A key of one of `chains` (`chain…` for the shorthand's `default`).
+fn is_chain_key_of(key: &str, chains: &BTreeSet<String>) -> bool {
+    if key == "chain" || key.starts_with("chain.") {
+        return chains.contains(crate::config::SHORTHAND_CHAIN_NAME);
+    }
+    let Some(rest) = key.strip_prefix("chains.") else {
+        return false;
+    };
+    let name = rest.split_once('.').map_or(rest, |(name, _)| name);
+    chains.contains(name)
 }
 
 /// `chain.defaults…` or `chains.<name>.defaults…`.
@@ -147,26 +162,47 @@ fn is_chain_defaults_key(key: &str) -> bool {
 }
 
 /// Node-level sections take effect only at a restart: `new` keeps the
-/// running ones, and what the submitters' settings derive from them.
+/// running ones, and what the submitters' settings derive from them. A
+/// chain that stays keeps its running settings but for its `defaults`; a
+/// chain added or removed is taken from `new` as it is.
 fn keep_node_level(new: &mut Config, running: &Config) {
     new.node_id = running.node_id.clone();
     new.database = running.database.clone();
     new.http = running.http.clone();
-    // The running chains, with each one's `defaults` from the new file.
-    let mut chain = running.chain.clone();
-    let mut chains = running.chains.clone();
-    if let (Some(kept), Some(read)) = (&mut chain, &new.chain) {
-        kept.defaults.clone_from(&read.defaults);
+    if let (Some(read), Some(kept)) = (&mut new.chain, &running.chain) {
+        let defaults = read.defaults.take();
+        *read = kept.clone();
+        read.defaults = defaults;
     }
-    for (name, kept) in &mut chains {
-        kept.defaults = new.chains.get(name).and_then(|c| c.defaults.clone());
+    for (name, read) in &mut new.chains {
+        if let Some(kept) = running.chains.get(name) {
+            let defaults = read.defaults.take();
+            *read = kept.clone();
+            read.defaults = defaults;
+        }
     }
-    new.chain = chain;
-    new.chains = chains;
     new.lease = running.lease;
     new.node = running.node;
     new.auth = running.auth.clone();
     new.log = running.log.clone();
+}
+
+/// The configuration key of the chain `name`: `chain` for the shorthand.
+fn chain_key(config: &Config, name: &str) -> String {
+    if config.chain.is_some() && name == crate::config::SHORTHAND_CHAIN_NAME {
+        "chain".to_owned()
+    } else {
+        format!("chains.{name}")
+    }
+}
+
+/// Drops the chain `name` from `config` (it did not start).
+fn forget_chain(config: &mut Config, name: &str) {
+    if config.chain.is_some() && name == crate::config::SHORTHAND_CHAIN_NAME {
+        config.chain = None;
+    } else {
+        config.chains.remove(name);
+    }
 }
 
 fn parse(address: &str) -> Result<Address, ConfigError> {
@@ -181,8 +217,16 @@ impl Reload for Reloader {
         let mut new = Config::load(&self.path)?;
         new.log_warnings();
         let mut running = self.running.lock().await;
+        let (old_chains, new_chains) = (chain_names(&running), chain_names(&new));
+        let chains_added: Vec<String> = new_chains.difference(&old_chains).cloned().collect();
+        let chains_removed: Vec<String> = old_chains.difference(&new_chains).cloned().collect();
+        let changed_chains: BTreeSet<String> = chains_added
+            .iter()
+            .chain(&chains_removed)
+            .cloned()
+            .collect();
         let mut report = ReloadReport {
-            restart_required: restart_keys(&running, &new),
+            restart_required: restart_keys(&running, &new, &changed_chains),
             ..ReloadReport::default()
         };
         keep_node_level(&mut new, &running);
@@ -192,7 +236,7 @@ impl Reload for Reloader {
         if !private.is_empty() {
             return Err(ConfigError { issues: private });
         }
-        let several = running.chains().len() > 1;
+        let several = running.chains().len() > 1 || new.chains().len() > 1;
         let old_subs = by_chain_and_address(&running);
         let new_subs = by_chain_and_address(&new);
 
@@ -203,7 +247,8 @@ impl Reload for Reloader {
             if old_subs.contains_key(&(chain.clone(), address.clone())) {
                 continue;
             }
-            let (Some(named), Some(engine)) = (running.chain_named(chain), self.engine(chain))
+            // A chain being added starts its submitters itself.
+            let (Some(named), Some(engine)) = (running.chain_named(chain), self.host.engine(chain))
             else {
                 continue;
             };
@@ -233,7 +278,10 @@ impl Reload for Reloader {
             if old.signer != resolved.signer && !report.signer_changed.contains(address) {
                 report.signer_changed.push(address.clone());
             }
-            if let (true, Some(engine)) = (old.settings != resolved.settings, self.engine(chain)) {
+            if old.settings == resolved.settings {
+                continue;
+            }
+            if let Some(engine) = self.host.engine(chain) {
                 let settings = resolved.settings.clone();
                 updates.push((
                     engine.clone(),
@@ -245,10 +293,13 @@ impl Reload for Reloader {
         }
         let mut removed = Vec::new();
         for (chain, address) in old_subs.keys() {
-            if new_subs.contains_key(&(chain.clone(), address.clone())) {
+            // A chain removed drains as a whole.
+            if new_subs.contains_key(&(chain.clone(), address.clone()))
+                || chains_removed.contains(chain)
+            {
                 continue;
             }
-            if let Some(engine) = self.engine(chain) {
+            if let Some(engine) = self.host.engine(chain) {
                 removed.push((
                     engine.clone(),
                     parse(address)?,
@@ -257,6 +308,40 @@ impl Reload for Reloader {
             }
         }
 
+        // Chains added are connected before anything changes: an endpoint
+        // serving another chain id rejects the whole reload.
+        let mut connected = Vec::new();
+        for name in &chains_added {
+            let Some(named) = new.chain_named(name) else {
+                continue;
+            };
+            let chain =
+                self.host.connect(&named).await.map_err(|err| {
+                    ConfigError::single(chain_key(&new, name), format!("{err:#}"))
+                })?;
+            connected.push(chain);
+        }
+
+        // Removed first: a chain id may move to a chain of another name.
+        for name in &chains_removed {
+            self.host.remove(name, running.lease.duration).await;
+            tracing::info!(target: "txmgr::reload", chain = %name, "chain removed: drained, its rows kept");
+            report.chains_removed.push(name.clone());
+        }
+        for chain in connected {
+            let name = chain.name().to_owned();
+            match self.host.start(&new, chain).await {
+                Ok(()) => {
+                    tracing::info!(target: "txmgr::reload", chain = %name, "chain added");
+                    report.chains_added.push(name);
+                }
+                Err(err) => {
+                    // Not kept as running: the next reload tries again.
+                    tracing::error!(target: "txmgr::reload", chain = %name, error = %format!("{err:#}"), "starting an added chain failed");
+                    forget_chain(&mut new, &name);
+                }
+            }
+        }
         for (engine, parsed, shown, settings) in updates {
             engine.apply_settings(parsed, settings);
             report.updated.push(shown);
@@ -285,7 +370,8 @@ impl Reload for Reloader {
         self.webhooks.apply(webhooks);
         *running = new;
         tracing::info!(target: "txmgr::reload", updated = report.updated.len(), added = report.added.len(),
-            removed = report.removed.len(), restart_required = ?report.restart_required, "configuration reloaded");
+            removed = report.removed.len(), chains_added = ?report.chains_added, chains_removed = ?report.chains_removed,
+            restart_required = ?report.restart_required, "configuration reloaded");
         Ok(report)
     }
 }

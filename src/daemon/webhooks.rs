@@ -9,7 +9,7 @@ use txmgr_actors::{
     node::Engine,
     store::LeaseOwner,
     submitter::LeaseTiming,
-    webhook::{WebhookEnv, Webhooks},
+    webhook::{FeedChains, WebhookEnv, Webhooks},
 };
 
 use super::ChainRuntime;
@@ -43,7 +43,7 @@ async fn start_webhooks_over(
     let env = WebhookEnv {
         pool,
         chain_id: home,
-        feed_chains,
+        feed_chains: FeedChains::new(feed_chains),
         owner: owner.clone(),
         lease: LeaseTiming {
             duration: config.lease.duration,

@@ -47,6 +47,9 @@ struct NotifierInner {
     waiters: Arc<Semaphore>,
     /// The number of those permits.
     max_waiters: usize,
+    /// The chain ids (as in the payload) whose completions wake waiters;
+    /// replaced when a reload adds or removes a chain.
+    ours: Arc<std::sync::RwLock<Vec<String>>>,
 }
 
 impl Drop for NotifierInner {
@@ -62,8 +65,10 @@ impl CompletionNotifier {
     /// runtime. Until the listener is connected, waiters poll on the interval.
     pub fn listen(pool: PgPool, chain_ids: &[u64], max_waiters: usize) -> Self {
         let (sender, signal) = watch::channel(Signal::default());
-        let ours: Vec<String> = chain_ids.iter().map(u64::to_string).collect();
-        let listener = tokio::spawn(listen_loop(pool, ours, sender));
+        let ours = Arc::new(std::sync::RwLock::new(
+            chain_ids.iter().map(u64::to_string).collect(),
+        ));
+        let listener = tokio::spawn(listen_loop(pool, ours.clone(), sender));
         let max_waiters = max_waiters.clamp(1, Semaphore::MAX_PERMITS);
         let waiters = Arc::new(Semaphore::new(max_waiters));
         Self {
@@ -72,8 +77,16 @@ impl CompletionNotifier {
                 listener,
                 waiters,
                 max_waiters,
+                ours,
             }),
         }
+    }
+
+    /// From now on wakes waiters for the completions of `chain_ids` (a
+    /// reload added or removed a chain).
+    pub fn set_chains(&self, chain_ids: &[u64]) {
+        let mut ours = self.inner.ours.write().unwrap_or_else(|e| e.into_inner());
+        *ours = chain_ids.iter().map(u64::to_string).collect();
     }
 
     /// Requests waiting for a completion now (tests wait for one to be
@@ -112,7 +125,17 @@ impl CompletionNotifier {
 
 /// The listener task: `LISTEN`, publish every matching notification, and
 /// reconnect after failures until the pool is closed.
-async fn listen_loop(pool: PgPool, ours: Vec<String>, sender: watch::Sender<Signal>) {
+async fn listen_loop(
+    pool: PgPool,
+    ours: Arc<std::sync::RwLock<Vec<String>>>,
+    sender: watch::Sender<Signal>,
+) {
+    let is_ours = |payload: &str| {
+        ours.read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|id| id == payload)
+    };
     while !pool.is_closed() {
         match subscribe_channel(&pool).await {
             Ok(mut listener) => {
@@ -124,9 +147,7 @@ async fn listen_loop(pool: PgPool, ours: Vec<String>, sender: watch::Sender<Sign
                 });
                 loop {
                     match listener.try_recv().await {
-                        Ok(Some(notification))
-                            if ours.iter().any(|id| id == notification.payload()) =>
-                        {
+                        Ok(Some(notification)) if is_ours(notification.payload()) => {
                             sender.send_modify(|signal| signal.generation += 1);
                         }
                         Ok(Some(_)) => {}

@@ -64,7 +64,7 @@ pub(super) fn chain_param(
         chain_id = Some(super::query::chain_id("chain_id", &value)?);
         Ok(true)
     })?;
-    state.chains.resolve(chain_id, "chain_id").cloned()
+    state.chains.resolve(chain_id, "chain_id")
 }
 
 fn millis(duration: std::time::Duration) -> u64 {
@@ -97,7 +97,7 @@ pub(crate) async fn actors(
     let mut chains = Vec::new();
     let mut submitters = Vec::new();
     let mut node = None;
-    for chain in state.chains.iter() {
+    for chain in state.chains.list().iter() {
         let snapshot = engine(chain)?.snapshot();
         let counts = work_counts(&state, chain).await?;
         node.get_or_insert((snapshot.node_id.to_string(), snapshot.instance.to_string()));
@@ -217,7 +217,7 @@ pub(crate) async fn cluster(
         })
         .collect();
     let mut leases = Vec::new();
-    for chain in state.chains.iter() {
+    for chain in state.chains.list().iter() {
         let listed = lease_scan::list(&state.pool, chain.chain_id).await?;
         leases.extend(
             listed

@@ -12,6 +12,7 @@ use super::{error::ApiResult, AppState};
 pub(super) fn node_name(state: &AppState) -> String {
     state
         .chains
+        .list()
         .iter()
         .find_map(|c| c.engine.as_ref())
         .map_or_else(|| "unknown".to_owned(), |e| e.node_id().to_owned())

@@ -39,6 +39,7 @@ pub struct ChainEndpointsView {
 pub(crate) async fn endpoints(State(state): State<AppState>) -> ApiResult<Json<EndpointsView>> {
     let chains: Vec<ChainEndpointsView> = state
         .chains
+        .list()
         .iter()
         .map(|chain| {
             let endpoints = chain

@@ -36,6 +36,10 @@ pub struct ReloadReport {
     pub signer_changed: Vec<String>,
     /// The webhooks now configured, when `[[webhooks]]` changed (applied at once).
     pub webhooks: Vec<String>,
+    /// Chains started and served (their submitters with them).
+    pub chains_added: Vec<String>,
+    /// Chains no longer served: their actors drained, their rows kept.
+    pub chains_removed: Vec<String>,
 }
 
 /// The operator side of [`AppState`](super::AppState).

@@ -18,6 +18,8 @@ use sqlx::PgPool;
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 use txmgr_actors::{chain::ChainClient, store::unapplied_migrations};
 
+use super::ServedChains;
+
 /// Budget of each readiness check, so a hanging dependency is reported
 /// rather than waited for.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -84,8 +86,10 @@ impl Readiness {
     /// from the first request on — and starts the refresher that checks
     /// again every `interval`. Ready while the database is and at least one
     /// chain is (none configured: the database alone).
-    pub async fn start(pool: PgPool, chains: Vec<CheckedChain>, interval: Duration) -> Self {
-        let first = check(&pool, &chains).await;
+    /// The chains checked are those `chains` serves at each round (a reload
+    /// may add or remove one).
+    pub async fn start(pool: PgPool, chains: ServedChains, interval: Duration) -> Self {
+        let first = check(&pool, &checked_chains(&chains)).await;
         let (sender, latest) = watch::channel(first);
         let refresher = tokio::spawn(refresh_loop(pool, chains, interval, sender));
         Self {
@@ -131,9 +135,24 @@ fn verdict(latest: &Checked, now: Instant, max_age: Duration) -> Vec<String> {
     latest.reasons.clone()
 }
 
+/// The served chains that have RPC endpoints to check.
+fn checked_chains(chains: &ServedChains) -> Vec<CheckedChain> {
+    chains
+        .list()
+        .iter()
+        .filter_map(|chain| {
+            Some(CheckedChain {
+                name: chain.name.clone(),
+                chain_id: chain.chain_id.into(),
+                client: chain.client.clone()?,
+            })
+        })
+        .collect()
+}
+
 async fn refresh_loop(
     pool: PgPool,
-    chains: Vec<CheckedChain>,
+    chains: ServedChains,
     interval: Duration,
     sender: watch::Sender<Checked>,
 ) {
@@ -141,7 +160,7 @@ async fn refresh_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let checked = check(&pool, &chains).await;
+        let checked = check(&pool, &checked_chains(&chains)).await;
         if sender.send(checked).is_err() {
             return;
         }

@@ -3,7 +3,7 @@
 //! endpoints. A request names its chain with `chain_id`; with one chain
 //! configured it may leave it out.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use txmgr_actors::{chain::ChainClient, domain::ChainId, node::Engine};
 
@@ -49,14 +49,26 @@ impl ServedChain {
     }
 }
 
-/// Every chain of this node, in configuration (name) order. Cheap to clone.
+/// Every chain of this node, in configuration (name) order. Cheap to clone;
+/// every clone sees the same set, which a reload replaces when it adds or
+/// removes a chain ([`ServedChains::replace`]).
 #[derive(Clone)]
-pub struct ServedChains(Arc<[ServedChain]>);
+pub struct ServedChains(Arc<Shared>);
+
+struct Shared {
+    /// The first chain at start: the key of the deployment's webhook rows.
+    home: ChainId,
+    list: RwLock<Arc<[ServedChain]>>,
+}
 
 impl ServedChains {
     /// The chains, in the order the ops views list them.
     pub fn new(chains: Vec<ServedChain>) -> Self {
-        Self(chains.into())
+        let home = chains.first().map_or(ChainId::from(0), |c| c.chain_id);
+        Self(Arc::new(Shared {
+            home,
+            list: RwLock::new(chains.into()),
+        }))
     }
 
     /// One chain named `default` with only a create path (tests and tools).
@@ -68,48 +80,60 @@ impl ServedChains {
         )])
     }
 
-    /// Every chain.
-    pub fn iter(&self) -> impl Iterator<Item = &ServedChain> {
-        self.0.iter()
+    /// Serves `chains` from now on (a reload added or removed a chain);
+    /// the webhook key ([`ServedChains::home`]) stays.
+    pub fn replace(&self, chains: Vec<ServedChain>) {
+        let mut list = self.0.list.write().unwrap_or_else(|e| e.into_inner());
+        *list = chains.into();
     }
 
-    /// The first chain's id: the key of the deployment's webhook rows
-    /// (cursor, lease, dead letters), which cover every chain's events.
+    /// The chains served now.
+    pub fn list(&self) -> Arc<[ServedChain]> {
+        self.0
+            .list
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The first chain's id at start: the key of the deployment's webhook
+    /// rows (cursor, lease, dead letters), which cover every chain's events.
     pub fn home(&self) -> ChainId {
-        self.0.first().map_or(ChainId::from(0), |c| c.chain_id)
+        self.0.home
     }
 
     /// Every chain id.
     pub fn ids(&self) -> Vec<ChainId> {
-        self.0.iter().map(|c| c.chain_id).collect()
+        self.list().iter().map(|c| c.chain_id).collect()
     }
 
     /// The chain with this id, if served here.
-    pub fn by_id(&self, chain_id: ChainId) -> Option<&ServedChain> {
-        self.0.iter().find(|c| c.chain_id == chain_id)
+    pub fn by_id(&self, chain_id: ChainId) -> Option<ServedChain> {
+        self.list().iter().find(|c| c.chain_id == chain_id).cloned()
     }
 
     /// The chain a request names in `field`, or the only one when it names
     /// none: 400 `missing_field` when several are served and none is named,
     /// 400 `invalid_request` for a chain not served here.
-    pub fn resolve(&self, requested: Option<u64>, field: &str) -> Result<&ServedChain, ApiError> {
+    pub fn resolve(&self, requested: Option<u64>, field: &str) -> Result<ServedChain, ApiError> {
+        let list = self.list();
         match requested {
             Some(id) => {
-                let served = self.by_id(ChainId::from(id));
-                served.ok_or_else(|| {
+                let served = list.iter().find(|c| c.chain_id == ChainId::from(id));
+                served.cloned().ok_or_else(|| {
                     ApiError::invalid(
                         field,
-                        format!("chain {id} is not served here (served: {})", self.listed()),
+                        format!("chain {id} is not served here (served: {})", listed(&list)),
                     )
                 })
             }
-            None => match &*self.0 {
-                [only] => Ok(only),
+            None => match &*list {
+                [only] => Ok(only.clone()),
                 _ => Err(ApiError::MissingField {
                     field: field.to_string(),
                     message: format!(
                         "{field} is required: this deployment serves several chains ({})",
-                        self.listed()
+                        listed(&list)
                     ),
                 }),
             },
@@ -127,13 +151,13 @@ impl ServedChains {
             .map(|id| self.resolve(Some(*id), field).map(|c| c.chain_id))
             .collect()
     }
+}
 
-    /// `1 (mainnet), 8453 (base)`, for error messages.
-    fn listed(&self) -> String {
-        self.0
-            .iter()
-            .map(|c| format!("{} ({})", c.chain_id, c.name))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
+/// `1 (mainnet), 8453 (base)`, for error messages.
+fn listed(chains: &[ServedChain]) -> String {
+    chains
+        .iter()
+        .map(|c| format!("{} ({})", c.chain_id, c.name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

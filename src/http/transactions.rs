@@ -129,7 +129,7 @@ async fn create_inner(
         .create(NewIntent::new(submitter, valid.request_id, valid.intent))
         .await;
     let outcome = match created {
-        Err(CreateError::UnknownSubmitter(address)) if state.chains.iter().count() > 1 => {
+        Err(CreateError::UnknownSubmitter(address)) if state.chains.list().len() > 1 => {
             return Err(ApiError::invalid(
                 "chain_id",
                 format!(

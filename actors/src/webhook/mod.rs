@@ -35,6 +35,29 @@ use crate::{
     supervisor::restart_backoff::{ended_child, Restarts},
 };
 
+/// The chains whose feed events the webhooks deliver: every chain the node
+/// serves, replaced when a reload adds or removes one. Cheap to clone; the
+/// clones share the set.
+#[derive(Debug, Clone, Default)]
+pub struct FeedChains(Arc<std::sync::RwLock<Vec<ChainId>>>);
+
+impl FeedChains {
+    /// The set `chains`.
+    pub fn new(chains: Vec<ChainId>) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(chains)))
+    }
+
+    /// The chains now.
+    pub fn get(&self) -> Vec<ChainId> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Delivers the events of `chains` from now on.
+    pub fn set(&self, chains: Vec<ChainId>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = chains;
+    }
+}
+
 /// What every webhook actor of a node shares.
 #[derive(Debug)]
 pub struct WebhookEnv {
@@ -44,7 +67,7 @@ pub struct WebhookEnv {
     /// by: the deployment's first chain.
     pub chain_id: ChainId,
     /// The chains whose feed events are delivered (every chain served).
-    pub feed_chains: Vec<ChainId>,
+    pub feed_chains: FeedChains,
     /// This process (the lease owner).
     pub owner: LeaseOwner,
     /// Lease length, renewal and skew: the submitters' settings.
@@ -224,6 +247,8 @@ pub struct Webhooks {
     supervisor: ActorRef<WebhookSupervisorMsg>,
     /// The names configured now (the gauges report only these).
     configured: Arc<std::sync::RwLock<Vec<String>>>,
+    /// The chains delivered, shared with every webhook actor.
+    feed_chains: FeedChains,
 }
 
 impl Webhooks {
@@ -232,10 +257,12 @@ impl Webhooks {
         env: WebhookEnv,
         settings: Vec<WebhookSettings>,
     ) -> Result<Webhooks, ractor::SpawnErr> {
+        let feed_chains = env.feed_chains.clone();
         let (supervisor, _) = Actor::spawn(None, WebhookSupervisor, Arc::new(env)).await?;
         let webhooks = Webhooks {
             supervisor,
             configured: Arc::default(),
+            feed_chains,
         };
         webhooks.apply(settings);
         Ok(webhooks)
@@ -249,6 +276,12 @@ impl Webhooks {
         let _ = self
             .supervisor
             .send_message(WebhookSupervisorMsg::Apply(settings));
+    }
+
+    /// The chains whose events are delivered: every chain served (a reload
+    /// that adds or removes a chain replaces them).
+    pub fn feed_chains(&self) -> &FeedChains {
+        &self.feed_chains
     }
 
     /// The names of the webhooks configured now.

@@ -13,8 +13,7 @@ use tower::ServiceExt;
 use txmgr::{
     config::Config,
     daemon::{
-        listen_for_chains, ops_state, served_chains, start_chains, ChainRuntime, Reloader,
-        WrapClient,
+        listen_for_served, ops_state, start_chains, ChainHost, ChainRuntime, Reloader, WrapClient,
     },
     http::{app, AppState, CompletionNotifier, Limits},
 };
@@ -59,8 +58,10 @@ signer = {{ kind = "env", env = "{KEY_VAR}" }}
 pub(crate) struct TestNode {
     /// The first chain's engine (the only one of a `[chain]` configuration).
     pub(crate) engine: Engine,
-    /// Every chain's runtime.
+    /// Every chain's runtime at start.
     pub(crate) chains: Vec<ChainRuntime>,
+    /// The chains running now (a reload may add or remove one).
+    host: Arc<ChainHost>,
     pub(crate) app: Router,
     listener: tokio::task::JoinHandle<()>,
     webhooks: txmgr_actors::webhook::Webhooks,
@@ -125,23 +126,22 @@ impl TestNode {
         let webhooks = txmgr::daemon::start_chain_webhooks(&config, &owner, pool.clone(), &chains)
             .await
             .expect("webhooks start");
-        let engines = chains
-            .iter()
-            .map(|c| (c.chain_id, c.engine.clone()))
-            .collect();
-        let listener = tokio::spawn(listen_for_chains(pool.clone(), engines));
+        let host = Arc::new(ChainHost::new(
+            owner.clone(),
+            pool.clone(),
+            txmgr::daemon::CountingChain::wrap,
+            chains.clone(),
+        ));
+        let listener = tokio::spawn(listen_for_served(pool.clone(), host.served()));
         let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
         let completions =
             CompletionNotifier::listen(pool.clone(), &chain_ids, config.http.max_long_polls);
+        host.follow(Some(completions.clone()), Some(webhooks.clone()));
         let wakes = txmgr::daemon::wake_on_completions(&completions, webhooks.clone());
         let reloader = file.map(|path| -> Arc<dyn txmgr::http::Reload> {
-            let engines = chains
-                .iter()
-                .map(|c| (c.name.clone(), c.engine.clone()))
-                .collect();
-            Arc::new(Reloader::for_chains(
+            Arc::new(Reloader::new(
                 path,
-                engines,
+                host.clone(),
                 webhooks.clone(),
                 config.clone(),
             ))
@@ -149,13 +149,14 @@ impl TestNode {
         let app = app(AppState {
             completions,
             pool: pool.clone(),
-            chains: served_chains(&chains),
+            chains: host.served(),
             limits: Limits::from_config(&config.http),
-            ops: ops_state(&config, &pool, &chains, reloader).await,
+            ops: ops_state(&config, &pool, &host.served(), reloader).await,
         });
         TestNode {
             engine,
             chains,
+            host,
             app,
             listener,
             webhooks,
@@ -214,6 +215,9 @@ impl TestNode {
         for chain in &self.chains {
             chain.engine.kill();
         }
+        for chain in self.host.running() {
+            chain.engine.kill();
+        }
     }
 
     /// Stops the engine gracefully (leases released).
@@ -223,6 +227,6 @@ impl TestNode {
         self.webhooks
             .shutdown(std::time::Duration::from_secs(10))
             .await;
-        txmgr::daemon::stop_chains(&self.chains, std::time::Duration::from_secs(10)).await;
+        self.host.stop_all(std::time::Duration::from_secs(10)).await;
     }
 }

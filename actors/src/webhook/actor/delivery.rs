@@ -15,7 +15,8 @@ impl WebhookState {
             let limit = READ_PAGE.min(u32::try_from(room).unwrap_or(READ_PAGE));
             let after = Some(self.window.read_to());
             let (rows, _) =
-                completions::read(&self.env.pool, &self.env.feed_chains, after, limit).await?;
+                completions::read(&self.env.pool, &self.env.feed_chains.get(), after, limit)
+                    .await?;
             let mut passed_over = false;
             for row in rows {
                 let Ok(cursor) = FeedCursor::parse(&row.cursor) else {
@@ -58,7 +59,8 @@ impl WebhookState {
             if !new.is_empty() {
                 let seqs: Vec<i64> = new.iter().map(|a| a.feed_seq).collect();
                 let rows =
-                    completions::read_seqs(&self.env.pool, &self.env.feed_chains, &seqs).await?;
+                    completions::read_seqs(&self.env.pool, &self.env.feed_chains.get(), &seqs)
+                        .await?;
                 for asked in new {
                     if let Some((cursor, row)) =
                         rows.iter().find(|(c, _)| c.seq() == asked.feed_seq)
@@ -81,7 +83,7 @@ impl WebhookState {
         for (submitter, from) in self.window.due_for_refill() {
             let rows = completions::read_submitter(
                 &self.env.pool,
-                &self.env.feed_chains,
+                &self.env.feed_chains.get(),
                 &submitter,
                 from,
                 self.window.read_to(),
