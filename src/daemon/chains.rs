@@ -13,9 +13,17 @@
 use std::sync::Arc;
 
 use sqlx::PgPool;
-use txmgr_actors::{chain::ChainClient, node::Engine, store::LeaseOwner};
+use txmgr_actors::{
+    chain::ChainClient,
+    node::{Engine, NodeWriters},
+    store::LeaseOwner,
+};
 
-use super::{connect_named_chain, engine::start_chain_engine, EngineSubmissions};
+use super::{
+    connect_named_chain,
+    engine::{ingress_limits, start_chain_engine},
+    EngineSubmissions,
+};
 use crate::{
     config::{Config, NamedChain},
     http::{CompletionNotifier, ServedChain, ServedChains},
@@ -55,19 +63,18 @@ pub async fn start_chains(
 ) -> anyhow::Result<Vec<ChainRuntime>> {
     let mut started: Vec<ChainRuntime> = Vec::new();
     let several = config.chains().len() > 1;
+    // One set of writers for every chain: all chains' creates and pipeline
+    // records share their group commits, and `[node]` ingress bounds hold
+    // for the node. They only talk to PostgreSQL, so no chain's RPC can
+    // hold their batches.
+    let writers = NodeWriters::start(pool, ingress_limits(config));
     for named in config.chains() {
         // The `chain` label of the endpoint set's series from its first probe.
         txmgr_actors::metrics::name_chain(named.config.chain_id.into(), named.name);
         let attempt = async {
             let endpoints = connect_named_chain(&named, several).await?;
-            start_connected(
-                config,
-                &named,
-                owner,
-                pool,
-                wrap(named.name, Arc::new(endpoints)),
-            )
-            .await
+            let client = wrap(named.name, Arc::new(endpoints));
+            start_connected(config, &named, owner, pool, client, writers.clone()).await
         };
         match attempt.await {
             Ok(chain) => started.push(chain),
@@ -87,8 +94,17 @@ async fn start_connected(
     owner: &LeaseOwner,
     pool: &PgPool,
     client: Arc<dyn ChainClient>,
+    writers: NodeWriters,
 ) -> anyhow::Result<ChainRuntime> {
-    let engine = start_chain_engine(config, named, owner, pool.clone(), client.clone()).await?;
+    let engine = start_chain_engine(
+        config,
+        named,
+        owner,
+        pool.clone(),
+        client.clone(),
+        Some(writers),
+    )
+    .await?;
     let private_sends = named
         .config
         .endpoints()
@@ -143,6 +159,8 @@ pub struct ChainHost {
     owner: LeaseOwner,
     pool: PgPool,
     wrap_added: WrapAdded,
+    /// The node's database writers, which chains added share too.
+    writers: Option<NodeWriters>,
     running: std::sync::Mutex<Vec<ChainRuntime>>,
     served: ServedChains,
     notifier: std::sync::Mutex<Option<CompletionNotifier>>,
@@ -175,6 +193,7 @@ impl ChainHost {
             owner,
             pool,
             wrap_added,
+            writers: chains.first().map(|chain| chain.engine.writers()),
             served: served_chains(&chains),
             running: std::sync::Mutex::new(chains),
             notifier: std::sync::Mutex::new(None),
@@ -232,8 +251,19 @@ impl ChainHost {
         let named = config
             .chain_named(&connected.name)
             .ok_or_else(|| anyhow::anyhow!("chains.{}: not configured", connected.name))?;
-        let chain =
-            start_connected(config, &named, &self.owner, &self.pool, connected.client).await?;
+        let writers = self
+            .writers
+            .clone()
+            .unwrap_or_else(|| NodeWriters::start(&self.pool, ingress_limits(config)));
+        let chain = start_connected(
+            config,
+            &named,
+            &self.owner,
+            &self.pool,
+            connected.client,
+            writers,
+        )
+        .await?;
         let mut running = self.lock_running();
         running.push(chain);
         running.sort_by(|a, b| a.name.cmp(&b.name));

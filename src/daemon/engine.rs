@@ -11,7 +11,7 @@ use txmgr_actors::{
     chain::{ChainClient, FeeCache},
     cluster::BalanceConfig,
     domain::{CreateError, CreateOutcome, Finality, NewIntent},
-    node::{Engine, EngineConfig, SubmitterSpec},
+    node::{Engine, EngineConfig, NodeWriters, SubmitterSpec},
     signer::build_signer,
     store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LeaseOwner, LEASE_SUFFIX},
     submitter::{IngressLimits, LeaseTiming},
@@ -59,7 +59,7 @@ pub async fn start_engine(
     let named = config
         .first_chain()
         .context("chains: no chain configured")?;
-    start_chain_engine(config, &named, owner, pool, chain).await
+    start_chain_engine(config, &named, owner, pool, chain, None).await
 }
 
 /// Builds the signer of every submitter configured on the chain (checking
@@ -70,6 +70,7 @@ pub async fn start_chain_engine(
     owner: &LeaseOwner,
     pool: PgPool,
     chain: Arc<dyn ChainClient>,
+    node_writers: Option<NodeWriters>,
 ) -> anyhow::Result<Engine> {
     let chain_config = named.config;
     // Fee quotes are shared by the chain's submitters for one poll interval.
@@ -120,16 +121,22 @@ pub async fn start_chain_engine(
         window_blocks: window_blocks(config, named),
         discovery_interval: config.node.discovery_interval,
         create_timeout: config.http.request_timeout,
-        ingress: IngressLimits {
-            max_items: config.node.ingress_max_items,
-            max_bytes: config.node.ingress_max_bytes,
-        },
+        ingress: ingress_limits(config),
+        node_writers,
         max_restarts: MAX_RESTARTS,
         restart_window: RESTART_WINDOW,
     };
     Engine::start(engine_config, pool, chain, specs)
         .await
         .with_context(|| format!("{}: starting the supervisor", named.key))
+}
+
+/// The node-wide bounds of creates waiting to be persisted (`[node]`).
+pub(super) fn ingress_limits(config: &Config) -> IngressLimits {
+    IngressLimits {
+        max_items: config.node.ingress_max_items,
+        max_bytes: config.node.ingress_max_bytes,
+    }
 }
 
 /// The HTTP edge's create path into the engine.

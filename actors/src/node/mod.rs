@@ -20,18 +20,14 @@ use crate::{
     chain::ChainClient,
     cluster::Membership,
     domain::{CreateError, CreateOutcome, NewIntent},
-    store::{group::GroupCommitter, queue_read::QueueReader},
-    submitter::{IngressWriter, LeaseKeeper, SubmitterHandle, SubmitterMsg},
+    submitter::{LeaseKeeper, SubmitterHandle, SubmitterMsg},
     supervisor::{EngineShared, Supervisor, SupervisorArgs, SupervisorMsg, TrackerTree},
     tracker::{ReceiptIndex, ResubmitTimers, TrackerProgress},
 };
 
-pub use crate::supervisor::{EngineConfig, SubmitterSpec};
+pub use crate::supervisor::{EngineConfig, NodeWriters, SubmitterSpec};
 pub use ops::{OpsError, Unprotected};
 pub use snapshot::{EngineLoad, EngineSnapshot, PoolsSnapshot, SubmitterSnapshot};
-
-/// Creates persisted per ingress transaction at most.
-const INGRESS_MAX_BATCH: usize = 1000;
 
 /// What the daemon holds: create intents, wake submitters, see handles, shut down.
 #[derive(Debug, Clone)]
@@ -46,6 +42,16 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// The database writers this engine uses: the node's, when the daemon
+    /// shares them between its chains.
+    pub fn writers(&self) -> NodeWriters {
+        NodeWriters {
+            ingress: self.shared.ingress.clone(),
+            committer: self.shared.committer.clone(),
+            queue: self.shared.queue.clone(),
+        }
+    }
+
     /// Starts the supervisor for the configured submitters.
     pub async fn start(
         config: EngineConfig,
@@ -64,12 +70,15 @@ impl Engine {
             membership.clone(),
             config.chain_id.into(),
         ));
-        let ingress = IngressWriter::start(pool.clone(), INGRESS_MAX_BATCH, config.ingress);
+        let writers = config
+            .node_writers
+            .clone()
+            .unwrap_or_else(|| NodeWriters::start(&pool, config.ingress));
         let shared = Arc::new(EngineShared {
             config,
-            ingress,
-            committer: GroupCommitter::spawn(pool.clone()),
-            queue: QueueReader::spawn(pool.clone()),
+            ingress: writers.ingress,
+            committer: writers.committer,
+            queue: writers.queue,
             pool,
             contexts: std::sync::RwLock::new(HashMap::new()),
             handles: DashMap::new(),

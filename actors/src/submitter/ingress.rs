@@ -75,6 +75,9 @@ impl Drop for IngressPermit {
     }
 }
 
+/// Creates persisted per ingress transaction at most.
+const NODE_MAX_BATCH: usize = 1000;
+
 /// Sends creates to the node's writer task. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct IngressWriter {
@@ -118,6 +121,12 @@ impl IngressWriter {
             _item: item,
             _bytes: bytes,
         })
+    }
+
+    /// The node's writer: batches of up to 1,000 creates (the node-wide
+    /// writer every chain's engine shares).
+    pub fn for_node(pool: PgPool, limits: IngressLimits) -> Self {
+        Self::start(pool, NODE_MAX_BATCH, limits)
     }
 
     /// Queues a create; false when the writer is gone (shutting down).

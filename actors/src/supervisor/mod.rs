@@ -20,5 +20,5 @@ mod shared;
 mod tracker_tree;
 
 pub use actor::{Supervisor, SupervisorArgs, SupervisorMsg};
-pub use shared::{EngineConfig, EngineShared, SubmitterSpec};
+pub use shared::{EngineConfig, EngineShared, NodeWriters, SubmitterSpec};
 pub use tracker_tree::{TrackerActorSnapshot, TrackerChild, TrackerTree};

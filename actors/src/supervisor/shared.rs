@@ -33,6 +33,31 @@ pub struct SubmitterSpec {
     pub settings: SubmitterSettings,
 }
 
+/// The node's database writers and queue reader: they only talk to
+/// PostgreSQL (no chain's RPC can hold their batches), so every chain's
+/// engine may share them. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct NodeWriters {
+    /// Persists creates, batched.
+    pub ingress: IngressWriter,
+    /// Commits pipeline records (broadcasts, allocations), batched.
+    pub committer: crate::store::group::GroupCommitter,
+    /// Reads queued intents for many submitters at once.
+    pub queue: crate::store::queue_read::QueueReader,
+}
+
+impl NodeWriters {
+    /// Starts the writers on `pool`, with `ingress` as the node's bound of
+    /// creates waiting to be persisted.
+    pub fn start(pool: &PgPool, ingress: IngressLimits) -> Self {
+        Self {
+            ingress: IngressWriter::for_node(pool.clone(), ingress),
+            committer: crate::store::group::GroupCommitter::spawn(pool.clone()),
+            queue: crate::store::queue_read::QueueReader::spawn(pool.clone()),
+        }
+    }
+}
+
 /// Node-wide engine settings.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -64,6 +89,11 @@ pub struct EngineConfig {
     pub create_timeout: Duration,
     /// Node-wide bound of creates waiting to be persisted.
     pub ingress: IngressLimits,
+    /// The node's database writers, shared by every chain's engine so that
+    /// all chains' creates and broadcast records go through the same group
+    /// commits and `ingress` bounds the node, not each chain. `None`: the
+    /// engine starts its own.
+    pub node_writers: Option<NodeWriters>,
     /// Restarts allowed within `restart_window` before giving up.
     pub max_restarts: u32,
     /// The window for `max_restarts`.
