@@ -31,12 +31,9 @@ async fn holder(cluster: &Cluster, name: &str) -> Option<String> {
     .expect("webhook lease")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_delivering_node_killed_mid_burst_hands_over_and_nothing_is_lost() {
-    std::env::set_var(SECRET_VAR, "cluster-secret");
-    let receiver = Receiver::always_ok().await;
-    // A slow receiver: deliveries are in flight when the kill comes.
-    receiver.set_delay(Duration::from_millis(20));
+/// Two dev submitters, no node yet, balancing on (webhooks move to their
+/// preferred node after 3 s), blocks every 200 ms.
+async fn balancing_cluster() -> Cluster {
     let spec = ClusterSpec {
         nodes: vec![],
         submitters: vec![0, 1],
@@ -44,17 +41,31 @@ async fn the_delivering_node_killed_mid_burst_hands_over_and_nothing_is_lost() {
         node_extra: "rebalance = true\nrebalance_settle = \"2s\"\nrebalance_min_hold = \"3s\"\nhandover_grace = \"1s\"",
         confirmations: 2,
     };
-    let mut cluster = Cluster::start(
+    Cluster::start(
         spec,
         Anvil::start_with(&["--block-time", "0.2"]).await,
         None,
     )
-    .await;
-    let hook = format!(
-        "\n[[webhooks]]\nname = \"hook\"\nurl = \"{}\"\nsecret_env = \"{SECRET_VAR}\"\n\
-         events = [\"CONFIRMED\"]\nstart_at = \"beginning\"\nbackoff_initial = \"100ms\"\nbackoff_max = \"500ms\"\n",
-        receiver.url
-    );
+    .await
+}
+
+/// A `[[webhooks]]` entry `name` for CONFIRMED events to `url`, from the
+/// feed's beginning, with short backoffs.
+fn hook_toml(name: &str, url: &str) -> String {
+    format!(
+        "\n[[webhooks]]\nname = \"{name}\"\nurl = \"{url}\"\nsecret_env = \"{SECRET_VAR}\"\n\
+         events = [\"CONFIRMED\"]\nstart_at = \"beginning\"\nbackoff_initial = \"100ms\"\nbackoff_max = \"500ms\"\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_delivering_node_killed_mid_burst_hands_over_and_nothing_is_lost() {
+    std::env::set_var(SECRET_VAR, "cluster-secret");
+    let receiver = Receiver::always_ok().await;
+    // A slow receiver: deliveries are in flight when the kill comes.
+    receiver.set_delay(Duration::from_millis(20));
+    let mut cluster = balancing_cluster().await;
+    let hook = hook_toml("hook", &receiver.url);
     for node in ["n1", "n2"] {
         let hook = hook.clone();
         cluster
@@ -135,25 +146,9 @@ async fn a_voluntary_hand_over_waits_for_running_attempts_and_repeats_nothing() 
     let receiver = Receiver::always_ok().await;
     // Slow answers: when the preferred node appears, attempts are running.
     receiver.set_delay(Duration::from_millis(300));
-    let spec = ClusterSpec {
-        nodes: vec![],
-        submitters: vec![0, 1],
-        strict: vec![],
-        node_extra: "rebalance = true\nrebalance_settle = \"2s\"\nrebalance_min_hold = \"3s\"\nhandover_grace = \"1s\"",
-        confirmations: 2,
-    };
-    let mut cluster = Cluster::start(
-        spec,
-        Anvil::start_with(&["--block-time", "0.2"]).await,
-        None,
-    )
-    .await;
+    let mut cluster = balancing_cluster().await;
     let name = name_preferring("n2", "n1");
-    let hook = format!(
-        "\n[[webhooks]]\nname = \"{name}\"\nurl = \"{}\"\nsecret_env = \"{SECRET_VAR}\"\n\
-         events = [\"CONFIRMED\"]\nstart_at = \"beginning\"\nbackoff_initial = \"100ms\"\nbackoff_max = \"500ms\"\n",
-        receiver.url
-    );
+    let hook = hook_toml(&name, &receiver.url);
     let first = hook.clone();
     cluster
         .add_node_with("n1", move |config| config + &first)

@@ -14,8 +14,6 @@
 //! whether per-chain overhead grows with K (the goal: the ratio at K = 4
 //! within 10 % of the ratio at K = 1).
 
-use std::time::Duration;
-
 use alloy::{primitives::Address, signers::local::PrivateKeySigner};
 use anyhow::Context;
 use serde::Serialize;
@@ -27,7 +25,7 @@ use crate::{
     phases::TxmgrBench,
     raw,
     report::{RawPhase, TxmgrPhase},
-    Args, TRANSFER_GAS,
+    Args,
 };
 
 /// One K of `--chains`: raw and txmgr side by side.
@@ -146,22 +144,9 @@ async fn measure_txmgr(
         submitters.iter().map(|a| (*a, keys::key_var(*a))).collect();
     let toml = node::config_toml(&db.url, &chains, &settings, &env_submitters);
     let node = Node::start(&toml).await.context("starting the node")?;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.concurrency.max(256))
-        .tcp_nodelay(true)
-        .timeout(Duration::from_secs(60))
-        .build()
-        .context("HTTP client")?;
-    let bench = TxmgrBench {
-        client,
-        node: &node,
-        db,
-        concurrency: args.concurrency,
-        gas_limit: (!args.estimate_gas).then_some(TRANSFER_GAS),
-        tracking_timeout: args.tracking_timeout,
-        anvil_pids: anvils.iter().filter_map(Anvil::pid).collect(),
-        chain_ids: anvils.iter().map(Anvil::chain_id).collect(),
-    };
+    let anvil_refs: Vec<&Anvil> = anvils.iter().collect();
+    let chain_ids = anvils.iter().map(Anvil::chain_id).collect();
+    let bench = TxmgrBench::new(args, &node, db, &anvil_refs, chain_ids)?;
     let tag = format!("chains{}", anvils.len());
     let outcome = bench.closed_loop(submitters, count, &tag).await;
     node.stop().await;

@@ -7,11 +7,13 @@ use alloy::primitives::Address;
 use anyhow::{bail, Context};
 
 use crate::{
+    anvil::Anvil,
     cpu::CpuSample,
     load::{self, Acks, CreateBatch},
     node::{BenchDb, Node},
     raw::{millis, per_second},
     report::{AckPhase, PipelineStats, TxmgrPhase},
+    Args, TRANSFER_GAS,
 };
 
 /// Least time warm-up intents may take to reach TRACKING (lease
@@ -43,7 +45,35 @@ pub(crate) struct TxmgrBench<'a> {
     pub(crate) chain_ids: Vec<u64>,
 }
 
-impl TxmgrBench<'_> {
+impl<'a> TxmgrBench<'a> {
+    /// The phases' shared state for `node`, with a keep-alive client pool
+    /// sized for `--concurrency`; creates name `chain_ids` round-robin
+    /// (empty: the node's one chain).
+    pub(crate) fn new(
+        args: &Args,
+        node: &'a Node,
+        db: &'a BenchDb,
+        anvils: &[&Anvil],
+        chain_ids: Vec<u64>,
+    ) -> anyhow::Result<TxmgrBench<'a>> {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(args.concurrency.max(256))
+            .tcp_nodelay(true)
+            .timeout(Duration::from_secs(60))
+            .build()
+            .context("HTTP client")?;
+        Ok(TxmgrBench {
+            client,
+            node,
+            db,
+            concurrency: args.concurrency,
+            gas_limit: (!args.estimate_gas).then_some(TRANSFER_GAS),
+            tracking_timeout: args.tracking_timeout,
+            anvil_pids: anvils.iter().filter_map(|a| a.pid()).collect(),
+            chain_ids,
+        })
+    }
+
     /// One create per submitter (on each chain), waited on until TRACKING,
     /// so the measured phase does not include lease acquisition and nonce
     /// reconciliation.

@@ -1,8 +1,6 @@
 //! One in-process node serving the closed-loop txmgr phases ("one", then
 //! "many" once per `--submitters` count) and the open-loop ack phase.
 
-use std::time::Duration;
-
 use alloy::primitives::Address;
 use anyhow::Context;
 
@@ -11,7 +9,7 @@ use crate::{
     keys::{self, TxmgrKeys},
     node::{self, BenchDb, Node, NodeSettings},
     phases::TxmgrBench,
-    report, Args, Phase, TRANSFER_GAS,
+    report, Args, Phase,
 };
 
 /// Where the node under test sends its JSON-RPC.
@@ -66,22 +64,7 @@ pub(crate) async fn run_txmgr(
         );
     }
     let node = Node::start(&toml).await.context("starting the node")?;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.concurrency.max(256))
-        .tcp_nodelay(true)
-        .timeout(Duration::from_secs(60))
-        .build()
-        .context("HTTP client")?;
-    let bench = TxmgrBench {
-        client,
-        node: &node,
-        db,
-        concurrency: args.concurrency,
-        gas_limit: (!args.estimate_gas).then_some(TRANSFER_GAS),
-        tracking_timeout: args.tracking_timeout,
-        anvil_pids: anvil.pid().into_iter().collect(),
-        chain_ids: Vec::new(),
-    };
+    let bench = TxmgrBench::new(args, &node, db, &[anvil], Vec::new())?;
     let one_address = keys::addresses(&keys_of_node.one);
     let many_addresses: Vec<Vec<Address>> = keys_of_node
         .many
