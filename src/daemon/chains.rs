@@ -15,6 +15,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use txmgr_actors::{
     chain::ChainClient,
+    domain::ChainId,
     node::{Engine, NodeWriters},
     store::LeaseOwner,
 };
@@ -182,19 +183,21 @@ impl ConnectedChain {
 
 impl ChainHost {
     /// The host of `chains` (as [`start_chains`] started them); chains
-    /// added later get their endpoints wrapped by `wrap_added`.
+    /// added later get their endpoints wrapped by `wrap_added`; the API
+    /// keys its webhook views by `webhook_chain` (the webhooks' key chain).
     pub fn new(
         owner: LeaseOwner,
         pool: PgPool,
         wrap_added: WrapAdded,
         chains: Vec<ChainRuntime>,
+        webhook_chain: ChainId,
     ) -> Self {
         Self {
             owner,
             pool,
             wrap_added,
             writers: chains.first().map(|chain| chain.engine.writers()),
-            served: served_chains(&chains),
+            served: ServedChains::with_home(served_list(&chains), webhook_chain),
             running: std::sync::Mutex::new(chains),
             notifier: std::sync::Mutex::new(None),
             webhooks: std::sync::Mutex::new(None),

@@ -206,6 +206,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         pool.clone(),
         CountingChain::wrap,
         chains,
+        webhooks.key_chain(),
     ));
     let work_listener = tokio::spawn(listen_for_served(pool.clone(), host.served()));
     let gauges = tokio::spawn(gauge_loop(

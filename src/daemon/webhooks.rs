@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use txmgr_actors::{
     domain::ChainId,
     node::Engine,
-    store::LeaseOwner,
+    store::{webhooks, LeaseOwner},
     submitter::LeaseTiming,
     webhook::{FeedChains, WebhookEnv, Webhooks},
 };
@@ -19,7 +19,8 @@ use crate::{config::Config, http::CompletionNotifier};
 const WEBHOOK_TICK: Duration = Duration::from_millis(250);
 
 /// Starts one actor per `[[webhooks]]` entry (secrets read now): each
-/// delivers the events of every chain, its rows keyed by the first chain.
+/// delivers the events of every chain, its rows keyed by the chain that
+/// already keys them ([`webhooks::keyed_chain`]), else the first chain.
 pub async fn start_chain_webhooks(
     config: &Config,
     owner: &LeaseOwner,
@@ -39,7 +40,14 @@ async fn start_webhooks_over(
     feed_chains: Vec<ChainId>,
 ) -> anyhow::Result<Webhooks> {
     let settings = config.resolved_webhooks()?;
-    let home = *feed_chains.first().context("chains: no chain")?;
+    let first = *feed_chains.first().context("chains: no chain")?;
+    // The rows already there keep their key, whatever chains were added,
+    // removed or renamed since; a first start keys them by the first chain.
+    let names: Vec<String> = settings.iter().map(|s| s.name.clone()).collect();
+    let home = webhooks::keyed_chain(&pool, &feed_chains, &names)
+        .await
+        .context("reading the webhooks' rows")?
+        .unwrap_or(first);
     let env = WebhookEnv {
         pool,
         chain_id: home,

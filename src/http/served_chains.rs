@@ -56,7 +56,7 @@ impl ServedChain {
 pub struct ServedChains(Arc<Shared>);
 
 struct Shared {
-    /// The first chain at start: the key of the deployment's webhook rows.
+    /// The key of the deployment's webhook rows.
     home: ChainId,
     list: RwLock<Arc<[ServedChain]>>,
 }
@@ -65,6 +65,15 @@ impl ServedChains {
     /// The chains, in the order the ops views list them.
     pub fn new(chains: Vec<ServedChain>) -> Self {
         let home = chains.first().map_or(ChainId::from(0), |c| c.chain_id);
+        Self(Arc::new(Shared {
+            home,
+            list: RwLock::new(chains.into()),
+        }))
+    }
+
+    /// The chains, with `home` as the key of the webhook rows (the chain
+    /// the webhooks are keyed by, which need not be the first).
+    pub fn with_home(chains: Vec<ServedChain>, home: ChainId) -> Self {
         Self(Arc::new(Shared {
             home,
             list: RwLock::new(chains.into()),
@@ -96,8 +105,9 @@ impl ServedChains {
             .clone()
     }
 
-    /// The first chain's id at start: the key of the deployment's webhook
-    /// rows (cursor, lease, dead letters), which cover every chain's events.
+    /// The key of the deployment's webhook rows (cursor, lease, dead
+    /// letters), which cover every chain's events: the webhooks' key chain
+    /// (see [`ServedChains::with_home`]), else the first chain at start.
     pub fn home(&self) -> ChainId {
         self.0.home
     }

@@ -62,7 +62,8 @@ impl CreatedBody {
 }
 
 /// `POST /v1/transactions`; counts every answer in `txmgr_creates_total`
-/// by result.
+/// by chain (its name; `none` when refused before a served chain was
+/// named) and result.
 #[utoipa::path(post, path = "/v1/transactions", tag = "transactions",
     description = "Accepts an intent once it is committed to PostgreSQL. Idempotent on `(chain_id, submitter, request_id)`.",
     request_body = CreateBody,
@@ -83,8 +84,9 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Result<ApiJson<CreateBody>, ApiError>,
 ) -> ApiResult<Response> {
+    let mut chain = None;
     let result = match body {
-        Ok(ApiJson(body)) => create_inner(state, caller, headers, body).await,
+        Ok(ApiJson(body)) => create_inner(state, caller, headers, body, &mut chain).await,
         Err(err) => Err(err),
     };
     let label = match &result {
@@ -92,15 +94,22 @@ pub(crate) async fn create(
         Ok(_) => "replayed",
         Err(err) => err.code(),
     };
-    metrics::counter!(txmgr_actors::metrics::CREATES, "result" => label).increment(1);
+    let chain = chain.unwrap_or_else(|| NO_CHAIN.to_owned());
+    metrics::counter!(txmgr_actors::metrics::CREATES, "chain" => chain, "result" => label)
+        .increment(1);
     result
 }
 
+/// The `chain` label of a create refused before it named a served chain.
+const NO_CHAIN: &str = "none";
+
+/// Sets `chain_name` once the request's chain is resolved (for the metric).
 async fn create_inner(
     state: AppState,
     caller: Caller,
     headers: HeaderMap,
     body: CreateBody,
+    chain_name: &mut Option<String>,
 ) -> ApiResult<Response> {
     let header_key = match headers.get(IDEMPOTENCY_KEY) {
         Some(value) => Some(value.to_str().map_err(|_| {
@@ -113,6 +122,7 @@ async fn create_inner(
     };
     let valid = body.validate(header_key, state.limits.data_limit_bytes)?;
     let chain = state.chains.resolve(valid.chain_id, "chain_id")?;
+    *chain_name = Some(chain.name.clone());
     if valid.intent.private && !chain.private_sends {
         return Err(ApiError::invalid(
             "private",

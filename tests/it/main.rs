@@ -41,6 +41,7 @@ mod metrics_promtool;
 mod migrations;
 mod multi_chain;
 mod multi_chain_access;
+mod multi_chain_bounded;
 mod multi_chain_cluster;
 mod multi_chain_faults;
 mod multi_chain_reload;

@@ -244,3 +244,67 @@ async fn a_chain_scoped_ops_token_sees_only_that_chains_dead_letters() {
     assert_eq!(dead("ops-base").await, 1, "only base's event");
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhook_keeps_its_cursor_when_a_chain_named_first_is_added() {
+    use crate::common::{receiver::Receiver, wait_until};
+    const SECRET_VAR: &str = "TXMGR_TEST_MULTI_CHAIN_KEY_SECRET";
+    std::env::set_var(OTHER_KEY_VAR, OTHER_KEY);
+    std::env::set_var(SECRET_VAR, "key-secret");
+    let db = TestDb::migrated().await;
+    let local = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let base = Anvil::start_on_chain(BASE_ID, &["--block-time", "0.2"]).await;
+    let added = Anvil::start_on_chain(4244, &["--block-time", "0.2"]).await;
+    let receiver = Receiver::always_ok().await;
+    let hook = format!(
+        "\n[[webhooks]]\nname = \"steady\"\nurl = \"{}\"\nsecret_env = \"{SECRET_VAR}\"\n\
+         events = [\"CONFIRMED\"]\nstart_at = \"beginning\"\n",
+        receiver.url
+    );
+    let first = format!("{}{hook}", two_chains_toml(&db.url, &local, &base));
+    let delivered = |n: usize| {
+        let receiver = &receiver;
+        async move {
+            let ids: std::collections::HashSet<String> = receiver
+                .delivered()
+                .iter()
+                .filter_map(|r| r.json["tx_id"].as_str().map(str::to_owned))
+                .collect();
+            ids.len() >= n
+        }
+    };
+    let node = TestNode::start(&first).await;
+    for i in 0..2 {
+        let body = on_chain(Some(31337), DEV, &format!("before{i}"));
+        let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    wait_until(std::time::Duration::from_secs(30), || delivered(2)).await;
+    node.stop().await;
+
+    // `aaa` sorts before `base`: the first chain is another one now.
+    let second = first.replace(
+        "[chains.base]",
+        &format!(
+            "[chains.aaa]\nrpc_url = \"{}\"\nchain_id = 4244\n[chains.base]",
+            added.rpc_url()
+        ),
+    );
+    let node = TestNode::start(&second).await;
+    let body = on_chain(Some(31337), DEV, "after");
+    let (status, answer) = node.request("POST", "/v1/transactions", Some(body)).await;
+    assert_eq!(status, 202, "{answer}");
+    wait_until(std::time::Duration::from_secs(30), || delivered(3)).await;
+    // Still the one cursor, keyed as before: nothing was replayed.
+    let keys: Vec<i64> = sqlx::query_scalar("SELECT chain_id FROM webhook_cursor")
+        .fetch_all(&db.pool)
+        .await
+        .expect("cursors");
+    assert_eq!(keys, vec![BASE_ID as i64]);
+    let mut times = std::collections::HashMap::new();
+    for r in receiver.delivered() {
+        *times.entry(r.delivery_id).or_insert(0) += 1;
+    }
+    assert!(times.values().all(|n| *n == 1), "replayed: {times:?}");
+    node.stop().await;
+}

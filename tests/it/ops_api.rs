@@ -225,11 +225,11 @@ async fn metrics_public_readyz_and_chain_down() {
     let (status, _, text) = raw(&node, None, "GET", "/metrics").await;
     assert_eq!(status, 200);
     assert!(
-        text.contains("txmgr_creates_total{result=\"created\"}"),
+        text.contains("txmgr_creates_total{chain=\"default\",result=\"created\"}"),
         "{text}"
     );
     assert!(
-        text.contains("txmgr_creates_total{result=\"invalid_request\"}"),
+        text.contains("txmgr_creates_total{chain=\"none\",result=\"invalid_request\"}"),
         "{text}"
     );
     assert!(text.contains("txmgr_rpc_calls_total"), "{text}");

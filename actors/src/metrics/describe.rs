@@ -162,7 +162,7 @@ pub fn describe() {
     describe_counter!(
         CREATES,
         Unit::Count,
-        "POST /v1/transactions answers by result (created, replayed or an error code)."
+        "POST /v1/transactions answers by chain (none: refused before naming a served chain) and result (created, replayed or an error code)."
     );
     describe_gauge!(
         TRANSACTIONS,

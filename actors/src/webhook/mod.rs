@@ -64,7 +64,7 @@ pub struct WebhookEnv {
     /// The database.
     pub pool: PgPool,
     /// The chain the webhook rows (cursor, lease, dead letters) are keyed
-    /// by: the deployment's first chain.
+    /// by: the one that already keys them, else the first chain at start.
     pub chain_id: ChainId,
     /// The chains whose feed events are delivered (every chain served).
     pub feed_chains: FeedChains,
@@ -249,6 +249,8 @@ pub struct Webhooks {
     configured: Arc<std::sync::RwLock<Vec<String>>>,
     /// The chains delivered, shared with every webhook actor.
     feed_chains: FeedChains,
+    /// The chain id the webhook rows are keyed by.
+    key_chain: ChainId,
 }
 
 impl Webhooks {
@@ -258,11 +260,13 @@ impl Webhooks {
         settings: Vec<WebhookSettings>,
     ) -> Result<Webhooks, ractor::SpawnErr> {
         let feed_chains = env.feed_chains.clone();
+        let key_chain = env.chain_id;
         let (supervisor, _) = Actor::spawn(None, WebhookSupervisor, Arc::new(env)).await?;
         let webhooks = Webhooks {
             supervisor,
             configured: Arc::default(),
             feed_chains,
+            key_chain,
         };
         webhooks.apply(settings);
         Ok(webhooks)
@@ -282,6 +286,12 @@ impl Webhooks {
     /// that adds or removes a chain replaces them).
     pub fn feed_chains(&self) -> &FeedChains {
         &self.feed_chains
+    }
+
+    /// The chain id the webhook rows (cursor, lease, dead letters) are
+    /// keyed by.
+    pub fn key_chain(&self) -> ChainId {
+        self.key_chain
     }
 
     /// The names of the webhooks configured now.

@@ -131,6 +131,7 @@ impl TestNode {
             pool.clone(),
             txmgr::daemon::CountingChain::wrap,
             chains.clone(),
+            webhooks.key_chain(),
         ));
         let listener = tokio::spawn(listen_for_served(pool.clone(), host.served()));
         let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();

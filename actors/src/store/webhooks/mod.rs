@@ -19,6 +19,29 @@ mod views;
 use crate::domain::ChainId;
 pub use views::{dead_letters, statuses, DeadLetter, WebhookStatus, LAG_COUNT_CAP};
 
+/// The chain whose id keys the deployment's webhook rows (cursor, lease,
+/// done markers, dead letters) already in the database, for the webhooks
+/// `names`: a served chain (of `served`) first, else any — so that adding,
+/// removing or renaming chains never moves a webhook off its cursor; the
+/// one with most cursors, ties to the lowest id. `None`: no row yet.
+pub async fn keyed_chain(
+    pool: &PgPool,
+    served: &[ChainId],
+    names: &[String],
+) -> StoreResult<Option<ChainId>> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT chain_id AS "chain_id!: ChainId" FROM webhook_cursor
+            WHERE webhook = ANY($2)
+            GROUP BY chain_id
+            ORDER BY chain_id = ANY($1) DESC, count(*) DESC, chain_id
+            LIMIT 1"#,
+        served as _,
+        names,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
 /// Where a new holder resumes: the cursor and the events done beyond it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resume {
