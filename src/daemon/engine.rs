@@ -173,7 +173,9 @@ pub async fn listen_for_chains(pool: PgPool, engines: Vec<(u64, Engine)>) {
 /// gets its notifications from then on, a removed one no more.
 pub async fn listen_for_served(pool: PgPool, chains: ServedChains) {
     listen_routed(pool, move |chain_id| {
-        chains.by_id(chain_id.into()).and_then(|chain| chain.engine)
+        chains
+            .by_id(chain_id.into())
+            .and_then(|chain| chain.engine.clone())
     })
     .await
 }

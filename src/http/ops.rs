@@ -53,7 +53,7 @@ fn engine(chain: &ServedChain) -> ApiResult<&Engine> {
 pub(super) fn chain_param(
     state: &AppState,
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> ApiResult<ServedChain> {
+) -> ApiResult<std::sync::Arc<ServedChain>> {
     let Query(pairs) =
         pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
     let mut chain_id = None;

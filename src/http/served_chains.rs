@@ -58,7 +58,8 @@ pub struct ServedChains(Arc<Shared>);
 struct Shared {
     /// The key of the deployment's webhook rows.
     home: ChainId,
-    list: RwLock<Arc<[ServedChain]>>,
+    /// Each chain behind an `Arc`: a request takes its chain without copying it.
+    list: RwLock<Arc<[Arc<ServedChain>]>>,
 }
 
 impl ServedChains {
@@ -67,7 +68,7 @@ impl ServedChains {
         let home = chains.first().map_or(ChainId::from(0), |c| c.chain_id);
         Self(Arc::new(Shared {
             home,
-            list: RwLock::new(chains.into()),
+            list: RwLock::new(shared(chains)),
         }))
     }
 
@@ -76,7 +77,7 @@ impl ServedChains {
     pub fn with_home(chains: Vec<ServedChain>, home: ChainId) -> Self {
         Self(Arc::new(Shared {
             home,
-            list: RwLock::new(chains.into()),
+            list: RwLock::new(shared(chains)),
         }))
     }
 
@@ -93,11 +94,11 @@ impl ServedChains {
     /// the webhook key ([`ServedChains::home`]) stays.
     pub fn replace(&self, chains: Vec<ServedChain>) {
         let mut list = self.0.list.write().unwrap_or_else(|e| e.into_inner());
-        *list = chains.into();
+        *list = shared(chains);
     }
 
     /// The chains served now.
-    pub fn list(&self) -> Arc<[ServedChain]> {
+    pub fn list(&self) -> Arc<[Arc<ServedChain>]> {
         self.0
             .list
             .read()
@@ -118,14 +119,18 @@ impl ServedChains {
     }
 
     /// The chain with this id, if served here.
-    pub fn by_id(&self, chain_id: ChainId) -> Option<ServedChain> {
+    pub fn by_id(&self, chain_id: ChainId) -> Option<Arc<ServedChain>> {
         self.list().iter().find(|c| c.chain_id == chain_id).cloned()
     }
 
     /// The chain a request names in `field`, or the only one when it names
     /// none: 400 `missing_field` when several are served and none is named,
     /// 400 `invalid_request` for a chain not served here.
-    pub fn resolve(&self, requested: Option<u64>, field: &str) -> Result<ServedChain, ApiError> {
+    pub fn resolve(
+        &self,
+        requested: Option<u64>,
+        field: &str,
+    ) -> Result<Arc<ServedChain>, ApiError> {
         let list = self.list();
         match requested {
             Some(id) => {
@@ -164,7 +169,11 @@ impl ServedChains {
 }
 
 /// `1 (mainnet), 8453 (base)`, for error messages.
-fn listed(chains: &[ServedChain]) -> String {
+fn shared(chains: Vec<ServedChain>) -> Arc<[Arc<ServedChain>]> {
+    chains.into_iter().map(Arc::new).collect()
+}
+
+fn listed(chains: &[Arc<ServedChain>]) -> String {
     chains
         .iter()
         .map(|c| format!("{} ({})", c.chain_id, c.name))

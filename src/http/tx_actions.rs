@@ -220,7 +220,7 @@ async fn act(
             state
                 .chains
                 .by_id(chain_id)
-                .and_then(|chain| chain.engine)
+                .and_then(|chain| chain.engine.clone())
                 .and_then(|engine| engine.settings(address))
                 .map_or(DEFAULT_RESUBMIT_INTERVAL, |s| s.resubmit_interval)
         });
