@@ -12,11 +12,12 @@
 
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use sqlx::PgPool;
 use txmgr_actors::{
     chain::ChainClient,
     domain::ChainId,
-    node::{Engine, NodeWriters},
+    node::{Engine, NodeServices},
     store::LeaseOwner,
 };
 
@@ -64,18 +65,21 @@ pub async fn start_chains(
 ) -> anyhow::Result<Vec<ChainRuntime>> {
     let mut started: Vec<ChainRuntime> = Vec::new();
     let several = config.chains().len() > 1;
-    // One set of writers for every chain: all chains' creates and pipeline
+    // One root actor and one set of writers for every chain: each chain's
+    // supervisor is a child of the root, all chains' creates and pipeline
     // records share their group commits, and `[node]` ingress bounds hold
-    // for the node. They only talk to PostgreSQL, so no chain's RPC can
-    // hold their batches.
-    let writers = NodeWriters::start(pool, ingress_limits(config));
+    // for the node. The writers only talk to PostgreSQL, so no chain's RPC
+    // can hold their batches.
+    let services = NodeServices::start(pool, ingress_limits(config))
+        .await
+        .context("starting the node's root actor")?;
     for named in config.chains() {
         // The `chain` label of the endpoint set's series from its first probe.
         txmgr_actors::metrics::name_chain(named.config.chain_id.into(), named.name);
         let attempt = async {
             let endpoints = connect_named_chain(&named, several).await?;
             let client = wrap(named.name, Arc::new(endpoints));
-            start_connected(config, &named, owner, pool, client, writers.clone()).await
+            start_connected(config, &named, owner, pool, client, services.clone()).await
         };
         match attempt.await {
             Ok(chain) => started.push(chain),
@@ -95,7 +99,7 @@ async fn start_connected(
     owner: &LeaseOwner,
     pool: &PgPool,
     client: Arc<dyn ChainClient>,
-    writers: NodeWriters,
+    services: NodeServices,
 ) -> anyhow::Result<ChainRuntime> {
     let engine = start_chain_engine(
         config,
@@ -103,7 +107,7 @@ async fn start_connected(
         owner,
         pool.clone(),
         client.clone(),
-        Some(writers),
+        Some(services),
     )
     .await?;
     let private_sends = named
@@ -160,8 +164,8 @@ pub struct ChainHost {
     owner: LeaseOwner,
     pool: PgPool,
     wrap_added: WrapAdded,
-    /// The node's database writers, which chains added share too.
-    writers: Option<NodeWriters>,
+    /// The node's root actor and database writers, which chains added share too.
+    services: Option<NodeServices>,
     running: std::sync::Mutex<Vec<ChainRuntime>>,
     served: ServedChains,
     notifier: std::sync::Mutex<Option<CompletionNotifier>>,
@@ -196,7 +200,7 @@ impl ChainHost {
             owner,
             pool,
             wrap_added,
-            writers: chains.first().map(|chain| chain.engine.writers()),
+            services: chains.first().map(|chain| chain.engine.services()),
             served: ServedChains::with_home(served_list(&chains), webhook_chain),
             running: std::sync::Mutex::new(chains),
             notifier: std::sync::Mutex::new(None),
@@ -254,17 +258,19 @@ impl ChainHost {
         let named = config
             .chain_named(&connected.name)
             .ok_or_else(|| anyhow::anyhow!("chains.{}: not configured", connected.name))?;
-        let writers = self
-            .writers
-            .clone()
-            .unwrap_or_else(|| NodeWriters::start(&self.pool, ingress_limits(config)));
+        let services = match self.services.clone() {
+            Some(services) => services,
+            None => NodeServices::start(&self.pool, ingress_limits(config))
+                .await
+                .context("starting the node's root actor")?,
+        };
         let chain = start_connected(
             config,
             &named,
             &self.owner,
             &self.pool,
             connected.client,
-            writers,
+            services,
         )
         .await?;
         let mut running = self.lock_running();

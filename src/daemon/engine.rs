@@ -11,7 +11,7 @@ use txmgr_actors::{
     chain::{ChainClient, FeeCache},
     cluster::BalanceConfig,
     domain::{CreateError, CreateOutcome, Finality, NewIntent},
-    node::{Engine, EngineConfig, NodeWriters, SubmitterSpec},
+    node::{Engine, EngineConfig, NodeServices, SubmitterSpec},
     signer::build_signer,
     store::{actions::RESUBMIT_SUFFIX, intents::WORK_CHANNEL, LeaseOwner, LEASE_SUFFIX},
     submitter::{IngressLimits, LeaseTiming},
@@ -70,7 +70,7 @@ pub async fn start_chain_engine(
     owner: &LeaseOwner,
     pool: PgPool,
     chain: Arc<dyn ChainClient>,
-    node_writers: Option<NodeWriters>,
+    node_services: Option<NodeServices>,
 ) -> anyhow::Result<Engine> {
     let chain_config = named.config;
     // Fee quotes are shared by the chain's submitters for one poll interval.
@@ -122,7 +122,7 @@ pub async fn start_chain_engine(
         discovery_interval: config.node.discovery_interval,
         create_timeout: config.http.request_timeout,
         ingress: ingress_limits(config),
-        node_writers,
+        node_services,
         max_restarts: MAX_RESTARTS,
         restart_window: RESTART_WINDOW,
     };

@@ -83,9 +83,62 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
                 header::CONTENT_TYPE,
                 "text/plain; version=0.0.4; charset=utf-8",
             )],
-            handle.render(),
+            without_chains(handle.render(), &state.chains.retired()),
         )
             .into_response(),
         None => ApiError::Unavailable("no metrics recorder in this process".into()).into_response(),
+    }
+}
+
+/// The exposition without the samples of chains a reload removed: their
+/// gauges would otherwise go on showing the last values (a removed chain
+/// "healthy", its leases "held"). Prometheus marks the series stale.
+fn without_chains(text: String, retired: &[String]) -> String {
+    if retired.is_empty() {
+        return text;
+    }
+    let labels: Vec<String> = retired
+        .iter()
+        .map(|name| {
+            let escaped = name.replace('\\', "\\\\").replace('"', "\\\"");
+            format!("chain=\"{escaped}\"")
+        })
+        .collect();
+    let retired_sample = |line: &str| {
+        !line.starts_with('#')
+            && labels.iter().any(|label| {
+                line.match_indices(label.as_str())
+                    .any(|(at, _)| matches!(line[..at].chars().last(), Some('{' | ',')))
+            })
+    };
+    let mut kept = String::with_capacity(text.len());
+    for line in text.lines().filter(|line| !retired_sample(line)) {
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_chains;
+
+    #[test]
+    fn a_retired_chains_samples_are_left_out_and_the_others_kept() {
+        let text = "# HELP txmgr_x x\n# TYPE txmgr_x gauge\n\
+                    txmgr_x{chain=\"base\"} 1\n\
+                    txmgr_x{chain=\"mainnet\"} 1\n\
+                    txmgr_y_bucket{endpoint=\"a\",chain=\"base\",le=\"1\"} 2\n\
+                    txmgr_z{other_chain=\"base\"} 3\n\
+                    txmgr_w 4\n";
+        let kept = without_chains(text.to_owned(), &["base".to_owned()]);
+        assert_eq!(
+            kept,
+            "# HELP txmgr_x x\n# TYPE txmgr_x gauge\n\
+             txmgr_x{chain=\"mainnet\"} 1\n\
+             txmgr_z{other_chain=\"base\"} 3\n\
+             txmgr_w 4\n"
+        );
+        assert_eq!(without_chains(text.to_owned(), &[]), text);
     }
 }

@@ -165,6 +165,7 @@ fn chain_actors(
         chain: chain.name.clone(),
         chain_id: snapshot.chain_id,
         supervisor_alive: snapshot.supervisor_alive,
+        supervisor_restarts: snapshot.supervisor_restarts,
         pools: PoolsView {
             head: pools.head,
             finality_head: pools.finality_head,

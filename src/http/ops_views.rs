@@ -127,6 +127,9 @@ pub struct ChainActorsView {
     pub chain_id: u64,
     /// The chain's supervisor actor is running.
     pub supervisor_alive: bool,
+    /// Times the node's root actor started the chain's supervisor (and its
+    /// subtree) again after it ended.
+    pub supervisor_restarts: u32,
     /// Its tracking pools.
     pub pools: PoolsView,
 }

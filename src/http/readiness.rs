@@ -172,6 +172,8 @@ async fn check(pool: &PgPool, chains: &[CheckedChain]) -> Checked {
     let at = Instant::now();
     let each_chain = futures::future::join_all(chains.iter().map(|chain| async move {
         let why = chain_readiness(&*chain.client, chain.chain_id).await;
+        metrics::gauge!(txmgr_actors::metrics::CHAIN_HEALTHY, "chain" => chain.name.clone())
+            .set(if why.is_none() { 1.0 } else { 0.0 });
         ChainState {
             chain: chain.name.clone(),
             chain_id: chain.chain_id,

@@ -60,6 +60,9 @@ struct Shared {
     home: ChainId,
     /// Each chain behind an `Arc`: a request takes its chain without copying it.
     list: RwLock<Arc<[Arc<ServedChain>]>>,
+    /// Names of chains a reload removed (and did not add back): their
+    /// series are left out of `/metrics`.
+    retired: RwLock<Vec<String>>,
 }
 
 impl ServedChains {
@@ -69,6 +72,7 @@ impl ServedChains {
         Self(Arc::new(Shared {
             home,
             list: RwLock::new(shared(chains)),
+            retired: RwLock::new(Vec::new()),
         }))
     }
 
@@ -78,6 +82,7 @@ impl ServedChains {
         Self(Arc::new(Shared {
             home,
             list: RwLock::new(shared(chains)),
+            retired: RwLock::new(Vec::new()),
         }))
     }
 
@@ -94,7 +99,25 @@ impl ServedChains {
     /// the webhook key ([`ServedChains::home`]) stays.
     pub fn replace(&self, chains: Vec<ServedChain>) {
         let mut list = self.0.list.write().unwrap_or_else(|e| e.into_inner());
+        let mut retired = self.0.retired.write().unwrap_or_else(|e| e.into_inner());
+        retired.extend(
+            list.iter()
+                .filter(|old| !chains.iter().any(|new| new.name == old.name))
+                .map(|old| old.name.clone()),
+        );
+        retired.retain(|name| !chains.iter().any(|new| &new.name == name));
+        retired.sort();
+        retired.dedup();
         *list = shared(chains);
+    }
+
+    /// Names of chains a reload removed and did not add back.
+    pub fn retired(&self) -> Vec<String> {
+        self.0
+            .retired
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The chains served now.

@@ -184,3 +184,48 @@ async fn a_resubmit_timer_lost_with_its_worker_is_covered_by_the_leaders_sweep()
     );
     node.stop().await;
 }
+
+/// The chain's subtree as `GET /v1/ops/actors` shows it.
+async fn chain_view(node: &TestNode) -> Value {
+    let (status, body) = node.request("GET", "/v1/ops/actors", None).await;
+    assert_eq!(status, 200, "{body}");
+    body["chains"][0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_chain_supervisor_that_ends_is_started_again_with_its_subtree() {
+    let Scenario { db, anvil, node } =
+        Scenario::single_node("finality = { confirmations = 2 }").await;
+    create_and_confirm(&node, &anvil, &db, "before").await;
+    let chain = chain_view(&node).await;
+    assert_eq!(chain["supervisor_alive"], true, "{chain}");
+    assert_eq!(chain["supervisor_restarts"], 0, "{chain}");
+
+    // As a panic in one of its handlers would end it: its children (the
+    // tracking pools and the submitter's actor) end with it.
+    let engine = node.engine.clone();
+    engine.crash_supervisor();
+    wait_until(Duration::from_secs(10), || async {
+        let chain = chain_view(&node).await;
+        chain["supervisor_alive"] == true
+            && chain["supervisor_restarts"] == 1
+            && chain["pools"]["actors"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty() && a.iter().all(|a| a["running"] == true))
+    })
+    .await;
+    // The node's root started the supervisor again, which started its
+    // pools and, on the next create, the submitter's actor: work goes on.
+    create_and_confirm(&node, &anvil, &db, "after_supervisor_restart").await;
+
+    node.stop().await;
+    wait_until(Duration::from_secs(30), || async {
+        !engine.snapshot().supervisor_alive
+    })
+    .await;
+    assert_eq!(
+        engine.supervisor_restarts(),
+        1,
+        "a shutdown is not restarted"
+    );
+}

@@ -102,6 +102,13 @@ async fn one_chains_outage_does_not_slow_the_other() {
             .any(|c| c["chain"] == "base" && c["healthy"] == false)
     })
     .await;
+    // The metric says the same: base out, local in.
+    let (_, metrics) = node.text("/metrics").await;
+    assert!(
+        metrics.contains("txmgr_chain_healthy{chain=\"base\"} 0")
+            && metrics.contains("txmgr_chain_healthy{chain=\"local\"} 1"),
+        "{metrics}"
+    );
     let waiting = db
         .count(&format!(
             "SELECT count(*) FROM managed_tx WHERE chain_id = {BASE_ID} AND state <> 'CONFIRMED'"

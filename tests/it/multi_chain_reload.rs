@@ -3,13 +3,13 @@
 //! starts (out of service when unreachable), a chain removed drains, both
 //! without a restart; a changed chain still needs one.
 
-use std::path::PathBuf;
+use std::{path::PathBuf, time::Duration};
 
 use alloy::primitives::Address;
 use serde_json::json;
 
 use crate::{
-    common::{node::TestNode, Anvil, TestDb, DEV_ADDRESS_0},
+    common::{node::TestNode, wait_until, Anvil, TestDb, DEV_ADDRESS_0},
     multi_chain::{on_chain, two_chains_toml, BASE_ID, OTHER, OTHER_KEY, OTHER_KEY_VAR},
 };
 
@@ -223,6 +223,20 @@ async fn a_reload_adds_a_chain_and_removes_one_without_a_restart() {
     assert_eq!(names, ["local", "third"], "{actors}");
     let (status, ready) = node.request("GET", "/readyz", None).await;
     assert_eq!(status, 200, "{ready}");
+    // `/metrics` shows the chains served, and nothing of the removed one
+    // (its gauges would go on showing it healthy, its leases held).
+    // (The readiness round sets the chain gauges: the added chain's after
+    // its first round.)
+    wait_until(Duration::from_secs(30), || async {
+        let (_, metrics) = node.text("/metrics").await;
+        ["local", "third"]
+            .iter()
+            .all(|served| metrics.contains(&format!("txmgr_chain_healthy{{chain=\"{served}\"}} 1")))
+    })
+    .await;
+    let (status, metrics) = node.text("/metrics").await;
+    assert_eq!(status, 200, "{metrics}");
+    assert!(!metrics.contains("chain=\"base\""), "{metrics}");
     // The completion feed covers the added chain.
     let (status, feed) = node
         .request("GET", &format!("/v1/completions?chain_id={THIRD_ID}"), None)

@@ -133,7 +133,7 @@ pub fn describe() {
     describe_counter!(
         ACTOR_RESTARTS,
         Unit::Count,
-        "Tracking actors restarted by the Supervisor after a failure, by actor."
+        "Actors restarted after a failure, by actor: a chain's tracking actors (by its supervisor) and chain supervisors (by the node's root)."
     );
     describe_counter!(
         TLS_REFUSED,
@@ -207,6 +207,10 @@ pub fn describe() {
     describe_gauge!(
         RPC_ENDPOINT_HEALTHY,
         "1 while an RPC endpoint serves reads and sends."
+    );
+    describe_gauge!(
+        CHAIN_HEALTHY,
+        "1 while the chain has a healthy read endpoint, 0 while it is out of service."
     );
     describe_gauge!(
         RPC_ENDPOINT_HEAD_LAG,

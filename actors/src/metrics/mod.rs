@@ -82,9 +82,10 @@ pub const HEAD_OF_LINE_BLOCKED: &str = "txmgr_head_of_line_blocked";
 /// `cancel` | `speedup` | `rebroadcast`.
 pub const OPERATOR_ACTIONS: &str = "txmgr_operator_actions_total";
 
-/// Counter: tracking actors the Supervisor restarted after they failed,
-/// label `actor` = `head_watcher` | `receipt_worker` | `finality_worker` |
-/// `resubmit_worker`.
+/// Counter: tracking actors a chain's Supervisor restarted after they
+/// failed, and chain supervisors the node's root restarted, label `actor` =
+/// `head_watcher` | `receipt_worker` | `finality_worker` | `resubmit_worker`
+/// | `chain_supervisor`.
 pub const ACTOR_RESTARTS: &str = "txmgr_actor_restarts_total";
 
 /// Counter: `POST /v1/transactions` answers, label `result` = `created` |
@@ -119,6 +120,10 @@ pub const RPC_ENDPOINT_LATENCY: &str = "txmgr_rpc_endpoint_latency_seconds";
 
 /// Gauge: 1 while an RPC endpoint serves reads and sends, label `endpoint`.
 pub const RPC_ENDPOINT_HEALTHY: &str = "txmgr_rpc_endpoint_healthy";
+
+/// Gauge: 1 while the chain (label `chain`) has at least one healthy read
+/// endpoint, 0 while it is out of service (the other chains are not).
+pub const CHAIN_HEALTHY: &str = "txmgr_chain_healthy";
 
 /// Gauge: blocks an RPC endpoint's head is behind the best, label `endpoint`.
 pub const RPC_ENDPOINT_HEAD_LAG: &str = "txmgr_rpc_endpoint_head_lag_blocks";

@@ -3,17 +3,20 @@
 //! ops view and operator actions, and shuts everything down.
 //!
 //! The actors themselves live elsewhere: the root of the tree is the
-//! [`Supervisor`](crate::supervisor::Supervisor), which spawns and restarts
-//! the tracking actors and one SubmitterActor per active submitter.
+//! node's [`NodeRoot`], whose children are one
+//! [`Supervisor`](crate::supervisor::Supervisor) per chain, each spawning
+//! and restarting its chain's tracking actors and one SubmitterActor per
+//! active submitter.
 
 mod ops;
+mod root;
 mod snapshot;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use alloy::primitives::Address;
 use dashmap::{DashMap, DashSet};
-use ractor::{Actor, ActorRef};
+use ractor::ActorRef;
 use sqlx::PgPool;
 
 use crate::{
@@ -21,19 +24,26 @@ use crate::{
     cluster::Membership,
     domain::{CreateError, CreateOutcome, NewIntent},
     submitter::{LeaseKeeper, SubmitterHandle, SubmitterMsg},
-    supervisor::{EngineShared, Supervisor, SupervisorArgs, SupervisorMsg, TrackerTree},
+    supervisor::{EngineShared, SupervisorArgs, SupervisorMsg, TrackerTree},
     tracker::{ReceiptIndex, ResubmitTimers, TrackerProgress},
 };
 
-pub use crate::supervisor::{EngineConfig, NodeWriters, SubmitterSpec};
+pub use crate::supervisor::{EngineConfig, NodeServices, SubmitterSpec};
 pub use ops::{OpsError, Unprotected};
+pub use root::NodeRoot;
 pub use snapshot::{EngineLoad, EngineSnapshot, PoolsSnapshot, SubmitterSnapshot};
 
 /// What the daemon holds: create intents, wake submitters, see handles, shut down.
 #[derive(Debug, Clone)]
 pub struct Engine {
     shared: Arc<EngineShared>,
-    supervisor: ActorRef<SupervisorMsg>,
+    /// The chain's supervisor under the node's root (replaced on a restart).
+    subtree: Arc<root::ChainSubtree>,
+    /// The node's root actor, parent of the chain's supervisor.
+    root: NodeRoot,
+    /// The engine started `root` itself (no node services given): it stops
+    /// with the engine.
+    owns_root: bool,
     tracker: Arc<TrackerTree>,
     /// The membership refresh task.
     members: Arc<tokio::task::JoinHandle<()>>,
@@ -42,10 +52,11 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// The database writers this engine uses: the node's, when the daemon
-    /// shares them between its chains.
-    pub fn writers(&self) -> NodeWriters {
-        NodeWriters {
+    /// The root and database writers this engine uses: the node's, when
+    /// the daemon shares them between its chains.
+    pub fn services(&self) -> NodeServices {
+        NodeServices {
+            root: self.root.clone(),
             ingress: self.shared.ingress.clone(),
             committer: self.shared.committer.clone(),
             queue: self.shared.queue.clone(),
@@ -70,15 +81,17 @@ impl Engine {
             membership.clone(),
             config.chain_id.into(),
         ));
-        let writers = config
-            .node_writers
-            .clone()
-            .unwrap_or_else(|| NodeWriters::start(&pool, config.ingress));
+        let owns_root = config.node_services.is_none();
+        let services = match config.node_services.clone() {
+            Some(services) => services,
+            None => NodeServices::start(&pool, config.ingress).await?,
+        };
+        let root = services.root;
         let shared = Arc::new(EngineShared {
             config,
-            ingress: writers.ingress,
-            committer: writers.committer,
-            queue: writers.queue,
+            ingress: services.ingress,
+            committer: services.committer,
+            queue: services.queue,
             pool,
             contexts: std::sync::RwLock::new(HashMap::new()),
             handles: DashMap::new(),
@@ -99,9 +112,13 @@ impl Engine {
             shared: shared.clone(),
             tracker: tracker.clone(),
         };
-        // The root of the node's actor tree: it spawns and restarts the
-        // tracking actors and the SubmitterActors.
-        let (supervisor, _) = Actor::spawn(None, Supervisor, args).await?;
+        // The chain's subtree under the node's root: its supervisor spawns
+        // and restarts the tracking actors and the SubmitterActors; the
+        // root starts the supervisor again should it end.
+        let subtree = root
+            .adopt(args)
+            .await
+            .map_err(|err| ractor::SpawnErr::StartupFailed(err.into()))?;
         let members = {
             let shared = shared.clone();
             tokio::spawn(crate::cluster::refresh_loop(
@@ -113,11 +130,31 @@ impl Engine {
         let keeper = tokio::spawn(keeper.run());
         Ok(Engine {
             shared,
-            supervisor,
+            subtree,
+            root,
+            owns_root,
             tracker,
             members: Arc::new(members),
             keeper: Arc::new(keeper),
         })
+    }
+
+    /// The chain's supervisor now (a new one after the root restarted it).
+    fn supervisor(&self) -> ActorRef<SupervisorMsg> {
+        self.subtree.supervisor()
+    }
+
+    /// Times the node's root started this chain's supervisor again.
+    pub fn supervisor_restarts(&self) -> u32 {
+        self.subtree.restarts()
+    }
+
+    /// Ends the chain's supervisor as a panic in one of its handlers would
+    /// (with its subtree): the node's root starts it again. For tests of
+    /// the actor tree.
+    #[doc(hidden)]
+    pub fn crash_supervisor(&self) {
+        self.supervisor().kill();
     }
 
     /// Accepts a create for a configured submitter (any node, leader or not).
@@ -127,7 +164,9 @@ impl Engine {
             return Err(CreateError::UnknownSubmitter(address));
         };
         if handle.actor().is_none() {
-            let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+            let _ = self
+                .supervisor()
+                .send_message(SupervisorMsg::Ensure(address));
         }
         let outcome = handle.create(intent).await;
         // The actor may have stopped idle between the first look and the
@@ -135,7 +174,9 @@ impl Engine {
         // (One that was still there then got the wake-up, or its stop is
         // followed by the supervisor's look for open work.)
         if outcome.is_ok() && handle.actor().is_none() {
-            let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+            let _ = self
+                .supervisor()
+                .send_message(SupervisorMsg::Ensure(address));
         }
         outcome
     }
@@ -148,7 +189,9 @@ impl Engine {
         match self.shared.handle(address) {
             Some(handle) if handle.actor().is_some() => handle.wake(),
             _ => {
-                let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+                let _ = self
+                    .supervisor()
+                    .send_message(SupervisorMsg::Ensure(address));
             }
         }
     }
@@ -163,7 +206,9 @@ impl Engine {
                 let _ = actor.send_message(SubmitterMsg::LeaseTick);
             }
             None => {
-                let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+                let _ = self
+                    .supervisor()
+                    .send_message(SupervisorMsg::Ensure(address));
             }
         }
     }
@@ -190,7 +235,9 @@ impl Engine {
                 handle.send(SubmitterMsg::ResubmitDue(Vec::new()));
             }
             _ => {
-                let _ = self.supervisor.send_message(SupervisorMsg::Ensure(address));
+                let _ = self
+                    .supervisor()
+                    .send_message(SupervisorMsg::Ensure(address));
             }
         }
     }
@@ -227,7 +274,11 @@ impl Engine {
         // Renewals first: a dead process renews nothing.
         self.keeper.abort();
         self.members.abort();
-        self.supervisor.kill();
+        self.subtree.retire();
+        self.supervisor().kill();
+        if self.owns_root {
+            self.root.stop();
+        }
         self.tracker.stop();
         for handle in self.shared.handles.iter() {
             if let Some(actor) = handle.actor() {
@@ -238,17 +289,22 @@ impl Engine {
 
     /// Drains every SubmitterActor (releasing leases) and stops the supervisor.
     pub async fn shutdown(&self, timeout: Duration) {
+        self.subtree.retire();
+        let supervisor = self.supervisor();
         let result = ractor::call_t!(
-            self.supervisor,
+            supervisor,
             SupervisorMsg::Shutdown,
             timeout.as_millis() as u64
         );
         if let Err(err) = result {
             tracing::warn!(target: "txmgr::supervisor", error = %err, "supervisor shutdown incomplete");
         }
-        self.supervisor.stop(None);
+        supervisor.stop(None);
         self.tracker.stop();
         self.members.abort();
         self.keeper.abort();
+        if self.owns_root {
+            self.root.stop();
+        }
     }
 }

@@ -67,7 +67,7 @@ impl Engine {
     async fn pause(&self, address: Address) -> Result<(), OpsError> {
         let millis = u64::try_from(PAUSE_CALL_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
         ractor::call_t!(
-            self.supervisor,
+            self.supervisor(),
             |reply| SupervisorMsg::Pause(address, reply),
             millis
         )
@@ -75,7 +75,9 @@ impl Engine {
     }
 
     fn resume(&self, address: Address) {
-        let _ = self.supervisor.send_message(SupervisorMsg::Resume(address));
+        let _ = self
+            .supervisor()
+            .send_message(SupervisorMsg::Resume(address));
     }
 
     /// Drains the submitter's actor (its in-flight work stays in the

@@ -83,6 +83,8 @@ pub struct EngineSnapshot {
     pub chain_id: u64,
     /// The supervisor is alive.
     pub supervisor_alive: bool,
+    /// Times the node's root started the chain's supervisor again.
+    pub supervisor_restarts: u32,
     /// Every configured (or still draining) submitter, in address order.
     pub submitters: Vec<SubmitterSnapshot>,
     /// The tracking pools.
@@ -175,9 +177,10 @@ impl Engine {
             instance: self.shared.config.owner.instance.clone(),
             chain_id: self.shared.config.chain_id,
             supervisor_alive: matches!(
-                self.supervisor.get_status(),
+                self.supervisor().get_status(),
                 ractor::ActorStatus::Running | ractor::ActorStatus::Upgrading
             ),
+            supervisor_restarts: self.supervisor_restarts(),
             submitters,
             pools: PoolsSnapshot {
                 head: progress.head(),

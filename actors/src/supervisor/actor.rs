@@ -47,8 +47,8 @@ pub enum SupervisorMsg {
     RespawnTracker(TrackerChild),
 }
 
-/// What the supervisor starts with.
-#[derive(Debug)]
+/// What the supervisor starts with (again, after the root restarts it).
+#[derive(Debug, Clone)]
 pub struct SupervisorArgs {
     /// State shared with the Engine facade.
     pub shared: Arc<EngineShared>,
@@ -257,6 +257,11 @@ impl Actor for Supervisor {
         myself: ActorRef<SupervisorMsg>,
         SupervisorArgs { shared, tracker }: SupervisorArgs,
     ) -> Result<SupervisorState, ActorProcessingErr> {
+        // After a restart by the node's root: the submitters' actors ended
+        // with the previous supervisor; they are spawned again on demand.
+        for handle in shared.handles.iter() {
+            handle.set_actor(None);
+        }
         tracker.spawn_all(&myself.get_cell()).await?;
         myself.send_message(SupervisorMsg::Discover)?;
         Ok(SupervisorState {

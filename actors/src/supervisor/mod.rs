@@ -1,4 +1,5 @@
-//! The Supervisor: the root of the node's actor tree (one per node).
+//! The Supervisor: the root of one chain's subtree (one per chain, each a
+//! child of the node's [`NodeRoot`](crate::node::NodeRoot)).
 //!
 //! The supervisor spawns SubmitterActors lazily (first create, a `NOTIFY`
 //! from another node, or discovery of unfinished work whose lease is free),
@@ -20,5 +21,5 @@ mod shared;
 mod tracker_tree;
 
 pub use actor::{Supervisor, SupervisorArgs, SupervisorMsg};
-pub use shared::{EngineConfig, EngineShared, NodeWriters, SubmitterSpec};
+pub use shared::{EngineConfig, EngineShared, NodeServices, SubmitterSpec};
 pub use tracker_tree::{TrackerActorSnapshot, TrackerChild, TrackerTree};

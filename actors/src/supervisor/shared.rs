@@ -13,6 +13,7 @@ use crate::{
     chain::ChainClient,
     cluster::{BalanceConfig, Membership},
     domain::{Finality, SubmitterKey},
+    node::NodeRoot,
     signer::TxSigner,
     store::{group::GroupCommitter, queue_read::QueueReader, LeaseOwner},
     submitter::{
@@ -33,11 +34,15 @@ pub struct SubmitterSpec {
     pub settings: SubmitterSettings,
 }
 
-/// The node's database writers and queue reader: they only talk to
-/// PostgreSQL (no chain's RPC can hold their batches), so every chain's
-/// engine may share them. Cheap to clone.
+/// What a node's chains share: the root of the actor tree, which holds each
+/// chain's supervisor and starts it again if it ends, and the database
+/// writers and queue reader. These only talk to PostgreSQL (no chain's RPC
+/// can hold their batches), so every chain's engine may share them. Cheap
+/// to clone.
 #[derive(Debug, Clone)]
-pub struct NodeWriters {
+pub struct NodeServices {
+    /// The node's root actor: every chain's supervisor is its child.
+    pub root: NodeRoot,
     /// Persists creates, batched.
     pub ingress: IngressWriter,
     /// Commits pipeline records (broadcasts, allocations), batched.
@@ -46,15 +51,16 @@ pub struct NodeWriters {
     pub queue: crate::store::queue_read::QueueReader,
 }
 
-impl NodeWriters {
-    /// Starts the writers on `pool`, with `ingress` as the node's bound of
-    /// creates waiting to be persisted.
-    pub fn start(pool: &PgPool, ingress: IngressLimits) -> Self {
-        Self {
+impl NodeServices {
+    /// Starts the root actor, and the writers on `pool` with `ingress` as
+    /// the node's bound of creates waiting to be persisted.
+    pub async fn start(pool: &PgPool, ingress: IngressLimits) -> Result<Self, ractor::SpawnErr> {
+        Ok(Self {
+            root: NodeRoot::start().await?,
             ingress: IngressWriter::for_node(pool.clone(), ingress),
             committer: crate::store::group::GroupCommitter::spawn(pool.clone()),
             queue: crate::store::queue_read::QueueReader::spawn(pool.clone()),
-        }
+        })
     }
 }
 
@@ -89,11 +95,12 @@ pub struct EngineConfig {
     pub create_timeout: Duration,
     /// Node-wide bound of creates waiting to be persisted.
     pub ingress: IngressLimits,
-    /// The node's database writers, shared by every chain's engine so that
-    /// all chains' creates and broadcast records go through the same group
-    /// commits and `ingress` bounds the node, not each chain. `None`: the
+    /// The node's root actor and database writers, shared by every chain's
+    /// engine: each chain's supervisor is a child of the one root, and all
+    /// chains' creates and broadcast records go through the same group
+    /// commits, so `ingress` bounds the node, not each chain. `None`: the
     /// engine starts its own.
-    pub node_writers: Option<NodeWriters>,
+    pub node_services: Option<NodeServices>,
     /// Restarts allowed within `restart_window` before giving up.
     pub max_restarts: u32,
     /// The window for `max_restarts`.

@@ -208,6 +208,25 @@ impl TestNode {
         (status, json)
     }
 
+    /// GETs `path` from the router (no token); returns status and text body.
+    pub(crate) async fn text(&self, path: &str) -> (u16, String) {
+        let request = Request::builder()
+            .uri(path)
+            .body(Body::empty())
+            .expect("request");
+        let response = self
+            .app
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("router answers");
+        let status = response.status().as_u16();
+        let bytes = to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// Crashes the node: actors die mid-work, leases are not released.
     pub(crate) fn kill(self) {
         self.listener.abort();
