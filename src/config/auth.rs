@@ -42,6 +42,61 @@ pub struct TokenConfig {
     /// normalised on load to the address or `<chain id>:<address>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitters: Option<Vec<String>>,
+    /// How fast this token may create; `None` = no limit of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<TokenRate>,
+}
+
+/// A token's create rate: `creates_per_second` on average, up to `burst` at
+/// once (a token bucket, per node).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRate {
+    /// Sustained creates per second (a fraction is allowed: 0.5 = one every
+    /// 2 s), from one a day to 1,000,000.
+    pub creates_per_second: f64,
+    /// Creates allowed at once after a quiet period; default: the rate
+    /// rounded up (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+}
+
+/// The highest `creates_per_second` accepted: one create per microsecond.
+const MAX_CREATES_PER_SECOND: f64 = 1_000_000.0;
+/// The slowest `creates_per_second` accepted: one create a day.
+const MIN_CREATES_PER_SECOND: f64 = 1.0 / 86_400.0;
+
+impl TokenRate {
+    /// The bucket size: `burst`, or the rate rounded up (at least 1).
+    pub fn burst_or_default(&self) -> u32 {
+        self.burst
+            .unwrap_or_else(|| {
+                self.creates_per_second
+                    .ceil()
+                    .clamp(1.0, f64::from(u32::MAX)) as u32
+            })
+            .max(1)
+    }
+
+    fn issues(&self, prefix: &str) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        let rate = self.creates_per_second;
+        if !(MIN_CREATES_PER_SECOND..=MAX_CREATES_PER_SECOND).contains(&rate) {
+            issues.push(ConfigIssue::new(
+                format!("{prefix}.rate.creates_per_second"),
+                format!(
+                    "must be between one a day ({MIN_CREATES_PER_SECOND:.3e}) and {MAX_CREATES_PER_SECOND} per second, got {rate}"
+                ),
+            ));
+        }
+        if self.burst == Some(0) {
+            issues.push(ConfigIssue::new(
+                format!("{prefix}.rate.burst"),
+                "must be at least 1",
+            ));
+        }
+        issues
+    }
 }
 
 impl AuthConfig {
@@ -86,6 +141,9 @@ impl AuthConfig {
                     ));
                 }
             }
+            if let Some(rate) = &token.rate {
+                issues.extend(rate.issues(&prefix));
+            }
             for (j, entry) in token.submitters.iter_mut().flatten().enumerate() {
                 match normalise_allowed(entry, chains) {
                     Ok(normalised) => *entry = normalised,
@@ -120,7 +178,42 @@ mod tests {
             role: Role::Client,
             sha256: sha256.into(),
             submitters: None,
+            rate: None,
         }
+    }
+
+    #[test]
+    fn a_rate_out_of_bounds_or_a_zero_burst_is_refused_naming_the_key() {
+        let mut auth = AuthConfig {
+            tokens: vec![TokenConfig {
+                rate: Some(TokenRate {
+                    creates_per_second: 0.0,
+                    burst: Some(0),
+                }),
+                ..token("app", &"ab".repeat(32))
+            }],
+        };
+        let issues = auth.normalise_and_validate(&[]);
+        let fields: Vec<&str> = issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "auth.tokens.0.rate.creates_per_second",
+                "auth.tokens.0.rate.burst"
+            ],
+            "{issues:?}"
+        );
+        let rate = TokenRate {
+            creates_per_second: 2.5,
+            burst: None,
+        };
+        assert_eq!(rate.burst_or_default(), 3);
+        let slow = TokenRate {
+            creates_per_second: 0.1,
+            burst: None,
+        };
+        assert_eq!(slow.burst_or_default(), 1);
+        assert!(slow.issues("t").is_empty());
     }
 
     #[test]

@@ -44,7 +44,7 @@ use figment::{
 use serde::{Deserialize, Serialize};
 use txmgr_actors::submitter::SubmitterSettings;
 
-pub use auth::{AuthConfig, Role, TokenConfig};
+pub use auth::{AuthConfig, Role, TokenConfig, TokenRate};
 pub use chains::{NamedChain, SHORTHAND_CHAIN_NAME};
 pub use defaults::*;
 pub use deprecated::RENAMED_KEYS;

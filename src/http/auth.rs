@@ -5,14 +5,15 @@
 //!         └► Authorization: Bearer T ─► sha256(T) vs every configured hash (constant time)
 //!              ├─ none matches ─► 401 unauthorized + WWW-Authenticate
 //!              ├─ /v1/ops/* and role client ─► 403 forbidden
-//!              └─ Caller{name, role, allow-list} in the request ─► handler checks submitters
+//!              └─ Caller{name, role, allow-list, create rate} in the request ─► handler checks submitters
+//!                 (and a create its token's rate: 429 rate_limited beyond it)
 //! ```
 //!
 //! Tokens are stored only as SHA-256 hashes; the token itself is never kept,
 //! logged or echoed. With no tokens configured everything is open (config
 //! validation only allows that on a loopback listen address).
 
-use std::{collections::HashSet, sync::Arc};
+use std::{collections::HashSet, num::NonZeroU32, sync::Arc, time::Duration};
 
 use alloy::primitives::Address;
 use axum::{
@@ -25,7 +26,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::{error::ApiError, AppState};
-use crate::config::{AuthConfig, Role};
+use crate::config::{AuthConfig, Role, TokenRate};
 
 /// One accepted token, as configured.
 #[derive(Debug, Clone)]
@@ -34,6 +35,37 @@ struct TokenEntry {
     role: Role,
     hash: [u8; 32],
     submitters: Option<Arc<Allowed>>,
+    create_rate: Option<Arc<CreateRate>>,
+}
+
+/// A token's create rate on this node: a token bucket (GCRA, `governor`)
+/// shared by every request with the token.
+#[derive(Debug)]
+pub struct CreateRate {
+    limiter: governor::DefaultDirectRateLimiter,
+    /// As configured, for the refusal's message.
+    per_second: f64,
+}
+
+impl CreateRate {
+    fn new(rate: &TokenRate) -> Option<Self> {
+        let period = Duration::try_from_secs_f64(1.0 / rate.creates_per_second).ok()?;
+        let burst = NonZeroU32::new(rate.burst_or_default())?;
+        let quota = governor::Quota::with_period(period)?.allow_burst(burst);
+        Some(Self {
+            limiter: governor::RateLimiter::direct(quota),
+            per_second: rate.creates_per_second,
+        })
+    }
+
+    /// Takes one create from the bucket, or says how long until one is there.
+    fn take(&self) -> Result<(), Duration> {
+        self.limiter.check().map_err(|not_until| {
+            not_until.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ))
+        })
+    }
 }
 
 /// A token's allow-list: addresses on every chain, and addresses on one.
@@ -92,6 +124,7 @@ pub struct Caller {
     /// The token's role.
     pub role: Role,
     submitters: Option<Arc<Allowed>>,
+    create_rate: Option<Arc<CreateRate>>,
 }
 
 impl Caller {
@@ -101,7 +134,23 @@ impl Caller {
             name: Arc::from("anonymous"),
             role: Role::Ops,
             submitters: None,
+            create_rate: None,
         }
+    }
+
+    /// Counts one create against the token's rate (`[[auth.tokens]] rate`):
+    /// 429 `rate_limited` with `Retry-After` beyond it.
+    pub fn check_create_rate(&self) -> Result<(), ApiError> {
+        let Some(rate) = &self.create_rate else {
+            return Ok(());
+        };
+        rate.take().map_err(|wait| ApiError::RateLimited {
+            message: format!(
+                "token {:?} is over its rate of {} creates per second on this node",
+                &*self.name, rate.per_second
+            ),
+            retry_after: wait,
+        })
     }
 
     /// Whether this caller may use `submitter` on at least one chain.
@@ -222,7 +271,7 @@ pub fn new_token() -> String {
 pub fn token_entry_toml(name: &str, role: &str, token: &str) -> String {
     let name = toml::Value::String(name.to_owned());
     format!(
-        "[[auth.tokens]]\nname = {name}\nrole = \"{role}\"\nsha256 = \"{}\"\n# submitters = [\"0x…\"]  # optional allow-list (client tokens)\n",
+        "[[auth.tokens]]\nname = {name}\nrole = \"{role}\"\nsha256 = \"{}\"\n# submitters = [\"0x…\"]  # optional allow-list (client tokens)\n# rate = {{ creates_per_second = 50, burst = 100 }}  # optional create rate, per node\n",
         token_hash_hex(token)
     )
 }
@@ -246,6 +295,7 @@ impl Auth {
                     role: token.role,
                     hash,
                     submitters,
+                    create_rate: token.rate.as_ref().and_then(CreateRate::new).map(Arc::new),
                 })
             })
             .collect();
@@ -272,6 +322,7 @@ impl Auth {
             name: entry.name.clone(),
             role: entry.role,
             submitters: entry.submitters.clone(),
+            create_rate: entry.create_rate.clone(),
         })
     }
 }
@@ -344,12 +395,14 @@ mod tests {
                     role: Role::Ops,
                     sha256: token_hash_hex("secret-ops"),
                     submitters: None,
+                    rate: None,
                 },
                 TokenConfig {
                     name: "svc".into(),
                     role: Role::Client,
                     sha256: token_hash_hex("secret-svc"),
                     submitters: Some(vec!["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266".into()]),
+                    rate: None,
                 },
             ],
         })

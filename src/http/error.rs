@@ -15,7 +15,8 @@
 //! | `submitter_protected`  | 423    | submitter in PROTECT                              |
 //! | `overloaded`           | 429    | ingress queue full; `Retry-After` in seconds      |
 //! | `rate_limited`         | 429    | asked again too soon (a client's speed-up of one  |
-//! |                        |        | intent within its resubmit interval); `Retry-After`|
+//! |                        |        | intent within its resubmit interval, or a create  |
+//! |                        |        | beyond its token's `rate`); `Retry-After`         |
 //! | `internal`             | 500    | a bug or corrupt data; details only in the log    |
 //! | `unavailable`          | 503    | database down or request timed out; retry is safe |
 //! | `busy`                 | 503    | node at capacity (requests, long polls, ingress); |
@@ -74,7 +75,8 @@ pub enum ApiError {
         retry_after: Duration,
     },
     /// This caller asked for the same thing too soon (a client's speed-up of
-    /// one intent within its resubmit interval). Nothing was done.
+    /// one intent within its resubmit interval, or a create beyond its
+    /// token's rate). Nothing was done.
     #[error("{message}")]
     RateLimited {
         /// What was refused and why.

@@ -76,7 +76,7 @@ impl CreatedBody {
         (status = 409, description = "idempotency_conflict: same request_id, different body", body = ErrorResponse),
         (status = 422, description = "unknown_submitter: not configured here, or being removed", body = ErrorResponse),
         (status = 423, description = "submitter_protected: PROTECT after external use of the key", body = ErrorResponse),
-        (status = 429, description = "overloaded: the submitter's ingress queue is full; retry after `Retry-After` seconds", body = ErrorResponse),
+        (status = 429, description = "overloaded: the submitter's ingress queue is full; or rate_limited: the token is over its `rate`. Retry after `Retry-After` seconds; nothing was stored", body = ErrorResponse),
         (status = 503, description = "unavailable: not persisted in time; retrying with the same request_id is safe", body = ErrorResponse)))]
 pub(crate) async fn create(
     State(state): State<AppState>,
@@ -85,7 +85,8 @@ pub(crate) async fn create(
     body: Result<ApiJson<CreateBody>, ApiError>,
 ) -> ApiResult<Response> {
     let mut chain = None;
-    let result = match body {
+    // Every create counts against its token's rate, a refused body too.
+    let result = match caller.check_create_rate().and(body) {
         Ok(ApiJson(body)) => create_inner(state, caller, headers, body, &mut chain).await,
         Err(err) => Err(err),
     };

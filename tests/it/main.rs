@@ -76,6 +76,7 @@ mod rpc_secrets;
 mod secret_rotation;
 mod speedup_bounds;
 mod tls_rpc;
+mod token_rate;
 mod tx_actions;
 mod tx_query;
 mod unknown_sends;

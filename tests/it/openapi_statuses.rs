@@ -38,6 +38,7 @@ async fn authenticated_app(db: &TestDb) -> Router {
         role,
         sha256: token_hash_hex(secret),
         submitters: None,
+        rate: None,
     };
     let auth = Auth::from_config(&AuthConfig {
         tokens: vec![
