@@ -9,13 +9,15 @@
 //! override must be an error, not a silent default. Each field has the name,
 //! file key and file syntax of its [`SubmitterSettings`] field.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use alloy::primitives::Address;
 
 use serde::{Deserialize, Serialize};
 use txmgr_actors::{
     domain::Finality,
     submitter::{
-        settings::{file_format, TopUp},
+        settings::{file_format, Policy, Selector, TopUp},
         GasBump, SubmitterSettings,
     },
 };
@@ -150,6 +152,9 @@ macro_rules! settings_overrides {
                 skip_serializing_if = "Option::is_none"
             )]
             pub funding_max_per_day: Option<u128>,
+            /// Overrides rules of `defaults.policy` (each rule a key).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub policy: Option<PolicyOverride>,
         }
 
         impl $name {
@@ -188,6 +193,10 @@ macro_rules! settings_overrides {
                 top_up: self.top_up.or(d.top_up),
                 funding_max_per_day: self.funding_max_per_day.or(d.funding_max_per_day),
                 private_sends: self.private_sends.unwrap_or(d.private_sends),
+                policy: self
+                    .policy
+                    .as_ref()
+                    .map_or_else(|| d.policy.clone(), |p| p.merged(&d.policy)),
                 // Node-wide (derived from `chain.poll_interval`), never overridden.
                 retry_backoff: d.retry_backoff,
             }
@@ -195,7 +204,7 @@ macro_rules! settings_overrides {
 
             /// Whether any `[defaults]` knob is overridden here.
             pub fn has_overrides(&self) -> bool {
-                self.max_in_flight.is_some() || self.batch_size.is_some() || self.ingress_capacity.is_some() || self.hold_slot_until_final.is_some() || self.protect_on_external_nonce.is_some() || self.finality.is_some() || self.resubmit_interval.is_some() || self.max_resubmits.is_some() || self.stuck_after.is_some() || self.cancel_when_stuck.is_some() || self.reject_after.is_some() || self.gas_limit_margin.is_some() || self.legacy_fees.is_some() || self.max_fee_per_gas_cap.is_some() || self.max_priority_fee_per_gas_cap.is_some() || self.gas_price_cap.is_some() || self.gas_bump.is_some() || self.min_balance.is_some() || self.top_up.is_some() || self.funding_max_per_day.is_some() || self.private_sends.is_some()
+                self.max_in_flight.is_some() || self.batch_size.is_some() || self.ingress_capacity.is_some() || self.hold_slot_until_final.is_some() || self.protect_on_external_nonce.is_some() || self.finality.is_some() || self.resubmit_interval.is_some() || self.max_resubmits.is_some() || self.stuck_after.is_some() || self.cancel_when_stuck.is_some() || self.reject_after.is_some() || self.gas_limit_margin.is_some() || self.legacy_fees.is_some() || self.max_fee_per_gas_cap.is_some() || self.max_priority_fee_per_gas_cap.is_some() || self.gas_price_cap.is_some() || self.gas_bump.is_some() || self.min_balance.is_some() || self.top_up.is_some() || self.funding_max_per_day.is_some() || self.private_sends.is_some() || self.policy.is_some()
             }
 
             /// These fields with every override unset.
@@ -223,6 +232,7 @@ macro_rules! settings_overrides {
                     top_up: None,
                     funding_max_per_day: None,
                     private_sends: None,
+                    policy: None,
                 }
             }
         }
@@ -271,6 +281,51 @@ pub struct GasBumpOverride {
     /// Overrides `defaults.gas_bump.multiplier`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub multiplier: Option<f64>,
+}
+
+/// Partial override of `[defaults.policy]`: each rule set here replaces
+/// the one below (a list replaces the list); unset rules inherit.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyOverride {
+    /// Overrides `policy.allowed_to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_to: Option<Vec<Address>>,
+    /// Overrides `policy.allowed_selectors`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_selectors: Option<BTreeMap<Address, Vec<Selector>>>,
+    /// Overrides `policy.deny_contract_creation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny_contract_creation: Option<bool>,
+    /// Overrides `policy.max_value_per_tx`.
+    #[serde(
+        default,
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_value_per_tx: Option<u128>,
+}
+
+impl PolicyOverride {
+    /// `base` with the rules set here replaced.
+    pub fn merged(&self, base: &Policy) -> Policy {
+        Policy {
+            allowed_to: self
+                .allowed_to
+                .as_ref()
+                .map(|list| Arc::from(list.as_slice()))
+                .or_else(|| base.allowed_to.clone()),
+            allowed_selectors: self
+                .allowed_selectors
+                .as_ref()
+                .map(|map| Arc::new(map.clone()))
+                .or_else(|| base.allowed_selectors.clone()),
+            deny_contract_creation: self
+                .deny_contract_creation
+                .unwrap_or(base.deny_contract_creation),
+            max_value_per_tx: self.max_value_per_tx.or(base.max_value_per_tx),
+        }
+    }
 }
 
 impl SubmitterConfig {

@@ -17,6 +17,7 @@ pub(crate) fn check_settings(s: &SubmitterSettings) -> Vec<(&'static str, String
     if s.max_in_flight == 0 {
         out.push(("max_in_flight", "must be >= 1".to_string()));
     }
+    out.extend(s.policy.issues());
     if !(1..=MAX_BATCH_SIZE).contains(&s.batch_size) {
         out.push((
             "batch_size",

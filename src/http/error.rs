@@ -6,6 +6,8 @@
 //! | `invalid_request`      | 400    | malformed JSON, bad field (with `field`)          |
 //! | `unauthorized`         | 401    | no or unknown bearer token (`WWW-Authenticate`)   |
 //! | `forbidden`            | 403    | token lacks the role or the submitter (`field`)   |
+//! | `policy_violation`     | 403    | the submitter's policy refuses it (`field`,       |
+//! |                        |        | `rule`); nothing stored                           |
 //! | `not_found`            | 404    | no such transaction / route                       |
 //! | `method_not_allowed`   | 405    | the route has no such method (`Allow` lists them) |
 //! | `idempotency_conflict` | 409    | same `request_id`, different body                 |
@@ -122,6 +124,17 @@ pub enum ApiError {
         /// The input at fault, e.g. `submitter`.
         field: Option<String>,
     },
+    /// The submitter's policy refuses this intent (README "Guardrails");
+    /// nothing was stored.
+    #[error("{message}")]
+    PolicyViolation {
+        /// The rule: its key in `policy`.
+        rule: &'static str,
+        /// The request field it judged.
+        field: &'static str,
+        /// What was refused.
+        message: String,
+    },
     /// The transaction's state does not allow the action (e.g. cancelling a
     /// final or already mined transaction).
     #[error("{0}")]
@@ -181,6 +194,7 @@ impl ApiError {
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden { .. } => "forbidden",
+            ApiError::PolicyViolation { .. } => "policy_violation",
             ApiError::InvalidState(_) => "invalid_state",
             ApiError::NotLeader { .. } => "not_leader",
             ApiError::InvalidConfig { .. } => "invalid_config",
@@ -204,7 +218,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::Forbidden { .. } | ApiError::PolicyViolation { .. } => StatusCode::FORBIDDEN,
             ApiError::InvalidState(_) => StatusCode::CONFLICT,
             ApiError::NotLeader { .. } => StatusCode::CONFLICT,
             ApiError::InvalidConfig { .. } => StatusCode::BAD_REQUEST,
@@ -252,6 +266,11 @@ impl From<CreateError> for ApiError {
                 "submitter {address:#x} is being removed and accepts no new work"
             )),
             CreateError::Protected(reason) => ApiError::SubmitterProtected(reason),
+            CreateError::Policy(violation) => ApiError::PolicyViolation {
+                rule: violation.rule,
+                field: violation.field,
+                message: violation.to_string(),
+            },
             CreateError::Overloaded { retry_after } => ApiError::Overloaded { retry_after },
             CreateError::Busy { retry_after } => ApiError::Busy {
                 what: "creates waiting to be stored",
@@ -335,6 +354,11 @@ mod tests {
             ApiError::Forbidden {
                 message: "x".into(),
                 field: None,
+            },
+            ApiError::PolicyViolation {
+                rule: "x",
+                field: "x",
+                message: "x".into(),
             },
             ApiError::InvalidState("x".into()),
             ApiError::NotLeader { owner: "x".into() },

@@ -16,6 +16,7 @@ pub const ERROR_CODES: &[&str] = &[
     "missing_field",
     "unauthorized",
     "forbidden",
+    "policy_violation",
     "not_found",
     "method_not_allowed",
     "idempotency_conflict",
@@ -57,6 +58,9 @@ pub struct ErrorDetail {
     /// The node holding the submitter's lease, to ask instead (`not_leader` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The policy rule that refused the request (`policy_violation` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
 }
 
 /// One problem of a rejected configuration.
@@ -85,6 +89,11 @@ impl ApiError {
             }
             ApiError::InvalidConfig { issues } => issues.first().map(|(key, _)| key.clone()),
             ApiError::MissingField { field, .. } => Some(field.clone()),
+            ApiError::PolicyViolation { field, .. } => Some((*field).to_owned()),
+            _ => None,
+        };
+        let rule = match self {
+            ApiError::PolicyViolation { rule, .. } => Some(*rule),
             _ => None,
         };
         let issues = match self {
@@ -110,6 +119,7 @@ impl ApiError {
                 field,
                 issues,
                 owner,
+                rule,
             },
         }
     }

@@ -72,7 +72,7 @@ impl CreatedBody {
         (status = 202, description = "accepted: a new intent", body = CreatedBody),
         (status = 200, description = "replay of the same request_id with the same body", body = CreatedBody),
         (status = 400, description = "invalid_request: malformed JSON, bad field (`field` names it), a chain not served here or a submitter not enabled on it; missing_field: `chain_id` when several chains are served", body = ErrorResponse),
-        (status = 403, description = "forbidden: the token may not use this submitter", body = ErrorResponse),
+        (status = 403, description = "forbidden: the token may not use this submitter; or policy_violation: the submitter's policy refuses the intent (`field` and `rule` name it), nothing stored", body = ErrorResponse),
         (status = 409, description = "idempotency_conflict: same request_id, different body", body = ErrorResponse),
         (status = 422, description = "unknown_submitter: not configured here, or being removed", body = ErrorResponse),
         (status = 423, description = "submitter_protected: PROTECT after external use of the key", body = ErrorResponse),

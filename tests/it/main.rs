@@ -62,6 +62,7 @@ mod pipeline_cluster;
 mod pipeline_external;
 mod pipeline_recovery;
 mod pipeline_rejects;
+mod policies;
 mod private_sends;
 mod reload_sighup;
 mod reorg;

@@ -181,6 +181,10 @@ pub enum CreateError {
     /// keeps one bad item from failing the creates batched with it.
     #[error("cannot be stored: {0}")]
     Unstorable(String),
+    /// The submitter's policy refuses it (HTTP 403 `policy_violation`);
+    /// nothing was stored.
+    #[error(transparent)]
+    Policy(#[from] crate::submitter::settings::PolicyViolation),
 }
 
 #[cfg(test)]

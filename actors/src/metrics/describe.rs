@@ -160,6 +160,11 @@ pub fn describe() {
         "Operator actions on transactions (cancel, speedup, rebroadcast)."
     );
     describe_counter!(
+        POLICY_REFUSALS,
+        Unit::Count,
+        "Creates refused by the submitter's policy, by rule."
+    );
+    describe_counter!(
         CREATES,
         Unit::Count,
         "POST /v1/transactions answers by chain (none: refused before naming a served chain) and result (created, replayed or an error code)."

@@ -88,6 +88,11 @@ pub const OPERATOR_ACTIONS: &str = "txmgr_operator_actions_total";
 /// | `chain_supervisor`.
 pub const ACTOR_RESTARTS: &str = "txmgr_actor_restarts_total";
 
+/// Counter: creates a submitter's policy refused, label `rule` (its key:
+/// `allowed_to`, `allowed_selectors`, `deny_contract_creation`,
+/// `max_value_per_tx`).
+pub const POLICY_REFUSALS: &str = "txmgr_policy_refusals_total";
+
 /// Counter: `POST /v1/transactions` answers, label `result` = `created` |
 /// `replayed` | an error code (`invalid_request`, `overloaded`, ...).
 pub const CREATES: &str = "txmgr_creates_total";

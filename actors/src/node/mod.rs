@@ -163,6 +163,14 @@ impl Engine {
         let Some(handle) = self.shared.handle(address) else {
             return Err(CreateError::UnknownSubmitter(address));
         };
+        if let Some(ctx) = self.shared.context(&address) {
+            if let Err(violation) = ctx.check_policy(&intent.intent) {
+                metrics::counter!(crate::metrics::POLICY_REFUSALS,
+                    "chain" => crate::metrics::chain_label(ctx.key.chain_id), "rule" => violation.rule)
+                .increment(1);
+                return Err(violation.into());
+            }
+        }
         if handle.actor().is_none() {
             let _ = self
                 .supervisor()

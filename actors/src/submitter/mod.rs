@@ -91,6 +91,23 @@ pub struct SubmitterContext {
 }
 
 impl SubmitterContext {
+    /// Whether the current policy lets `intent` be created.
+    pub fn check_policy(
+        &self,
+        intent: &crate::domain::Intent,
+    ) -> Result<(), settings::PolicyViolation> {
+        match self.settings.read() {
+            Ok(settings) => settings.policy.check(intent),
+            // A writer panicked mid-reload: the policy cannot be read, so
+            // nothing passes it.
+            Err(_) => Err(settings::PolicyViolation {
+                rule: "policy",
+                field: "submitter",
+                detail: "the submitter's policy cannot be read".into(),
+            }),
+        }
+    }
+
     /// A snapshot of the current settings.
     pub fn settings(&self) -> SubmitterSettings {
         self.settings.read().map(|s| s.clone()).unwrap_or_default()

@@ -16,6 +16,9 @@
 //! [`file_format`] holds those words and the wei amount syntax.
 
 pub mod file_format;
+mod policy;
+
+pub use policy::{Policy, PolicyViolation, Selector};
 
 use std::time::Duration;
 
@@ -149,6 +152,9 @@ pub struct SubmitterSettings {
     /// for it alone (`"private": true`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub private_sends: bool,
+    /// What the submitter may be asked to send (README "Guardrails").
+    #[serde(default, skip_serializing_if = "Policy::is_unrestricted")]
+    pub policy: Policy,
     /// Wait before retrying a broadcast whose outcome was a transient
     /// refusal. Not a key: derived from `chain.poll_interval`.
     #[serde(skip)]
@@ -231,6 +237,7 @@ impl Default for SubmitterSettings {
             top_up: None,
             funding_max_per_day: None,
             private_sends: false,
+            policy: Policy::default(),
             retry_backoff: DEFAULT_RETRY_BACKOFF,
         }
     }

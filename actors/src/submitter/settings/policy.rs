@@ -1,0 +1,203 @@
+//! `policy`: what a submitter may be asked to send (README "Guardrails").
+//! The rules decided by the request alone — destination, selector,
+//! contract creation, value — are checked when an intent is created, before
+//! anything is stored; a create they refuse is a 403 `policy_violation`
+//! naming the field and the rule.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use alloy::primitives::{Address, FixedBytes, U256};
+use serde::{Deserialize, Serialize};
+
+use super::file_format;
+use crate::domain::Intent;
+
+/// The 4-byte function selector at the start of a call's `data`.
+pub type Selector = FixedBytes<4>;
+
+/// A submitter's policy; every rule optional (unset = not restricted).
+/// Cheap to clone: the lists are shared.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// The destinations (`to`) allowed; unset = any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_to: Option<Arc<[Address]>>,
+    /// Per destination, the selectors its `data` may start with; a
+    /// destination not listed takes any `data`, one listed takes only calls
+    /// with one of its selectors (a call without data is refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_selectors: Option<Arc<BTreeMap<Address, Vec<Selector>>>>,
+    /// Refuse intents without `to` (contract creation).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deny_contract_creation: bool,
+    /// The most `value` (wei) one intent may send.
+    #[serde(
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_value_per_tx: Option<u128>,
+}
+
+/// A create the policy refuses: nothing is stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("policy {rule}: {detail}")]
+pub struct PolicyViolation {
+    /// The rule (its key in `policy`).
+    pub rule: &'static str,
+    /// The request field it judged.
+    pub field: &'static str,
+    /// What was refused.
+    pub detail: String,
+}
+
+impl Policy {
+    /// No rule set.
+    pub fn is_unrestricted(&self) -> bool {
+        *self == Policy::default()
+    }
+
+    /// Whether `intent` may be created: every rule the request decides.
+    pub fn check(&self, intent: &Intent) -> Result<(), PolicyViolation> {
+        let Some(to) = intent.to else {
+            if self.deny_contract_creation {
+                return Err(PolicyViolation {
+                    rule: "deny_contract_creation",
+                    field: "to",
+                    detail: "contract creation (no `to`) is not allowed for this submitter".into(),
+                });
+            }
+            return self.check_value(intent.value);
+        };
+        if let Some(allowed) = &self.allowed_to {
+            if !allowed.contains(&to) {
+                return Err(PolicyViolation {
+                    rule: "allowed_to",
+                    field: "to",
+                    detail: format!("{to:#x} is not an allowed destination of this submitter"),
+                });
+            }
+        }
+        if let Some(selectors) = self.allowed_selectors.as_ref().and_then(|m| m.get(&to)) {
+            let selector = intent.data.get(..4).map(Selector::from_slice);
+            if !selector.is_some_and(|s| selectors.contains(&s)) {
+                let called = selector.map_or_else(|| "no selector".to_owned(), |s| s.to_string());
+                return Err(PolicyViolation {
+                    rule: "allowed_selectors",
+                    field: "data",
+                    detail: format!(
+                        "{called} is not an allowed call of {to:#x} for this submitter"
+                    ),
+                });
+            }
+        }
+        self.check_value(intent.value)
+    }
+
+    fn check_value(&self, value: U256) -> Result<(), PolicyViolation> {
+        match self.max_value_per_tx {
+            Some(max) if value > U256::from(max) => Err(PolicyViolation {
+                rule: "max_value_per_tx",
+                field: "value",
+                detail: format!("{value} wei is above this submitter's max_value_per_tx {max}"),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Why this policy cannot work, as `(key, reason)` with keys relative
+    /// to the settings table: selectors for a destination that `allowed_to`
+    /// does not allow.
+    pub fn issues(&self) -> Vec<(&'static str, String)> {
+        let mut issues = Vec::new();
+        if let (Some(allowed), Some(selectors)) = (&self.allowed_to, &self.allowed_selectors) {
+            for to in selectors.keys().filter(|to| !allowed.contains(to)) {
+                issues.push((
+                    "policy.allowed_selectors",
+                    format!("{to:#x} is not in policy.allowed_to: its calls could never be sent"),
+                ));
+            }
+        }
+        issues
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy::primitives::{address, Bytes};
+
+    use super::*;
+
+    const TOKEN: Address = address!("1111111111111111111111111111111111111111");
+    const PAYEE: Address = address!("2222222222222222222222222222222222222222");
+
+    fn intent(to: Option<Address>, value: u64, data: &[u8]) -> Intent {
+        Intent {
+            to,
+            value: U256::from(value),
+            data: Bytes::copy_from_slice(data),
+            gas_limit: None,
+            max_fee_per_gas: None,
+            max_priority_fee_per_gas: None,
+            private: false,
+        }
+    }
+
+    fn policy() -> Policy {
+        serde_json::from_value(serde_json::json!({
+            "allowed_to": [TOKEN, PAYEE],
+            "allowed_selectors": { TOKEN.to_string(): ["0xa9059cbb"] },
+            "deny_contract_creation": true,
+            "max_value_per_tx": "1000",
+        }))
+        .expect("policy")
+    }
+
+    fn rule(policy: &Policy, intent: &Intent) -> Option<(&'static str, &'static str)> {
+        policy.check(intent).err().map(|v| (v.rule, v.field))
+    }
+
+    #[test]
+    fn each_rule_refuses_what_it_names_and_passes_the_rest() {
+        let p = policy();
+        let transfer = [0xa9, 0x05, 0x9c, 0xbb, 0, 1];
+        assert_eq!(rule(&p, &intent(Some(TOKEN), 0, &transfer)), None);
+        assert_eq!(rule(&p, &intent(Some(PAYEE), 1000, &[])), None);
+        assert_eq!(
+            rule(&p, &intent(Some(Address::ZERO), 0, &[])),
+            Some(("allowed_to", "to"))
+        );
+        assert_eq!(
+            rule(&p, &intent(Some(TOKEN), 0, &[0x09, 0x5e, 0xa7, 0xb3])),
+            Some(("allowed_selectors", "data"))
+        );
+        assert_eq!(
+            rule(&p, &intent(Some(TOKEN), 0, &[0xa9, 0x05])),
+            Some(("allowed_selectors", "data")),
+            "a call shorter than a selector"
+        );
+        assert_eq!(
+            rule(&p, &intent(Some(PAYEE), 1001, &[])),
+            Some(("max_value_per_tx", "value"))
+        );
+        assert_eq!(
+            rule(&p, &intent(None, 0, &[0x60])),
+            Some(("deny_contract_creation", "to"))
+        );
+        assert_eq!(rule(&Policy::default(), &intent(None, u64::MAX, &[])), None);
+        assert!(p.issues().is_empty());
+    }
+
+    #[test]
+    fn selectors_of_a_destination_allowed_to_refuses_are_an_issue() {
+        let p: Policy = serde_json::from_value(serde_json::json!({
+            "allowed_to": [PAYEE],
+            "allowed_selectors": { TOKEN.to_string(): ["0xa9059cbb"] },
+        }))
+        .expect("policy");
+        let issues = p.issues();
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].0, "policy.allowed_selectors");
+        assert!(issues[0].1.starts_with("0x1111"), "{issues:?}");
+    }
+}

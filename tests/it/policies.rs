@@ -1,0 +1,165 @@
+//! Submitter policies (README "Guardrails"): each rule the request decides
+//! refuses at the edge with 403 `policy_violation` naming the field and the
+//! rule, and stores nothing; layers merge rule by rule; a reload changes
+//! them at once.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use crate::common::{
+    node::{config_toml, TestNode},
+    Anvil, TestDb, DEV,
+};
+
+/// Allowed plain destination (anvil's dev account 1).
+const PAYEE: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+/// Allowed destination whose calls are limited to `transfer(address,uint256)`
+/// (anvil's dev account 2: any data goes through on chain).
+const TOKEN: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
+/// A destination no rule allows.
+const STRANGER: &str = "0x000000000000000000000000000000000000dead";
+
+struct ConfigFile(PathBuf);
+
+impl Drop for ConfigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The submitter's own rules, and `max_value_per_tx` from `[defaults]`.
+fn policy_toml(db: &TestDb, anvil: &Anvil, submitter_policy: &str) -> String {
+    config_toml(&db.url, &anvil.rpc_url(), "n1", submitter_policy)
+        + "[defaults]\nfinality = { confirmations = 1 }\n[defaults.policy]\nmax_value_per_tx = \"1000\"\n"
+}
+
+fn strict() -> String {
+    format!(
+        "policy = {{ allowed_to = [\"{PAYEE}\", \"{TOKEN}\"], allowed_selectors = {{ \"{TOKEN}\" = [\"0xa9059cbb\"] }}, deny_contract_creation = true }}"
+    )
+}
+
+fn body(request_id: &str, to: Option<&str>, value: &str, data: &str) -> Value {
+    let mut body =
+        json!({"submitter": DEV, "request_id": request_id, "value": value, "data": data});
+    if let Some(to) = to {
+        body["to"] = json!(to);
+    }
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_rule_refuses_at_the_edge_storing_nothing_and_a_reload_changes_them() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let file = ConfigFile(
+        std::env::temp_dir().join(format!("txmgr-policy-{}.toml", uuid::Uuid::new_v4())),
+    );
+    std::fs::write(&file.0, policy_toml(&db, &anvil, &strict())).expect("write");
+    let node = TestNode::start_file(&file.0).await;
+
+    let approve = format!("0x095ea7b3{}", "00".repeat(64));
+    let transfer = format!("0xa9059cbb{}", "00".repeat(64));
+    let refused = [
+        (body("r-to", Some(STRANGER), "1", "0x"), "to", "allowed_to"),
+        (
+            body("r-sel", Some(TOKEN), "0", &approve),
+            "data",
+            "allowed_selectors",
+        ),
+        (
+            body("r-nosel", Some(TOKEN), "1", "0x"),
+            "data",
+            "allowed_selectors",
+        ),
+        (
+            body("r-create", None, "0", "0x6080"),
+            "to",
+            "deny_contract_creation",
+        ),
+        // From [defaults.policy]: the submitter's own table keeps it.
+        (
+            body("r-value", Some(PAYEE), "1001", "0x"),
+            "value",
+            "max_value_per_tx",
+        ),
+    ];
+    for (request, field, rule) in &refused {
+        let (status, answer) = node
+            .request("POST", "/v1/transactions", Some(request.clone()))
+            .await;
+        assert_eq!(status, 403, "{request}: {answer}");
+        assert_eq!(answer["error"]["code"], "policy_violation", "{answer}");
+        assert_eq!(answer["error"]["field"], *field, "{answer}");
+        assert_eq!(answer["error"]["rule"], *rule, "{answer}");
+    }
+    assert_eq!(db.count("SELECT count(*) FROM managed_tx").await, 0);
+
+    // What the rules allow goes out and confirms.
+    for request in [
+        body("ok-pay", Some(PAYEE), "1000", "0x"),
+        body("ok-call", Some(TOKEN), "0", &transfer),
+    ] {
+        let (status, answer) = node
+            .request("POST", "/v1/transactions", Some(request))
+            .await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'",
+        2,
+    )
+    .await;
+    let (_, metrics) = node.text("/metrics").await;
+    assert!(
+        metrics.contains(
+            "txmgr_policy_refusals_total{chain=\"default\",rule=\"allowed_selectors\"} 2"
+        ),
+        "{metrics}"
+    );
+
+    // A reload drops the submitter's rules: the defaults' cap still holds.
+    std::fs::write(&file.0, policy_toml(&db, &anvil, "")).expect("write");
+    let (status, report) = node.request("POST", "/v1/ops/reload", None).await;
+    assert_eq!(status, 200, "{report}");
+    let (status, answer) = node
+        .request(
+            "POST",
+            "/v1/transactions",
+            Some(body("after-to", Some(STRANGER), "1", "0x")),
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let (status, answer) = node
+        .request(
+            "POST",
+            "/v1/transactions",
+            Some(body("after-value", Some(STRANGER), "1001", "0x")),
+        )
+        .await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["error"]["rule"], "max_value_per_tx", "{answer}");
+    node.stop().await;
+}
+
+#[test]
+fn a_selector_list_for_a_destination_allowed_to_refuses_is_a_config_error() {
+    let toml = format!(
+        r#"
+[database]
+url = "postgres://localhost/x"
+[chain]
+rpc_url = "http://127.0.0.1:8545"
+chain_id = 31337
+[submitters."{DEV}"]
+signer = {{ kind = "env", env = "K" }}
+policy = {{ allowed_to = ["{PAYEE}"], allowed_selectors = {{ "{TOKEN}" = ["0xa9059cbb"] }} }}
+"#
+    );
+    let err = txmgr::config::Config::from_toml_str(&toml, std::iter::empty::<(String, String)>())
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("policy.allowed_selectors"), "{text}");
+    assert!(text.contains(TOKEN), "{text}");
+}
