@@ -152,6 +152,12 @@ macro_rules! settings_overrides {
                 skip_serializing_if = "Option::is_none"
             )]
             pub funding_max_per_day: Option<u128>,
+            /// Overrides `defaults.paused`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub paused: Option<bool>,
+            /// Overrides `defaults.pause_accepts_creates`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub pause_accepts_creates: Option<bool>,
             /// Overrides rules of `defaults.policy` (each rule a key).
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub policy: Option<PolicyOverride>,
@@ -193,6 +199,10 @@ macro_rules! settings_overrides {
                 top_up: self.top_up.or(d.top_up),
                 funding_max_per_day: self.funding_max_per_day.or(d.funding_max_per_day),
                 private_sends: self.private_sends.unwrap_or(d.private_sends),
+                paused: self.paused.unwrap_or(d.paused),
+                pause_accepts_creates: self
+                    .pause_accepts_creates
+                    .unwrap_or(d.pause_accepts_creates),
                 policy: self
                     .policy
                     .as_ref()
@@ -204,7 +214,7 @@ macro_rules! settings_overrides {
 
             /// Whether any `[defaults]` knob is overridden here.
             pub fn has_overrides(&self) -> bool {
-                self.max_in_flight.is_some() || self.batch_size.is_some() || self.ingress_capacity.is_some() || self.hold_slot_until_final.is_some() || self.protect_on_external_nonce.is_some() || self.finality.is_some() || self.resubmit_interval.is_some() || self.max_resubmits.is_some() || self.stuck_after.is_some() || self.cancel_when_stuck.is_some() || self.reject_after.is_some() || self.gas_limit_margin.is_some() || self.legacy_fees.is_some() || self.max_fee_per_gas_cap.is_some() || self.max_priority_fee_per_gas_cap.is_some() || self.gas_price_cap.is_some() || self.gas_bump.is_some() || self.min_balance.is_some() || self.top_up.is_some() || self.funding_max_per_day.is_some() || self.private_sends.is_some() || self.policy.is_some()
+                self.max_in_flight.is_some() || self.batch_size.is_some() || self.ingress_capacity.is_some() || self.hold_slot_until_final.is_some() || self.protect_on_external_nonce.is_some() || self.finality.is_some() || self.resubmit_interval.is_some() || self.max_resubmits.is_some() || self.stuck_after.is_some() || self.cancel_when_stuck.is_some() || self.reject_after.is_some() || self.gas_limit_margin.is_some() || self.legacy_fees.is_some() || self.max_fee_per_gas_cap.is_some() || self.max_priority_fee_per_gas_cap.is_some() || self.gas_price_cap.is_some() || self.gas_bump.is_some() || self.min_balance.is_some() || self.top_up.is_some() || self.funding_max_per_day.is_some() || self.private_sends.is_some() || self.paused.is_some() || self.pause_accepts_creates.is_some() || self.policy.is_some()
             }
 
             /// These fields with every override unset.
@@ -232,6 +242,8 @@ macro_rules! settings_overrides {
                     top_up: None,
                     funding_max_per_day: None,
                     private_sends: None,
+                    paused: None,
+                    pause_accepts_creates: None,
                     policy: None,
                 }
             }

@@ -15,6 +15,7 @@
 //! | `payload_too_large`    | 413    | body over `http.body_limit_bytes`                 |
 //! | `unknown_submitter`    | 422    | submitter not configured (or being removed)       |
 //! | `submitter_protected`  | 423    | submitter in PROTECT                              |
+//! | `paused`               | 423    | submitter paused, refusing creates meanwhile      |
 //! | `overloaded`           | 429    | ingress queue full; `Retry-After` in seconds      |
 //! | `rate_limited`         | 429    | asked again too soon (a client's speed-up of one  |
 //! |                        |        | intent within its resubmit interval, or a create  |
@@ -124,6 +125,10 @@ pub enum ApiError {
         /// The input at fault, e.g. `submitter`.
         field: Option<String>,
     },
+    /// The submitter is paused and refuses creates meanwhile
+    /// (`pause_accepts_creates = false`).
+    #[error("submitter is paused: {0}")]
+    Paused(String),
     /// The submitter's policy refuses this intent (README "Guardrails");
     /// nothing was stored.
     #[error("{message}")]
@@ -195,6 +200,7 @@ impl ApiError {
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden { .. } => "forbidden",
             ApiError::PolicyViolation { .. } => "policy_violation",
+            ApiError::Paused(_) => "paused",
             ApiError::InvalidState(_) => "invalid_state",
             ApiError::NotLeader { .. } => "not_leader",
             ApiError::InvalidConfig { .. } => "invalid_config",
@@ -208,7 +214,7 @@ impl ApiError {
             ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::MissingField { .. } => StatusCode::BAD_REQUEST,
             ApiError::UnknownSubmitter(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::SubmitterProtected(_) => StatusCode::LOCKED,
+            ApiError::SubmitterProtected(_) | ApiError::Paused(_) => StatusCode::LOCKED,
             ApiError::IdempotencyConflict { .. } => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -266,6 +272,7 @@ impl From<CreateError> for ApiError {
                 "submitter {address:#x} is being removed and accepts no new work"
             )),
             CreateError::Protected(reason) => ApiError::SubmitterProtected(reason),
+            CreateError::Paused(reason) => ApiError::Paused(reason),
             CreateError::Policy(violation) => ApiError::PolicyViolation {
                 rule: violation.rule,
                 field: violation.field,
@@ -360,6 +367,7 @@ mod tests {
                 field: "x",
                 message: "x".into(),
             },
+            ApiError::Paused("x".into()),
             ApiError::InvalidState("x".into()),
             ApiError::NotLeader { owner: "x".into() },
             ApiError::InvalidConfig { issues: Vec::new() },

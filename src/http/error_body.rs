@@ -25,6 +25,7 @@ pub const ERROR_CODES: &[&str] = &[
     "payload_too_large",
     "unknown_submitter",
     "submitter_protected",
+    "paused",
     "overloaded",
     "rate_limited",
     "invalid_config",

@@ -32,6 +32,7 @@ pub mod openapi;
 pub mod ops;
 mod ops_audit;
 pub mod ops_endpoints;
+pub mod ops_pause;
 mod ops_state;
 pub mod ops_views;
 pub mod ops_webhooks;
@@ -163,6 +164,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(ops_endpoints::endpoints))
         .routes(routes!(ops::restart))
         .routes(routes!(ops::unprotect))
+        .routes(routes!(ops_pause::pause))
+        .routes(routes!(ops_pause::resume))
         .routes(routes!(ops::reload))
         .routes(routes!(ops_webhooks::list))
         .routes(routes!(ops_webhooks::redeliver))

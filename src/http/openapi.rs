@@ -43,6 +43,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/ops/endpoints"),
     ("post", "/v1/ops/submitters/{address}/restart"),
     ("post", "/v1/ops/submitters/{address}/unprotect"),
+    ("post", "/v1/ops/submitters/{address}/pause"),
+    ("post", "/v1/ops/submitters/{address}/resume"),
     ("post", "/v1/ops/reload"),
     ("get", "/v1/ops/webhooks"),
     ("post", "/v1/ops/webhooks/{name}/redeliver"),

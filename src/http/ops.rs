@@ -32,7 +32,7 @@ use super::{
     ops_state::ReloadReport,
     ops_views::{
         ActionView, ActorView, ActorsView, ChainActorsView, ClusterView, LeaseView, NodeView,
-        PoolsView, TrackerActorView, UnprotectBody,
+        PausedView, PoolsView, TrackerActorView, UnprotectBody,
     },
     path::ApiPath,
     AppState, ServedChain,
@@ -41,7 +41,7 @@ use super::{
 /// Longest unprotect `reason`, in characters.
 const MAX_UNPROTECT_REASON_CHARS: usize = 1000;
 
-fn engine(chain: &ServedChain) -> ApiResult<&Engine> {
+pub(super) fn engine(chain: &ServedChain) -> ApiResult<&Engine> {
     chain
         .engine
         .as_ref()
@@ -82,6 +82,31 @@ async fn work_counts(
         .into_iter()
         .map(|work| (format!("{:#x}", work.submitter), work))
         .collect())
+}
+
+/// A submitter's pause as the actors view shows it: the operator's first,
+/// else the configuration's.
+fn paused_view(
+    pause: Option<&txmgr_actors::store::pause::Pause>,
+    settings: &txmgr_actors::submitter::SubmitterSettings,
+) -> Option<PausedView> {
+    let accepts_creates = settings.pause_accepts_creates;
+    match pause {
+        Some(pause) => Some(PausedView {
+            source: "api",
+            reason: pause.reason.clone(),
+            halt_resubmits: pause.halt_resubmits,
+            paused_by: pause.paused_by.clone(),
+            accepts_creates,
+        }),
+        None => settings.paused.then(|| PausedView {
+            source: "config",
+            reason: "paused = true in the configuration".to_owned(),
+            halt_resubmits: false,
+            paused_by: "config".to_owned(),
+            accepts_creates,
+        }),
+    }
 }
 
 /// `GET /v1/ops/actors`.
@@ -149,6 +174,7 @@ fn chain_actors(
                 restarts: s.restarts,
                 last_error: s.last_error,
                 protect_reason: s.protect_reason,
+                paused: paused_view(s.pause.as_deref(), &s.settings),
                 head_of_line_blocked: s.head_of_line_blocked,
                 running: s.running,
                 draining: s.draining,
@@ -243,7 +269,7 @@ pub(crate) async fn cluster(
     Ok(Json(ClusterView { nodes, leases }))
 }
 
-fn ops_error(err: OpsError) -> ApiError {
+pub(super) fn ops_error(err: OpsError) -> ApiError {
     match err {
         OpsError::UnknownSubmitter(address) => {
             ApiError::UnknownSubmitter(format!("submitter {address:#x} is not configured"))

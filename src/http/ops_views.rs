@@ -35,6 +35,8 @@ pub struct ActorView {
     pub last_error: Option<String>,
     /// PROTECT reason, when protected.
     pub protect_reason: Option<String>,
+    /// Sending paused (README "Guardrails"), when it is.
+    pub paused: Option<PausedView>,
     /// The lowest unmined nonce is STUCK, so every later nonce waits behind
     /// it on chain (reported by the leader; false on other nodes).
     pub head_of_line_blocked: bool,
@@ -55,6 +57,22 @@ pub struct ActorView {
     pub funds_low: Option<bool>,
     /// Where the submitter's key lives: `env`, `keystore`, `remote` or `aws_kms`.
     pub signer_kind: &'static str,
+}
+
+/// A submitter's pause in `GET /v1/ops/actors`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PausedView {
+    /// `api` (an operator's pause, cluster-wide) or `config` (`paused = true`).
+    #[schema(pattern = "^(api|config)$")]
+    pub source: &'static str,
+    /// Why.
+    pub reason: String,
+    /// Re-broadcasts and fee bumps of in-flight intents stop too.
+    pub halt_resubmits: bool,
+    /// Who paused it (the token's name; `config` for the configuration).
+    pub paused_by: String,
+    /// Creates are accepted meanwhile (they wait QUEUED); false: 423 `paused`.
+    pub accepts_creates: bool,
 }
 
 /// The tracking pools in `GET /v1/ops/actors`.

@@ -75,7 +75,7 @@ impl CreatedBody {
         (status = 403, description = "forbidden: the token may not use this submitter; or policy_violation: the submitter's policy refuses the intent (`field` and `rule` name it), nothing stored", body = ErrorResponse),
         (status = 409, description = "idempotency_conflict: same request_id, different body", body = ErrorResponse),
         (status = 422, description = "unknown_submitter: not configured here, or being removed", body = ErrorResponse),
-        (status = 423, description = "submitter_protected: PROTECT after external use of the key", body = ErrorResponse),
+        (status = 423, description = "submitter_protected: PROTECT after external use of the key; or paused: the submitter is paused with `pause_accepts_creates = false`", body = ErrorResponse),
         (status = 429, description = "overloaded: the submitter's ingress queue is full; or rate_limited: the token is over its `rate`. Retry after `Retry-After` seconds; nothing was stored", body = ErrorResponse),
         (status = 503, description = "unavailable: not persisted in time; retrying with the same request_id is safe", body = ErrorResponse)))]
 pub(crate) async fn create(

@@ -56,6 +56,7 @@ mod ops_reload;
 mod ops_roles;
 mod ops_scope;
 mod page_budget;
+mod pause;
 mod pg_tls;
 mod pipeline;
 mod pipeline_cluster;

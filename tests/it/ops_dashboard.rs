@@ -58,6 +58,15 @@ async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
         )
         .await;
     assert_eq!(status, 202);
+    // Paused after its first intent: the row says so and offers a resume.
+    let (status, answer) = node
+        .request(
+            "POST",
+            &format!("/v1/ops/submitters/{DEV}/pause"),
+            Some(json!({"reason": "dashboard check"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -89,6 +98,7 @@ async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
             && dom.contains("role leader")
             && dom.contains(" / 1000<")
             && dom.contains("dash-hook")
+            && dom.contains("PAUSED (api): dashboard check")
         {
             break;
         }
@@ -107,6 +117,10 @@ async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
         "the row shows balance / min_balance:\n{dom}"
     );
     assert!(dom.contains(">dash-hook<"), "the webhook row:\n{dom}");
+    assert!(
+        dom.contains("PAUSED (api): dashboard check") && dom.contains("class=\"resume\">resume<"),
+        "the row shows the pause and a resume button:\n{dom}"
+    );
     // The mailbox-depth column holds a number.
     let row = dom.split(DEV).nth(1).unwrap_or("");
     let cells: Vec<&str> = row

@@ -181,6 +181,10 @@ pub enum CreateError {
     /// keeps one bad item from failing the creates batched with it.
     #[error("cannot be stored: {0}")]
     Unstorable(String),
+    /// The submitter is paused and set to refuse creates meanwhile
+    /// (`pause_accepts_creates = false`; HTTP 423 `paused`).
+    #[error("submitter is paused: {0}")]
+    Paused(String),
     /// The submitter's policy refuses it (HTTP 403 `policy_violation`);
     /// nothing was stored.
     #[error(transparent)]

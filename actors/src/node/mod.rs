@@ -164,6 +164,9 @@ impl Engine {
             return Err(CreateError::UnknownSubmitter(address));
         };
         if let Some(ctx) = self.shared.context(&address) {
+            if let Some(reason) = ctx.pause_refusal(handle.status().pause().as_deref()) {
+                return Err(CreateError::Paused(reason));
+            }
             if let Err(violation) = ctx.check_policy(&intent.intent) {
                 metrics::counter!(crate::metrics::POLICY_REFUSALS,
                     "chain" => crate::metrics::chain_label(ctx.key.chain_id), "rule" => violation.rule)

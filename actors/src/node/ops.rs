@@ -1,5 +1,5 @@
 //! Operator actions on the engine (README "Operations"): restart,
-//! unprotect, and live reconfiguration (new settings, new and removed
+//! unprotect, pausing and resuming sends, and live reconfiguration (new settings, new and removed
 //! submitters).
 //!
 //! Actions that must not race the actor (restart, unprotect, removal)
@@ -64,6 +64,52 @@ pub struct Unprotected {
 }
 
 impl Engine {
+    /// Pauses sending for the submitter on this chain, cluster-wide and
+    /// durably (README "Guardrails"): the pause row and its audit row
+    /// commit together; from then on no allocation draws a nonce for it,
+    /// wherever its leader runs. Shown on this node at once, on the others
+    /// at their next discovery. Returns the pause it replaced.
+    pub async fn pause_sending(
+        &self,
+        address: Address,
+        pause: store::pause::Pause,
+        audit: &AuditEntry<'_>,
+    ) -> Result<Option<store::pause::Pause>, OpsError> {
+        let ctx = self
+            .shared
+            .context(&address)
+            .ok_or(OpsError::UnknownSubmitter(address))?;
+        let before = store::pause::pause(&self.shared.pool, ctx.key, &pause, audit).await?;
+        if let Some(handle) = self.shared.handle(address) {
+            handle.status().set_pause(Some(std::sync::Arc::new(pause)));
+        }
+        tracing::warn!(target: "txmgr::ops", submitter = %ctx.key, actor = audit.actor, "submitter paused");
+        Ok(before)
+    }
+
+    /// Lifts the pause (with its audit row, in one transaction) and wakes
+    /// the leader, wherever it runs. Returns the pause lifted (`None`: it
+    /// was not paused; nothing was written).
+    pub async fn resume_sending(
+        &self,
+        address: Address,
+        audit: &AuditEntry<'_>,
+    ) -> Result<Option<store::pause::Pause>, OpsError> {
+        let ctx = self
+            .shared
+            .context(&address)
+            .ok_or(OpsError::UnknownSubmitter(address))?;
+        let lifted = store::pause::resume(&self.shared.pool, ctx.key, audit).await?;
+        if let Some(handle) = self.shared.handle(address) {
+            handle.status().set_pause(None);
+        }
+        if lifted.is_some() {
+            tracing::warn!(target: "txmgr::ops", submitter = %ctx.key, actor = audit.actor, "submitter resumed");
+            self.notify(address);
+        }
+        Ok(lifted)
+    }
+
     async fn pause(&self, address: Address) -> Result<(), OpsError> {
         let millis = u64::try_from(PAUSE_CALL_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
         ractor::call_t!(

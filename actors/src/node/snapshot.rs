@@ -34,6 +34,8 @@ pub struct SubmitterSnapshot {
     pub last_error: Option<String>,
     /// Why the submitter is in PROTECT.
     pub protect_reason: Option<String>,
+    /// An operator's pause, as this node last read it.
+    pub pause: Option<Arc<crate::store::pause::Pause>>,
     /// The lowest unmined nonce is STUCK (known where the leader runs).
     pub head_of_line_blocked: bool,
     /// An actor runs for it on this node.
@@ -162,6 +164,7 @@ impl Engine {
                     restarts: status.restarts(),
                     last_error: status.last_error(),
                     protect_reason: status.protect_reason(),
+                    pause: status.pause(),
                     head_of_line_blocked: status.head_of_line_blocked(),
                     running: handle.actor().is_some(),
                     draining: self.shared.removed.contains(&address),

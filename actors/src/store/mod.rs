@@ -30,6 +30,7 @@ pub mod node;
 pub mod nonce_cursor;
 pub mod open_work;
 mod owner;
+pub mod pause;
 pub mod pipeline;
 pub mod queue_read;
 pub mod resubmit_claims;

@@ -172,6 +172,8 @@ async fn query(
            CROSS JOIN LATERAL (
                 SELECT m.tx_id, m.intent, m.ingress_seq FROM managed_tx m
                  WHERE m.chain_id = r.chain_id AND m.submitter = r.submitter AND m.state = 'QUEUED'
+                   AND NOT EXISTS (SELECT 1 FROM submitter_pause p
+                                    WHERE p.chain_id = r.chain_id AND p.submitter = r.submitter)
                  ORDER BY m.ingress_seq
                  LIMIT GREATEST(0, LEAST(r.lim, r.bound - (
                        SELECT count(*) FROM managed_tx f

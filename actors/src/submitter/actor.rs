@@ -318,10 +318,13 @@ async fn on_work(
     let Some(lease) = state.lease.clone() else {
         return Ok(());
     };
+    // PROTECT, and a pause by the configuration, allocate nothing (an
+    // operator's pause is obeyed by the allocation itself).
+    let hold = state.protect_reason.is_some() || state.ctx.paused_by_config();
     let result = cycle::run(
         &state.ctx,
         LeaderLease::new(&state.ctx, &lease),
-        state.protect_reason.is_some(),
+        hold,
         &mut state.memory,
     )
     .await;

@@ -39,7 +39,7 @@ use crate::{
     cluster::Membership,
     domain::SubmitterKey,
     signer::TxSigner,
-    store::{group::GroupCommitter, queue_read::QueueReader, LeaseOwner},
+    store::{self, group::GroupCommitter, queue_read::QueueReader, LeaseOwner},
     tracker::{ReceiptIndex, ResubmitTimers},
 };
 
@@ -106,6 +106,27 @@ impl SubmitterContext {
                 detail: "the submitter's policy cannot be read".into(),
             }),
         }
+    }
+
+    /// Why a create is refused while the submitter is paused (`pause`: the
+    /// operator's, as this node knows it), or `None` when creates are
+    /// accepted (not paused, or `pause_accepts_creates`).
+    pub fn pause_refusal(&self, pause: Option<&store::pause::Pause>) -> Option<String> {
+        let settings = self.settings.read().ok()?;
+        if settings.pause_accepts_creates {
+            return None;
+        }
+        match pause {
+            Some(pause) => Some(pause.reason.clone()),
+            None => settings
+                .paused
+                .then(|| "paused = true in the configuration".to_owned()),
+        }
+    }
+
+    /// Paused by the configuration (`paused = true`): no allocation.
+    pub fn paused_by_config(&self) -> bool {
+        self.settings.read().is_ok_and(|s| s.paused)
     }
 
     /// A snapshot of the current settings.

@@ -4,7 +4,7 @@
 
 use std::sync::{
     atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU8, Ordering},
-    RwLock,
+    Arc, RwLock,
 };
 
 use crate::store::LeaseDeadline;
@@ -62,6 +62,8 @@ pub struct SubmitterStatus {
     lease_deadline: RwLock<Option<LeaseDeadline>>,
     /// Last balance read by the leader (wei) and whether it was below `min_balance`.
     funds: RwLock<Option<(u128, bool)>>,
+    /// An operator's pause (`submitter_pause`), as this node last read it.
+    pause: RwLock<Option<Arc<crate::store::pause::Pause>>>,
 }
 
 impl SubmitterStatus {
@@ -106,6 +108,19 @@ impl SubmitterStatus {
     /// Counts a restart.
     pub fn count_restart(&self) {
         self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The operator's pause of the submitter, as this node last read it
+    /// (the supervisor re-reads it every discovery interval).
+    pub fn pause(&self) -> Option<Arc<crate::store::pause::Pause>> {
+        self.pause.read().map(|p| p.clone()).unwrap_or(None)
+    }
+
+    /// Records the pause read (or written) here.
+    pub fn set_pause(&self, pause: Option<Arc<crate::store::pause::Pause>>) {
+        if let Ok(mut slot) = self.pause.write() {
+            *slot = pause;
+        }
     }
 
     /// Why the submitter is in PROTECT, if it is.

@@ -166,6 +166,7 @@ impl SupervisorState {
             woke |= self.wake(myself, address).await;
         }
         self.refresh_standby_protect().await;
+        self.refresh_pauses().await;
         let mut next = plan.next_in.unwrap_or(interval).min(interval);
         if woke {
             next = next.min(discovery::AFTER_WAKING);
@@ -204,6 +205,27 @@ impl SupervisorState {
             }
             Err(err) => {
                 tracing::debug!(target: "txmgr::supervisor", error = %err, "re-reading PROTECT reasons failed")
+            }
+        }
+    }
+
+    /// Re-reads the operators' pauses of this chain (one query), so every
+    /// node shows them, refuses creates where `pause_accepts_creates` is
+    /// off, and a leader keeps its lease and halts resubmits as asked.
+    async fn refresh_pauses(&self) {
+        let chain_id = self.shared.config.chain_id.into();
+        match store::pause::paused_on(&self.shared.pool, chain_id).await {
+            Ok(rows) => {
+                let paused: HashMap<Address, Arc<store::pause::Pause>> = rows
+                    .into_iter()
+                    .map(|(address, pause)| (address, Arc::new(pause)))
+                    .collect();
+                for handle in self.shared.handles.iter() {
+                    handle.status().set_pause(paused.get(handle.key()).cloned());
+                }
+            }
+            Err(err) => {
+                tracing::debug!(target: "txmgr::supervisor", error = %err, "re-reading pauses failed")
             }
         }
     }

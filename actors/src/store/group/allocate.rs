@@ -60,20 +60,29 @@ pub(super) async fn allocate(
     }
     let (chains, addresses): (Vec<ChainId>, Vec<String>) =
         drawing.iter().map(|i| row_key(parts[*i].fence)).unzip();
+    // A paused submitter draws nothing: its pause is read in the statement
+    // that locks the cursors, so a pause committed before this allocation
+    // is obeyed by it, wherever the leader runs (README "Guardrails").
     let rows = sqlx::query!(
-        r#"SELECT chain_id AS "chain_id: ChainId", submitter, next_nonce, released,
-                  protect_reason, fencing_token, protect_covered_below
-             FROM submitter_nonce_cursor
-            WHERE (chain_id, submitter) IN (SELECT * FROM UNNEST($1::bigint[], $2::text[]))
-            ORDER BY chain_id, submitter FOR UPDATE"#,
+        r#"SELECT c.chain_id AS "chain_id: ChainId", c.submitter, c.next_nonce, c.released,
+                  c.protect_reason, c.fencing_token, c.protect_covered_below,
+                  EXISTS (SELECT 1 FROM submitter_pause p
+                           WHERE p.chain_id = c.chain_id AND p.submitter = c.submitter) AS "paused!"
+             FROM submitter_nonce_cursor c
+            WHERE (c.chain_id, c.submitter) IN (SELECT * FROM UNNEST($1::bigint[], $2::text[]))
+            ORDER BY c.chain_id, c.submitter FOR UPDATE OF c"#,
         &chains as _,
         &addresses,
     )
     .fetch_all(&mut *conn)
     .await?;
+    let mut paused = std::collections::HashSet::new();
     let mut cursors: HashMap<RowKey, CursorRow> = rows
         .into_iter()
         .map(|row| {
+            if row.paused {
+                paused.insert((row.chain_id, row.submitter.clone()));
+            }
             let cursor = CursorRow {
                 next_nonce: row.next_nonce,
                 released: row.released,
@@ -97,6 +106,9 @@ pub(super) async fn allocate(
                 submitter: part.fence.submitter,
             });
         };
+        if paused.contains(&row_key(part.fence)) {
+            continue;
+        }
         let mut cursor = nonce_cursor::from_row(part.fence.submitter, row)?;
         let nonces = cursor.draw(still[i].len());
         let assignments = still[i].iter().copied().zip(nonces).collect();

@@ -69,8 +69,12 @@ pub(super) async fn on_idle_tick(
 ) -> Result<(), ActorProcessingErr> {
     let linger = state.ctx.lease.idle_release_after;
     let queued_locally = state.handle.mailbox_depth() > 0 || state.handle.ingress_depth() > 0;
-    // A protected submitter, and one whose funds are watched, keep the lease.
-    let kept = state.protect_reason.is_some() || state.ctx.settings().min_balance.is_some();
+    // A protected or paused submitter, and one whose funds are watched,
+    // keep the lease (a paused one has QUEUED work that waits).
+    let kept = state.protect_reason.is_some()
+        || state.handle.status().pause().is_some()
+        || state.ctx.paused_by_config()
+        || state.ctx.settings().min_balance.is_some();
     let check = idle_check(
         state.lease.is_some(),
         kept,

@@ -76,6 +76,14 @@ pub(super) async fn on_resubmit(
     let Some(lease) = state.lease.clone() else {
         return Ok(());
     };
+    // Paused with `halt_resubmits`: in-flight intents are neither
+    // re-broadcast nor bumped until the resume (README "Guardrails").
+    if let Some(pause) = state.handle.status().pause() {
+        if pause.halt_resubmits {
+            tracing::debug!(target: "txmgr::submitter", submitter = %state.ctx.key, "paused with halt_resubmits: no resubmit pass");
+            return Ok(());
+        }
+    }
     let only = (!ids.is_empty()).then_some(ids.as_slice());
     let result = resubmit_pass::run(&state.ctx, LeaderLease::new(&state.ctx, &lease), only).await;
     state.set_role();

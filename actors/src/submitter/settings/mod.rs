@@ -152,6 +152,15 @@ pub struct SubmitterSettings {
     /// for it alone (`"private": true`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub private_sends: bool,
+    /// Paused by the configuration: the leader allocates no nonce (each
+    /// node's leader applies its own configuration; an operator's pause
+    /// through the API is the cluster-wide one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// While paused, creates are accepted and wait QUEUED (true) or are
+    /// refused with 423 `paused` (false).
+    #[serde(default = "accepts_creates")]
+    pub pause_accepts_creates: bool,
     /// What the submitter may be asked to send (README "Guardrails").
     #[serde(default, skip_serializing_if = "Policy::is_unrestricted")]
     pub policy: Policy,
@@ -237,10 +246,17 @@ impl Default for SubmitterSettings {
             top_up: None,
             funding_max_per_day: None,
             private_sends: false,
+            paused: false,
+            pause_accepts_creates: true,
             policy: Policy::default(),
             retry_backoff: DEFAULT_RETRY_BACKOFF,
         }
     }
+}
+
+/// `pause_accepts_creates` when unset.
+fn accepts_creates() -> bool {
+    true
 }
 
 impl SubmitterSettings {
