@@ -20,6 +20,8 @@ pub const DEFAULT_BODY_LIMIT_BYTES: usize = 256 * 1024;
 pub const DEFAULT_DATA_LIMIT_BYTES: usize = 128 * 1024;
 /// Default time budget of one HTTP request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `http.max_valid_for`: a create's `valid_until` at most 30 days ahead.
+pub const DEFAULT_MAX_VALID_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Default `http.max_concurrent_requests`: API requests served at once.
 pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 1024;
 /// Default `http.max_long_polls`: `GET /v1/completions` waits at once.

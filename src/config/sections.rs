@@ -90,6 +90,9 @@ pub struct HttpConfig {
     /// Time budget of one request.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// How far ahead a create's `valid_until` may be.
+    #[serde(with = "humantime_serde")]
+    pub max_valid_for: Duration,
     /// API requests served at once; more get 503 `busy` at once. `/healthz`,
     /// `/readyz` and `/metrics` have their own small limit and stay
     /// answerable when the API is saturated.
@@ -150,6 +153,7 @@ impl Default for HttpConfig {
             body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
             data_limit_bytes: DEFAULT_DATA_LIMIT_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_valid_for: DEFAULT_MAX_VALID_FOR,
             max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
             max_long_polls: DEFAULT_MAX_LONG_POLLS,
             page_max_bytes: DEFAULT_PAGE_MAX_BYTES,

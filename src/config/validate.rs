@@ -215,6 +215,7 @@ fn check_sections(config: &Config, issues: &mut Vec<ConfigIssue>) {
         );
     }
     positive(&mut push, "http.request_timeout", http.request_timeout);
+    positive(&mut push, "http.max_valid_for", http.max_valid_for);
     if http.max_concurrent_requests == 0 {
         push("http.max_concurrent_requests", "must be >= 1".into());
     }

@@ -77,6 +77,12 @@ pub struct CreateBody {
     /// never to the public ones; default false (or the submitter's
     /// `private_sends`).
     pub private: Option<bool>,
+    /// Deadline, RFC 3339 (e.g. `2026-11-27T18:00:00Z`): after it, an
+    /// intent without a nonce yet is REJECTED (`sub_state` `expired`, no
+    /// nonce used) and one sent but not mined is cancelled. In the future,
+    /// at most `http.max_valid_for` ahead.
+    #[schema(format = DateTime)]
+    pub valid_until: Option<String>,
 }
 
 /// An amount of wei exactly as the client wrote it; only a JSON string
@@ -125,6 +131,7 @@ impl CreateBody {
         self,
         idempotency_key: Option<&str>,
         data_limit_bytes: usize,
+        max_valid_for: std::time::Duration,
     ) -> Result<ValidCreate, ApiError> {
         let submitter = parse_address("submitter", &self.submitter)?;
         let request_id = match (self.request_id, idempotency_key) {
@@ -188,6 +195,11 @@ impl CreateBody {
                 ));
             }
         }
+        let valid_until = self
+            .valid_until
+            .as_deref()
+            .map(|until| parse_deadline(until, max_valid_for))
+            .transpose()?;
         Ok(ValidCreate {
             chain_id: self.chain_id,
             submitter,
@@ -200,9 +212,45 @@ impl CreateBody {
                 max_fee_per_gas: max_fee,
                 max_priority_fee_per_gas: priority,
                 private: self.private.unwrap_or(false),
+                valid_until,
             },
         })
     }
+}
+
+/// `valid_until`: RFC 3339, in the future, at most `max_valid_for` ahead.
+fn parse_deadline(
+    until: &str,
+    max_valid_for: std::time::Duration,
+) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
+    let parsed = chrono::DateTime::parse_from_rfc3339(until)
+        .map_err(|e| {
+            ApiError::invalid(
+                "valid_until",
+                format!("valid_until must be an RFC 3339 time such as 2026-11-27T18:00:00Z: {e}"),
+            )
+        })?
+        .with_timezone(&chrono::Utc);
+    let now = chrono::Utc::now();
+    if parsed <= now {
+        return Err(ApiError::invalid(
+            "valid_until",
+            "valid_until is in the past",
+        ));
+    }
+    let furthest = chrono::Duration::from_std(max_valid_for)
+        .ok()
+        .and_then(|ahead| now.checked_add_signed(ahead));
+    if furthest.is_some_and(|furthest| parsed > furthest) {
+        return Err(ApiError::invalid(
+            "valid_until",
+            format!(
+                "valid_until is more than http.max_valid_for ({}) ahead",
+                humantime::format_duration(max_valid_for)
+            ),
+        ));
+    }
+    Ok(parsed)
 }
 
 /// `0x` + 40 hex digits; mixed case must carry a valid EIP-55 checksum.

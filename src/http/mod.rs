@@ -95,6 +95,8 @@ pub struct Limits {
     pub data_limit_bytes: usize,
     /// Time budget of one request; over it the client gets 503 `unavailable`.
     pub request_timeout: Duration,
+    /// How far ahead a create's `valid_until` may be; further is a 400.
+    pub max_valid_for: Duration,
     /// API requests served at once; more get 503 `busy`.
     pub max_concurrent_requests: usize,
     /// JSON bytes of the items of one list or feed page.
@@ -110,6 +112,7 @@ impl Limits {
             body_limit_bytes: http.body_limit_bytes,
             data_limit_bytes: http.data_limit_bytes,
             request_timeout: http.request_timeout,
+            max_valid_for: http.max_valid_for,
             max_concurrent_requests: http.max_concurrent_requests,
             page_max_bytes: http.page_max_bytes,
             page_bytes_in_flight: http.page_bytes_in_flight,

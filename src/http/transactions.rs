@@ -121,7 +121,11 @@ async fn create_inner(
         })?),
         None => None,
     };
-    let valid = body.validate(header_key, state.limits.data_limit_bytes)?;
+    let valid = body.validate(
+        header_key,
+        state.limits.data_limit_bytes,
+        state.limits.max_valid_for,
+    )?;
     let chain = state.chains.resolve(valid.chain_id, "chain_id")?;
     *chain_name = Some(chain.name.clone());
     if valid.intent.private && !chain.private_sends {

@@ -74,6 +74,7 @@ async fn leader_without_cursor(
                 max_fee_per_gas: None,
                 max_priority_fee_per_gas: None,
                 private: false,
+                valid_until: None,
             };
             NewIntent::new(key, Some(format!("r{i}")), intent)
         })

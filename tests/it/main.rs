@@ -21,6 +21,7 @@ mod completions_http;
 mod config;
 mod create_fuzz;
 mod db_session;
+mod deadlines;
 mod durability;
 mod feed_retention;
 mod finality;

@@ -136,6 +136,7 @@ async fn migrations_apply_to_an_empty_database_and_are_idempotent() {
             "submitter_funds",
             "submitter_lease",
             "submitter_nonce_cursor",
+            "submitter_pause",
             "tx_attempt",
             "tx_completion",
             "txmgr_node",

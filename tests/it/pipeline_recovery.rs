@@ -34,6 +34,7 @@ async fn queue_three(db: &TestDb) {
                 max_fee_per_gas: None,
                 max_priority_fee_per_gas: None,
                 private: false,
+                valid_until: None,
             };
             NewIntent::new(submitter, Some(format!("c{i}")), intent)
         })

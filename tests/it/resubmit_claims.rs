@@ -221,6 +221,7 @@ async fn a_queued_cancel_racing_the_allocation_never_leaves_a_nonce_gap() {
                         max_fee_per_gas: None,
                         max_priority_fee_per_gas: None,
                         private: false,
+                        valid_until: None,
                     },
                 )
             })

@@ -32,6 +32,7 @@ fn transfer(value: u64) -> Intent {
         max_fee_per_gas: None,
         max_priority_fee_per_gas: None,
         private: false,
+        valid_until: None,
     }
 }
 

@@ -31,6 +31,18 @@ pub struct Intent {
     /// request hashes of earlier intents stay what they were.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub private: bool,
+    /// The deadline (README "Guardrails"): not given a nonce by then, the
+    /// intent is REJECTED `expired`; given one and not mined by then, it is
+    /// cancelled. Absent from the stored JSON when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Intent {
+    /// Whether its deadline has passed at `now`.
+    pub fn expired_at(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        self.valid_until.is_some_and(|until| until <= now)
+    }
 }
 
 /// Fee amounts in the stored JSON: a number while it fits 64 bits (as every
@@ -204,6 +216,7 @@ mod tests {
             max_fee_per_gas: Some(fee),
             max_priority_fee_per_gas: Some(1),
             private: false,
+            valid_until: None,
         }
     }
 

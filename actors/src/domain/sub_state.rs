@@ -51,11 +51,14 @@ pub enum SubState {
     Filler,
     /// REJECTED filler: its nonce went to another transaction.
     FillerNotIncluded,
+    /// REJECTED: its `valid_until` passed before it was given a nonce; or
+    /// CANCELLED: the cancel sent at its deadline was mined.
+    Expired,
 }
 
 impl SubState {
     /// Every sub-state, each with the text it is stored as.
-    pub const ALL: [SubState; 14] = [
+    pub const ALL: [SubState; 15] = [
         SubState::AwaitingReceipt,
         SubState::Mined,
         SubState::Reorged,
@@ -70,6 +73,7 @@ impl SubState {
         SubState::RequeuedByOperator,
         SubState::Filler,
         SubState::FillerNotIncluded,
+        SubState::Expired,
     ];
 
     /// The text stored in the database and shown in the API.
@@ -91,6 +95,7 @@ impl SubState {
             SubState::RequeuedByOperator => "requeued_by_operator",
             SubState::Filler => "filler",
             SubState::FillerNotIncluded => "filler_not_included",
+            SubState::Expired => "expired",
         }
     }
 

@@ -48,6 +48,7 @@ pub fn filler_intent(key: SubmitterKey) -> Intent {
         max_fee_per_gas: None,
         max_priority_fee_per_gas: None,
         private: false,
+        valid_until: None,
     }
 }
 

@@ -287,6 +287,32 @@ pub async fn mark_maybe_pooled(ftx: &mut FencedTx, tx_id: Uuid) -> StoreResult<(
     Ok(())
 }
 
+/// Asks for a cancel of every sent, unmined intent of the fenced submitter
+/// whose `valid_until` has passed (database clock) and that has no cancel
+/// attempt yet, as an operator's cancel would (README "Guardrails"): the
+/// same claim then signs and sends the cancel. Returns the intents asked.
+pub async fn request_deadline_cancels(ftx: &mut FencedTx) -> StoreResult<Vec<Uuid>> {
+    let key = ftx.submitter();
+    let ids = sqlx::query_scalar!(
+        "UPDATE managed_tx m SET requested_action = 'cancel', requested_by = 'valid_until',
+                last_error = 'expired: valid_until ' || (m.intent->>'valid_until') || ' passed before it was mined; cancelling',
+                updated_at = now()
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.receipt IS NULL
+            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.requested_action IS NULL
+            AND m.sub_state IS DISTINCT FROM $3
+            AND m.intent ? 'valid_until' AND (m.intent->>'valid_until')::timestamptz <= now()
+            AND EXISTS (SELECT 1 FROM tx_attempt t WHERE t.tx_id = m.tx_id AND t.nonce = m.nonce)
+            AND NOT EXISTS (SELECT 1 FROM tx_attempt t WHERE t.tx_id = m.tx_id AND t.kind = 'cancel')
+         RETURNING m.tx_id",
+        key.chain_id as _,
+        key.address_hex(),
+        SubState::NonceConsumedExternally as _,
+    )
+    .fetch_all(ftx.conn())
+    .await?;
+    Ok(ids)
+}
+
 /// Sets the intent's `sub_state` (and `last_error` when given) while it is
 /// still open.
 pub async fn set_sub_state(

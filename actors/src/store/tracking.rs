@@ -180,16 +180,27 @@ pub async fn finalize(
     let token = ftx.token();
     let state = sqlx::query_scalar!(
         "UPDATE managed_tx m SET state = CASE
-                    WHEN EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_hash = m.mined_tx_hash
-                                   AND a.kind = 'cancel') THEN 'CANCELLED'
+                    WHEN c.cancelled THEN 'CANCELLED'
                     WHEN $2 THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
-                sub_state = NULL, confirmed_at = now(), requested_action = NULL,
+                -- A cancel mined after the intent's valid_until: the
+                -- deadline's cancel (README \"Guardrails\"), and the feed says so.
+                sub_state = CASE WHEN c.cancelled AND c.expired THEN $4 END,
+                last_error = CASE WHEN c.cancelled AND c.expired
+                    THEN 'expired: valid_until ' || (m.intent->>'valid_until') || ' passed before it was mined; cancelled'
+                    ELSE m.last_error END,
+                confirmed_at = now(), requested_action = NULL,
                 next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
-          WHERE tx_id = $1 AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL
-         RETURNING state",
+           FROM (SELECT EXISTS (SELECT 1 FROM tx_attempt a, managed_tx t
+                                   WHERE t.tx_id = $1 AND a.tx_hash = t.mined_tx_hash
+                                     AND a.kind = 'cancel') AS cancelled,
+                        COALESCE((SELECT (t.intent->>'valid_until')::timestamptz <= now()
+                                    FROM managed_tx t WHERE t.tx_id = $1), false) AS expired) c
+          WHERE m.tx_id = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NOT NULL
+         RETURNING m.state",
         tx_id,
         succeeded,
         token,
+        SubState::Expired as _,
     )
     .fetch_optional(ftx.conn())
     .await?;

@@ -150,6 +150,12 @@ pub(crate) async fn run(
     }
     outcome.more = queued.len() == batch;
 
+    // Past their deadline: not estimated, handed to the allocation to reject.
+    let now = chrono::Utc::now();
+    let (expired, queued): (Vec<_>, Vec<_>) =
+        queued.into_iter().partition(|q| q.intent.expired_at(now));
+    let expired: Vec<Uuid> = expired.into_iter().map(|q| q.tx_id).collect();
+
     // Prepare before allocate: a failure here consumes no nonce.
     let estimates = join_all(queued.iter().map(|q| async {
         match q.intent.gas_limit {
@@ -193,7 +199,23 @@ pub(crate) async fn run(
     // A crash in between leaves ALLOCATED intents without an attempt, which
     // the next leader signs again with the same nonces.
     lease.renew_if_due().await?;
-    let ids: Vec<Uuid> = ready.iter().map(|(id, _)| *id).collect();
+    let mut ids: Vec<Uuid> = ready.iter().map(|(id, _)| *id).collect();
+    // Past their deadline already: the allocation rejects them (by the
+    // database's clock) without a nonce.
+    ids.extend(expired.iter().copied());
+    // A deadline earlier than the first resubmit: the timer fires at the
+    // deadline, and that pass cancels the intent if it is not mined.
+    let now = chrono::Utc::now();
+    let first_check: std::collections::HashMap<Uuid, Duration> = ready
+        .iter()
+        .map(|(id, intent)| {
+            let until_deadline = intent
+                .valid_until
+                .and_then(|until| (until - now).to_std().ok())
+                .unwrap_or(settings.resubmit_interval);
+            (*id, until_deadline.min(settings.resubmit_interval))
+        })
+        .collect();
     let mut by_id: std::collections::HashMap<Uuid, Intent> = ready.into_iter().collect();
     let allocate = Write::Allocate {
         reject: rejected.clone(),
@@ -226,7 +248,10 @@ pub(crate) async fn run(
         ctx.key.address,
         assigned
             .iter()
-            .map(|(id, _)| (*id, settings.resubmit_interval))
+            .map(|(id, _)| {
+                let first = first_check.get(id).copied();
+                (*id, first.unwrap_or(settings.resubmit_interval))
+            })
             .collect(),
     );
     if signed.transient_failure {

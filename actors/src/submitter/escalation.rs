@@ -135,6 +135,7 @@ mod tests {
                 max_fee_per_gas: None,
                 max_priority_fee_per_gas: None,
                 private: false,
+                valid_until: None,
             },
             resubmits: 1,
             since_first_broadcast: Some(Duration::from_secs(1)),

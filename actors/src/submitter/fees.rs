@@ -202,6 +202,7 @@ mod tests {
             max_fee_per_gas: None,
             max_priority_fee_per_gas: None,
             private: false,
+            valid_until: None,
         }
     }
 

@@ -267,6 +267,7 @@ async fn queue_top_up(
                 max_fee_per_gas: None,
                 max_priority_fee_per_gas: None,
                 private: false,
+                valid_until: None,
             },
         );
         match funds::queue_top_up(ftx, &intent, amount, &ctx.owner.node_id).await? {

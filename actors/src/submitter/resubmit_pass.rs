@@ -58,8 +58,19 @@ pub(crate) async fn run(
     let settings = ctx.settings();
     let limit = settings.batch_size.max(1) as usize;
     let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "claim_resubmit").await?;
+    // Past their deadline and not mined: cancelled now, in this pass.
+    let deadline_cancels = resubmit_claims::request_deadline_cancels(&mut ftx).await?;
+    let only: Option<Vec<Uuid>> = only.map(|ids| {
+        let mut ids = ids.to_vec();
+        ids.extend(deadline_cancels.iter().copied());
+        ids
+    });
+    for tx_id in &deadline_cancels {
+        tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, "valid_until passed before it was mined: cancelling");
+    }
     let mut claimed =
-        resubmit_claims::claim_due(&mut ftx, only, limit, settings.resubmit_interval).await?;
+        resubmit_claims::claim_due(&mut ftx, only.as_deref(), limit, settings.resubmit_interval)
+            .await?;
     let mut newly_stuck = Vec::new();
     for item in &mut claimed {
         if let Some((sub_state, reason)) = stuck_reason(item, &settings) {
@@ -254,6 +265,7 @@ async fn sign_replacement(
             max_fee_per_gas: None,
             max_priority_fee_per_gas: None,
             private: false,
+            valid_until: None,
         };
         // 21000 on L1; chains that charge more for a plain transfer (L1
         // data fees on some rollups) answer more. Unanswered: 21000.

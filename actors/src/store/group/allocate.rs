@@ -43,7 +43,22 @@ pub(super) async fn allocate(
     // that got there first has committed (they are skipped, and no nonce is
     // drawn for them), one that comes later waits and then finds them
     // ALLOCATED. So every nonce drawn is assigned and none leaves a gap.
-    let queued = lock_queued(conn, parts).await?;
+    let (queued, expired) = lock_queued(conn, parts).await?;
+    // Past their deadline before a nonce was drawn (database clock):
+    // REJECTED `expired`, no nonce used (README "Guardrails").
+    if !expired.is_empty() {
+        for part in parts {
+            let ids: Vec<Uuid> = part
+                .tx_ids
+                .iter()
+                .copied()
+                .filter(|id| expired.contains(id))
+                .collect();
+            if !ids.is_empty() {
+                pipeline::expire_on(conn, part.fence.submitter, part.fence.token, &ids).await?;
+            }
+        }
+    }
     let still: Vec<Vec<Uuid>> = parts
         .iter()
         .map(|part| {
@@ -134,11 +149,14 @@ pub(super) async fn allocate(
 
 /// Locks, in one statement, every part's intents that are still QUEUED
 /// (in a fixed order, so concurrent lockers never wait on each other in a
-/// cycle).
+/// cycle); returns those to draw for, and those past their `valid_until`.
 async fn lock_queued(
     conn: &mut PgConnection,
     parts: &[AllocatePart<'_>],
-) -> StoreResult<std::collections::HashSet<Uuid>> {
+) -> StoreResult<(
+    std::collections::HashSet<Uuid>,
+    std::collections::HashSet<Uuid>,
+)> {
     let mut rows = Columns::default();
     for part in parts {
         for tx_id in part.tx_ids {
@@ -148,19 +166,25 @@ async fn lock_queued(
     if rows.tx_ids.is_empty() {
         return Ok(Default::default());
     }
-    let locked: Vec<Uuid> = sqlx::query_scalar!(
-        "SELECT m.tx_id FROM managed_tx m
-           JOIN UNNEST($1::uuid[], $2::bigint[], $3::text[]) AS a(tx_id, chain_id, submitter)
-             ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
-          WHERE m.state = 'QUEUED'
-          ORDER BY m.tx_id FOR UPDATE OF m",
+    let locked = sqlx::query!(
+        r#"SELECT m.tx_id,
+                  COALESCE((m.intent->>'valid_until')::timestamptz <= now(), false) AS "expired!"
+             FROM managed_tx m
+             JOIN UNNEST($1::uuid[], $2::bigint[], $3::text[]) AS a(tx_id, chain_id, submitter)
+               ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
+            WHERE m.state = 'QUEUED'
+            ORDER BY m.tx_id FOR UPDATE OF m"#,
         &rows.tx_ids,
         &rows.chains as _,
         &rows.addresses,
     )
     .fetch_all(&mut *conn)
     .await?;
-    Ok(locked.into_iter().collect())
+    let (expired, live): (Vec<_>, Vec<_>) = locked.into_iter().partition(|row| row.expired);
+    Ok((
+        live.into_iter().map(|row| row.tx_id).collect(),
+        expired.into_iter().map(|row| row.tx_id).collect(),
+    ))
 }
 
 /// The merged ALLOCATED update; returns the intents it changed.

@@ -79,6 +79,34 @@ pub async fn reject(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResul
 /// [`reject`] on a connection whose transaction the caller has fenced for
 /// `submitter` (the group committer). Only an intent of that submitter is
 /// touched.
+/// REJECTED `expired`: QUEUED intents whose `valid_until` passed before a
+/// nonce was drawn (the allocation, fenced, on its locked rows).
+pub(in crate::store) async fn expire_on(
+    conn: &mut PgConnection,
+    submitter: SubmitterKey,
+    token: i64,
+    tx_ids: &[Uuid],
+) -> StoreResult<()> {
+    let expired = sqlx::query_scalar!(
+        "UPDATE managed_tx SET state = 'REJECTED', sub_state = $2, nonce = NULL,
+                last_error = 'expired: valid_until ' || (intent->>'valid_until') || ' passed before a nonce was drawn',
+                requested_action = NULL, requested_by = NULL, fencing_token = $3, updated_at = now()
+          WHERE tx_id = ANY($1) AND state = 'QUEUED' AND chain_id = $4 AND submitter = $5
+          RETURNING tx_id",
+        tx_ids,
+        crate::domain::SubState::Expired as _,
+        token,
+        submitter.chain_id as _,
+        submitter.address_hex(),
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for tx_id in expired {
+        super::completions::record(conn, tx_id).await?;
+    }
+    Ok(())
+}
+
 pub(in crate::store) async fn reject_on(
     conn: &mut PgConnection,
     submitter: SubmitterKey,

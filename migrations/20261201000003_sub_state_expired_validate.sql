@@ -1,0 +1,3 @@
+-- Checks the existing rows against the widened set (every value the
+-- previous constraint allowed is still allowed), without blocking writes.
+ALTER TABLE managed_tx VALIDATE CONSTRAINT managed_tx_sub_state_known;
