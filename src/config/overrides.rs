@@ -316,6 +316,13 @@ pub struct PolicyOverride {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_value_per_tx: Option<u128>,
+    /// Overrides `policy.max_fee_per_tx`.
+    #[serde(
+        default,
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_fee_per_tx: Option<u128>,
 }
 
 impl PolicyOverride {
@@ -336,6 +343,7 @@ impl PolicyOverride {
                 .deny_contract_creation
                 .unwrap_or(base.deny_contract_creation),
             max_value_per_tx: self.max_value_per_tx.or(base.max_value_per_tx),
+            max_fee_per_tx: self.max_fee_per_tx.or(base.max_fee_per_tx),
         }
     }
 }

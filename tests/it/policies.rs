@@ -31,7 +31,7 @@ impl Drop for ConfigFile {
 /// The submitter's own rules, and `max_value_per_tx` from `[defaults]`.
 fn policy_toml(db: &TestDb, anvil: &Anvil, submitter_policy: &str) -> String {
     config_toml(&db.url, &anvil.rpc_url(), "n1", submitter_policy)
-        + "[defaults]\nfinality = { confirmations = 1 }\n[defaults.policy]\nmax_value_per_tx = \"1000\"\n"
+        + "[defaults]\nfinality = { confirmations = 1 }\n[defaults.policy]\nmax_value_per_tx = \"1000\"\nmax_fee_per_tx = \"63000000000000\"\n"
 }
 
 fn strict() -> String {
@@ -84,6 +84,17 @@ async fn each_rule_refuses_at_the_edge_storing_nothing_and_a_reload_changes_them
             "value",
             "max_value_per_tx",
         ),
+        // 21000 gas × 4 gwei = 8.4e13 wei at worst, over 6.3e13.
+        (
+            {
+                let mut priced = body("r-fee", Some(PAYEE), "1", "0x");
+                priced["gas_limit"] = json!(21000);
+                priced["max_fee_per_gas"] = json!("4000000000");
+                priced
+            },
+            "max_fee_per_gas",
+            "max_fee_per_tx",
+        ),
     ];
     for (request, field, rule) in &refused {
         let (status, answer) = node
@@ -111,6 +122,16 @@ async fn each_rule_refuses_at_the_edge_storing_nothing_and_a_reload_changes_them
         2,
     )
     .await;
+    // Priced by the engine within max_fee_per_tx: gas_limit × max fee per
+    // gas of every attempt at most 6.3e13 wei.
+    let within: bool = sqlx::query_scalar(
+        "SELECT bool_and(COALESCE(max_fee_per_gas, gas_price) * gas_limit <= 63000000000000)
+           FROM tx_attempt",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("attempts");
+    assert!(within, "an attempt priced above max_fee_per_tx");
     let (_, metrics) = node.text("/metrics").await;
     assert!(
         metrics.contains(

@@ -90,7 +90,7 @@ pub const ACTOR_RESTARTS: &str = "txmgr_actor_restarts_total";
 
 /// Counter: creates a submitter's policy refused, label `rule` (its key:
 /// `allowed_to`, `allowed_selectors`, `deny_contract_creation`,
-/// `max_value_per_tx`).
+/// `max_value_per_tx`, `max_fee_per_tx`).
 pub const POLICY_REFUSALS: &str = "txmgr_policy_refusals_total";
 
 /// Counter: `POST /v1/transactions` answers, label `result` = `created` |

@@ -175,7 +175,10 @@ async fn resubmit_one(
             None => *quote.insert(ctx.chain.fees().await?),
         };
         let market = fees::market(&market, settings.legacy_fees);
-        let Some(new_fees) = fees::bump(previous, market, multiplier, settings) else {
+        // Within the policy's max_fee_per_tx at the attempt's gas limit (a
+        // cancel uses no more gas than the attempt it replaces).
+        let capped = settings.for_gas_limit(item.latest_fees.gas_limit);
+        let Some(new_fees) = fees::bump(previous, market, multiplier, &capped) else {
             // The caps leave no room for a replacement the node would take.
             let sub_state = if kind == AttemptKind::Cancel {
                 SubState::CancelAtFeeCap

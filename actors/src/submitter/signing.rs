@@ -70,7 +70,6 @@ pub(crate) async fn sign_all(
 ) -> Signed {
     let settings = ctx.settings();
     let results = join_all(prepared.iter().map(|(tx_id, nonce, intent)| {
-        let fees = fees::price(intent, quote, &settings);
         let settings = &settings;
         async move {
             let estimate = match intent.gas_limit {
@@ -78,6 +77,9 @@ pub(crate) async fn sign_all(
                 None => Some(ctx.chain.estimate_gas(ctx.key.address, intent).await?),
             };
             let gas = fees::gas_limit(intent, estimate, settings.gas_limit_margin);
+            // Priced within the caps, and within the policy's
+            // max_fee_per_tx at this gas limit.
+            let fees = fees::price(intent, quote, &settings.for_gas_limit(gas));
             let unsigned = fees::build(intent, ctx.key.chain_id.get(), *nonce, gas, fees);
             let result = ctx.signer.sign(unsigned).await;
             Ok::<_, ChainError>((*tx_id, *nonce, gas, fees, intent.private, result))

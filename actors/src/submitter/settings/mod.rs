@@ -265,6 +265,20 @@ impl SubmitterSettings {
         self.max_in_flight == 1 && self.hold_slot_until_final
     }
 
+    /// These settings for an attempt of `gas_limit`: the per-gas caps
+    /// lowered so that `gas_limit ×` the fee stays within the policy's
+    /// `max_fee_per_tx` (unchanged without that rule).
+    pub fn for_gas_limit(&self, gas_limit: u64) -> std::borrow::Cow<'_, SubmitterSettings> {
+        let Some(per_gas) = self.policy.fee_per_gas_cap(gas_limit) else {
+            return std::borrow::Cow::Borrowed(self);
+        };
+        let lower = |cap: Option<u128>| Some(cap.map_or(per_gas, |c| c.min(per_gas)));
+        let mut capped = self.clone();
+        capped.max_fee_per_gas_cap = lower(self.max_fee_per_gas_cap);
+        capped.gas_price_cap = lower(self.gas_price_cap);
+        std::borrow::Cow::Owned(capped)
+    }
+
     /// `retry_backoff` for a chain polled every `poll_interval`: retrying
     /// sooner than the next poll learns nothing new.
     pub fn retry_backoff_for(poll_interval: Duration) -> Duration {

@@ -37,6 +37,15 @@ pub struct Policy {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_value_per_tx: Option<u128>,
+    /// The most one attempt may cost at worst, `gas_limit × max_fee_per_gas`
+    /// (legacy: `× gas_price`), wei: checked at create when the request fixes
+    /// both, and applied when signing and bumping by lowering the per-gas
+    /// caps to `max_fee_per_tx / gas_limit`.
+    #[serde(
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_fee_per_tx: Option<u128>,
 }
 
 /// A create the policy refuses: nothing is stored.
@@ -67,6 +76,7 @@ impl Policy {
                     detail: "contract creation (no `to`) is not allowed for this submitter".into(),
                 });
             }
+            self.check_fee(intent)?;
             return self.check_value(intent.value);
         };
         if let Some(allowed) = &self.allowed_to {
@@ -78,6 +88,7 @@ impl Policy {
                 });
             }
         }
+        self.check_fee(intent)?;
         if let Some(selectors) = self.allowed_selectors.as_ref().and_then(|m| m.get(&to)) {
             let selector = intent.data.get(..4).map(Selector::from_slice);
             if !selector.is_some_and(|s| selectors.contains(&s)) {
@@ -92,6 +103,36 @@ impl Policy {
             }
         }
         self.check_value(intent.value)
+    }
+
+    /// `max_fee_per_tx` against a request that fixes both its gas limit
+    /// and its fee per gas (otherwise the signing applies it).
+    fn check_fee(&self, intent: &Intent) -> Result<(), PolicyViolation> {
+        let (Some(max), Some(gas), Some(fee)) = (
+            self.max_fee_per_tx,
+            intent.gas_limit,
+            intent.max_fee_per_gas,
+        ) else {
+            return Ok(());
+        };
+        let worst = u128::from(gas).saturating_mul(fee);
+        if worst > max {
+            return Err(PolicyViolation {
+                rule: "max_fee_per_tx",
+                field: "max_fee_per_gas",
+                detail: format!(
+                    "gas_limit {gas} × max_fee_per_gas {fee} = {worst} wei is above this submitter's max_fee_per_tx {max}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The highest fee per gas an attempt of `gas_limit` may pay under
+    /// `max_fee_per_tx` (`None`: no such rule).
+    pub fn fee_per_gas_cap(&self, gas_limit: u64) -> Option<u128> {
+        self.max_fee_per_tx
+            .map(|max| max / u128::from(gas_limit.max(1)))
     }
 
     fn check_value(&self, value: U256) -> Result<(), PolicyViolation> {
@@ -110,6 +151,12 @@ impl Policy {
     /// does not allow.
     pub fn issues(&self) -> Vec<(&'static str, String)> {
         let mut issues = Vec::new();
+        if self.max_fee_per_tx.is_some_and(|max| max < 21_000) {
+            issues.push((
+                "policy.max_fee_per_tx",
+                "must be at least 21000 wei (1 wei per gas of a plain transfer)".to_owned(),
+            ));
+        }
         if let (Some(allowed), Some(selectors)) = (&self.allowed_to, &self.allowed_selectors) {
             for to in selectors.keys().filter(|to| !allowed.contains(to)) {
                 issues.push((
@@ -150,6 +197,7 @@ mod tests {
             "allowed_selectors": { TOKEN.to_string(): ["0xa9059cbb"] },
             "deny_contract_creation": true,
             "max_value_per_tx": "1000",
+            "max_fee_per_tx": "2100000",
         }))
         .expect("policy")
     }
@@ -185,6 +233,16 @@ mod tests {
             rule(&p, &intent(None, 0, &[0x60])),
             Some(("deny_contract_creation", "to"))
         );
+        let mut priced = intent(Some(PAYEE), 1, &[]);
+        priced.gas_limit = Some(21_000);
+        priced.max_fee_per_gas = Some(100);
+        assert_eq!(rule(&p, &priced), None, "21000 × 100 = the cap");
+        priced.max_fee_per_gas = Some(101);
+        assert_eq!(
+            rule(&p, &priced),
+            Some(("max_fee_per_tx", "max_fee_per_gas"))
+        );
+        assert_eq!(p.fee_per_gas_cap(21_000), Some(100));
         assert_eq!(rule(&Policy::default(), &intent(None, u64::MAX, &[])), None);
         assert!(p.issues().is_empty());
     }
