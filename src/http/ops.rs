@@ -307,7 +307,13 @@ pub(crate) async fn restart(
     let engine = engine(&chain)?;
     let who = caller.name.to_string();
     let submitter = format!("{address:#x}");
-    let entry = audit_entry(engine.node_id(), &who, "restart", Some(&submitter), None);
+    let entry = audit_entry(
+        engine.node_id(),
+        &who,
+        "restart",
+        Some((chain.chain_id, &submitter)),
+        None,
+    );
     audited(&state, &entry, async {
         engine.restart(address).await.map_err(ops_error)
     })
@@ -360,7 +366,7 @@ pub(crate) async fn unprotect(
         engine.node_id(),
         &who,
         "unprotect",
-        Some(&submitter),
+        Some((chain.chain_id, &submitter)),
         Some(reason),
     );
     // The audit row is written inside the fenced transaction that clears

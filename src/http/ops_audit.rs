@@ -23,13 +23,14 @@ pub(super) fn audit_entry<'a>(
     node_id: &'a str,
     who: &'a str,
     action: &'a str,
-    submitter: Option<&'a str>,
+    on: Option<(txmgr_actors::domain::ChainId, &'a str)>,
     reason: Option<&'a str>,
 ) -> AuditEntry<'a> {
     AuditEntry {
         actor: who,
         action,
-        submitter,
+        chain_id: on.map(|(chain, _)| chain),
+        submitter: on.map(|(_, submitter)| submitter),
         reason,
         node_id: Some(node_id),
         tx_id: None,

@@ -134,7 +134,7 @@ pub(crate) async fn pause(
         engine.node_id(),
         &caller.name,
         action,
-        Some(&submitter),
+        Some((chain.chain_id, &submitter)),
         Some(reason),
     );
     let pause = Pause {
@@ -186,7 +186,7 @@ pub(crate) async fn resume(
         engine.node_id(),
         &caller.name,
         "resume",
-        Some(&submitter),
+        Some((chain.chain_id, &submitter)),
         Some(reason),
     );
     let result = engine.resume_sending(address, &entry).await;

@@ -177,9 +177,10 @@ async fn a_pause_through_one_node_holds_the_leader_on_another_and_resume_sends_i
         "after the in-flight ones, in create order"
     );
 
-    // Both audited, with the node that took each request.
+    // Both audited, with the chain and the node that took each request.
     let audit: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT action, reason, node_id FROM ops_audit WHERE action IN ('pause', 'resume') ORDER BY id",
+        "SELECT action, reason, node_id FROM ops_audit
+          WHERE action IN ('pause', 'resume') AND chain_id = 31337 ORDER BY id",
     )
     .fetch_all(&cluster.db.pool)
     .await

@@ -233,6 +233,7 @@ pub async fn request_at_most_every(
     let entry = AuditEntry {
         actor: who.name,
         action: &audited_action,
+        chain_id: Some(chain_id),
         submitter: Some(&submitter),
         reason: who.reason,
         node_id: Some(who.node_id),

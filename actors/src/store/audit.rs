@@ -21,6 +21,9 @@ pub struct AuditEntry<'a> {
     pub actor: &'a str,
     /// `restart`, `unprotect`, `reload`, `tx_cancel`, …
     pub action: &'a str,
+    /// The chain of the submitter or transaction acted on; `None` for
+    /// node-wide actions.
+    pub chain_id: Option<crate::domain::ChainId>,
     /// Lower-case `0x` address, when the action has a submitter.
     pub submitter: Option<&'a str>,
     /// The operator's free-text reason, if given.
@@ -61,8 +64,8 @@ pub async fn insert(
     outcome: AuditOutcome,
 ) -> StoreResult<i64> {
     let id = sqlx::query_scalar!(
-        "INSERT INTO ops_audit (actor, action, submitter, reason, node_id, tx_id, outcome)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        "INSERT INTO ops_audit (actor, action, submitter, reason, node_id, tx_id, outcome, chain_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
         entry.actor,
         entry.action,
         entry.submitter,
@@ -70,6 +73,7 @@ pub async fn insert(
         entry.node_id,
         entry.tx_id,
         outcome.as_str(),
+        entry.chain_id as _,
     )
     .fetch_one(conn)
     .await?;

@@ -258,6 +258,7 @@ pub async fn queue_top_up(
     let entry = AuditEntry {
         actor: "txmgr",
         action: "top_up",
+        chain_id: Some(key.chain_id),
         submitter: Some(&submitter),
         reason: Some(&reason),
         node_id: Some(node_id),
@@ -285,6 +286,7 @@ pub async fn record_capped(ftx: &mut FencedTx, reason: &str, node_id: &str) -> S
     let entry = AuditEntry {
         actor: "txmgr",
         action: "top_up",
+        chain_id: Some(ftx.submitter().chain_id),
         submitter: Some(&submitter),
         reason: Some(reason),
         node_id: Some(node_id),
