@@ -184,3 +184,71 @@ policy = {{ allowed_to = ["{PAYEE}"], allowed_selectors = {{ "{TOKEN}" = ["0xa90
     assert!(text.contains("policy.allowed_selectors"), "{text}");
     assert!(text.contains(TOKEN), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_intent_stored_before_a_rule_was_tightened_is_rejected_at_allocation() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let file = ConfigFile(
+        std::env::temp_dir().join(format!("txmgr-policy-{}.toml", uuid::Uuid::new_v4())),
+    );
+    std::fs::write(&file.0, policy_toml(&db, &anvil, "")).expect("write");
+    let node = TestNode::start_file(&file.0).await;
+    // Held by a pause while the rule changes under it.
+    let (status, answer) = node
+        .request(
+            "POST",
+            &format!("/v1/ops/submitters/{DEV}/pause"),
+            Some(json!({"reason": "policy change"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = node
+        .request(
+            "POST",
+            "/v1/transactions",
+            Some(body("stored-before", Some(STRANGER), "1", "0x")),
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let tightened = format!("policy = {{ allowed_to = [\"{PAYEE}\"] }}");
+    std::fs::write(&file.0, policy_toml(&db, &anvil, &tightened)).expect("write");
+    let (status, report) = node.request("POST", "/v1/ops/reload", None).await;
+    assert_eq!(status, 200, "{report}");
+    let (status, answer) = node
+        .request(
+            "POST",
+            "/v1/transactions",
+            Some(body("allowed", Some(PAYEE), "1", "0x")),
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let (status, answer) = node
+        .request(
+            "POST",
+            &format!("/v1/ops/submitters/{DEV}/resume"),
+            Some(json!({"reason": "policy in place"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE request_id = 'allowed' AND state = 'CONFIRMED' AND nonce = 0",
+        1,
+    )
+    .await;
+    let (state, nonce, reason): (String, Option<i64>, Option<String>) = sqlx::query_as(
+        "SELECT state, nonce, last_error FROM managed_tx WHERE request_id = 'stored-before'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .expect("row");
+    assert_eq!(state, "REJECTED");
+    assert_eq!(nonce, None, "no nonce drawn against the rule");
+    assert!(
+        reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("policy_violation: policy allowed_to")),
+        "{reason:?}"
+    );
+    node.stop().await;
+}

@@ -155,6 +155,23 @@ pub(crate) async fn run(
     let (expired, queued): (Vec<_>, Vec<_>) =
         queued.into_iter().partition(|q| q.intent.expired_at(now));
     let expired: Vec<Uuid> = expired.into_iter().map(|q| q.tx_id).collect();
+    // The policy again before a nonce is drawn: intents stored before a
+    // rule was tightened, and the engine's own (a top-up counts against its
+    // funder's policy), are REJECTED rather than sent against it.
+    let mut policy_refused: Vec<(Uuid, String)> = Vec::new();
+    let queued: Vec<_> = queued
+        .into_iter()
+        .filter(|q| match settings.policy.check(&q.intent) {
+            Ok(()) => true,
+            Err(violation) => {
+                metrics::counter!(crate::metrics::POLICY_REFUSALS,
+                    "chain" => crate::metrics::chain_label(ctx.key.chain_id), "rule" => violation.rule)
+                .increment(1);
+                policy_refused.push((q.tx_id, format!("policy_violation: {violation}")));
+                false
+            }
+        })
+        .collect();
 
     // Prepare before allocate: a failure here consumes no nonce.
     let estimates = join_all(queued.iter().map(|q| async {
@@ -164,7 +181,7 @@ pub(crate) async fn run(
         }
     }))
     .await;
-    let mut rejected: Vec<(Uuid, String)> = Vec::new();
+    let mut rejected: Vec<(Uuid, String)> = policy_refused;
     let mut ready: Vec<(Uuid, Intent)> = Vec::new();
     for (queued, estimate) in queued.into_iter().zip(estimates) {
         match estimate {
