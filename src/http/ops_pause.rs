@@ -86,6 +86,36 @@ fn params(
     Ok((state.chains.resolve(chain_id, "chain_id")?, halt))
 }
 
+/// What a pause or a resume acts on, checked: the chain, the submitter
+/// the caller may use there, the reason, and (pause) `halt_resubmits`.
+struct Target {
+    chain: std::sync::Arc<ServedChain>,
+    address: alloy::primitives::Address,
+    submitter: String,
+    reason: String,
+    halt_resubmits: bool,
+}
+
+fn target(
+    state: &AppState,
+    caller: &Caller,
+    address: &str,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    body: &PauseBody,
+    takes_halt: bool,
+) -> ApiResult<Target> {
+    let address = parse_address("address", address)?;
+    let (chain, halt_resubmits) = params(state, pairs, takes_halt)?;
+    caller.check_submitter_on(chain.chain_id, &address)?;
+    Ok(Target {
+        chain,
+        address,
+        submitter: format!("{address:#x}"),
+        reason: reason(body)?.to_owned(),
+        halt_resubmits,
+    })
+}
+
 fn reason(body: &PauseBody) -> ApiResult<&str> {
     let reason = body.reason.trim();
     if reason.is_empty() {
@@ -119,12 +149,15 @@ pub(crate) async fn pause(
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
     ApiJson(body): ApiJson<PauseBody>,
 ) -> ApiResult<Json<PauseView>> {
-    let address = parse_address("address", &address)?;
-    let (chain, halt_resubmits) = params(&state, pairs, true)?;
-    caller.check_submitter_on(chain.chain_id, &address)?;
+    let Target {
+        chain,
+        address,
+        submitter,
+        reason,
+        halt_resubmits,
+    } = target(&state, &caller, &address, pairs, &body, true)?;
     let engine = engine(&chain)?;
-    let reason = reason(&body)?;
-    let submitter = format!("{address:#x}");
+    let reason = reason.as_str();
     let action = if halt_resubmits {
         "pause_halt_resubmits"
     } else {
@@ -176,12 +209,15 @@ pub(crate) async fn resume(
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
     ApiJson(body): ApiJson<PauseBody>,
 ) -> ApiResult<Json<PauseView>> {
-    let address = parse_address("address", &address)?;
-    let (chain, _) = params(&state, pairs, false)?;
-    caller.check_submitter_on(chain.chain_id, &address)?;
+    let Target {
+        chain,
+        address,
+        submitter,
+        reason,
+        ..
+    } = target(&state, &caller, &address, pairs, &body, false)?;
     let engine = engine(&chain)?;
-    let reason = reason(&body)?;
-    let submitter = format!("{address:#x}");
+    let reason = reason.as_str();
     let entry = audit_entry(
         engine.node_id(),
         &caller.name,

@@ -274,3 +274,78 @@ async fn a_pause_refusing_creates_answers_423_and_a_configured_pause_holds_until
     node.stop().await;
     let _ = std::fs::remove_file(&file);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pause_on_one_chain_leaves_the_same_key_sending_on_another() {
+    use crate::multi_chain::{on_chain, two_chains_toml, BASE_ID, OTHER_KEY, OTHER_KEY_VAR};
+    std::env::set_var(OTHER_KEY_VAR, OTHER_KEY);
+    let db = TestDb::migrated().await;
+    let local = Anvil::start().await;
+    // base waits for 2 confirmations: blocks come on their own.
+    let base = Anvil::start_on_chain(BASE_ID, &["--block-time", "0.2"]).await;
+    let node = TestNode::start(&two_chains_toml(&db.url, &local, &base)).await;
+    // Several chains: the pause names its chain.
+    let path = format!("/v1/ops/submitters/{DEV}/pause");
+    let (status, answer) = node
+        .request("POST", &path, Some(json!({"reason": "base incident"})))
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["field"], "chain_id", "{answer}");
+    let (status, answer) = node
+        .request(
+            "POST",
+            &format!("{path}?chain_id={BASE_ID}"),
+            Some(json!({"reason": "base incident"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["chain_id"], BASE_ID, "{answer}");
+    for (chain, id) in [(31337, "on-local"), (BASE_ID, "on-base")] {
+        let (status, answer) = node
+            .request(
+                "POST",
+                "/v1/transactions",
+                Some(on_chain(Some(chain), DEV, id)),
+            )
+            .await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE request_id = 'on-local' AND state = 'CONFIRMED'",
+        1,
+    )
+    .await;
+    // base's leader has seen blocks since, and drew nothing.
+    let head = base.block_number().await;
+    wait_until(Duration::from_secs(30), || async {
+        base.block_number().await >= head + 5
+    })
+    .await;
+    assert_eq!(
+        db.count(&format!(
+            "SELECT count(*) FROM managed_tx WHERE chain_id = {BASE_ID} AND state = 'QUEUED' AND nonce IS NULL"
+        ))
+        .await,
+        1
+    );
+    let audit: i64 = db
+        .count(&format!(
+            "SELECT count(*) FROM ops_audit WHERE action = 'pause' AND chain_id = {BASE_ID}"
+        ))
+        .await;
+    assert_eq!(audit, 1);
+    let (status, answer) = node
+        .request(
+            "POST",
+            &format!("/v1/ops/submitters/{DEV}/resume?chain_id={BASE_ID}"),
+            Some(json!({"reason": "base fine"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE request_id = 'on-base' AND state = 'CONFIRMED'",
+        1,
+    )
+    .await;
+    node.stop().await;
+}

@@ -49,6 +49,17 @@ fn body(request_id: &str, to: Option<&str>, value: &str, data: &str) -> Value {
     body
 }
 
+async fn create(node: &TestNode, body: Value) -> (u16, Value) {
+    node.request("POST", "/v1/transactions", Some(body)).await
+}
+
+/// Writes `toml` and reloads it.
+async fn reload(node: &TestNode, file: &ConfigFile, toml: String) {
+    std::fs::write(&file.0, toml).expect("write");
+    let (status, report) = node.request("POST", "/v1/ops/reload", None).await;
+    assert_eq!(status, 200, "{report}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_rule_refuses_at_the_edge_storing_nothing_and_a_reload_changes_them() {
     let db = TestDb::migrated().await;
@@ -97,9 +108,7 @@ async fn each_rule_refuses_at_the_edge_storing_nothing_and_a_reload_changes_them
         ),
     ];
     for (request, field, rule) in &refused {
-        let (status, answer) = node
-            .request("POST", "/v1/transactions", Some(request.clone()))
-            .await;
+        let (status, answer) = create(&node, request.clone()).await;
         assert_eq!(status, 403, "{request}: {answer}");
         assert_eq!(answer["error"]["code"], "policy_violation", "{answer}");
         assert_eq!(answer["error"]["field"], *field, "{answer}");
@@ -112,9 +121,7 @@ async fn each_rule_refuses_at_the_edge_storing_nothing_and_a_reload_changes_them
         body("ok-pay", Some(PAYEE), "1000", "0x"),
         body("ok-call", Some(TOKEN), "0", &transfer),
     ] {
-        let (status, answer) = node
-            .request("POST", "/v1/transactions", Some(request))
-            .await;
+        let (status, answer) = create(&node, request).await;
         assert_eq!(status, 202, "{answer}");
     }
     db.wait_count(
@@ -141,24 +148,10 @@ async fn each_rule_refuses_at_the_edge_storing_nothing_and_a_reload_changes_them
     );
 
     // A reload drops the submitter's rules: the defaults' cap still holds.
-    std::fs::write(&file.0, policy_toml(&db, &anvil, "")).expect("write");
-    let (status, report) = node.request("POST", "/v1/ops/reload", None).await;
-    assert_eq!(status, 200, "{report}");
-    let (status, answer) = node
-        .request(
-            "POST",
-            "/v1/transactions",
-            Some(body("after-to", Some(STRANGER), "1", "0x")),
-        )
-        .await;
+    reload(&node, &file, policy_toml(&db, &anvil, "")).await;
+    let (status, answer) = create(&node, body("after-to", Some(STRANGER), "1", "0x")).await;
     assert_eq!(status, 202, "{answer}");
-    let (status, answer) = node
-        .request(
-            "POST",
-            "/v1/transactions",
-            Some(body("after-value", Some(STRANGER), "1001", "0x")),
-        )
-        .await;
+    let (status, answer) = create(&node, body("after-value", Some(STRANGER), "1001", "0x")).await;
     assert_eq!(status, 403, "{answer}");
     assert_eq!(answer["error"]["rule"], "max_value_per_tx", "{answer}");
     node.stop().await;
@@ -203,25 +196,11 @@ async fn an_intent_stored_before_a_rule_was_tightened_is_rejected_at_allocation(
         )
         .await;
     assert_eq!(status, 200, "{answer}");
-    let (status, answer) = node
-        .request(
-            "POST",
-            "/v1/transactions",
-            Some(body("stored-before", Some(STRANGER), "1", "0x")),
-        )
-        .await;
+    let (status, answer) = create(&node, body("stored-before", Some(STRANGER), "1", "0x")).await;
     assert_eq!(status, 202, "{answer}");
     let tightened = format!("policy = {{ allowed_to = [\"{PAYEE}\"] }}");
-    std::fs::write(&file.0, policy_toml(&db, &anvil, &tightened)).expect("write");
-    let (status, report) = node.request("POST", "/v1/ops/reload", None).await;
-    assert_eq!(status, 200, "{report}");
-    let (status, answer) = node
-        .request(
-            "POST",
-            "/v1/transactions",
-            Some(body("allowed", Some(PAYEE), "1", "0x")),
-        )
-        .await;
+    reload(&node, &file, policy_toml(&db, &anvil, &tightened)).await;
+    let (status, answer) = create(&node, body("allowed", Some(PAYEE), "1", "0x")).await;
     assert_eq!(status, 202, "{answer}");
     let (status, answer) = node
         .request(

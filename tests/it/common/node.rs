@@ -194,16 +194,7 @@ impl TestNode {
             }
             None => Body::empty(),
         };
-        let response = self
-            .app
-            .clone()
-            .oneshot(builder.body(body).expect("request"))
-            .await
-            .expect("router answers");
-        let status = response.status().as_u16();
-        let bytes = to_bytes(response.into_body(), usize::MAX)
-            .await
-            .expect("body");
+        let (status, bytes) = self.send(builder.body(body).expect("request")).await;
         let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         (status, json)
     }
@@ -214,6 +205,11 @@ impl TestNode {
             .uri(path)
             .body(Body::empty())
             .expect("request");
+        let (status, bytes) = self.send(request).await;
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    async fn send(&self, request: Request<Body>) -> (u16, axum::body::Bytes) {
         let response = self
             .app
             .clone()
@@ -224,7 +220,7 @@ impl TestNode {
         let bytes = to_bytes(response.into_body(), usize::MAX)
             .await
             .expect("body");
-        (status, String::from_utf8_lossy(&bytes).into_owned())
+        (status, bytes)
     }
 
     /// Crashes the node: actors die mid-work, leases are not released.
