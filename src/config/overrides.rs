@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use txmgr_actors::{
     domain::Finality,
     submitter::{
-        settings::{file_format, Policy, Selector, TopUp},
+        settings::{file_format, Policy, Selector, SpendLimit, TopUp},
         GasBump, SubmitterSettings,
     },
 };
@@ -316,6 +316,16 @@ pub struct PolicyOverride {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_value_per_tx: Option<u128>,
+    /// Overrides `policy.spend_limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend_limit: Option<SpendLimit>,
+    /// Overrides `policy.spend_wait`.
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub spend_wait: Option<Duration>,
     /// Overrides `policy.max_fee_per_tx`.
     #[serde(
         default,
@@ -344,6 +354,8 @@ impl PolicyOverride {
                 .unwrap_or(base.deny_contract_creation),
             max_value_per_tx: self.max_value_per_tx.or(base.max_value_per_tx),
             max_fee_per_tx: self.max_fee_per_tx.or(base.max_fee_per_tx),
+            spend_limit: self.spend_limit.or(base.spend_limit),
+            spend_wait: self.spend_wait.unwrap_or(base.spend_wait),
         }
     }
 }

@@ -96,6 +96,7 @@ fn allocate(ids: &[Uuid]) -> Write {
         reject: Vec::new(),
         tx_ids: ids.to_vec(),
         resubmit_interval: RESUBMIT,
+        spend: None,
     }
 }
 
@@ -293,6 +294,7 @@ async fn a_part_that_cannot_be_written_fails_whole_and_alone() {
                     reject: vec![(bad_ids[0], "gas estimation failed".into())],
                     tx_ids: vec![bad_ids[1]],
                     resubmit_interval: RESUBMIT,
+                    spend: None,
                 },
             ),
             (good.clone(), allocate(&good_ids)),

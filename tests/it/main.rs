@@ -78,6 +78,7 @@ mod rpc_proxy;
 mod rpc_secrets;
 mod secret_rotation;
 mod speedup_bounds;
+mod spend_limit;
 mod tls_rpc;
 mod token_rate;
 mod tx_actions;

@@ -54,11 +54,14 @@ pub enum SubState {
     /// REJECTED: its `valid_until` passed before it was given a nonce; or
     /// CANCELLED: the cancel sent at its deadline was mined.
     Expired,
+    /// QUEUED waiting for room under the submitter's `spend_limit`; or
+    /// REJECTED after waiting `spend_wait`.
+    SpendLimited,
 }
 
 impl SubState {
     /// Every sub-state, each with the text it is stored as.
-    pub const ALL: [SubState; 15] = [
+    pub const ALL: [SubState; 16] = [
         SubState::AwaitingReceipt,
         SubState::Mined,
         SubState::Reorged,
@@ -74,6 +77,7 @@ impl SubState {
         SubState::Filler,
         SubState::FillerNotIncluded,
         SubState::Expired,
+        SubState::SpendLimited,
     ];
 
     /// The text stored in the database and shown in the API.
@@ -96,6 +100,7 @@ impl SubState {
             SubState::Filler => "filler",
             SubState::FillerNotIncluded => "filler_not_included",
             SubState::Expired => "expired",
+            SubState::SpendLimited => "spend_limited",
         }
     }
 

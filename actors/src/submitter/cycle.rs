@@ -76,6 +76,10 @@ impl CycleMemory {
 }
 
 /// Runs one cycle as leader.
+/// How soon a leader whose intents wait for room under its spend limit
+/// looks again.
+const SPEND_RETRY: Duration = Duration::from_secs(1);
+
 pub(crate) async fn run(
     ctx: &SubmitterContext,
     lease: LeaderLease<'_>,
@@ -234,15 +238,34 @@ pub(crate) async fn run(
         })
         .collect();
     let mut by_id: std::collections::HashMap<Uuid, Intent> = ready.into_iter().collect();
+    // Under a spend limit the allocation admits what fits the window; the
+    // rest waits QUEUED, and this leader looks again after a backoff.
+    let spend = settings
+        .policy
+        .spend_limit
+        .map(|limit| crate::store::group::SpendBudget {
+            limit: limit.value,
+            window: limit.window,
+            wait: settings.policy.spend_wait,
+            values: by_id.iter().map(|(id, i)| (*id, i.value)).collect(),
+        });
+    let limited = spend.is_some();
+    let asked = ids.len();
     let allocate = Write::Allocate {
         reject: rejected.clone(),
         tx_ids: ids,
         resubmit_interval: settings.resubmit_interval,
+        spend,
     };
     let assigned = match ctx.committer.write(lease.guard(), allocate).await? {
         Answer::Allocated(assigned) => assigned,
         Answer::Done => Vec::new(),
     };
+    if limited && assigned.len() + expired.len() < asked {
+        // Some wait for room in the spend window (or were taken meanwhile).
+        outcome.more = false;
+        outcome.retry_in = Some(outcome.retry_in.map_or(SPEND_RETRY, |r| r.min(SPEND_RETRY)));
+    }
     // Until the attempts are persisted, the next cycle looks for unsigned
     // intents (this one may stop early on an error).
     let recover_before = memory.recover_unsigned;

@@ -9,6 +9,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
+    spend,
     writes::{row_key, AllocatePart, Columns, RowKey},
     Fence,
 };
@@ -59,7 +60,7 @@ pub(super) async fn allocate(
             }
         }
     }
-    let still: Vec<Vec<Uuid>> = parts
+    let mut still: Vec<Vec<Uuid>> = parts
         .iter()
         .map(|part| {
             part.tx_ids
@@ -124,6 +125,15 @@ pub(super) async fn allocate(
         if paused.contains(&row_key(part.fence)) {
             continue;
         }
+        // Under a spend limit, only what fits the window (read under the
+        // cursor lock just taken) gets a nonce.
+        if let Some(budget) = part.spend {
+            let (submitter, token) = (part.fence.submitter, part.fence.token);
+            still[i] = spend::admit(conn, submitter, token, budget, &still[i]).await?;
+            if still[i].is_empty() {
+                continue;
+            }
+        }
         let mut cursor = nonce_cursor::from_row(part.fence.submitter, row)?;
         let nonces = cursor.draw(still[i].len());
         let assignments = still[i].iter().copied().zip(nonces).collect();
@@ -141,6 +151,10 @@ pub(super) async fn allocate(
         back.sort_unstable();
         cursor.give_back(&back)?;
         cursor_rows.push(parts[i].fence, &cursor)?;
+        if let Some(budget) = parts[i].spend {
+            let ids: Vec<Uuid> = kept.iter().map(|(id, _)| *id).collect();
+            spend::record(conn, parts[i].fence.submitter, budget, &ids).await?;
+        }
         answers[i] = kept;
     }
     cursor_rows.write(conn).await?;

@@ -96,6 +96,7 @@ async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<A
                 reject,
                 tx_ids,
                 resubmit_interval,
+                spend,
             } => allocating.push((
                 i,
                 AllocatePart {
@@ -103,6 +104,7 @@ async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<A
                     reject,
                     tx_ids,
                     resubmit_interval: *resubmit_interval,
+                    spend: spend.as_ref(),
                 },
             )),
             Write::PersistAttempts { attempts, refused } => persisting.push(PersistPart {

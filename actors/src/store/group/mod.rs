@@ -23,7 +23,10 @@
 
 mod allocate;
 mod batch;
+mod spend;
 mod writes;
+
+pub use spend::SpendBudget;
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
@@ -83,6 +86,8 @@ pub enum Write {
         tx_ids: Vec<Uuid>,
         /// First re-broadcast due after this.
         resubmit_interval: Duration,
+        /// The submitter's spend limit, with the intents' values.
+        spend: Option<SpendBudget>,
     },
     /// Persist signed attempts (before any byte is broadcast) and reject the
     /// intents the signer refused (their nonces go back).
@@ -300,6 +305,7 @@ mod tests {
             reject: Vec::new(),
             tx_ids: vec![Uuid::nil()],
             resubmit_interval: Duration::from_secs(1),
+            spend: None,
         };
         assert!(!allocate.may_relax());
         let persist = Write::PersistAttempts {

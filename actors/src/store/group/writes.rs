@@ -53,6 +53,7 @@ pub(super) struct AllocatePart<'a> {
     pub(super) reject: &'a [(Uuid, String)],
     pub(super) tx_ids: &'a [Uuid],
     pub(super) resubmit_interval: Duration,
+    pub(super) spend: Option<&'a super::SpendBudget>,
 }
 
 /// A `PersistAttempts` part.

@@ -18,7 +18,7 @@
 pub mod file_format;
 mod policy;
 
-pub use policy::{Policy, PolicyViolation, Selector};
+pub use policy::{Policy, PolicyViolation, Selector, SpendLimit, DEFAULT_SPEND_WAIT};
 
 use std::time::Duration;
 

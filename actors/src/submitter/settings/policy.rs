@@ -17,7 +17,7 @@ pub type Selector = FixedBytes<4>;
 
 /// A submitter's policy; every rule optional (unset = not restricted).
 /// Cheap to clone: the lists are shared.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Policy {
     /// The destinations (`to`) allowed; unset = any.
@@ -46,6 +46,42 @@ pub struct Policy {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_fee_per_tx: Option<u128>,
+    /// The most `value` sent per rolling `window`, over every intent of the
+    /// submitter on the chain, enforced by the leader when it draws nonces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend_limit: Option<SpendLimit>,
+    /// How long an intent may wait QUEUED for room under `spend_limit`
+    /// before it is REJECTED (`spend_limit`); default 1 h.
+    #[serde(
+        default = "default_spend_wait",
+        with = "humantime_serde",
+        skip_serializing_if = "is_default_spend_wait"
+    )]
+    pub spend_wait: std::time::Duration,
+}
+
+/// `spend_limit = { value, window }`: at most `value` wei sent per rolling
+/// `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpendLimit {
+    /// Wei of `value` per window.
+    #[serde(with = "file_format::wei")]
+    pub value: u128,
+    /// The rolling window.
+    #[serde(with = "humantime_serde")]
+    pub window: std::time::Duration,
+}
+
+/// Default `spend_wait`.
+pub const DEFAULT_SPEND_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+fn default_spend_wait() -> std::time::Duration {
+    DEFAULT_SPEND_WAIT
+}
+
+fn is_default_spend_wait(wait: &std::time::Duration) -> bool {
+    *wait == DEFAULT_SPEND_WAIT
 }
 
 /// A create the policy refuses: nothing is stored.
@@ -58,6 +94,20 @@ pub struct PolicyViolation {
     pub field: &'static str,
     /// What was refused.
     pub detail: String,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            allowed_to: None,
+            allowed_selectors: None,
+            deny_contract_creation: false,
+            max_value_per_tx: None,
+            max_fee_per_tx: None,
+            spend_limit: None,
+            spend_wait: DEFAULT_SPEND_WAIT,
+        }
+    }
 }
 
 impl Policy {
@@ -156,6 +206,15 @@ impl Policy {
                 "policy.max_fee_per_tx",
                 "must be at least 21000 wei (1 wei per gas of a plain transfer)".to_owned(),
             ));
+        }
+        if self.spend_limit.is_some_and(|l| l.window.is_zero()) {
+            issues.push((
+                "policy.spend_limit.window",
+                "must be greater than zero".to_owned(),
+            ));
+        }
+        if self.spend_wait.is_zero() {
+            issues.push(("policy.spend_wait", "must be greater than zero".to_owned()));
         }
         if let (Some(allowed), Some(selectors)) = (&self.allowed_to, &self.allowed_selectors) {
             for to in selectors.keys().filter(|to| !allowed.contains(to)) {
