@@ -105,6 +105,11 @@ pub(crate) struct Args {
     /// Engine `chain.poll_interval` (per-submitter chain check period).
     #[arg(long, default_value = "1s")]
     poll_interval: String,
+    /// Configure a spend limit on every submitter (`[defaults.policy]
+    /// spend_limit`, far above what the run sends, so it never holds an
+    /// intent back): measures what the spend ledger costs per intent.
+    #[arg(long)]
+    spend_limit: bool,
     /// Bound on reaching TRACKING, from the first POST of a phase.
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     tracking_timeout: Duration,

@@ -174,6 +174,8 @@ pub(crate) struct NodeSettings {
     pub(crate) db_connections: u32,
     /// `[chain] poll_interval`, humantime.
     pub(crate) poll_interval: String,
+    /// A spend limit on every submitter that never binds (its ledger's cost).
+    pub(crate) spend_limit: bool,
 }
 
 /// The configuration of the node under test: one `env` signer per
@@ -206,6 +208,11 @@ stuck_after = "2h"
         batch_size = settings.batch_size,
         ingress = settings.ingress_capacity,
     );
+    if settings.spend_limit {
+        toml.push_str(
+            "[defaults.policy]\nspend_limit = { value = \"1000000000000000000000000\", window = \"24h\" }\n",
+        );
+    }
     for (i, (chain_id, rpc_url)) in chains.iter().enumerate() {
         let table = if chains.len() == 1 {
             "[chain]".to_owned()

@@ -50,6 +50,7 @@ pub(crate) async fn run_txmgr(
         ingress_capacity: (args.concurrency * 2).max(10_000),
         db_connections: args.db_connections,
         poll_interval: args.poll_interval.clone(),
+        spend_limit: args.spend_limit,
     };
     let env_submitters: Vec<(Address, String)> = submitters
         .iter()
