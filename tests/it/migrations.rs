@@ -133,6 +133,7 @@ async fn migrations_apply_to_an_empty_database_and_are_idempotent() {
             "funds_top_up",
             "managed_tx",
             "ops_audit",
+            "spend_ledger",
             "submitter_funds",
             "submitter_lease",
             "submitter_nonce_cursor",

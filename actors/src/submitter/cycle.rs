@@ -75,11 +75,11 @@ impl CycleMemory {
     }
 }
 
-/// Runs one cycle as leader.
 /// How soon a leader whose intents wait for room under its spend limit
 /// looks again.
 const SPEND_RETRY: Duration = Duration::from_secs(1);
 
+/// Runs one cycle as leader.
 pub(crate) async fn run(
     ctx: &SubmitterContext,
     lease: LeaderLease<'_>,
