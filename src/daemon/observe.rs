@@ -188,6 +188,9 @@ pub async fn gauge_loop(
             }
             if let Some(engine) = &chain.engine {
                 refresh_engine(&chain.name, engine);
+                if let Err(err) = refresh_spend(&pool, &chain.name, chain.chain_id, engine).await {
+                    tracing::debug!(error = %err, chain = %chain.name, "spend gauges not refreshed");
+                }
             }
         }
         if let Some(webhooks) = &webhooks {
@@ -241,6 +244,31 @@ async fn refresh_webhooks(
         metrics::gauge!(WEBHOOK_LAG_SECONDS, "webhook" => webhook.clone()).set(status.lag_seconds);
         metrics::gauge!(WEBHOOK_DEAD_LETTERS_OPEN, "webhook" => webhook)
             .set(status.dead_letters as f64);
+    }
+    Ok(())
+}
+
+/// Spent, limit and waiting of every submitter with a spend limit (one
+/// query per chain; none without limits).
+async fn refresh_spend(
+    pool: &PgPool,
+    chain: &str,
+    chain_id: ChainId,
+    engine: &Engine,
+) -> Result<(), StoreError> {
+    use txmgr_actors::metrics::{SPEND_LIMIT, SPEND_WAITING, SPEND_WINDOW};
+    let limits = engine.spend_limits();
+    let windows: Vec<_> = limits.iter().map(|(a, l)| (*a, l.window)).collect();
+    for window in txmgr_actors::store::spend::windows(pool, chain_id, &windows).await? {
+        let submitter = format!("{:#x}", window.address);
+        let limit = limits
+            .iter()
+            .find(|(a, _)| *a == window.address)
+            .map_or(0.0, |(_, l)| l.value as f64);
+        let labels = [("chain", chain.to_string()), ("submitter", submitter)];
+        metrics::gauge!(SPEND_WINDOW, &labels).set(window.spent_wei.parse::<f64>().unwrap_or(0.0));
+        metrics::gauge!(SPEND_LIMIT, &labels).set(limit);
+        metrics::gauge!(SPEND_WAITING, &labels).set(window.waiting as f64);
     }
     Ok(())
 }

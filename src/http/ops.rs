@@ -32,7 +32,7 @@ use super::{
     ops_state::ReloadReport,
     ops_views::{
         ActionView, ActorView, ActorsView, ChainActorsView, ClusterView, LeaseView, NodeView,
-        PausedView, PoolsView, TrackerActorView, UnprotectBody,
+        PausedView, PoolsView, SpendView, TrackerActorView, UnprotectBody,
     },
     path::ApiPath,
     AppState, ServedChain,
@@ -84,6 +84,33 @@ async fn work_counts(
         .collect())
 }
 
+/// The spend window of each submitter with a spend limit on `chain` (lower-case
+/// `0x` hex), from one query.
+async fn spend_windows(
+    state: &AppState,
+    chain: &ServedChain,
+    engine: &Engine,
+) -> ApiResult<HashMap<String, SpendView>> {
+    let limits = engine.spend_limits();
+    let windows: Vec<_> = limits.iter().map(|(a, l)| (*a, l.window)).collect();
+    let rows = txmgr_actors::store::spend::windows(&state.pool, chain.chain_id, &windows).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|row| {
+            let (_, limit) = limits.iter().find(|(a, _)| *a == row.address)?;
+            Some((
+                format!("{:#x}", row.address),
+                SpendView {
+                    limit_wei: limit.value.to_string(),
+                    window: humantime::format_duration(limit.window).to_string(),
+                    spent_wei: row.spent_wei,
+                    waiting: u64::try_from(row.waiting).unwrap_or(0),
+                },
+            ))
+        })
+        .collect())
+}
+
 /// A submitter's pause as the actors view shows it: the operator's first,
 /// else the configuration's.
 fn paused_view(
@@ -125,8 +152,12 @@ pub(crate) async fn actors(
     for chain in state.chains.list().iter() {
         let snapshot = engine(chain)?.snapshot();
         let counts = work_counts(&state, chain).await?;
+        let spend = spend_windows(&state, chain, engine(chain)?).await?;
         node.get_or_insert((snapshot.node_id.to_string(), snapshot.instance.to_string()));
-        let (view, actors) = chain_actors(chain, snapshot, counts, &caller);
+        let (view, mut actors) = chain_actors(chain, snapshot, counts, &caller);
+        for actor in &mut actors {
+            actor.spend = spend.get(&actor.submitter).cloned();
+        }
         chains.push(view);
         submitters.extend(actors);
     }
@@ -175,6 +206,7 @@ fn chain_actors(
                 last_error: s.last_error,
                 protect_reason: s.protect_reason,
                 paused: paused_view(s.pause.as_deref(), &s.settings),
+                spend: None,
                 head_of_line_blocked: s.head_of_line_blocked,
                 running: s.running,
                 draining: s.draining,

@@ -37,6 +37,8 @@ pub struct ActorView {
     pub protect_reason: Option<String>,
     /// Sending paused (README "Guardrails"), when it is.
     pub paused: Option<PausedView>,
+    /// Its spend limit's window now, when it has a `spend_limit`.
+    pub spend: Option<SpendView>,
     /// The lowest unmined nonce is STUCK, so every later nonce waits behind
     /// it on chain (reported by the leader; false on other nodes).
     pub head_of_line_blocked: bool,
@@ -73,6 +75,21 @@ pub struct PausedView {
     pub paused_by: String,
     /// Creates are accepted meanwhile (they wait QUEUED); false: 423 `paused`.
     pub accepts_creates: bool,
+}
+
+/// A submitter's spend window in `GET /v1/ops/actors` (README "Guardrails").
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SpendView {
+    /// `spend_limit.value`, wei (decimal).
+    #[schema(pattern = "^[0-9]+$")]
+    pub limit_wei: String,
+    /// `spend_limit.window`, e.g. `24h`.
+    pub window: String,
+    /// Wei of `value` drawn in the window now (decimal).
+    #[schema(pattern = "^[0-9]+$")]
+    pub spent_wei: String,
+    /// Intents QUEUED waiting for room.
+    pub waiting: u64,
 }
 
 /// The tracking pools in `GET /v1/ops/actors`.

@@ -96,6 +96,45 @@ async fn a_burst_of_three_limits_over_two_nodes_never_overfills_a_window_across_
     .await;
     let ledger = cluster.db.count("SELECT count(*) FROM spend_ledger").await;
     assert!(ledger <= 10, "{ledger} allocated in the first window");
+    // Any node shows the window: its ops view and its gauges.
+    let view: Value = cluster
+        .client
+        .get(format!("{}/v1/ops/actors", bases[1]))
+        .send()
+        .await
+        .expect("actors")
+        .json()
+        .await
+        .expect("json");
+    let spend = view["submitters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["submitter"] == submitter.as_str())
+        .map(|s| s["spend"].clone())
+        .unwrap_or(Value::Null);
+    assert_eq!(spend["limit_wei"], "10", "{view}");
+    assert_eq!(spend["window"], "4s", "{view}");
+    let spent: u64 = spend["spent_wei"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(99);
+    assert!(spent <= 10, "{spend}");
+    wait_until(Duration::from_secs(20), || async {
+        let metrics = cluster
+            .client
+            .get(format!("{}/metrics", bases[1]))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .unwrap_or_default();
+        metrics.contains(&format!(
+            "txmgr_spend_limit_value_wei{{chain=\"default\",submitter=\"{submitter}\"}} 10"
+        ))
+    })
+    .await;
 
     // The leader dies mid-burst; the other node takes over with the ledger.
     let leader = cluster.leader_of(&submitter).await.expect("a leader");

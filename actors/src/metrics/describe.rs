@@ -159,6 +159,16 @@ pub fn describe() {
         Unit::Count,
         "Operator actions on transactions (cancel, speedup, rebroadcast)."
     );
+    describe_gauge!(
+        SPEND_WINDOW,
+        "Wei of value drawn in the submitter's rolling spend window."
+    );
+    describe_gauge!(SPEND_LIMIT, "The submitter's spend_limit value, wei.");
+    describe_gauge!(
+        SPEND_WAITING,
+        Unit::Count,
+        "Intents QUEUED waiting for room under the submitter's spend limit."
+    );
     describe_counter!(
         POLICY_REFUSALS,
         Unit::Count,

@@ -93,6 +93,17 @@ pub const ACTOR_RESTARTS: &str = "txmgr_actor_restarts_total";
 /// `max_value_per_tx`, `max_fee_per_tx`).
 pub const POLICY_REFUSALS: &str = "txmgr_policy_refusals_total";
 
+/// Gauge: wei of `value` drawn in a submitter's spend window, labels
+/// `chain`, `submitter` (submitters with a `spend_limit` only).
+pub const SPEND_WINDOW: &str = "txmgr_spend_window_value_wei";
+
+/// Gauge: a submitter's `spend_limit.value`, labels `chain`, `submitter`.
+pub const SPEND_LIMIT: &str = "txmgr_spend_limit_value_wei";
+
+/// Gauge: intents QUEUED waiting for room under the spend limit, labels
+/// `chain`, `submitter`.
+pub const SPEND_WAITING: &str = "txmgr_spend_waiting";
+
 /// Counter: `POST /v1/transactions` answers, label `result` = `created` |
 /// `replayed` | an error code (`invalid_request`, `overloaded`, ...).
 pub const CREATES: &str = "txmgr_creates_total";

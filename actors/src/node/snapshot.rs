@@ -126,6 +126,23 @@ impl Engine {
         self.shared.context(&address).map(|ctx| ctx.settings())
     }
 
+    /// Every configured submitter with a spend limit, and the limit.
+    pub fn spend_limits(&self) -> Vec<(Address, crate::submitter::settings::SpendLimit)> {
+        self.shared
+            .contexts
+            .read()
+            .map(|contexts| {
+                contexts
+                    .iter()
+                    .filter_map(|(address, ctx)| {
+                        let limit = ctx.settings.read().ok()?.policy.spend_limit?;
+                        Some((*address, limit))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The gauges' counts, read from the handles' atomics without building
     /// the ops snapshot (with 10,000 submitters that snapshot allocates ~8 MB,
     /// sorted and with every submitter's settings, each gauge interval).

@@ -35,6 +35,7 @@ pub mod pipeline;
 pub mod queue_read;
 pub mod resubmit_claims;
 mod schema;
+pub mod spend;
 pub mod tracking;
 pub mod tx_query;
 pub mod webhook_lease;
