@@ -256,19 +256,28 @@ async fn refresh_spend(
     chain_id: ChainId,
     engine: &Engine,
 ) -> Result<(), StoreError> {
-    use txmgr_actors::metrics::{SPEND_LIMIT, SPEND_WAITING, SPEND_WINDOW};
+    use txmgr_actors::metrics::{
+        SPEND_FEES_LIMIT, SPEND_FEES_WINDOW, SPEND_LIMIT, SPEND_WAITING, SPEND_WINDOW,
+    };
     let limits = engine.spend_limits();
     let windows: Vec<_> = limits.iter().map(|(a, l)| (*a, l.window)).collect();
+    let wei = |text: &str| text.parse::<f64>().unwrap_or(0.0);
     for window in txmgr_actors::store::spend::windows(pool, chain_id, &windows).await? {
         let submitter = format!("{:#x}", window.address);
-        let limit = limits
-            .iter()
-            .find(|(a, _)| *a == window.address)
-            .map_or(0.0, |(_, l)| l.value as f64);
+        let Some((_, limit)) = limits.iter().find(|(a, _)| *a == window.address) else {
+            continue;
+        };
         let labels = [("chain", chain.to_string()), ("submitter", submitter)];
-        metrics::gauge!(SPEND_WINDOW, &labels).set(window.spent_wei.parse::<f64>().unwrap_or(0.0));
-        metrics::gauge!(SPEND_LIMIT, &labels).set(limit);
         metrics::gauge!(SPEND_WAITING, &labels).set(window.waiting as f64);
+        // Each limit's pair only where that limit is set.
+        if let Some(value) = limit.value {
+            metrics::gauge!(SPEND_WINDOW, &labels).set(wei(&window.spent_wei));
+            metrics::gauge!(SPEND_LIMIT, &labels).set(value as f64);
+        }
+        if let Some(fees) = limit.fees {
+            metrics::gauge!(SPEND_FEES_WINDOW, &labels).set(wei(&window.fees_spent_wei));
+            metrics::gauge!(SPEND_FEES_LIMIT, &labels).set(fees as f64);
+        }
     }
     Ok(())
 }

@@ -101,9 +101,12 @@ async fn spend_windows(
             Some((
                 format!("{:#x}", row.address),
                 SpendView {
-                    limit_wei: limit.value.to_string(),
+                    limit_wei: limit.value.map(|v| v.to_string()),
                     window: humantime::format_duration(limit.window).to_string(),
                     spent_wei: row.spent_wei,
+                    fees_limit_wei: limit.fees.map(|v| v.to_string()),
+                    fees_spent_wei: row.fees_spent_wei,
+                    fees_reserved_wei: row.fees_reserved_wei,
                     waiting: u64::try_from(row.waiting).unwrap_or(0),
                 },
             ))

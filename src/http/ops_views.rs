@@ -80,14 +80,27 @@ pub struct PausedView {
 /// A submitter's spend window in `GET /v1/ops/actors` (README "Guardrails").
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SpendView {
-    /// `spend_limit.value`, wei (decimal).
+    /// `spend_limit.value`, wei (decimal); absent when only fees are limited.
     #[schema(pattern = "^[0-9]+$")]
-    pub limit_wei: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_wei: Option<String>,
     /// `spend_limit.window`, e.g. `24h`.
     pub window: String,
     /// Wei of `value` drawn in the window now (decimal).
     #[schema(pattern = "^[0-9]+$")]
     pub spent_wei: String,
+    /// `spend_limit.fees`, wei (decimal); absent when fees are not limited.
+    #[schema(pattern = "^[0-9]+$")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fees_limit_wei: Option<String>,
+    /// Wei of fees counted in the window now (decimal): paid, or reserved
+    /// at the worst case for intents without a receipt yet.
+    #[schema(pattern = "^[0-9]+$")]
+    pub fees_spent_wei: String,
+    /// The part of `fees_spent_wei` still reserved (not trued up by a
+    /// receipt yet), wei (decimal).
+    #[schema(pattern = "^[0-9]+$")]
+    pub fees_reserved_wei: String,
     /// Intents QUEUED waiting for room.
     pub waiting: u64,
 }

@@ -3,7 +3,8 @@
 //! lock, with a durable ledger. Two real nodes and a burst of three times
 //! the limit: no window ever holds more than the limit, a fail-over of the
 //! leader mid-burst does not reset the ledger, waiting intents go out as
-//! the window frees room, and one that cannot fit is refused.
+//! the window frees room, and one that cannot fit is refused. Fees: each
+//! intent reserves its worst case, bumps raise it, receipts true it up.
 
 use std::time::Duration;
 
@@ -15,9 +16,8 @@ use crate::common::{
     wait_until, Anvil, TestDb, DEV,
 };
 
-/// 10 wei per rolling 4 s.
-const POLICY: &str =
-    "\n[defaults.policy]\nspend_limit = { value = \"10\", window = \"4s\" }\nspend_wait = \"10m\"";
+/// 10 wei per rolling 4 s (and fees limited far above what is paid).
+const POLICY: &str = "\n[defaults.policy]\nspend_limit = { value = \"10\", fees = \"1000000000000000000000\", window = \"4s\" }\nspend_wait = \"10m\"";
 
 fn transfer(submitter: &str, request_id: &str, value: &str) -> Value {
     json!({"submitter": submitter, "to": SINK, "value": value, "request_id": request_id})
@@ -132,6 +132,10 @@ async fn a_burst_of_three_limits_over_two_nodes_never_overfills_a_window_across_
             .unwrap_or_default();
         metrics.contains(&format!(
             "txmgr_spend_limit_value_wei{{chain=\"default\",submitter=\"{submitter}\"}} 10"
+        )) && metrics.contains(&format!(
+            "txmgr_spend_limit_fees_wei{{chain=\"default\",submitter=\"{submitter}\"}} 1000000000000000000000"
+        )) && metrics.contains(&format!(
+            "txmgr_spend_window_fees_wei{{chain=\"default\",submitter=\"{submitter}\"}}"
         ))
     })
     .await;
@@ -196,5 +200,147 @@ async fn an_intent_without_room_for_spend_wait_is_rejected() {
         1,
     )
     .await;
+    node.stop().await;
+}
+
+/// 21,000 gas at a 10 gwei max fee: one transfer's worst case, wei.
+const WORST_CASE: u128 = 21_000 * 10_000_000_000;
+
+fn priced_transfer(request_id: &str, gas_limit: u64) -> Value {
+    json!({"submitter": DEV, "to": SINK, "value": "0", "request_id": request_id,
+           "gas_limit": gas_limit, "max_fee_per_gas": "10000000000",
+           "max_priority_fee_per_gas": "100000000"})
+}
+
+/// `(worst case reserved, paid)` of each ledger row, with what its receipt
+/// says was paid (`gasUsed × effectiveGasPrice`).
+async fn ledger_fees(db: &TestDb) -> Vec<(u128, Option<u128>, Option<u128>)> {
+    // (reserved, paid, gasUsed, effectiveGasPrice) as text.
+    type Row = (String, Option<String>, Option<String>, Option<String>);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT l.fees_reserved::text, l.fees_paid::text,
+                m.receipt->>'gasUsed', m.receipt->>'effectiveGasPrice'
+           FROM spend_ledger l JOIN managed_tx m ON m.tx_id = l.tx_id ORDER BY l.at",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("ledger");
+    let hex = |h: &str| u128::from_str_radix(h.trim_start_matches("0x"), 16).expect("quantity");
+    rows.into_iter()
+        .map(|(reserved, paid, gas, price)| {
+            let receipt = gas.zip(price).map(|(g, p)| hex(&g) * hex(&p));
+            (
+                reserved.parse().expect("reserved"),
+                paid.map(|p| p.parse().expect("paid")),
+                receipt,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fees_reserve_their_worst_case_count_bumps_and_are_trued_up_at_the_receipt() {
+    let db = TestDb::migrated().await;
+    // Nothing is mined until the test mines: reservations are all there is.
+    let anvil = Anvil::start_with(&["--no-mining"]).await;
+    let limit = 3 * WORST_CASE;
+    let toml = config_toml(&db.url, &anvil.rpc_url(), "n1", "")
+        + &format!(
+            "[defaults]\nfinality = {{ confirmations = 1 }}\nresubmit_interval = \"2s\"\n\
+             max_resubmits = 1000\ngas_bump = {{ enabled = true, multiplier = 1.5 }}\n\
+             [defaults.policy]\nspend_limit = {{ fees = \"{limit}\", window = \"1h\" }}\n\
+             spend_wait = \"10m\"\n"
+        );
+    let node = TestNode::start(&toml).await;
+    for i in 0..8 {
+        let (status, answer) = node
+            .request(
+                "POST",
+                "/v1/transactions",
+                Some(priced_transfer(&format!("fee-{i}"), 21_000)),
+            )
+            .await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    // Its worst case alone is above the limit: refused without a nonce.
+    let (status, answer) = node
+        .request(
+            "POST",
+            "/v1/transactions",
+            Some(priced_transfer("too-dear", 100_000)),
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+
+    // Three worst cases fill the limit; the other five wait, visibly.
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE state = 'QUEUED' AND sub_state = 'spend_limited'",
+        5,
+    )
+    .await;
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE request_id = 'too-dear' AND state = 'REJECTED'
+            AND sub_state = 'spend_limited' AND nonce IS NULL",
+        1,
+    )
+    .await;
+    let ledger = ledger_fees(&db).await;
+    assert_eq!(ledger.len(), 3, "{ledger:?}");
+    assert!(ledger
+        .iter()
+        .all(|(reserved, paid, _)| *reserved >= WORST_CASE && paid.is_none()));
+
+    // A bump is never blocked by the limit, but its dearer worst case counts.
+    db.wait_count(
+        "SELECT count(*) FROM spend_ledger l
+          WHERE l.fees_reserved = (SELECT max(a.gas_limit * a.max_fee_per_gas) FROM tx_attempt a
+                                    WHERE a.tx_id = l.tx_id)
+            AND EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = l.tx_id AND a.kind = 'bump')",
+        3,
+    )
+    .await;
+    let (_, view) = node.request("GET", "/v1/ops/actors", None).await;
+    let spend = view["submitters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["submitter"] == DEV.to_lowercase())
+        .map(|s| s["spend"].clone())
+        .unwrap_or(Value::Null);
+    assert_eq!(spend["fees_limit_wei"], limit.to_string(), "{view}");
+    assert!(spend.get("limit_wei").is_none(), "{spend}");
+    assert_eq!(spend["waiting"], 5, "{spend}");
+    let counted: u128 = spend["fees_spent_wei"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(counted > limit, "bumps count above the limit: {spend}");
+    assert_eq!(
+        spend["fees_spent_wei"], spend["fees_reserved_wei"],
+        "{spend}"
+    );
+
+    // Mined: each receipt trues its row up to what was paid (far below the
+    // 10 gwei worst case), which frees room for the waiting ones well
+    // inside the hour.
+    wait_until(Duration::from_secs(90), || async {
+        if db
+            .count("SELECT count(*) FROM managed_tx WHERE request_id LIKE 'fee-%' AND state = 'CONFIRMED'")
+            .await
+            == 8
+        {
+            return true;
+        }
+        anvil.mine().await;
+        false
+    })
+    .await;
+    let ledger = ledger_fees(&db).await;
+    assert_eq!(ledger.len(), 8, "{ledger:?}");
+    for (_, paid, receipt) in &ledger {
+        assert!(paid.is_some() && paid == receipt, "{ledger:?}");
+    }
+    let paid: u128 = ledger.iter().filter_map(|(_, p, _)| *p).sum();
+    assert!(paid <= limit, "{paid} paid over a {limit} limit");
     node.stop().await;
 }

@@ -165,6 +165,11 @@ pub fn describe() {
     );
     describe_gauge!(SPEND_LIMIT, "The submitter's spend_limit value, wei.");
     describe_gauge!(
+        SPEND_FEES_WINDOW,
+        "Wei of fees counted in the submitter's rolling spend window: paid, or reserved until the receipt."
+    );
+    describe_gauge!(SPEND_FEES_LIMIT, "The submitter's spend_limit fees, wei.");
+    describe_gauge!(
         SPEND_WAITING,
         Unit::Count,
         "Intents QUEUED waiting for room under the submitter's spend limit."

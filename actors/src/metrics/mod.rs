@@ -100,6 +100,13 @@ pub const SPEND_WINDOW: &str = "txmgr_spend_window_value_wei";
 /// Gauge: a submitter's `spend_limit.value`, labels `chain`, `submitter`.
 pub const SPEND_LIMIT: &str = "txmgr_spend_limit_value_wei";
 
+/// Gauge: wei of fees counted in a submitter's spend window (paid, or the
+/// worst case reserved until the receipt), labels `chain`, `submitter`.
+pub const SPEND_FEES_WINDOW: &str = "txmgr_spend_window_fees_wei";
+
+/// Gauge: a submitter's `spend_limit.fees`, labels `chain`, `submitter`.
+pub const SPEND_FEES_LIMIT: &str = "txmgr_spend_limit_fees_wei";
+
 /// Gauge: intents QUEUED waiting for room under the spend limit, labels
 /// `chain`, `submitter`.
 pub const SPEND_WAITING: &str = "txmgr_spend_waiting";

@@ -1,6 +1,6 @@
 //! Reads of the spend ledger for the ops view and the gauges (README
-//! "Guardrails"): per submitter with a spend limit, the value drawn in its
-//! window and the intents waiting for room. The writes are the
+//! "Guardrails"): per submitter with a spend limit, the value drawn and the
+//! fees counted in its window, and the intents waiting for room. The writes are the
 //! allocation's (`group::spend`).
 
 use std::time::Duration;
@@ -18,6 +18,11 @@ pub struct SpendWindow {
     pub address: Address,
     /// Wei of `value` drawn in the window (decimal).
     pub spent_wei: String,
+    /// Wei of fees counted in the window (decimal): paid, or reserved
+    /// (worst case) for intents without a receipt.
+    pub fees_spent_wei: String,
+    /// The part of `fees_spent_wei` still reserved, not yet trued up.
+    pub fees_reserved_wei: String,
     /// Intents QUEUED waiting for room.
     pub waiting: i64,
 }
@@ -34,14 +39,20 @@ pub async fn windows(
     let submitters: Vec<String> = limits.iter().map(|(a, _)| format!("{a:#x}")).collect();
     let windows: Vec<i64> = limits.iter().map(|(_, w)| millis(*w)).collect();
     let rows = sqlx::query!(
-        r#"SELECT r.submitter AS "submitter!",
-                  (SELECT COALESCE(sum(l.value), 0)::text FROM spend_ledger l
-                    WHERE l.chain_id = $1 AND l.submitter = r.submitter
-                      AND l.at > now() - r.window_ms * interval '1 millisecond') AS "spent!",
+        r#"SELECT r.submitter AS "submitter!", w.spent AS "spent!", w.fees AS "fees!",
+                  w.reserved AS "reserved!",
                   (SELECT count(*) FROM managed_tx m
                     WHERE m.chain_id = $1 AND m.submitter = r.submitter
                       AND m.state = 'QUEUED' AND m.sub_state = $4) AS "waiting!"
-             FROM UNNEST($2::text[], $3::bigint[]) AS r(submitter, window_ms)"#,
+             FROM UNNEST($2::text[], $3::bigint[]) AS r(submitter, window_ms)
+             CROSS JOIN LATERAL (
+                 SELECT COALESCE(sum(l.value), 0)::text AS spent,
+                        COALESCE(sum(COALESCE(l.fees_paid, l.fees_reserved)), 0)::text AS fees,
+                        COALESCE(sum(l.fees_reserved) FILTER (WHERE l.fees_paid IS NULL), 0)::text
+                            AS reserved
+                   FROM spend_ledger l
+                  WHERE l.chain_id = $1 AND l.submitter = r.submitter
+                    AND l.at > now() - r.window_ms * interval '1 millisecond') w"#,
         chain_id as _,
         &submitters,
         &windows,
@@ -56,6 +67,8 @@ pub async fn windows(
                     StoreError::Corrupt(format!("submitter {:?} is not an address", row.submitter))
                 })?,
                 spent_wei: row.spent,
+                fees_spent_wei: row.fees,
+                fees_reserved_wei: row.reserved,
                 waiting: row.waiting,
             })
         })

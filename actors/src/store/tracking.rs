@@ -1,7 +1,7 @@
 //! Following broadcast intents on chain: receipts, nonces consumed by others,
 //! STUCK. Fenced writes only (README "How an intent is executed" and "Receipts, finality and reorgs").
 
-use alloy::primitives::B256;
+use alloy::primitives::{B256, U256};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -88,10 +88,15 @@ pub async fn record_receipt(
 ) -> StoreResult<()> {
     let token = ftx.token();
     sqlx::query!(
-        "UPDATE managed_tx SET state = CASE WHEN state = 'ALLOCATED' THEN 'TRACKING' ELSE state END,
-                sub_state = $7, mined_tx_hash = $2, receipt = $3, receipt_block_number = $4,
-                receipt_block_hash = $5, fencing_token = $6, updated_at = now(), last_error = NULL
-          WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+        "WITH mined AS (
+             UPDATE managed_tx SET state = CASE WHEN state = 'ALLOCATED' THEN 'TRACKING' ELSE state END,
+                    sub_state = $7, mined_tx_hash = $2, receipt = $3, receipt_block_number = $4,
+                    receipt_block_hash = $5, fencing_token = $6, updated_at = now(), last_error = NULL
+              WHERE tx_id = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+             RETURNING tx_id)
+         -- The fee reservation trued up to what the receipt says was paid.
+         UPDATE spend_ledger s SET fees_paid = $8::text::numeric
+           FROM mined WHERE s.tx_id = mined.tx_id AND $8::text IS NOT NULL",
         tx_id,
         format!("{:#x}", mined.tx_hash),
         &mined.receipt,
@@ -99,10 +104,24 @@ pub async fn record_receipt(
         format!("{:#x}", mined.block_hash),
         token,
         SubState::Mined as _,
+        paid_fees(&mined.receipt).map(|paid| paid.to_string()),
     )
     .execute(ftx.conn())
     .await?;
     Ok(())
+}
+
+/// What a receipt says its transaction paid, wei: `gasUsed ×
+/// effectiveGasPrice`, plus the `l1Fee` an OP-stack L2 adds. `None` when a
+/// field is missing or unreadable (the reservation then keeps counting).
+pub fn paid_fees(receipt: &serde_json::Value) -> Option<U256> {
+    let quantity =
+        |key: &str| -> Option<U256> { serde_json::from_value(receipt.get(key)?.clone()).ok() };
+    let execution = quantity("gasUsed")?.checked_mul(quantity("effectiveGasPrice")?)?;
+    match receipt.get("l1Fee") {
+        None | Some(serde_json::Value::Null) => Some(execution),
+        Some(_) => execution.checked_add(quantity("l1Fee")?),
+    }
 }
 
 /// The intent's nonce was consumed by a transaction that is not ours and it
@@ -256,6 +275,9 @@ pub async fn clear_receipt(
                 AND m.state IN ('TRACKING', 'STUCK', 'CONFIRMED', 'FAILED_FINAL', 'CANCELLED')
           RETURNING old.mined_tx_hash, old.receipt_block_number, old.was_final,
                     COALESCE((m.intent->>'private')::boolean, false) AS private),
+         -- Its fees count at their reservation again until a new receipt.
+         untrued AS (
+             UPDATE spend_ledger s SET fees_paid = NULL FROM cleared c WHERE s.tx_id = $1),
          correction AS (
              INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state,
                                         tx_hash, block_number, nonce, reason)
@@ -344,12 +366,18 @@ pub async fn revive_released(
 ) -> StoreResult<bool> {
     let token = ftx.token();
     let revived = sqlx::query!(
-        "UPDATE managed_tx SET state = 'TRACKING', sub_state = $8, nonce = $2,
-                mined_tx_hash = $3, receipt = $4, receipt_block_number = $5, receipt_block_hash = $6,
-                last_error = 'mined after it was rejected: its bytes were in a pool after all',
-                confirmed_at = NULL, next_resubmit_at = NULL, retry_at = NULL,
-                fencing_token = $7, updated_at = now()
-          WHERE tx_id = $1 AND state = 'REJECTED' AND nonce IS NULL",
+        "WITH revived AS (
+             UPDATE managed_tx SET state = 'TRACKING', sub_state = $8, nonce = $2,
+                    mined_tx_hash = $3, receipt = $4, receipt_block_number = $5, receipt_block_hash = $6,
+                    last_error = 'mined after it was rejected: its bytes were in a pool after all',
+                    confirmed_at = NULL, next_resubmit_at = NULL, retry_at = NULL,
+                    fencing_token = $7, updated_at = now()
+              WHERE tx_id = $1 AND state = 'REJECTED' AND nonce IS NULL
+             RETURNING tx_id),
+         trued_up AS (
+             UPDATE spend_ledger s SET fees_paid = $9::text::numeric
+               FROM revived WHERE s.tx_id = revived.tx_id AND $9::text IS NOT NULL)
+         SELECT count(*) AS \"revived!\" FROM revived",
         tx_id,
         i64::try_from(nonce).unwrap_or(i64::MAX),
         format!("{:#x}", mined.tx_hash),
@@ -358,9 +386,31 @@ pub async fn revive_released(
         format!("{:#x}", mined.block_hash),
         token,
         SubState::Mined as _,
+        paid_fees(&mined.receipt).map(|paid| paid.to_string()),
     )
-    .execute(ftx.conn())
-    .await?
-    .rows_affected();
-    Ok(revived == 1)
+    .fetch_one(ftx.conn())
+    .await?;
+    Ok(revived.revived == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paid_fees_are_gas_used_times_effective_price_plus_an_l1_fee() {
+        let l1 = serde_json::json!({"gasUsed": "0x5208", "effectiveGasPrice": "0x3b9aca00"});
+        assert_eq!(paid_fees(&l1), Some(U256::from(21_000u64 * 1_000_000_000)));
+        let op = serde_json::json!({"gasUsed": "0x5208", "effectiveGasPrice": "0x1",
+                                    "l1Fee": "0x10"});
+        assert_eq!(paid_fees(&op), Some(U256::from(21_000u64 + 16)));
+        let null_l1 = serde_json::json!({"gasUsed": "0x1", "effectiveGasPrice": "0x2",
+                                         "l1Fee": null});
+        assert_eq!(paid_fees(&null_l1), Some(U256::from(2u8)));
+        // Unreadable: the reservation keeps counting.
+        assert_eq!(paid_fees(&serde_json::json!({"gasUsed": "0x1"})), None);
+        let bad_l1 = serde_json::json!({"gasUsed": "0x1", "effectiveGasPrice": "0x2",
+                                        "l1Fee": "lots"});
+        assert_eq!(paid_fees(&bad_l1), None);
+    }
 }

@@ -244,10 +244,14 @@ pub(crate) async fn run(
         .policy
         .spend_limit
         .map(|limit| crate::store::group::SpendBudget {
-            limit: limit.value,
+            value_limit: limit.value,
+            fees_limit: limit.fees,
             window: limit.window,
             wait: settings.policy.spend_wait,
-            values: by_id.iter().map(|(id, i)| (*id, i.value)).collect(),
+            costs: by_id
+                .iter()
+                .map(|(id, intent)| (*id, spend_cost(intent, &quote, &settings)))
+                .collect(),
         });
     let limited = spend.is_some();
     let asked = ids.len();
@@ -305,6 +309,22 @@ pub(crate) async fn run(
         .await?
         .apply(&mut outcome, memory);
     Ok(outcome)
+}
+
+/// What an intent draws from its submitter's spend window at allocation:
+/// its value, and the worst case of the attempt it will be signed as (the
+/// same quote and caps the signing uses; gas limit already estimated).
+fn spend_cost(
+    intent: &Intent,
+    quote: &crate::chain::FeeQuote,
+    settings: &super::SubmitterSettings,
+) -> crate::store::group::SpendCost {
+    let gas = intent.gas_limit.unwrap_or(21_000);
+    let price = fees::price(intent, quote, &settings.for_gas_limit(gas));
+    crate::store::group::SpendCost {
+        value: intent.value,
+        fees: price.worst_case(gas),
+    }
 }
 
 /// Released nonces below allocated ones hold every later nonce of the

@@ -36,6 +36,19 @@ impl Fees {
     }
 }
 
+impl Fees {
+    /// The most an attempt at these fees can cost: `gas_limit ×
+    /// max_fee_per_gas` (legacy: `× gas_price`), wei.
+    pub(crate) fn worst_case(self, gas_limit: u64) -> alloy::primitives::U256 {
+        let per_gas = match self {
+            Fees::Eip1559 { max_fee, .. } => max_fee,
+            Fees::Legacy { gas_price } => gas_price,
+        };
+        alloy::primitives::U256::from(per_gas)
+            .saturating_mul(alloy::primitives::U256::from(gas_limit))
+    }
+}
+
 /// Gas limit: the intent's, or the estimate × margin.
 pub(crate) fn gas_limit(intent: &Intent, estimate: Option<u64>, margin: f64) -> u64 {
     intent.gas_limit.unwrap_or_else(|| {

@@ -26,7 +26,7 @@ mod batch;
 mod spend;
 mod writes;
 
-pub use spend::SpendBudget;
+pub use spend::{SpendBudget, SpendCost};
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 

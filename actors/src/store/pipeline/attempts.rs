@@ -15,7 +15,9 @@ use crate::{
 
 /// Inserts attempts in one statement, each numbered after its intent's
 /// newest attempt and stamped with its writer's `(submitter, token)`; an
-/// attempt for an intent of another submitter is not inserted. Runs in the
+/// attempt for an intent of another submitter is not inserted. The same
+/// statement raises the intent's fee reservation in the spend ledger (if
+/// it has a row) to the attempt's worst case. Runs in the
 /// caller's fenced transaction (a [`FencedTx`] or a group commit).
 pub(in crate::store) async fn insert_attempt_rows(
     conn: &mut PgConnection,
@@ -53,7 +55,8 @@ pub(in crate::store) async fn insert_attempt_rows(
     let chain_ids: Vec<ChainId> = rows.iter().map(|(_, (key, _))| key.chain_id).collect();
     let submitters: Vec<String> = rows.iter().map(|(_, (key, _))| key.address_hex()).collect();
     sqlx::query!(
-        "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
+        "WITH inserted AS (
+         INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
                  max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
          SELECT a.tx_id,
                 COALESCE((SELECT max(t.attempt_no) FROM tx_attempt t WHERE t.tx_id = a.tx_id), 0) + 1,
@@ -65,7 +68,13 @@ pub(in crate::store) async fn insert_attempt_rows(
                 AS a(tx_id, nonce, tx_hash, raw_tx, max_fee, max_prio, gas_price, gas_limit,
                      kind, token, chain_id, submitter)
            JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
-                            AND m.submitter = a.submitter",
+                            AND m.submitter = a.submitter
+         RETURNING tx_id, gas_limit * COALESCE(max_fee_per_gas, gas_price) AS worst)
+         -- Under a spend limit, the intent's fee reservation covers its
+         -- dearest attempt (bumps and cancels are never blocked, but count).
+         UPDATE spend_ledger s SET fees_reserved = GREATEST(s.fees_reserved, w.worst)
+           FROM (SELECT tx_id, max(worst) AS worst FROM inserted GROUP BY tx_id) w
+          WHERE s.tx_id = w.tx_id",
         &tx_ids,
         &nonces,
         &hashes,

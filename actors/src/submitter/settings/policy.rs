@@ -60,14 +60,29 @@ pub struct Policy {
     pub spend_wait: std::time::Duration,
 }
 
-/// `spend_limit = { value, window }`: at most `value` wei sent per rolling
-/// `window`.
+/// `spend_limit = { value, fees, window }`: at most `value` wei sent and
+/// at most `fees` wei of fees paid per rolling `window` (either may be
+/// absent, not both).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpendLimit {
     /// Wei of `value` per window.
-    #[serde(with = "file_format::wei")]
-    pub value: u128,
+    #[serde(
+        default,
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub value: Option<u128>,
+    /// Wei of fees per window: each intent's worst case
+    /// (`gas_limit × max_fee_per_gas` of its dearest attempt) until its
+    /// receipt, then what it paid (`gas_used × effective_gas_price`, plus an
+    /// L2's `l1Fee`).
+    #[serde(
+        default,
+        with = "file_format::wei_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fees: Option<u128>,
     /// The rolling window.
     #[serde(with = "humantime_serde")]
     pub window: std::time::Duration,
@@ -211,6 +226,15 @@ impl Policy {
             issues.push((
                 "policy.spend_limit.window",
                 "must be greater than zero".to_owned(),
+            ));
+        }
+        if self
+            .spend_limit
+            .is_some_and(|l| l.value.is_none() && l.fees.is_none())
+        {
+            issues.push((
+                "policy.spend_limit",
+                "needs `value`, `fees` or both".to_owned(),
             ));
         }
         if self.spend_wait.is_zero() {
