@@ -198,14 +198,20 @@ pub(crate) async fn get_one(
             return Err(ApiError::NotFound(format!("no transaction {tx_id}")));
         }
     }
-    let head = chain_head(&state, view.chain_id.into());
-    Ok(Json(view.with_head(head)))
+    Ok(Json(node_view(&state, view)))
 }
 
-/// The newest block this node's head watcher of `chain_id` has processed,
-/// if it runs.
-fn chain_head(state: &AppState, chain_id: ChainId) -> Option<u64> {
-    state.chains.by_id(chain_id).and_then(|c| c.head())
+/// A stored view as this node answers it: `confirmations` from its head,
+/// and `sub_state` `paused` on a QUEUED intent its configuration pauses.
+fn node_view(state: &AppState, view: TxView) -> TxView {
+    let chain = state.chains.by_id(view.chain_id.into());
+    let head = chain.as_ref().and_then(|c| c.head());
+    let paused = chain
+        .as_ref()
+        .and_then(|c| c.engine.as_ref())
+        .zip(view.submitter.parse::<Address>().ok())
+        .is_some_and(|(engine, address)| engine.config_paused(address));
+    view.with_head(head).with_config_pause(paused)
 }
 
 /// Query parameters of `GET /v1/transactions`, checked by hand so that each
@@ -275,15 +281,14 @@ impl Page {
         rows: Vec<(Cursor, TxView)>,
         more: bool,
         budget: usize,
-        head: impl Fn(ChainId) -> Option<u64>,
+        shown: impl Fn(TxView) -> TxView,
     ) -> Result<Page, serde_json::Error> {
         let total = rows.len();
         let mut items = Vec::with_capacity(total);
         let mut used = 0usize;
         let mut last = None;
         for (cursor, view) in rows {
-            let chain_head = head(view.chain_id.into());
-            let item = serde_json::value::to_raw_value(&view.with_head(chain_head))?;
+            let item = serde_json::value::to_raw_value(&shown(view))?;
             // +1: the comma between items.
             let size = item.get().len() + 1;
             if !items.is_empty() && used + size > budget {
@@ -377,7 +382,7 @@ pub(crate) async fn query(
             .ok_or_else(|| {
                 ApiError::NotFound(format!("no transaction with request_id {request_id:?}"))
             })?;
-        return Ok(Json(QueryAnswer::One(Box::new(view.with_head(chain.head())))).into_response());
+        return Ok(Json(QueryAnswer::One(Box::new(node_view(&state, view)))).into_response());
     }
 
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
@@ -395,8 +400,8 @@ pub(crate) async fn query(
         budget,
     )
     .await?;
-    let heads = |chain_id: ChainId| chain_head(&state, chain_id);
-    let page = Page::fill(rows, more, budget, heads).map_err(|err| {
+    let shown = |view: TxView| node_view(&state, view);
+    let page = Page::fill(rows, more, budget, shown).map_err(|err| {
         tracing::error!(target: "http", error = %err, "a listed transaction did not serialise");
         ApiError::Internal
     })?;

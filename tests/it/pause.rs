@@ -154,6 +154,35 @@ async fn a_pause_through_one_node_holds_the_leader_on_another_and_resume_sends_i
     .await
     .expect("attempts");
     assert_eq!(attempts, 0, "nothing signed or sent while paused");
+    // Any node shows why they wait, in a list and by request id.
+    let list: Value = client
+        .get(format!(
+            "{other_base}/v1/transactions?submitter={submitter}&state=QUEUED"
+        ))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    let sub_states: Vec<&Value> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| &i["sub_state"])
+        .collect();
+    assert_eq!(sub_states, vec!["paused"; 3], "{list}");
+    let one: Value = client
+        .get(format!(
+            "{leader_base}/v1/transactions?submitter={submitter}&request_id=during-1"
+        ))
+        .send()
+        .await
+        .expect("one")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(one["sub_state"], "paused", "{one}");
 
     // Resumed (through the leader this time): the queue goes out in order.
     let (status, answer) = post(
@@ -253,6 +282,14 @@ async fn a_pause_refusing_creates_answers_423_and_a_configured_pause_holds_until
         view["submitters"][0]["paused"]["source"], "config",
         "{view}"
     );
+    let (_, held) = node
+        .request(
+            "GET",
+            &format!("/v1/transactions?submitter={DEV}&request_id=held"),
+            None,
+        )
+        .await;
+    assert_eq!(held["sub_state"], "paused", "{held}");
     // A second create wakes the leader again: still nothing drawn.
     let (status, _) = node
         .request("POST", "/v1/transactions", Some(transfer(DEV, "held-2")))
@@ -271,6 +308,14 @@ async fn a_pause_refusing_creates_answers_423_and_a_configured_pause_holds_until
         2,
     )
     .await;
+    let (_, held) = node
+        .request(
+            "GET",
+            &format!("/v1/transactions?submitter={DEV}&request_id=held"),
+            None,
+        )
+        .await;
+    assert_eq!(held["sub_state"], Value::Null, "{held}");
     node.stop().await;
     let _ = std::fs::remove_file(&file);
 }

@@ -57,11 +57,16 @@ pub enum SubState {
     /// QUEUED waiting for room under the submitter's `spend_limit`; or
     /// REJECTED after waiting `spend_wait`.
     SpendLimited,
+    /// QUEUED while its submitter is paused (an operator's pause, or
+    /// `paused = true` in the answering node's configuration). Shown by
+    /// the reads, from the pause itself; not written on the rows, so it
+    /// holds for creates accepted during the pause and ends at the resume.
+    Paused,
 }
 
 impl SubState {
     /// Every sub-state, each with the text it is stored as.
-    pub const ALL: [SubState; 16] = [
+    pub const ALL: [SubState; 17] = [
         SubState::AwaitingReceipt,
         SubState::Mined,
         SubState::Reorged,
@@ -78,6 +83,7 @@ impl SubState {
         SubState::FillerNotIncluded,
         SubState::Expired,
         SubState::SpendLimited,
+        SubState::Paused,
     ];
 
     /// The text stored in the database and shown in the API.
@@ -101,6 +107,7 @@ impl SubState {
             SubState::FillerNotIncluded => "filler_not_included",
             SubState::Expired => "expired",
             SubState::SpendLimited => "spend_limited",
+            SubState::Paused => "paused",
         }
     }
 

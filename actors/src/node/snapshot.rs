@@ -126,6 +126,14 @@ impl Engine {
         self.shared.context(&address).map(|ctx| ctx.settings())
     }
 
+    /// The submitter is paused by this node's configuration (`paused = true`).
+    pub fn config_paused(&self, address: Address) -> bool {
+        self.shared
+            .context(&address)
+            .and_then(|ctx| ctx.settings.read().ok().map(|s| s.paused))
+            .unwrap_or(false)
+    }
+
     /// Every configured submitter with a spend limit, and the limit.
     pub fn spend_limits(&self) -> Vec<(Address, crate::submitter::settings::SpendLimit)> {
         self.shared

@@ -210,7 +210,7 @@ stuck_after = "2h"
     );
     if settings.spend_limit {
         toml.push_str(
-            "[defaults.policy]\nspend_limit = { value = \"1000000000000000000000000\", window = \"24h\" }\n",
+            "[defaults.policy]\nspend_limit = { value = \"1000000000000000000000000\", fees = \"1000000000000000000000000\", window = \"24h\" }\n",
         );
     }
     for (i, (chain_id, rpc_url)) in chains.iter().enumerate() {

@@ -76,7 +76,11 @@ pub async fn list_within(
              FROM (
                SELECT p.*, count(*) OVER () AS fetched,
                       sum(p.row_bytes) OVER (ORDER BY p.ingress_seq) - p.row_bytes AS bytes_before
-                 FROM (SELECT m.chain_id, m.tx_id, m.submitter, m.request_id, m.state, m.sub_state, m.nonce,
+                 FROM (SELECT m.chain_id, m.tx_id, m.submitter, m.request_id, m.state,
+                              CASE WHEN m.state = 'QUEUED' AND EXISTS (
+                                    SELECT 1 FROM submitter_pause p
+                                     WHERE p.chain_id = m.chain_id AND p.submitter = m.submitter)
+                                THEN 'paused' ELSE m.sub_state END AS sub_state, m.nonce,
                               m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
                               m.receipt_block_number, m.receipt_block_hash, m.created_at,
                               m.updated_at, m.confirmed_at, m.ingress_seq,

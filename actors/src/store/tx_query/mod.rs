@@ -195,6 +195,16 @@ impl TxRow {
 }
 
 impl TxView {
+    /// `sub_state` `paused` on a QUEUED intent when `paused` (its
+    /// submitter is paused by the answering node's configuration; an
+    /// operator's pause is read with the row).
+    pub fn with_config_pause(mut self, paused: bool) -> Self {
+        if paused && self.state == TxState::Queued {
+            self.sub_state = Some(SubState::Paused);
+        }
+        self
+    }
+
     /// Fills `confirmations` from the chain head this node has processed.
     pub fn with_head(mut self, head: Option<u64>) -> Self {
         self.confirmations = match (&self.receipt, head) {
@@ -239,7 +249,10 @@ fn receipt_status(value: Option<&serde_json::Value>) -> Option<u8> {
 pub async fn get(pool: &PgPool, chain_ids: &[ChainId], tx_id: Uuid) -> StoreResult<Option<TxView>> {
     let row = sqlx::query_as!(
         TxRow,
-        r#"SELECT m.chain_id AS "chain_id: ChainId", m.tx_id, m.submitter, m.request_id, m.state, m.sub_state AS "sub_state: SubState",
+        r#"SELECT m.chain_id AS "chain_id: ChainId", m.tx_id, m.submitter, m.request_id, m.state, CASE WHEN m.state = 'QUEUED' AND EXISTS (
+                      SELECT 1 FROM submitter_pause p
+                       WHERE p.chain_id = m.chain_id AND p.submitter = m.submitter)
+                  THEN 'paused' ELSE m.sub_state END AS "sub_state?: SubState",
                   m.nonce, m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
                   m.receipt_block_number, m.receipt_block_hash, m.created_at, m.updated_at,
                   m.confirmed_at, m.ingress_seq,
@@ -262,7 +275,10 @@ pub async fn find_by_request_id(
     let row = sqlx::query_as!(
         TxRow,
         r#"SELECT m.chain_id AS "chain_id: ChainId", m.tx_id, m.submitter, m.request_id, m.state,
-                  m.sub_state AS "sub_state: SubState",
+                  CASE WHEN m.state = 'QUEUED' AND EXISTS (
+                      SELECT 1 FROM submitter_pause p
+                       WHERE p.chain_id = m.chain_id AND p.submitter = m.submitter)
+                  THEN 'paused' ELSE m.sub_state END AS "sub_state?: SubState",
                   m.nonce, m.tx_hash, m.mined_tx_hash, m.intent, m.last_error, m.receipt,
                   m.receipt_block_number, m.receipt_block_hash, m.created_at, m.updated_at,
                   m.confirmed_at, m.ingress_seq,
