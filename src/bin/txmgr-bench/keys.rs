@@ -10,6 +10,7 @@
 //! txmgr, 1 submitter  200_000
 //! txmgr, K submitters 300_000 + slot × 1_000 + 0..K
 //! HTTPS variants      400_000 / 500_000 + …            (--rpc-tls)
+//! spend-limited       800_000 / 900_000 + …            (--spend-limit)
 //! chains: raw, txmgr  600_000 / 700_000 + 0..--chains-submitters
 //! idle daemon         1_000_000 + 0..--idle-submitters
 //! ```
@@ -39,6 +40,10 @@ const TXMGR_TLS_MANY_BASE: u64 = 500_000;
 const CHAINS_RAW_BASE: u64 = 600_000;
 /// First key index of the submitters of phase "chains".
 const CHAINS_TXMGR_BASE: u64 = 700_000;
+/// Key index of the one-submitter txmgr phase under a spend limit.
+const TXMGR_SPEND_ONE_BASE: u64 = 800_000;
+/// First key index of the many-submitter txmgr phases under a spend limit.
+const TXMGR_SPEND_MANY_BASE: u64 = 900_000;
 /// First key index of the idle daemon's submitters.
 pub(crate) const IDLE_BASE: u64 = 1_000_000;
 
@@ -91,6 +96,8 @@ pub(crate) struct KeyPlan {
     pub(crate) txmgr: TxmgrKeys,
     /// The same phases with the RPC over HTTPS (empty without `--rpc-tls`).
     pub(crate) txmgr_tls: TxmgrKeys,
+    /// The same phases under a spend limit (empty without `--spend-limit`).
+    pub(crate) txmgr_spend: TxmgrKeys,
     /// Phase "chains" (empty when it does not run).
     pub(crate) chains: ChainKeys,
 }
@@ -142,6 +149,7 @@ impl KeyPlan {
     pub(crate) fn new(
         counts: &[usize],
         rpc_tls: bool,
+        spend_limit: bool,
         chain_submitters: usize,
     ) -> anyhow::Result<KeyPlan> {
         anyhow::ensure!(
@@ -162,6 +170,11 @@ impl KeyPlan {
             } else {
                 TxmgrKeys::none()
             },
+            txmgr_spend: if spend_limit {
+                TxmgrKeys::new(TXMGR_SPEND_ONE_BASE, TXMGR_SPEND_MANY_BASE, counts)?
+            } else {
+                TxmgrKeys::none()
+            },
             chains: ChainKeys {
                 raw: bench_keys(CHAINS_RAW_BASE, chain_submitters)?,
                 txmgr: bench_keys(CHAINS_TXMGR_BASE, chain_submitters)?,
@@ -173,6 +186,7 @@ impl KeyPlan {
     pub(crate) fn submitters(&self) -> Vec<(Address, String, &PrivateKeySigner)> {
         let mut all = self.txmgr.submitters();
         all.extend(self.txmgr_tls.submitters());
+        all.extend(self.txmgr_spend.submitters());
         all.extend(
             self.chains
                 .txmgr

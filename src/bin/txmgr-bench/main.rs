@@ -105,9 +105,11 @@ pub(crate) struct Args {
     /// Engine `chain.poll_interval` (per-submitter chain check period).
     #[arg(long, default_value = "1s")]
     poll_interval: String,
-    /// Configure a spend limit on every submitter (`[defaults.policy]
-    /// spend_limit`, far above what the run sends, so it never holds an
-    /// intent back): measures what the spend ledger costs per intent.
+    /// Run the txmgr phases ("one", "many") a second time in the same run,
+    /// on a fresh node and database whose submitters all have a spend limit
+    /// (`value` and `fees`) far above what the run sends, so it never holds
+    /// an intent back: the two passes side by side give the spend ledger's
+    /// cost per intent.
     #[arg(long)]
     spend_limit: bool,
     /// Bound on reaching TRACKING, from the first POST of a phase.
@@ -199,7 +201,7 @@ fn main() -> ExitCode {
     } else {
         0
     };
-    let plan = match KeyPlan::new(&counts, args.rpc_tls, chain_submitters) {
+    let plan = match KeyPlan::new(&counts, args.rpc_tls, args.spend_limit, chain_submitters) {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("txmgr-bench: {e:#}");
@@ -298,6 +300,8 @@ async fn run_phases(
         many: Vec::new(),
         ack: None,
         one_tls: None,
+        one_spend: None,
+        many_spend: Vec::new(),
         many_tls: Vec::new(),
         idle: None,
         webhooks: None,
@@ -324,7 +328,7 @@ async fn run_phases(
             url: anvil.rpc_url(),
             ca_file: None,
         };
-        let phases = run_txmgr(args, &plan.txmgr, &rpc, anvil, db, true).await?;
+        let phases = run_txmgr(args, &plan.txmgr, &rpc, anvil, db, true, false).await?;
         (report.one, report.many, report.ack) = (phases.one, phases.many, phases.ack);
     }
     if args.rpc_tls && wants_txmgr {
@@ -336,12 +340,25 @@ async fn run_phases(
             ca_file: Some(terminator.ca_file.clone()),
         };
         let tls_db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
-        let phases = run_txmgr(args, &plan.txmgr_tls, &rpc, anvil, &tls_db, false).await;
+        let phases = run_txmgr(args, &plan.txmgr_tls, &rpc, anvil, &tls_db, false, false).await;
         if let Err(e) = tls_db.drop_db().await {
             eprintln!("txmgr-bench: warning: {e:#}");
         }
         let phases = phases?;
         (report.one_tls, report.many_tls) = (phases.one, phases.many);
+    }
+    if args.spend_limit && wants_txmgr {
+        let rpc = RpcTarget {
+            url: anvil.rpc_url(),
+            ca_file: None,
+        };
+        let spend_db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
+        let phases = run_txmgr(args, &plan.txmgr_spend, &rpc, anvil, &spend_db, false, true).await;
+        if let Err(e) = spend_db.drop_db().await {
+            eprintln!("txmgr-bench: warning: {e:#}");
+        }
+        let phases = phases?;
+        (report.one_spend, report.many_spend) = (phases.one, phases.many);
     }
     if args.phases.contains(&Phase::Webhooks) {
         report.webhooks = Some(

@@ -163,6 +163,10 @@ pub(crate) struct Report {
     pub(crate) one_tls: Option<TxmgrPhase>,
     /// `--rpc-tls`: txmgr, many submitters, JSON-RPC over HTTPS.
     pub(crate) many_tls: Vec<TxmgrPhase>,
+    /// `--spend-limit`: txmgr, one submitter, under a spend limit.
+    pub(crate) one_spend: Option<TxmgrPhase>,
+    /// `--spend-limit`: txmgr, many submitters, under a spend limit.
+    pub(crate) many_spend: Vec<TxmgrPhase>,
     /// Phase "idle": a real daemon with `--idle-submitters` submitters.
     pub(crate) idle: Option<IdlePhase>,
     /// Phase "webhooks": delivery alone.

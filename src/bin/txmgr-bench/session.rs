@@ -28,7 +28,8 @@ pub(crate) struct TxmgrPhases {
 
 /// Starts one node with `keys_of_node` as submitters, its RPC at `rpc`, and
 /// runs the txmgr phases (the open-loop one only with `with_ack`, over the
-/// first `--submitters` count).
+/// first `--submitters` count); with `spend_limit`, every submitter has a
+/// spend limit that never binds.
 pub(crate) async fn run_txmgr(
     args: &Args,
     keys_of_node: &TxmgrKeys,
@@ -36,6 +37,7 @@ pub(crate) async fn run_txmgr(
     anvil: &Anvil,
     db: &BenchDb,
     with_ack: bool,
+    spend_limit: bool,
 ) -> anyhow::Result<TxmgrPhases> {
     let submitters = keys_of_node.submitters();
     let addresses: Vec<Address> = submitters.iter().map(|(a, _, _)| *a).collect();
@@ -50,7 +52,7 @@ pub(crate) async fn run_txmgr(
         ingress_capacity: (args.concurrency * 2).max(10_000),
         db_connections: args.db_connections,
         poll_interval: args.poll_interval.clone(),
-        spend_limit: args.spend_limit,
+        spend_limit,
     };
     let env_submitters: Vec<(Address, String)> = submitters
         .iter()

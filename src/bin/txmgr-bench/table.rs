@@ -75,6 +75,10 @@ impl Report {
             println!("\n(RPC over HTTPS)");
             print_diagnostics(phase);
         }
+        for phase in self.one_spend.iter().chain(&self.many_spend) {
+            println!("\n(under a spend limit)");
+            print_diagnostics(phase);
+        }
         if let Some(idle) = &self.idle {
             idle.print();
         }
@@ -89,7 +93,8 @@ impl Report {
         }
     }
 
-    /// Rows grouped by key count: raw, then txmgr, then txmgr over HTTPS.
+    /// Rows grouped by key count: raw, then txmgr, then txmgr over HTTPS,
+    /// then txmgr under a spend limit.
     fn rows(&self) -> Vec<Row<'_>> {
         let mut keys: Vec<usize> = self
             .raw_one
@@ -102,6 +107,8 @@ impl Report {
                     .chain(&self.many)
                     .chain(&self.one_tls)
                     .chain(&self.many_tls)
+                    .chain(&self.one_spend)
+                    .chain(&self.many_spend)
                     .map(|p| p.submitters),
             )
             .collect();
@@ -141,6 +148,18 @@ impl Report {
             if let Some(p) = tls {
                 rows.push(Row {
                     name: "txmgr, RPC over HTTPS",
+                    raw: None,
+                    txmgr: Some(p),
+                });
+            }
+            let limited = self
+                .one_spend
+                .iter()
+                .chain(&self.many_spend)
+                .find(|p| p.submitters == k);
+            if let Some(p) = limited {
+                rows.push(Row {
+                    name: "txmgr, spend limit",
                     raw: None,
                     txmgr: Some(p),
                 });
