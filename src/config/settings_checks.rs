@@ -11,13 +11,28 @@ use txmgr_actors::{
 };
 
 /// Checks resolved settings; returns `(field path, reason)` pairs relative
-/// to the settings table.
-pub(crate) fn check_settings(s: &SubmitterSettings) -> Vec<(&'static str, String)> {
+/// to the settings table. `ledger_retain` is `feed.retain`: how long the
+/// spend ledger keeps its rows.
+pub(crate) fn check_settings(
+    s: &SubmitterSettings,
+    ledger_retain: std::time::Duration,
+) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     if s.max_in_flight == 0 {
         out.push(("max_in_flight", "must be >= 1".to_string()));
     }
     out.extend(s.policy.issues());
+    if let Some(limit) = s.policy.spend_limit {
+        if limit.window > ledger_retain {
+            out.push((
+                "policy.spend_limit.window",
+                format!(
+                    "must not exceed feed.retain ({}): the spend ledger keeps its rows that long",
+                    humantime::format_duration(ledger_retain)
+                ),
+            ));
+        }
+    }
     if !(1..=MAX_BATCH_SIZE).contains(&s.batch_size) {
         out.push((
             "batch_size",

@@ -1,7 +1,8 @@
 //! Bounded feed work (README "Completion feed" and "Webhooks"): a webhook's
 //! lag is counted up to a cap however long the feed is, and `feed.retain`
 //! deletes old rows except those a live webhook cursor or a dead letter
-//! still needs, and the cursor rows of webhooks gone from every config.
+//! still needs, and the cursor rows of webhooks gone from every config;
+//! spend ledger rows as old go too.
 
 use std::time::{Duration, Instant};
 
@@ -128,4 +129,27 @@ async fn retention_keeps_what_a_live_cursor_or_a_dead_letter_needs() {
         .await
         .expect("prune");
     assert_eq!(again.rows, 0);
+}
+
+#[tokio::test]
+async fn spend_ledger_rows_older_than_the_retention_go_in_batches() {
+    let db = TestDb::migrated().await;
+    for (count, days_ago) in [(1_500, 40), (5, 1)] {
+        sqlx::query(
+            "INSERT INTO spend_ledger (tx_id, chain_id, submitter, value, at)
+             SELECT gen_random_uuid(), 31337, $1, 1, now() - $2 * interval '1 day'
+               FROM generate_series(1, $3)",
+        )
+        .bind(SUBMITTER)
+        .bind(days_ago as f64)
+        .bind(count as i32)
+        .execute(&db.pool)
+        .await
+        .expect("ledger rows");
+    }
+    let prune = || txmgr_actors::store::spend::prune_batch(&db.pool, MONTH);
+    assert_eq!(prune().await.expect("prune"), 1_000, "one full batch");
+    assert_eq!(prune().await.expect("prune"), 500, "the rest: fewer, done");
+    assert_eq!(prune().await.expect("prune"), 0);
+    assert_eq!(db.count("SELECT count(*) FROM spend_ledger").await, 5);
 }

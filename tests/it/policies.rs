@@ -178,6 +178,42 @@ policy = {{ allowed_to = ["{PAYEE}"], allowed_selectors = {{ "{TOKEN}" = ["0xa90
     assert!(text.contains(TOKEN), "{text}");
 }
 
+#[test]
+fn a_spend_limit_needs_an_amount_and_a_window_the_ledger_keeps() {
+    let config = |limit: &str| {
+        format!(
+            r#"
+[database]
+url = "postgres://localhost/x"
+[chain]
+rpc_url = "http://127.0.0.1:8545"
+chain_id = 31337
+[feed]
+retain = "7days"
+[submitters."{DEV}"]
+signer = {{ kind = "env", env = "K" }}
+policy = {{ spend_limit = {limit} }}
+"#
+        )
+    };
+    let refused = |limit: &str| {
+        txmgr::config::Config::from_toml_str(&config(limit), std::iter::empty::<(String, String)>())
+            .expect_err("refused")
+            .to_string()
+    };
+    let text = refused(r#"{ window = "1h" }"#);
+    assert!(text.contains("policy.spend_limit"), "{text}");
+    assert!(text.contains("`value`, `fees` or both"), "{text}");
+    let text = refused(r#"{ fees = "1", window = "8days" }"#);
+    assert!(text.contains("policy.spend_limit.window"), "{text}");
+    assert!(text.contains("feed.retain"), "{text}");
+    txmgr::config::Config::from_toml_str(
+        &config(r#"{ fees = "1", window = "7days" }"#),
+        std::iter::empty::<(String, String)>(),
+    )
+    .expect("a fee limit alone, over the whole retention");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_intent_stored_before_a_rule_was_tightened_is_rejected_at_allocation() {
     let db = TestDb::migrated().await;

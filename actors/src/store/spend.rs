@@ -74,3 +74,23 @@ pub async fn windows(
         })
         .collect()
 }
+
+/// Ledger rows looked at per prune batch.
+pub const PRUNE_BATCH: i64 = 1_000;
+
+/// Deletes one batch of ledger rows older than `retain` (`feed.retain`,
+/// which every spend window is at most: configuration refuses a longer
+/// one, so no window can still count them); returns how many. Fewer than
+/// [`PRUNE_BATCH`] means none is left.
+pub async fn prune_batch(pool: &PgPool, retain: Duration) -> StoreResult<u64> {
+    let deleted = sqlx::query!(
+        "DELETE FROM spend_ledger WHERE tx_id IN (
+             SELECT tx_id FROM spend_ledger
+              WHERE at < now() - $1::bigint * interval '1 millisecond' LIMIT $2)",
+        millis(retain),
+        PRUNE_BATCH,
+    )
+    .execute(pool)
+    .await?;
+    Ok(deleted.rows_affected())
+}
