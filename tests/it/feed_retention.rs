@@ -134,7 +134,7 @@ async fn retention_keeps_what_a_live_cursor_or_a_dead_letter_needs() {
 #[tokio::test]
 async fn spend_ledger_rows_older_than_the_retention_go_in_batches() {
     let db = TestDb::migrated().await;
-    for (count, days_ago) in [(1_500, 40), (5, 1)] {
+    for (count, days_ago) in [(1_500i32, 40i32), (5, 1)] {
         sqlx::query(
             "INSERT INTO spend_ledger (tx_id, chain_id, submitter, value, at)
              SELECT gen_random_uuid(), 31337, $1, 1, now() - $2 * interval '1 day'
@@ -142,7 +142,7 @@ async fn spend_ledger_rows_older_than_the_retention_go_in_batches() {
         )
         .bind(SUBMITTER)
         .bind(days_ago as f64)
-        .bind(count as i32)
+        .bind(count)
         .execute(&db.pool)
         .await
         .expect("ledger rows");
