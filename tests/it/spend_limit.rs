@@ -171,15 +171,26 @@ async fn a_burst_of_three_limits_over_two_nodes_never_overfills_a_window_across_
     assert_eq!(on_chain, 30);
 }
 
+/// `eth_estimateGas` calls the node made, from its `/metrics`.
+async fn estimates_made(node: &TestNode) -> u64 {
+    let (_, text) = node.text("/metrics").await;
+    text.lines()
+        .filter(|l| {
+            l.starts_with("txmgr_rpc_calls_total{") && l.contains("method=\"eth_estimateGas\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_intent_without_room_for_spend_wait_is_rejected() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start().await;
     let toml = config_toml(&db.url, &anvil.rpc_url(), "n1", "")
         + "[defaults]\nfinality = { confirmations = 1 }\n[defaults.policy]\n\
-           spend_limit = { value = \"2\", window = \"1h\" }\nspend_wait = \"1s\"\n";
+           spend_limit = { value = \"2\", window = \"1h\" }\nspend_wait = \"4s\"\n";
     let node = TestNode::start(&toml).await;
-    for i in 0..3 {
+    for i in 0..5 {
         let (status, answer) = node
             .request(
                 "POST",
@@ -195,11 +206,18 @@ async fn an_intent_without_room_for_spend_wait_is_rejected() {
     )
     .await;
     db.wait_count(
-        "SELECT count(*) FROM managed_tx WHERE request_id = 'w-2' AND state = 'REJECTED'
-            AND sub_state = 'spend_limited' AND nonce IS NULL",
-        1,
+        "SELECT count(*) FROM managed_tx WHERE request_id IN ('w-2', 'w-3', 'w-4')
+            AND state = 'REJECTED' AND sub_state = 'spend_limited' AND nonce IS NULL",
+        3,
     )
     .await;
+    // The leader looked for room every second for 4 s, each waiting
+    // intent estimated once (kept while it waits), not at every look.
+    let estimates = estimates_made(&node).await;
+    assert!(
+        (5..=6).contains(&estimates),
+        "{estimates} gas estimates for 5 intents"
+    );
     node.stop().await;
 }
 

@@ -53,8 +53,13 @@ pub(crate) struct CycleOutcome {
 
 /// What the leader remembers between cycles, so it skips reads that cannot
 /// find anything. Reset to "look everywhere" whenever the lease is acquired.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct CycleMemory {
+    /// Gas estimates of intents estimated but not given a nonce (waiting
+    /// for room under a spend limit), with when: reused for
+    /// [`ESTIMATE_REUSE`], so a leader retrying every second does not
+    /// estimate its whole waiting batch again each time.
+    pub(crate) estimates: std::collections::HashMap<Uuid, (u64, Instant)>,
     /// Look for ALLOCATED intents without an attempt.
     pub(crate) recover_unsigned: bool,
     /// Earliest time an ALLOCATED attempt may be due for re-broadcast.
@@ -68,6 +73,7 @@ impl CycleMemory {
     /// After acquiring the lease: anything may be pending.
     pub(crate) fn fresh() -> Self {
         Self {
+            estimates: std::collections::HashMap::new(),
             recover_unsigned: true,
             allocated_due_at: Some(Instant::now()),
             check_gaps: true,
@@ -78,6 +84,9 @@ impl CycleMemory {
 /// How soon a leader whose intents wait for room under its spend limit
 /// looks again.
 const SPEND_RETRY: Duration = Duration::from_secs(1);
+
+/// How long a waiting intent's gas estimate is reused.
+const ESTIMATE_REUSE: Duration = Duration::from_secs(60);
 
 /// Runs one cycle as leader.
 pub(crate) async fn run(
@@ -177,19 +186,36 @@ pub(crate) async fn run(
         })
         .collect();
 
-    // Prepare before allocate: a failure here consumes no nonce.
-    let estimates = join_all(queued.iter().map(|q| async {
-        match q.intent.gas_limit {
-            Some(limit) => Ok(limit),
-            None => ctx.chain.estimate_gas(ctx.key.address, &q.intent).await,
+    // Prepare before allocate: a failure here consumes no nonce. An
+    // estimate kept from an earlier cycle (the intent waited for spend
+    // room) is reused while fresh; the others are forgotten.
+    let now_instant = Instant::now();
+    if !memory.estimates.is_empty() {
+        let read: std::collections::HashSet<Uuid> = queued.iter().map(|q| q.tx_id).collect();
+        memory.estimates.retain(|id, (_, at)| {
+            now_instant.duration_since(*at) < ESTIMATE_REUSE && read.contains(id)
+        });
+    }
+    let estimates = join_all(queued.iter().map(|q| {
+        let kept = memory.estimates.get(&q.tx_id).map(|(gas, _)| *gas);
+        async move {
+            match (q.intent.gas_limit, kept) {
+                (Some(limit), _) => Ok(limit),
+                (None, Some(gas)) => Ok(gas),
+                (None, None) => ctx.chain.estimate_gas(ctx.key.address, &q.intent).await,
+            }
         }
     }))
     .await;
+    let mut estimated: Vec<(Uuid, u64)> = Vec::new();
     let mut rejected: Vec<(Uuid, String)> = policy_refused;
     let mut ready: Vec<(Uuid, Intent)> = Vec::new();
     for (queued, estimate) in queued.into_iter().zip(estimates) {
         match estimate {
             Ok(estimate) => {
+                if queued.intent.gas_limit.is_none() {
+                    estimated.push((queued.tx_id, estimate));
+                }
                 let mut intent = queued.intent;
                 intent.gas_limit = Some(fees::gas_limit(
                     &intent,
@@ -266,9 +292,14 @@ pub(crate) async fn run(
         Answer::Done => Vec::new(),
     };
     if limited && assigned.len() + expired.len() < asked {
-        // Some wait for room in the spend window (or were taken meanwhile).
+        // Some wait for room in the spend window (or were taken meanwhile):
+        // their estimates are kept for the next look.
         outcome.more = false;
         outcome.retry_in = Some(outcome.retry_in.map_or(SPEND_RETRY, |r| r.min(SPEND_RETRY)));
+        let given: std::collections::HashSet<Uuid> = assigned.iter().map(|(id, _)| *id).collect();
+        for (id, gas) in estimated.into_iter().filter(|(id, _)| !given.contains(id)) {
+            memory.estimates.entry(id).or_insert((gas, now_instant));
+        }
     }
     // Until the attempts are persisted, the next cycle looks for unsigned
     // intents (this one may stop early on an error).
