@@ -64,6 +64,16 @@ pub struct Unprotected {
 }
 
 impl Engine {
+    /// The submitter's context, or [`OpsError::UnknownSubmitter`].
+    fn known_context(
+        &self,
+        address: Address,
+    ) -> Result<std::sync::Arc<crate::submitter::SubmitterContext>, OpsError> {
+        self.shared
+            .context(&address)
+            .ok_or(OpsError::UnknownSubmitter(address))
+    }
+
     /// Pauses sending for the submitter on this chain, cluster-wide and
     /// durably (README "Guardrails"): the pause row and its audit row
     /// commit together; from then on no allocation draws a nonce for it,
@@ -75,10 +85,7 @@ impl Engine {
         pause: store::pause::Pause,
         audit: &AuditEntry<'_>,
     ) -> Result<Option<store::pause::Pause>, OpsError> {
-        let ctx = self
-            .shared
-            .context(&address)
-            .ok_or(OpsError::UnknownSubmitter(address))?;
+        let ctx = self.known_context(address)?;
         let before = store::pause::pause(&self.shared.pool, ctx.key, &pause, audit).await?;
         if let Some(handle) = self.shared.handle(address) {
             handle.status().set_pause(Some(std::sync::Arc::new(pause)));
@@ -95,10 +102,7 @@ impl Engine {
         address: Address,
         audit: &AuditEntry<'_>,
     ) -> Result<Option<store::pause::Pause>, OpsError> {
-        let ctx = self
-            .shared
-            .context(&address)
-            .ok_or(OpsError::UnknownSubmitter(address))?;
+        let ctx = self.known_context(address)?;
         let lifted = store::pause::resume(&self.shared.pool, ctx.key, audit).await?;
         if let Some(handle) = self.shared.handle(address) {
             handle.status().set_pause(None);
@@ -130,9 +134,7 @@ impl Engine {
     /// database) and spawns a fresh one, which re-acquires the lease. Also
     /// clears a `failed` role and the restart history.
     pub async fn restart(&self, address: Address) -> Result<(), OpsError> {
-        if self.shared.context(&address).is_none() {
-            return Err(OpsError::UnknownSubmitter(address));
-        }
+        self.known_context(address)?;
         self.pause(address).await?;
         self.resume(address);
         Ok(())
@@ -150,10 +152,7 @@ impl Engine {
         address: Address,
         audit: &AuditEntry<'_>,
     ) -> Result<Unprotected, OpsError> {
-        let ctx = self
-            .shared
-            .context(&address)
-            .ok_or(OpsError::UnknownSubmitter(address))?;
+        let ctx = self.known_context(address)?;
         let me = &self.shared.config.owner;
         if let Some(info) = store::current_lease(&self.shared.pool, ctx.key).await? {
             if !info.is_owned_by(me) && !info.expires_in.is_zero() {
