@@ -399,6 +399,8 @@ fn set_ratios(report: &mut Report) {
         .chain(&mut report.many)
         .chain(&mut report.one_tls)
         .chain(&mut report.many_tls)
+        .chain(&mut report.one_spend)
+        .chain(&mut report.many_spend)
     {
         if let Some((_, raw_rate)) = raws.iter().find(|(keys, _)| *keys == phase.submitters) {
             phase.ratio_vs_raw = Some(phase.e2e_tx_per_s / raw_rate);
