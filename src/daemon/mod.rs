@@ -214,7 +214,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         host.served(),
         Some(webhooks.clone()),
         recorder,
-        GAUGE_INTERVAL,
+        (GAUGE_INTERVAL, config.node.liveness()),
     ));
     // Feed retention: `0s` keeps every row.
     let retention = (!config.feed.retain.is_zero()).then(|| {

@@ -168,13 +168,14 @@ impl ChainClient for CountingChain {
 /// Refreshes the gauges every `every`: open transactions by state and the
 /// oldest open intent (one grouped query over the non-terminal-state index;
 /// terminal states are not counted, their number only grows), mailbox depth
-/// and roles (from the handles). Also runs the recorder's upkeep.
+/// and roles (from the handles), and the cluster's nodes live and lost by
+/// `liveness`. Also runs the recorder's upkeep.
 pub async fn gauge_loop(
     pool: PgPool,
     chains: ServedChains,
     webhooks: Option<Webhooks>,
     recorder: Option<PrometheusHandle>,
-    every: Duration,
+    (every, liveness): (Duration, Duration),
 ) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -199,6 +200,18 @@ pub async fn gauge_loop(
             if let Err(err) = refresh_webhooks(&pool, (chains.home(), &ids), &configured).await {
                 tracing::debug!(error = %err, "webhook gauges not refreshed");
             }
+        }
+        match txmgr_actors::store::node::list(&pool, liveness).await {
+            Ok(nodes) => {
+                let live = nodes.iter().filter(|n| n.alive).count();
+                let gauge = |status: &'static str, count: usize| {
+                    metrics::gauge!(txmgr_actors::metrics::CLUSTER_NODES, "status" => status)
+                        .set(count as f64);
+                };
+                gauge("live", live);
+                gauge("lost", nodes.len() - live);
+            }
+            Err(err) => tracing::debug!(error = %err, "cluster node gauges not refreshed"),
         }
         if let Some(recorder) = &recorder {
             recorder.run_upkeep();

@@ -182,6 +182,11 @@ async fn check(pool: &PgPool, chains: &[CheckedChain]) -> Checked {
         }
     }));
     let (mut reasons, chains) = tokio::join!(database_readiness(pool), each_chain);
+    metrics::gauge!(txmgr_actors::metrics::DATABASE_HEALTHY).set(if reasons.is_empty() {
+        1.0
+    } else {
+        0.0
+    });
     if !chains.is_empty() && !chains.iter().any(|c| c.healthy) {
         reasons.extend(chains.iter().map(|c| {
             let why = c.reason.as_deref().unwrap_or("unhealthy");

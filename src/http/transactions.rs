@@ -63,7 +63,7 @@ impl CreatedBody {
 
 /// `POST /v1/transactions`; counts every answer in `txmgr_creates_total`
 /// by chain (its name; `none` when refused before a served chain was
-/// named) and result.
+/// named) and result, and times it in `txmgr_create_ack_seconds`.
 #[utoipa::path(post, path = "/v1/transactions", tag = "transactions",
     description = "Accepts an intent once it is committed to PostgreSQL. Idempotent on `(chain_id, submitter, request_id)`.",
     request_body = CreateBody,
@@ -84,6 +84,7 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Result<ApiJson<CreateBody>, ApiError>,
 ) -> ApiResult<Response> {
+    let started = std::time::Instant::now();
     let mut chain = None;
     // Every create counts against its token's rate, a refused body too.
     let result = match caller.check_create_rate().and(body) {
@@ -96,6 +97,8 @@ pub(crate) async fn create(
         Err(err) => err.code(),
     };
     let chain = chain.unwrap_or_else(|| NO_CHAIN.to_owned());
+    metrics::histogram!(txmgr_actors::metrics::CREATE_ACK_SECONDS, "chain" => chain.clone(), "result" => label)
+        .record(started.elapsed().as_secs_f64());
     metrics::counter!(txmgr_actors::metrics::CREATES, "chain" => chain, "result" => label)
         .increment(1);
     result

@@ -170,6 +170,24 @@ pub fn describe() {
     );
     describe_gauge!(SPEND_FEES_LIMIT, "The submitter's spend_limit fees, wei.");
     describe_gauge!(
+        SUBMITTER_MIN_BALANCE,
+        "The submitter's min_balance, wei: its balance is low while below it."
+    );
+    describe_gauge!(
+        CLUSTER_NODES,
+        Unit::Count,
+        "Registered nodes by heartbeat: live, or lost (heartbeat older than node.liveness)."
+    );
+    describe_gauge!(
+        DATABASE_HEALTHY,
+        "1 while the database answers the readiness round (reachable and migrated), else 0."
+    );
+    describe_histogram!(
+        CREATE_ACK_SECONDS,
+        Unit::Seconds,
+        "POST /v1/transactions from the request to its answer."
+    );
+    describe_gauge!(
         SPEND_WAITING,
         Unit::Count,
         "Intents QUEUED waiting for room under the submitter's spend limit."

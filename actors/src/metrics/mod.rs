@@ -107,6 +107,22 @@ pub const SPEND_FEES_WINDOW: &str = "txmgr_spend_window_fees_wei";
 /// Gauge: a submitter's `spend_limit.fees`, labels `chain`, `submitter`.
 pub const SPEND_FEES_LIMIT: &str = "txmgr_spend_limit_fees_wei";
 
+/// Gauge: a submitter's `min_balance`, wei, labels `chain`, `submitter`
+/// (beside [`SUBMITTER_BALANCE`]: the balance is low while below it).
+pub const SUBMITTER_MIN_BALANCE: &str = "txmgr_submitter_min_balance_wei";
+
+/// Gauge: nodes of the cluster by heartbeat, label `status` = `live` (a
+/// heartbeat within `node.liveness`) | `lost` (registered, heartbeat older).
+pub const CLUSTER_NODES: &str = "txmgr_cluster_nodes";
+
+/// Gauge: 1 while the database answers the readiness round (reachable,
+/// migrated), else 0.
+pub const DATABASE_HEALTHY: &str = "txmgr_database_healthy";
+
+/// Histogram: `POST /v1/transactions` from the request to its answer,
+/// seconds, label `result` = `created` | `replayed` | the error code.
+pub const CREATE_ACK_SECONDS: &str = "txmgr_create_ack_seconds";
+
 /// Gauge: intents QUEUED waiting for room under the spend limit, labels
 /// `chain`, `submitter`.
 pub const SPEND_WAITING: &str = "txmgr_spend_waiting";

@@ -88,7 +88,12 @@ pub(crate) async fn check(
     let balance = ctx.chain.balance(ctx.key.address).await?;
     let balance = u128::try_from(balance).unwrap_or(u128::MAX);
     let low = balance < min_balance;
-    metrics::gauge!(SUBMITTER_BALANCE, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "submitter" => ctx.key.address_hex()).set(balance as f64);
+    let labels = [
+        ("chain", crate::metrics::chain_label(ctx.key.chain_id)),
+        ("submitter", ctx.key.address_hex()),
+    ];
+    metrics::gauge!(SUBMITTER_BALANCE, &labels).set(balance as f64);
+    metrics::gauge!(crate::metrics::SUBMITTER_MIN_BALANCE, &labels).set(min_balance as f64);
     // While low with a top-up configured, each check looks whether the
     // crossing's top-up failed (and must be sent again).
     let watch_top_up = low && settings.top_up.is_some();
@@ -113,6 +118,7 @@ pub(crate) async fn check(
             _ => false,
         };
         if retried {
+            metrics::counter!(FUNDS_EVENTS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "event" => "top_up_failed").increment(1);
             ftx.commit().await?;
         } else {
             ftx.rollback().await?;
