@@ -51,6 +51,10 @@ if ! command -v promtool >/dev/null; then
     fi
 fi
 promtool --version 2>&1 | head -n1
+# The shipped alert and recording rules: valid, and each alert fires on its
+# condition and not before (deploy/prometheus/txmgr-rules.test.yml).
+promtool check rules deploy/prometheus/txmgr-rules.yml
+(cd deploy/prometheus && promtool test rules txmgr-rules.test.yml)
 
 # ---------------------------------------------------------------- chromium
 # The ops dashboard is rendered in a real headless browser

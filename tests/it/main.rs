@@ -66,6 +66,7 @@ mod pipeline_recovery;
 mod pipeline_rejects;
 mod policies;
 mod private_sends;
+mod prometheus_alerts;
 mod reload_sighup;
 mod reorg;
 mod reorg_final;

@@ -169,6 +169,10 @@ pub fn describe() {
         "Wei of fees counted in the submitter's rolling spend window: paid, or reserved until the receipt."
     );
     describe_gauge!(SPEND_FEES_LIMIT, "The submitter's spend_limit fees, wei.");
+    describe_counter!(
+        COMPLETIONS,
+        "Transactions completed (written to the feed), by final state."
+    );
     describe_gauge!(
         SUBMITTER_MIN_BALANCE,
         "The submitter's min_balance, wei: its balance is low while below it."

@@ -107,6 +107,10 @@ pub const SPEND_FEES_WINDOW: &str = "txmgr_spend_window_fees_wei";
 /// Gauge: a submitter's `spend_limit.fees`, labels `chain`, `submitter`.
 pub const SPEND_FEES_LIMIT: &str = "txmgr_spend_limit_fees_wei";
 
+/// Counter: completions written to the feed, label `state` = CONFIRMED,
+/// FAILED_FINAL, CANCELLED, REJECTED, STUCK.
+pub const COMPLETIONS: &str = "txmgr_completions_total";
+
 /// Gauge: a submitter's `min_balance`, wei, labels `chain`, `submitter`
 /// (beside [`SUBMITTER_BALANCE`]: the balance is low while below it).
 pub const SUBMITTER_MIN_BALANCE: &str = "txmgr_submitter_min_balance_wei";

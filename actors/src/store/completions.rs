@@ -47,24 +47,28 @@ pub const COMPLETION_CHANNEL: &str = "txmgr_completion";
 /// Fails with [`StoreError::Corrupt`] when there is no such intent: a
 /// transition without its completion row must not commit.
 pub async fn record(conn: &mut PgConnection, tx_id: Uuid) -> StoreResult<()> {
-    let chain_id = sqlx::query_scalar!(
+    let row = sqlx::query!(
         r#"INSERT INTO tx_completion (tx_id, chain_id, submitter, request_id, state,
                                     tx_hash, block_number, nonce, reason)
          SELECT tx_id, chain_id, submitter, request_id, state,
                 COALESCE(mined_tx_hash, tx_hash), receipt_block_number, nonce,
                 CASE WHEN state = 'CONFIRMED' THEN NULL ELSE last_error END
            FROM managed_tx WHERE tx_id = $1
-         RETURNING chain_id AS "chain_id: ChainId""#,
+         RETURNING chain_id AS "chain_id: ChainId", state"#,
         tx_id,
     )
     .fetch_optional(&mut *conn)
     .await?;
-    let Some(chain_id) = chain_id else {
+    let Some(row) = row else {
         return Err(StoreError::Corrupt(format!(
             "completion of unknown transaction {tx_id}"
         )));
     };
-    notify_durably(conn, chain_id).await
+    // Counted when written, in the writer's transaction (one that rolls
+    // back afterwards is counted too: rare, and the next try counts again).
+    metrics::counter!(crate::metrics::COMPLETIONS, "chain" => crate::metrics::chain_label(row.chain_id), "state" => row.state)
+        .increment(1);
+    notify_durably(conn, row.chain_id).await
 }
 
 /// A submitter's balance crossing its threshold, as [`record_funds`] writes it.

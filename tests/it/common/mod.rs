@@ -21,6 +21,7 @@ pub(crate) mod kms;
 pub(crate) mod load;
 pub(crate) mod node;
 pub(crate) mod pg_cluster;
+pub(crate) mod prometheus;
 pub(crate) mod receiver;
 pub(crate) mod rpc_proxy;
 pub(crate) mod scenario;
