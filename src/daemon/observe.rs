@@ -3,6 +3,7 @@
 //! that refreshes the database- and engine-derived gauges.
 
 use std::{
+    collections::HashMap,
     sync::{Arc, OnceLock},
     time::Duration,
 };
@@ -18,8 +19,9 @@ use txmgr_actors::{
     chain::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote, FinalityTag},
     domain::{ChainId, Intent, TxState},
     metrics::{
-        MAILBOX_DEPTH, OLDEST_PENDING_AGE, RPC_CALLS, RPC_ENDPOINT_LATENCY, SUBMITTER_ROLES,
-        TRANSACTIONS,
+        CREATE_ACK_SECONDS, DB_POOL_CONNECTIONS, GROUP_COMMIT_SECONDS, MAILBOX_DEPTH,
+        OLDEST_PENDING_AGE, RPC_CALLS, RPC_ENDPOINT_LATENCY, SUBMITTER_IN_FLIGHT, SUBMITTER_QUEUED,
+        SUBMITTER_ROLES, TRANSACTIONS,
     },
     node::Engine,
     store::{open_work, StoreError},
@@ -54,14 +56,19 @@ static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 pub fn metrics_recorder() -> Option<PrometheusHandle> {
     RECORDER
         .get_or_init(|| {
-            let builder = PrometheusBuilder::new()
-                .set_buckets_for_metric(
-                    Matcher::Full(RPC_ENDPOINT_LATENCY.into()),
-                    RPC_LATENCY_BUCKETS,
-                )
-                .ok()?
-                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
-                .ok()?;
+            // Millisecond-scale timings get the fine buckets.
+            let builder = [
+                RPC_ENDPOINT_LATENCY,
+                CREATE_ACK_SECONDS,
+                GROUP_COMMIT_SECONDS,
+            ]
+            .into_iter()
+            .try_fold(PrometheusBuilder::new(), |builder, name| {
+                builder.set_buckets_for_metric(Matcher::Full(name.into()), RPC_LATENCY_BUCKETS)
+            })
+            .ok()?
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+            .ok()?;
             match builder.install_recorder() {
                 Ok(handle) => {
                     txmgr_actors::metrics::describe();
@@ -181,6 +188,11 @@ pub async fn gauge_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        let idle = pool.num_idle();
+        let size = pool.size() as usize;
+        metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "idle").set(idle as f64);
+        metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "in_use")
+            .set(size.saturating_sub(idle) as f64);
         // The chains served now: a reload may add or remove one.
         let served = chains.list();
         for chain in served.iter() {
@@ -189,6 +201,12 @@ pub async fn gauge_loop(
             }
             if let Some(engine) = &chain.engine {
                 refresh_engine(&chain.name, engine);
+                let configured = engine.submitters();
+                if let Err(err) =
+                    refresh_submitters(&pool, &chain.name, chain.chain_id, &configured).await
+                {
+                    tracing::debug!(error = %err, chain = %chain.name, "submitter gauges not refreshed");
+                }
                 if let Err(err) = refresh_spend(&pool, &chain.name, chain.chain_id, engine).await {
                     tracing::debug!(error = %err, chain = %chain.name, "spend gauges not refreshed");
                 }
@@ -217,6 +235,32 @@ pub async fn gauge_loop(
             recorder.run_upkeep();
         }
     }
+}
+
+/// Queued and in-flight intents of each configured submitter of the
+/// chain (one grouped query over the open intents; a submitter without any
+/// is at 0, so a dashboard lists every submitter).
+async fn refresh_submitters(
+    pool: &PgPool,
+    chain: &str,
+    chain_id: ChainId,
+    configured: &[Address],
+) -> Result<(), StoreError> {
+    let work: HashMap<Address, (i64, i64)> = open_work::by_submitter(pool, chain_id)
+        .await?
+        .into_iter()
+        .map(|w| (w.submitter, (w.queued, w.in_flight)))
+        .collect();
+    for address in configured {
+        let (queued, in_flight) = work.get(address).copied().unwrap_or_default();
+        let labels = [
+            ("chain", chain.to_owned()),
+            ("submitter", format!("{address:#x}")),
+        ];
+        metrics::gauge!(SUBMITTER_QUEUED, &labels).set(queued as f64);
+        metrics::gauge!(SUBMITTER_IN_FLIGHT, &labels).set(in_flight as f64);
+    }
+    Ok(())
 }
 
 async fn refresh_states(pool: &PgPool, chain: &str, chain_id: ChainId) -> Result<(), StoreError> {

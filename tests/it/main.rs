@@ -27,6 +27,7 @@ mod feed_retention;
 mod finality;
 mod funds;
 mod funds_bounds;
+mod grafana_dashboard;
 mod group_commit;
 mod hardhat_errors;
 mod harness;

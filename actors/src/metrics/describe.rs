@@ -169,6 +169,31 @@ pub fn describe() {
         "Wei of fees counted in the submitter's rolling spend window: paid, or reserved until the receipt."
     );
     describe_gauge!(SPEND_FEES_LIMIT, "The submitter's spend_limit fees, wei.");
+    describe_gauge!(
+        SUBMITTER_NONCE_LAG,
+        Unit::Count,
+        "Nonces the submitter drew that the chain has not mined yet (next nonce - chain latest nonce)."
+    );
+    describe_gauge!(
+        SUBMITTER_QUEUED,
+        Unit::Count,
+        "The submitter's QUEUED intents."
+    );
+    describe_gauge!(
+        SUBMITTER_IN_FLIGHT,
+        Unit::Count,
+        "The submitter's intents holding a nonce (ALLOCATED, TRACKING, STUCK)."
+    );
+    describe_histogram!(
+        GROUP_COMMIT_SECONDS,
+        Unit::Seconds,
+        "One group-commit transaction of the leaders' merged writes, begin to commit."
+    );
+    describe_gauge!(
+        DB_POOL_CONNECTIONS,
+        Unit::Count,
+        "The node's database pool connections, in use or idle."
+    );
     describe_counter!(
         COMPLETIONS,
         "Transactions completed (written to the feed), by final state."

@@ -107,6 +107,44 @@ pub const SPEND_FEES_WINDOW: &str = "txmgr_spend_window_fees_wei";
 /// Gauge: a submitter's `spend_limit.fees`, labels `chain`, `submitter`.
 pub const SPEND_FEES_LIMIT: &str = "txmgr_spend_limit_fees_wei";
 
+/// Gauge: nonces a submitter drew that the chain has not mined yet
+/// (txmgr's next nonce − the chain's latest nonce), labels `chain`,
+/// `submitter`; set by its leader's chain check.
+pub const SUBMITTER_NONCE_LAG: &str = "txmgr_submitter_nonce_lag";
+
+/// Gauge: a submitter's QUEUED intents, labels `chain`, `submitter`
+/// (every configured submitter).
+pub const SUBMITTER_QUEUED: &str = "txmgr_submitter_queued";
+
+/// Gauge: a submitter's intents holding a nonce (ALLOCATED, TRACKING,
+/// STUCK), labels as [`SUBMITTER_QUEUED`].
+pub const SUBMITTER_IN_FLIGHT: &str = "txmgr_submitter_in_flight";
+
+/// Histogram: one group-commit transaction (the leaders' merged writes),
+/// begin to commit, seconds, label `chain`.
+pub const GROUP_COMMIT_SECONDS: &str = "txmgr_group_commit_seconds";
+
+/// Gauge: the node's database pool connections, label `state` = `in_use`
+/// | `idle`.
+pub const DB_POOL_CONNECTIONS: &str = "txmgr_db_pool_connections";
+
+/// Sets to zero the counters a dashboard or alert reads before anything
+/// happened, so their series exist from the start (Prometheus practice:
+/// an absent series is not a zero).
+pub fn initialise_chain_counters(chain: &str) {
+    let chain = chain.to_owned();
+    metrics::counter!(REORGS, "chain" => chain.clone()).increment(0);
+    for reason in ["stuck_after", "max_resubmits", "nonce_consumed_externally"] {
+        metrics::counter!(STUCK, "chain" => chain.clone(), "reason" => reason).increment(0);
+    }
+    for kind in ["rebroadcast", "bump", "cancel"] {
+        metrics::counter!(RESUBMITS, "chain" => chain.clone(), "kind" => kind).increment(0);
+    }
+    metrics::counter!(LEASE_ACQUISITIONS, "chain" => chain.clone(), "result" => "taken_over")
+        .increment(0);
+    metrics::counter!(LEASE_HANDOVERS, "chain" => chain).increment(0);
+}
+
 /// Counter: completions written to the feed, label `state` = CONFIRMED,
 /// FAILED_FINAL, CANCELLED, REJECTED, STUCK.
 pub const COMPLETIONS: &str = "txmgr_completions_total";

@@ -71,6 +71,7 @@ impl Engine {
         submitters: Vec<SubmitterSpec>,
     ) -> Result<Engine, ractor::SpawnErr> {
         crate::metrics::name_chain(config.chain_id.into(), &config.chain_name);
+        crate::metrics::initialise_chain_counters(&config.chain_name);
         let index = Arc::new(ReceiptIndex::default());
         let timers = Arc::new(ResubmitTimers::default());
         let membership = Arc::new(Membership::new(config.balance));

@@ -84,6 +84,9 @@ pub(crate) async fn run(
         return Ok(SweepResult::default());
     };
     let mut protect_reason = cursor.protect_reason.clone();
+    metrics::gauge!(crate::metrics::SUBMITTER_NONCE_LAG,
+        "chain" => crate::metrics::chain_label(ctx.key.chain_id), "submitter" => ctx.key.address_hex())
+    .set(cursor.next_nonce.saturating_sub(nonces.latest) as f64);
 
     if nonces.pending > cursor.next_nonce && protect_reason.is_none() {
         let reason = format!(

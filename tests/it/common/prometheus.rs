@@ -108,6 +108,26 @@ impl Prometheus {
             .unwrap_or_default())
     }
 
+    /// The values of `label` on the series matching `selector`.
+    pub(crate) async fn label_values(&self, selector: &str, label: &str) -> Vec<String> {
+        let Ok(url) = reqwest::Url::parse_with_params(
+            &format!("{}/api/v1/label/{label}/values", self.base),
+            &[("match[]", selector)],
+        ) else {
+            return Vec::new();
+        };
+        let Ok(response) = self.client.get(url).send().await else {
+            return Vec::new();
+        };
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        body["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// The state (`pending` / `firing`) of each active alert named `name`.
     pub(crate) async fn alert_states(&self, name: &str) -> Vec<String> {
         self.api("alerts").await["alerts"]

@@ -23,8 +23,12 @@ pub(super) async fn write(pool: &PgPool, parts: Vec<Part>) {
     }
     // A group committer serves one chain's engine.
     let chain = crate::metrics::chain_label(parts[0].fence.submitter.chain_id);
-    metrics::histogram!(GROUP_COMMIT_PARTS, "chain" => chain).record(parts.len() as f64);
-    match attempt(pool, &parts).await {
+    metrics::histogram!(GROUP_COMMIT_PARTS, "chain" => chain.clone()).record(parts.len() as f64);
+    let started = std::time::Instant::now();
+    let attempted = attempt(pool, &parts).await;
+    metrics::histogram!(crate::metrics::GROUP_COMMIT_SECONDS, "chain" => chain)
+        .record(started.elapsed().as_secs_f64());
+    match attempted {
         Ok(answers) => deliver(parts, answers),
         Err(err) if parts.len() > 1 => {
             tracing::warn!(target: "txmgr::store", parts = parts.len(), error = %err,
