@@ -233,6 +233,11 @@ if [[ $# -eq 0 ]]; then
     section "scripts/dev.sh (the README's run command)"
     DEV_PROFILE=dev scripts/dev-smoke.sh
 
+    # scripts/observe.sh: the same daemon with a local Prometheus and the
+    # shipped rules (README "Alerts and dashboards").
+    section "scripts/observe.sh (local observability stack)"
+    DEV_PROFILE=dev scripts/observe-smoke.sh
+
     # The API answers what GET /v1/openapi.json says: schemathesis (PyPI,
     # pinned, installed into .tools/) against a real daemon.
     section "API conformance (schemathesis)"
