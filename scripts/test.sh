@@ -238,6 +238,17 @@ if [[ $# -eq 0 ]]; then
     section "scripts/observe.sh (local observability stack)"
     DEV_PROFILE=dev scripts/observe-smoke.sh
 
+    # The Debian package, from the binary the suite built (no second build):
+    # install, check, remove, purge. Needs root and dpkg (as CI has).
+    section "Debian package (install, check, remove)"
+    if [[ "$(id -u)" == 0 ]] && command -v dpkg >/dev/null; then
+        scripts/package-smoke.sh
+    elif [[ "${CI:-}" == true ]]; then
+        die "the package test needs root and dpkg, and in CI a skip is not a pass"
+    else
+        echo "not root or no dpkg: the package test is skipped (outside CI only)"
+    fi
+
     # The API answers what GET /v1/openapi.json says: schemathesis (PyPI,
     # pinned, installed into .tools/) against a real daemon.
     section "API conformance (schemathesis)"
