@@ -212,3 +212,57 @@ async fn a_sent_intent_not_mined_by_its_deadline_is_cancelled_then() {
     );
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_submitters_intent_expires_at_its_deadline_not_at_the_resume() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let node = TestNode::start(&node_toml(&db, &anvil)).await;
+    let (status, answer) = node
+        .request(
+            "POST",
+            &format!("/v1/ops/submitters/{DEV}/pause"),
+            Some(json!({"reason": "maintenance"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let deadline = in_secs(2);
+    for (id, until) in [
+        ("paused-expiring", Some(deadline.clone())),
+        ("paused-kept", None),
+    ] {
+        let (status, answer) = node
+            .request("POST", "/v1/transactions", Some(transfer(id, until)))
+            .await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    // Still paused: the leader's sweep rejects it at the deadline (not a
+    // minute later, nor at the resume), without a nonce.
+    db_clock_past(&db, &deadline).await;
+    wait_until(Duration::from_secs(10), || async {
+        row(&db, "paused-expiring").await.0 == "REJECTED"
+    })
+    .await;
+    let (state, sub_state, nonce, reason) = row(&db, "paused-expiring").await;
+    assert_eq!(
+        (state.as_str(), sub_state.as_deref(), nonce),
+        ("REJECTED", Some("expired"), None)
+    );
+    assert!(reason.is_some_and(|r| r.contains("valid_until")));
+    assert_eq!(row(&db, "paused-kept").await.0, "QUEUED");
+    // Resumed: the other one takes nonce 0.
+    let (status, answer) = node
+        .request(
+            "POST",
+            &format!("/v1/ops/submitters/{DEV}/resume"),
+            Some(json!({"reason": "done"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    wait_until(Duration::from_secs(30), || async {
+        row(&db, "paused-kept").await.0 == "CONFIRMED"
+    })
+    .await;
+    assert_eq!(row(&db, "paused-kept").await.2, Some(0));
+    node.stop().await;
+}

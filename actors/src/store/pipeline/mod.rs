@@ -5,6 +5,7 @@
 
 mod allocated;
 mod attempts;
+mod paused_expiry;
 
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ pub use allocated::{
 };
 pub(super) use attempts::insert_attempt_rows;
 pub use attempts::{insert_attempts, record_attempt_results, record_retry, NewAttempt, RetryLater};
+pub use paused_expiry::{expire_queued, PausedExpiry};
 
 use super::{millis, nonce_cursor, FencedTx, StoreError, StoreResult};
 use crate::domain::{Intent, SubmitterKey};

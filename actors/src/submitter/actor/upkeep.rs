@@ -59,8 +59,51 @@ pub(super) async fn on_sweep(
             tracing::warn!(target: "txmgr::funds", submitter = %state.ctx.key, error = %err, "funds check failed")
         }
     }
+    if state.handle.status().pause().is_some() || state.ctx.paused_by_config() {
+        expire_while_paused(myself, state, &lease).await?;
+    }
     // Safety net for the timers: claim anything overdue.
     on_resubmit(myself, state, Vec::new()).await
+}
+
+/// Paused: the allocation does not see the QUEUED intents, so deadlines
+/// are kept here — those past their `valid_until` are REJECTED `expired`,
+/// and the next sweep comes no later than the next deadline.
+async fn expire_while_paused(
+    myself: &ActorRef<SubmitterMsg>,
+    state: &mut SubmitterState,
+    lease: &store::LeaseGuard,
+) -> Result<(), ActorProcessingErr> {
+    let ctx = &state.ctx;
+    let result = async {
+        let mut ftx = store::FencedTx::begin(&ctx.pool, lease, "expire_paused").await?;
+        let expiry = store::pipeline::expire_queued(&mut ftx).await?;
+        ftx.commit().await?;
+        Ok::<_, store::StoreError>(expiry)
+    }
+    .await;
+    match result {
+        Ok(expiry) => {
+            if expiry.expired > 0 {
+                tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, expired = expiry.expired,
+                    "paused: intents past their valid_until rejected");
+            }
+            if let Some(next) = expiry.next_deadline.filter(|d| *d < ctx.sweep_interval) {
+                // Just past the deadline, by the database clock.
+                let at = next + Duration::from_millis(50);
+                rearm(
+                    &mut state.sweep_timer,
+                    myself.send_after(at, || SubmitterMsg::SweepTick),
+                );
+            }
+            Ok(())
+        }
+        Err(err) if err.is_fenced() => fatal(state, err.into()),
+        Err(err) => {
+            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, error = %err, "paused expiry failed; the next sweep tries again");
+            Ok(())
+        }
+    }
 }
 
 /// Resubmits what is due (claim first), then re-arms the timers of the
