@@ -67,6 +67,11 @@ pub async fn ops_state(
         ),
         reloader,
         heartbeat_interval: config.node.heartbeat_interval,
+        history: crate::http::history::NodeHistory::start(
+            pool.clone(),
+            chains.clone(),
+            observe::rpc_errors_total,
+        ),
     }
 }
 pub use telemetry::init_tracing;

@@ -83,6 +83,14 @@ pub fn metrics_recorder() -> Option<PrometheusHandle> {
         .clone()
 }
 
+/// Chain calls that failed in this process (the ops page's history).
+static RPC_ERRORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Chain calls that failed in this process so far.
+pub(super) fn rpc_errors_total() -> u64 {
+    RPC_ERRORS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Counts every chain call in `txmgr_rpc_calls_total{chain, method, result}`.
 #[derive(Debug)]
 pub struct CountingChain {
@@ -105,6 +113,9 @@ impl CountingChain {
         result: Result<T, ChainError>,
     ) -> Result<T, ChainError> {
         let label = if result.is_ok() { "ok" } else { "error" };
+        if result.is_err() {
+            RPC_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         metrics::counter!(RPC_CALLS, "chain" => self.chain.to_string(), "method" => method, "result" => label)
             .increment(1);
         result

@@ -8,8 +8,14 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 
-/// The page, compiled into the binary.
-pub(crate) const PAGE: &str = include_str!("dashboard.html");
+/// The page, compiled into the binary, with the charting library (uPlot
+/// 1.6.32, MIT, `vendor/`) inlined: one self-contained response that works
+/// offline.
+static PAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    include_str!("dashboard.html")
+        .replace("/*UPLOT_CSS*/", include_str!("vendor/uPlot.min.css"))
+        .replace("/*UPLOT_JS*/", include_str!("vendor/uPlot.iife.min.js"))
+});
 
 /// `GET /ops/`.
 #[utoipa::path(get, path = "/ops/", tag = "meta",
@@ -20,7 +26,7 @@ pub(crate) async fn page() -> Response {
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
         ],
-        PAGE,
+        PAGE.as_str(),
     )
         .into_response()
 }

@@ -26,6 +26,7 @@ mod direct;
 mod error;
 mod error_body;
 pub mod health;
+pub mod history;
 mod intent_body;
 mod json;
 pub mod openapi;
@@ -43,6 +44,7 @@ mod served_chains;
 mod text;
 mod transactions;
 pub mod tx_actions;
+pub mod tx_detail;
 
 use std::time::Duration;
 
@@ -172,6 +174,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(ops::reload))
         .routes(routes!(ops_webhooks::list))
         .routes(routes!(ops_webhooks::redeliver))
+        .routes(routes!(history::history))
+        .routes(routes!(history::submitter_history))
+        .routes(routes!(tx_detail::detail))
         .routes(routes!(openapi::serve))
         .routes(routes!(dashboard::page))
 }

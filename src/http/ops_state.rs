@@ -58,6 +58,8 @@ pub struct OpsState {
     /// `node.heartbeat_interval`: a node is alive when its heartbeat is
     /// younger than three of them.
     pub heartbeat_interval: Duration,
+    /// The node's recent history for the ops page's charts.
+    pub history: Arc<super::history::NodeHistory>,
 }
 
 impl Default for OpsState {
@@ -69,6 +71,7 @@ impl Default for OpsState {
             readiness: None,
             reloader: None,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            history: Arc::default(),
         }
     }
 }

@@ -86,9 +86,18 @@ pub(crate) async fn create(
 ) -> ApiResult<Response> {
     let started = std::time::Instant::now();
     let mut chain = None;
+    let history = state.ops.history.clone();
     // Every create counts against its token's rate, a refused body too.
     let result = match caller.check_create_rate().and(body) {
-        Ok(ApiJson(body)) => create_inner(state, caller, headers, body, &mut chain).await,
+        Ok(ApiJson(body)) => {
+            // Checked by the create: a 202 means it is an address.
+            let submitter = body.submitter.to_ascii_lowercase();
+            let result = create_inner(state, caller, headers, body, &mut chain).await;
+            if matches!(&result, Ok(r) if r.status() == StatusCode::ACCEPTED) {
+                history.record_create(&submitter, started.elapsed());
+            }
+            result
+        }
         Err(err) => Err(err),
     };
     let label = match &result {
@@ -206,7 +215,7 @@ pub(crate) async fn get_one(
 
 /// A stored view as this node answers it: `confirmations` from its head,
 /// and `sub_state` `paused` on a QUEUED intent its configuration pauses.
-fn node_view(state: &AppState, view: TxView) -> TxView {
+pub(crate) fn node_view(state: &AppState, view: TxView) -> TxView {
     let chain = state.chains.by_id(view.chain_id.into());
     let head = chain.as_ref().and_then(|c| c.head());
     let paused = chain

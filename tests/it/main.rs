@@ -54,6 +54,7 @@ mod openapi_valid;
 mod ops_actions;
 mod ops_api;
 mod ops_dashboard;
+mod ops_page_views;
 mod ops_reload;
 mod ops_roles;
 mod ops_scope;

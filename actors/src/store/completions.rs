@@ -309,3 +309,37 @@ pub async fn read_seqs(
     .await?;
     rows.into_iter().map(FeedRow::into_row).collect()
 }
+
+/// CONFIRMED completions of `chain_ids` per submitter written after `since`
+/// (by default the last 10 s) up to the database's now, which is returned
+/// too: the ops page's charts (a row whose transaction commits after the
+/// next read started may be missed by both reads; the charts are a view,
+/// the feed is the record).
+pub async fn confirmed_between(
+    pool: &PgPool,
+    chain_ids: &[ChainId],
+    since: Option<chrono::DateTime<chrono::Utc>>,
+) -> StoreResult<(
+    chrono::DateTime<chrono::Utc>,
+    std::collections::HashMap<String, u64>,
+)> {
+    let rows = sqlx::query!(
+        r#"WITH t AS (SELECT now() AS now)
+           SELECT t.now AS "now!", c.submitter AS "submitter?", count(c.seq) AS "confirmed!"
+             FROM t LEFT JOIN tx_completion c
+               ON c.completed_at > COALESCE($2, t.now - interval '10 seconds')
+              AND c.completed_at <= t.now
+              AND c.chain_id = ANY($1) AND c.state = 'CONFIRMED'
+            GROUP BY t.now, c.submitter"#,
+        chain_ids as _,
+        since,
+    )
+    .fetch_all(pool)
+    .await?;
+    let now = rows.first().map_or_else(chrono::Utc::now, |r| r.now);
+    let confirmed = rows
+        .into_iter()
+        .filter_map(|r| Some((r.submitter?, u64::try_from(r.confirmed).unwrap_or(0))))
+        .collect();
+    Ok((now, confirmed))
+}

@@ -8,6 +8,7 @@
 //! One module of the single integration binary (`tests/it/main.rs`), so
 //! every helper here is used by some test; the compiler says when one is not.
 
+pub(crate) mod browser;
 pub(crate) mod clock;
 pub(crate) mod cluster;
 pub(crate) mod daemon;

@@ -10,10 +10,12 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+mod detail;
 mod list;
 
 use super::{StoreError, StoreResult};
 use crate::domain::{ChainId, Intent, SubState, SubmitterKey, TxState};
+pub use detail::{detail, find, AttemptView, AuditView, DeadLetterView, FeedRowView, TxDetail};
 pub use list::{list, list_within};
 
 /// One managed transaction as the API shows it — exactly the `GET

@@ -1,0 +1,173 @@
+//! What the ops page's transaction view shows besides the transaction
+//! itself (README "Operations"): every attempt with its fees and the
+//! answer to its broadcast, the feed rows written for it, the webhook dead
+//! letters of those rows, and the operators' actions on it.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{domain::ChainId, store::StoreResult};
+
+/// One signed attempt.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct AttemptView {
+    /// 1, 2, … in signing order.
+    pub attempt_no: i32,
+    /// `original`, `rebroadcast`, `bump` or `cancel`.
+    pub kind: String,
+    /// The nonce signed.
+    pub nonce: i64,
+    /// Its hash.
+    pub tx_hash: String,
+    /// EIP-1559 max fee per gas, wei (decimal).
+    pub max_fee_per_gas: Option<String>,
+    /// EIP-1559 priority fee per gas, wei (decimal).
+    pub max_priority_fee_per_gas: Option<String>,
+    /// Legacy gas price, wei (decimal).
+    pub gas_price: Option<String>,
+    /// Gas limit signed.
+    pub gas_limit: i64,
+    /// The last answer to its broadcast (endpoints' verdict), if sent.
+    pub broadcast_result: Option<String>,
+    /// When it was signed and persisted.
+    pub created_at: DateTime<Utc>,
+}
+
+/// One feed row of the transaction.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct FeedRowView {
+    /// Its sequence number in the feed.
+    pub seq: i64,
+    /// CONFIRMED, FAILED_FINAL, REJECTED, CANCELLED, STUCK or REORGED_OUT.
+    pub state: String,
+    /// Why, for anything but CONFIRMED.
+    pub reason: Option<String>,
+    /// When it was written.
+    pub completed_at: DateTime<Utc>,
+}
+
+/// A webhook delivery of one of its feed rows that failed for good.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DeadLetterView {
+    /// The webhook.
+    pub webhook: String,
+    /// The feed row.
+    pub feed_seq: i64,
+    /// Attempts made.
+    pub attempts: i32,
+    /// The last HTTP status, if any.
+    pub last_status: Option<i32>,
+    /// The last error.
+    pub last_error: String,
+    /// Delivered later by a redeliver.
+    pub delivered_at: Option<DateTime<Utc>>,
+}
+
+/// An operator's action on the transaction.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct AuditView {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// The token's name.
+    pub actor: String,
+    /// What (`cancel`, `speedup`, …).
+    pub action: String,
+    /// The operator's reason.
+    pub reason: Option<String>,
+    /// `started`, `done`, `failed`…
+    pub outcome: Option<String>,
+}
+
+/// Everything about one transaction beyond its row.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct TxDetail {
+    /// Signing order.
+    pub attempts: Vec<AttemptView>,
+    /// Feed order.
+    pub feed: Vec<FeedRowView>,
+    /// Failed deliveries of those rows.
+    pub dead_letters: Vec<DeadLetterView>,
+    /// Oldest first.
+    pub audit: Vec<AuditView>,
+}
+
+/// The transaction `key` names on `chain_ids`: its id, a hash of any of its
+/// attempts, or a request id (the newest transaction with it).
+pub async fn find(pool: &PgPool, chain_ids: &[ChainId], key: &str) -> StoreResult<Option<Uuid>> {
+    if let Ok(tx_id) = Uuid::parse_str(key) {
+        return Ok(sqlx::query_scalar!(
+            "SELECT tx_id FROM managed_tx WHERE tx_id = $1 AND chain_id = ANY($2)",
+            tx_id,
+            chain_ids as _,
+        )
+        .fetch_optional(pool)
+        .await?);
+    }
+    let hash = key.to_ascii_lowercase();
+    if hash.len() == 66
+        && hash.starts_with("0x")
+        && hash[2..].bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Ok(sqlx::query_scalar!(
+            "SELECT a.tx_id FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
+              WHERE a.tx_hash = $1 AND m.chain_id = ANY($2)",
+            hash,
+            chain_ids as _,
+        )
+        .fetch_optional(pool)
+        .await?);
+    }
+    Ok(sqlx::query_scalar!(
+        "SELECT tx_id FROM managed_tx WHERE request_id = $1 AND chain_id = ANY($2)
+          ORDER BY created_at DESC LIMIT 1",
+        key,
+        chain_ids as _,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// The attempts, feed rows, dead letters and audit rows of `tx_id`.
+pub async fn detail(pool: &PgPool, tx_id: Uuid) -> StoreResult<TxDetail> {
+    let attempts = sqlx::query_as!(
+        AttemptView,
+        r#"SELECT attempt_no, kind, nonce, tx_hash, max_fee_per_gas::text AS "max_fee_per_gas?",
+                  max_priority_fee_per_gas::text AS "max_priority_fee_per_gas?",
+                  gas_price::text AS "gas_price?", gas_limit, broadcast_result, created_at
+             FROM tx_attempt WHERE tx_id = $1 ORDER BY attempt_no"#,
+        tx_id,
+    )
+    .fetch_all(pool)
+    .await?;
+    let feed = sqlx::query_as!(
+        FeedRowView,
+        "SELECT seq, state, reason, completed_at FROM tx_completion WHERE tx_id = $1 ORDER BY seq",
+        tx_id,
+    )
+    .fetch_all(pool)
+    .await?;
+    let dead_letters = sqlx::query_as!(
+        DeadLetterView,
+        "SELECT d.webhook, d.feed_seq, d.attempts, d.last_status, d.last_error, d.delivered_at
+           FROM webhook_dead_letter d JOIN tx_completion c ON c.seq = d.feed_seq
+          WHERE c.tx_id = $1 ORDER BY d.feed_seq, d.webhook",
+        tx_id,
+    )
+    .fetch_all(pool)
+    .await?;
+    let audit = sqlx::query_as!(
+        AuditView,
+        "SELECT at, actor, action, reason, outcome FROM ops_audit WHERE tx_id = $1 ORDER BY at, id",
+        tx_id,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(TxDetail {
+        attempts,
+        feed,
+        dead_letters,
+        audit,
+    })
+}
