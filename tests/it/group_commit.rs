@@ -97,6 +97,7 @@ fn allocate(ids: &[Uuid]) -> Write {
         tx_ids: ids.to_vec(),
         resubmit_interval: RESUBMIT,
         spend: None,
+        expire_only: Vec::new(),
     }
 }
 
@@ -295,6 +296,7 @@ async fn a_part_that_cannot_be_written_fails_whole_and_alone() {
                     tx_ids: vec![bad_ids[1]],
                     resubmit_interval: RESUBMIT,
                     spend: None,
+                    expire_only: Vec::new(),
                 },
             ),
             (good.clone(), allocate(&good_ids)),

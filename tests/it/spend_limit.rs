@@ -362,3 +362,60 @@ async fn fees_reserve_their_worst_case_count_bumps_and_are_trued_up_at_the_recei
     assert!(paid <= limit, "{paid} paid over a {limit} limit");
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_intent_given_a_nonce_again_is_counted_again_in_the_window_of_its_new_send() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let toml = config_toml(&db.url, &anvil.rpc_url(), "n1", "")
+        + "[defaults]\nfinality = { confirmations = 1 }\n[defaults.policy]\n\
+           spend_limit = { value = \"5\", window = \"1h\" }\n";
+    let node = TestNode::start(&toml).await;
+    // Held by a pause while its earlier allocation is staged: a ledger row
+    // two hours old, as an intent requeued after a transaction that is not
+    // ours took its nonce has.
+    let (status, answer) = node
+        .request(
+            "POST",
+            &format!("/v1/ops/submitters/{DEV}/pause"),
+            Some(json!({"reason": "staging"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = node
+        .request(
+            "POST",
+            "/v1/transactions",
+            Some(transfer(DEV, "again", "1")),
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    sqlx::query(
+        "INSERT INTO spend_ledger (tx_id, chain_id, submitter, value, at)
+         SELECT tx_id, chain_id, submitter, 1, now() - interval '2 hours'
+           FROM managed_tx WHERE request_id = 'again'",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("stale ledger row");
+    let (status, answer) = node
+        .request(
+            "POST",
+            &format!("/v1/ops/submitters/{DEV}/resume"),
+            Some(json!({"reason": "staged"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    db.wait_count(
+        "SELECT count(*) FROM managed_tx WHERE request_id = 'again' AND state = 'CONFIRMED'",
+        1,
+    )
+    .await;
+    // Its new send is in the current window, not two hours back.
+    assert_eq!(
+        db.count("SELECT count(*) FROM spend_ledger WHERE at > now() - interval '5 minutes'")
+            .await,
+        1
+    );
+    node.stop().await;
+}

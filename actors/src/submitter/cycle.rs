@@ -286,6 +286,9 @@ pub(crate) async fn run(
         tx_ids: ids,
         resubmit_interval: settings.resubmit_interval,
         spend,
+        // Past the deadline by this node's clock: rejected by the
+        // database's, or left for the next cycle — never drawn for here.
+        expire_only: expired.clone(),
     };
     let assigned = match ctx.committer.write(lease.guard(), allocate).await? {
         Answer::Allocated(assigned) => assigned,

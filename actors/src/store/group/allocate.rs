@@ -66,7 +66,7 @@ pub(super) async fn allocate(
             part.tx_ids
                 .iter()
                 .copied()
-                .filter(|id| queued.contains(id))
+                .filter(|id| queued.contains(id) && !part.expire_only.contains(id))
                 .collect()
         })
         .collect();

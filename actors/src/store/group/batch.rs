@@ -101,6 +101,7 @@ async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<A
                 tx_ids,
                 resubmit_interval,
                 spend,
+                expire_only,
             } => allocating.push((
                 i,
                 AllocatePart {
@@ -109,6 +110,7 @@ async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<A
                     tx_ids,
                     resubmit_interval: *resubmit_interval,
                     spend: spend.as_ref(),
+                    expire_only,
                 },
             )),
             Write::PersistAttempts { attempts, refused } => persisting.push(PersistPart {

@@ -88,6 +88,10 @@ pub enum Write {
         resubmit_interval: Duration,
         /// The submitter's spend limit, with the intents' values.
         spend: Option<SpendBudget>,
+        /// Of `tx_ids`, those the leader saw past their deadline: REJECTED
+        /// when the database clock agrees, else left QUEUED — never given
+        /// a nonce here (they were neither priced nor checked).
+        expire_only: Vec<Uuid>,
     },
     /// Persist signed attempts (before any byte is broadcast) and reject the
     /// intents the signer refused (their nonces go back).
@@ -306,6 +310,7 @@ mod tests {
             tx_ids: vec![Uuid::nil()],
             resubmit_interval: Duration::from_secs(1),
             spend: None,
+            expire_only: Vec::new(),
         };
         assert!(!allocate.may_relax());
         let persist = Write::PersistAttempts {

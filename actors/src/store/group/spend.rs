@@ -209,7 +209,11 @@ pub(super) async fn record(
         "INSERT INTO spend_ledger (tx_id, chain_id, submitter, value, fees_reserved)
          SELECT t, $2, $3, v::numeric, f::numeric
            FROM UNNEST($1::uuid[], $4::text[], $5::text[]) AS a(t, v, f)
-         ON CONFLICT (tx_id) DO NOTHING",
+         -- Given a nonce again (requeued after a transaction that is not
+         -- ours took its nonce: it never executed): a new send, counted now.
+         ON CONFLICT (tx_id) DO UPDATE
+            SET at = now(), value = EXCLUDED.value, fees_reserved = EXCLUDED.fees_reserved,
+                fees_paid = NULL",
         assigned,
         submitter.chain_id as _,
         submitter.address_hex(),

@@ -54,6 +54,7 @@ pub(super) struct AllocatePart<'a> {
     pub(super) tx_ids: &'a [Uuid],
     pub(super) resubmit_interval: Duration,
     pub(super) spend: Option<&'a super::SpendBudget>,
+    pub(super) expire_only: &'a [Uuid],
 }
 
 /// A `PersistAttempts` part.
