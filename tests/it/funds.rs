@@ -353,3 +353,41 @@ async fn a_top_up_request_id_cannot_be_taken_ahead_of_the_engine() {
     n1.stop().await;
     n2.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_top_up_the_funders_policy_refuses_is_an_audited_failed_top_up() {
+    std::env::set_var(FUNDER_VAR, DEV_KEYS[1].0);
+    std::env::set_var(HOOK_SECRET_VAR, "funds-secret");
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let receiver = Receiver::always_ok().await;
+    let top_up = format!(
+        "top_up = {{ from = \"{}\", target = \"{}\", max_per_day = \"{}\" }}",
+        funder(),
+        3 * ETH,
+        4 * ETH
+    );
+    // The funder may only pay the sink: not the submitter it funds.
+    let toml = config(&db, &anvil, "n1", &top_up, &receiver.url)
+        + "\n[defaults.policy]\nallowed_to = [\"0x000000000000000000000000000000000000dead\"]\n";
+    let node = TestNode::start(&toml).await;
+    set_balance(&anvil, DEV, ETH / 2).await;
+    db.wait_count(
+        &format!(
+            "SELECT count(*) FROM ops_audit WHERE action = 'top_up' AND outcome = 'failed'
+               AND submitter = '{DEV}' AND reason LIKE '%policy_violation%allowed_to%'"
+        ),
+        1,
+    )
+    .await;
+    assert!(
+        db.count(&format!(
+            "SELECT count(*) FROM managed_tx WHERE submitter = '{}' AND request_id LIKE 'txmgr-top-up:%'
+               AND state = 'REJECTED' AND nonce IS NULL AND last_error LIKE 'policy_violation%'",
+            funder()
+        ))
+        .await
+            >= 1
+    );
+    node.stop().await;
+}

@@ -295,3 +295,36 @@ pub async fn record_capped(ftx: &mut FencedTx, reason: &str, node_id: &str) -> S
     audit::insert(ftx.conn(), &entry, AuditOutcome::Failed).await?;
     Ok(())
 }
+
+/// Of the intents a funder's leader refused before a nonce (its policy, a
+/// failed gas estimate), the top-ups get a `top_up` audit row with outcome
+/// `failed` and the reason, under the funded submitter (README "Funds"):
+/// the monitor sends another while the balance stays low, backing off.
+pub async fn record_refused_top_ups(
+    pool: &sqlx::PgPool,
+    refused: &[(Uuid, String)],
+    node_id: &str,
+) -> StoreResult<()> {
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = refused.iter().map(|(id, _)| *id).collect();
+    let reasons: Vec<String> = refused
+        .iter()
+        .map(|(_, reason)| format!("top-up refused before it was sent: {reason}"))
+        .collect();
+    sqlx::query!(
+        "INSERT INTO ops_audit (actor, action, submitter, reason, node_id, tx_id, outcome, chain_id)
+         SELECT 'txmgr', 'top_up', split_part(m.request_id, ':', 2), r.reason, $3, m.tx_id,
+                'failed', m.chain_id
+           FROM UNNEST($1::uuid[], $2::text[]) AS r(tx_id, reason)
+           JOIN managed_tx m ON m.tx_id = r.tx_id
+          WHERE m.request_id LIKE 'txmgr-top-up:%' AND m.state = 'REJECTED'",
+        &ids,
+        &reasons,
+        node_id,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}

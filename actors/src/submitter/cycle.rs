@@ -321,6 +321,12 @@ pub(crate) async fn run(
     for (tx_id, reason) in &rejected {
         tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "intent rejected before allocation");
     }
+    // A refused top-up is a failed one, in the audit table.
+    if let Err(err) =
+        crate::store::funds::record_refused_top_ups(&ctx.pool, &rejected, &ctx.owner.node_id).await
+    {
+        tracing::warn!(target: "txmgr::funds", submitter = %ctx.key, error = %err, "refused top-ups not audited");
+    }
     signed.track(ctx);
     ctx.timers.schedule(
         ctx.key.address,
