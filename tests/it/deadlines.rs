@@ -266,3 +266,44 @@ async fn a_paused_submitters_intent_expires_at_its_deadline_not_at_the_resume() 
     assert_eq!(row(&db, "paused-kept").await.2, Some(0));
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_leader_cancels_at_the_deadline_too_not_at_the_next_resubmit() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start_with(&["--no-mining"]).await;
+    // resubmit_interval and the sweep at 60 s: only the deadline's own
+    // timer can bring the cancel within the test's bound.
+    let toml =
+        node_toml(&db, &anvil).replace("sweep_interval = \"1s\"", "sweep_interval = \"60s\"");
+    assert!(toml.contains("sweep_interval = \"60s\""));
+    let first = TestNode::start(&toml).await;
+    let deadline = in_secs(6);
+    let (status, answer) = first
+        .request(
+            "POST",
+            "/v1/transactions",
+            Some(transfer("handed-over", Some(deadline.clone()))),
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    wait_until(Duration::from_secs(30), || async {
+        row(&db, "handed-over").await.0 == "TRACKING"
+    })
+    .await;
+    // The leader that armed the deadline's timer goes; another takes over.
+    first.stop().await;
+    let second = TestNode::start(&toml.replace("\"n1\"", "\"n2\"")).await;
+    db_clock_past(&db, &deadline).await;
+    wait_until(Duration::from_secs(20), || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
+              WHERE m.request_id = 'handed-over' AND a.kind = 'cancel'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .expect("attempts")
+            == 1
+    })
+    .await;
+    second.stop().await;
+}

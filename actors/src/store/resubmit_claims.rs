@@ -337,7 +337,8 @@ pub async fn set_sub_state(
 }
 
 /// When each of the submitter's accepted, unmined intents is next due
-/// (restricted to `only` when given): what the resubmit timers hold.
+/// (restricted to `only` when given): what the resubmit timers hold — its
+/// next resubmit, or its `valid_until` when that comes first.
 pub async fn schedule(
     pool: &PgPool,
     key: SubmitterKey,
@@ -346,7 +347,13 @@ pub async fn schedule(
     let only = only.map(<[Uuid]>::to_vec);
     let rows = sqlx::query!(
         r#"SELECT tx_id,
-                  GREATEST(0, (EXTRACT(EPOCH FROM (next_resubmit_at - now())) * 1000)::bigint) AS "due_ms!"
+                  GREATEST(0, (EXTRACT(EPOCH FROM (
+                      -- A deadline still ahead comes first: its pass cancels
+                      -- the intent then (README "Guardrails"); LEAST skips NULL.
+                      LEAST(next_resubmit_at,
+                            CASE WHEN (intent->>'valid_until')::timestamptz > now()
+                                 THEN (intent->>'valid_until')::timestamptz END)
+                      - now())) * 1000)::bigint) AS "due_ms!"
              FROM managed_tx
             WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
               AND receipt IS NULL AND next_resubmit_at IS NOT NULL

@@ -13,6 +13,10 @@ use crate::{
     submitter::{error::LeaderError, funds, leader_lease::LeaderLease, resubmit_pass, sweep},
 };
 
+/// How soon a fired resubmit timer of a submitter paused with
+/// `halt_resubmits` fires again.
+const HALTED_RECHECK: Duration = Duration::from_secs(5);
+
 pub(super) async fn on_sweep(
     myself: &ActorRef<SubmitterMsg>,
     state: &mut SubmitterState,
@@ -124,6 +128,13 @@ pub(super) async fn on_resubmit(
     if let Some(pause) = state.handle.status().pause() {
         if pause.halt_resubmits {
             tracing::debug!(target: "txmgr::submitter", submitter = %state.ctx.key, "paused with halt_resubmits: no resubmit pass");
+            // Their timers fired: look again soon, so a resume is followed
+            // by the pass without waiting for a sweep.
+            let again: Vec<(Uuid, Duration)> =
+                ids.into_iter().map(|id| (id, HALTED_RECHECK)).collect();
+            if !again.is_empty() {
+                state.ctx.timers.schedule(state.ctx.key.address, again);
+            }
             return Ok(());
         }
     }
