@@ -7,18 +7,9 @@
 
 use std::{collections::HashSet, time::Duration};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::common::{
-    cluster::{Cluster, ClusterSpec, SINK},
-    daemon::DEV_KEYS,
-    prometheus::Prometheus,
-    receiver::Receiver,
-    wait_until, Anvil,
-};
-
-const ETH: u128 = 1_000_000_000_000_000_000;
-const HOOK_SECRET_VAR: &str = "TXMGR_DASHBOARD_HOOK_SECRET";
+use crate::common::{prometheus::Observed, receiver::Receiver, wait_until};
 
 fn dashboard() -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/txmgr.json");
@@ -115,45 +106,10 @@ fn the_dashboard_has_what_grafana_requires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_panel_and_variable_query_returns_series_from_a_real_prometheus() {
-    std::env::set_var(HOOK_SECRET_VAR, "dashboard-secret");
     let receiver = Receiver::always_ok().await;
-    let spec = ClusterSpec {
-        nodes: vec![],
-        submitters: vec![0],
-        strict: vec![],
-        node_extra: "",
-        confirmations: 1,
-    };
-    let anvil = Anvil::start_with(&["--block-time", "0.5"]).await;
-    let mut cluster = Cluster::start(spec, anvil, None).await;
-    let hook = format!(
-        "\n[[webhooks]]\nname = \"ops\"\nurl = \"{url}\"\nsecret_env = \"{HOOK_SECRET_VAR}\"\n",
-        url = receiver.url
-    );
-    cluster
-        .add_node_with("n1", |config| {
-            config.replace(
-                "[defaults]\n",
-                &format!("[defaults]\nmin_balance = \"{}\"\n", 100 * ETH),
-            ) + &hook
-        })
-        .await;
-    let node = cluster.node_ref("n1");
-    let prometheus = Prometheus::start(&[format!("127.0.0.1:{}", node.port)]).await;
-    let base = node.base();
-    for i in 0..10 {
-        let response = cluster
-            .client
-            .post(format!("{base}/v1/transactions"))
-            .json(
-                &json!({"submitter": DEV_KEYS[0].1, "to": SINK, "value": "1",
-                          "request_id": format!("dash-{i}")}),
-            )
-            .send()
-            .await
-            .expect("create");
-        assert_eq!(response.status().as_u16(), 202);
-    }
+    let observed = Observed::start(&receiver.url).await;
+    let (cluster, prometheus) = (&observed.cluster, &observed.prometheus);
+    observed.transfers("dash", 10).await;
     cluster
         .db
         .wait_count(

@@ -55,23 +55,7 @@ async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
     });
     let mut dom = String::new();
     for _ in 0..5 {
-        let profile = std::env::temp_dir().join(format!("txmgr-chromium-{}", uuid::Uuid::new_v4()));
-        let output = tokio::process::Command::new(browser)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--virtual-time-budget=5000",
-                "--dump-dom",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg(&url)
-            .output()
-            .await
-            .expect("chromium runs");
-        let _ = std::fs::remove_dir_all(&profile);
-        dom = String::from_utf8_lossy(&output.stdout).into_owned();
+        dom = crate::common::browser::dump_dom(browser, &url, 5000).await;
         if dom.contains(DEV)
             && dom.contains("role leader")
             && dom.contains(" / 1000<")
@@ -112,18 +96,8 @@ async fn dashboard_renders_the_submitter_row_in_headless_chromium() {
     );
     // For a human look: TXMGR_DASHBOARD_SCREENSHOT=/tmp/ops.png cargo test --test ops_dashboard
     if let Ok(path) = std::env::var("TXMGR_DASHBOARD_SCREENSHOT") {
-        let _ = tokio::process::Command::new(browser)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--hide-scrollbars",
-            ])
-            .args(["--virtual-time-budget=5000", "--window-size=1400,700"])
-            .arg(format!("--screenshot={path}"))
-            .arg(&url)
-            .output()
-            .await;
+        let path = std::path::PathBuf::from(path);
+        crate::common::browser::screenshot(browser, &url, &path, (1400, 700), 5000).await;
     }
     server.abort();
     node.stop().await;

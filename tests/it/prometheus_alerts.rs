@@ -10,15 +10,11 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::common::{
-    cluster::{Cluster, ClusterSpec, SINK},
     daemon::DEV_KEYS,
-    prometheus::Prometheus,
+    prometheus::{Observed, ETH},
     receiver::Receiver,
-    wait_until, Anvil,
+    Anvil,
 };
-
-const ETH: u128 = 1_000_000_000_000_000_000;
-const HOOK_SECRET_VAR: &str = "TXMGR_ALERTS_HOOK_SECRET";
 
 async fn set_balance(anvil: &Anvil, address: &str, wei: u128) {
     anvil
@@ -28,40 +24,10 @@ async fn set_balance(anvil: &Anvil, address: &str, wei: u128) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn real_conditions_raise_and_resolve_their_alerts_in_a_real_prometheus() {
-    std::env::set_var(HOOK_SECRET_VAR, "alerts-secret");
     let receiver = Receiver::start(Box::new(|_| (500, None))).await;
-    let spec = ClusterSpec {
-        nodes: vec![],
-        submitters: vec![0],
-        strict: vec![],
-        node_extra: "",
-        confirmations: 1,
-    };
-    let anvil = Anvil::start_with(&["--block-time", "0.5"]).await;
-    let mut cluster = Cluster::start(spec, anvil, None).await;
-    let hook = format!(
-        "\n[[webhooks]]\nname = \"ops\"\nurl = \"{url}\"\nsecret_env = \"{HOOK_SECRET_VAR}\"\n\
-         backoff_initial = \"100ms\"\nbackoff_max = \"1s\"\nmax_attempts = 100\n",
-        url = receiver.url
-    );
-    cluster
-        .add_node_with("n1", |config| {
-            config.replace(
-                "[defaults]\n",
-                &format!("[defaults]\nmin_balance = \"{}\"\n", 100 * ETH),
-            ) + &hook
-        })
-        .await;
-    let node = cluster.node_ref("n1");
-    let prometheus = Prometheus::start(&[format!("127.0.0.1:{}", node.port)]).await;
+    let observed = Observed::start(&receiver.url).await;
+    let (cluster, prometheus) = (&observed.cluster, &observed.prometheus);
     // Scraped, and nothing firing while all is well.
-    wait_until(Duration::from_secs(30), || async {
-        prometheus
-            .query("up{job=\"txmgr\"} == 1")
-            .await
-            .is_ok_and(|r| r.len() == 1)
-    })
-    .await;
     let alerts = prometheus.api("alerts").await;
     let firing: Vec<&serde_json::Value> = alerts["alerts"]
         .as_array()
@@ -72,20 +38,7 @@ async fn real_conditions_raise_and_resolve_their_alerts_in_a_real_prometheus() {
     assert!(firing.is_empty(), "{firing:?}\n{}", prometheus.log());
 
     // 1. The webhook receiver answers 500 while events wait.
-    let base = node.base();
-    for i in 0..3 {
-        let response = cluster
-            .client
-            .post(format!("{base}/v1/transactions"))
-            .json(
-                &json!({"submitter": DEV_KEYS[0].1, "to": SINK, "value": "1",
-                          "request_id": format!("alert-{i}")}),
-            )
-            .send()
-            .await
-            .expect("create");
-        assert_eq!(response.status().as_u16(), 202);
-    }
+    observed.transfers("alert", 3).await;
     let webhook_failing = prometheus
         .wait_alert(
             "TxmgrWebhookFailing",

@@ -172,3 +172,73 @@ impl Drop for Prometheus {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// One real daemon ("n1") watched by a real Prometheus: dev account 0 as
+/// its submitter with `min_balance` 100 ETH, a webhook "ops" to
+/// `receiver_url` (quick retries), anvil mining every 0.5 s.
+pub(crate) struct Observed {
+    pub(crate) cluster: super::cluster::Cluster,
+    pub(crate) prometheus: Prometheus,
+}
+
+/// Wei per ether.
+pub(crate) const ETH: u128 = 1_000_000_000_000_000_000;
+
+impl Observed {
+    /// Starts the node and Prometheus; returns once Prometheus scrapes it.
+    pub(crate) async fn start(receiver_url: &str) -> Observed {
+        const SECRET_VAR: &str = "TXMGR_OBSERVED_HOOK_SECRET";
+        std::env::set_var(SECRET_VAR, "observed-secret");
+        let spec = super::cluster::ClusterSpec {
+            nodes: vec![],
+            submitters: vec![0],
+            strict: vec![],
+            node_extra: "",
+            confirmations: 1,
+        };
+        let anvil = super::Anvil::start_with(&["--block-time", "0.5"]).await;
+        let mut cluster = super::cluster::Cluster::start(spec, anvil, None).await;
+        let hook = format!(
+            "\n[[webhooks]]\nname = \"ops\"\nurl = \"{receiver_url}\"\nsecret_env = \"{SECRET_VAR}\"\n\
+             backoff_initial = \"100ms\"\nbackoff_max = \"1s\"\nmax_attempts = 100\n"
+        );
+        cluster
+            .add_node_with("n1", |config| {
+                config.replace(
+                    "[defaults]\n",
+                    &format!("[defaults]\nmin_balance = \"{}\"\n", 100 * ETH),
+                ) + &hook
+            })
+            .await;
+        let port = cluster.node_ref("n1").port;
+        let prometheus = Prometheus::start(&[format!("127.0.0.1:{port}")]).await;
+        wait_until(Duration::from_secs(30), || async {
+            prometheus
+                .query("up{job=\"txmgr\"} == 1")
+                .await
+                .is_ok_and(|r| r.len() == 1)
+        })
+        .await;
+        Observed {
+            cluster,
+            prometheus,
+        }
+    }
+
+    /// `count` 1-wei transfers from the submitter, request ids `prefix-i`.
+    pub(crate) async fn transfers(&self, prefix: &str, count: usize) {
+        let base = self.cluster.node_ref("n1").base();
+        for i in 0..count {
+            let response = self
+                .cluster
+                .client
+                .post(format!("{base}/v1/transactions"))
+                .json(&serde_json::json!({"submitter": super::daemon::DEV_KEYS[0].1,
+                    "to": super::cluster::SINK, "value": "1", "request_id": format!("{prefix}-{i}")}))
+                .send()
+                .await
+                .expect("create");
+            assert_eq!(response.status().as_u16(), 202);
+        }
+    }
+}
