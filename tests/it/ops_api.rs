@@ -300,9 +300,30 @@ async fn openapi_lists_every_route_and_the_dashboard_is_self_contained() {
         .get("content-type")
         .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/html")));
     assert!(page.contains("/v1/ops/actors") && page.contains("sessionStorage"));
+    // Nothing loaded from elsewhere: no script or stylesheet by reference,
+    // no URL an attribute, a style or a fetch would load (the inlined
+    // charting library's MIT banner names its home page: text, not a load).
     assert!(
-        !page.contains("http://") && !page.contains("https://"),
+        !page.contains("<script src") && !page.contains("<link"),
         "no external assets"
     );
+    let compact: String = page.chars().filter(|c| !c.is_whitespace()).collect();
+    for load in [
+        "src=\"http",
+        "href=\"http",
+        "src='http",
+        "href='http",
+        "url(http",
+        "url(\"http",
+        "url('http",
+        "fetch(\"http",
+        "fetch('http",
+        "import(\"http",
+    ] {
+        assert!(
+            !compact.contains(load),
+            "the page loads {load}…: no external assets"
+        );
+    }
     node.stop().await;
 }
