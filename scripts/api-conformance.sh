@@ -82,7 +82,9 @@ TOKEN="$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
 TOKEN_SHA256="$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)"
 
 # The documented configuration plus an ops token: every route is reachable
-# with it, and without it the authenticated ones answer 401.
+# with it, and without it the authenticated ones answer 401. The token has
+# a create rate and the submitters a policy, so the guardrails' answers
+# (429 rate_limited, 403 policy_violation) are generated and checked too.
 CONFIG="$WORK/config.toml"
 cp config.toml "$CONFIG"
 cat >>"$CONFIG" <<TOML
@@ -91,7 +93,13 @@ cat >>"$CONFIG" <<TOML
 name = "conformance"
 role = "ops"
 sha256 = "$TOKEN_SHA256"
+rate = { creates_per_second = 20, burst = 40 }
 TOML
+# Into the documented (commented) [defaults.policy] table.
+grep -qx '\[defaults.policy\]' "$CONFIG" || die "config.toml has no [defaults.policy] table"
+sed -i '/^\[defaults.policy\]$/a max_value_per_tx = "1000000000000000000"\
+deny_contract_creation = true\
+allowed_selectors = { "0x70997970c51812dc3a010c7d01b50e0d17dc79c8" = ["0xa9059cbb"] }' "$CONFIG"
 
 cleanup() {
     if [[ -n "${DEV_PID:-}" ]] && kill -0 "$DEV_PID" 2>/dev/null; then
