@@ -21,16 +21,7 @@ DIR="${OBSERVE_DIR:-$ROOT/.tools/observe}"
 LISTEN="${DEV_LISTEN:-127.0.0.1:8080}"
 mkdir -p "$DIR"
 
-if ! command -v prometheus >/dev/null; then
-    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-        say "installing Debian's prometheus package"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-    else
-        say "prometheus is missing: install Debian's prometheus package (apt-get install prometheus)"
-        exit 1
-    fi
-fi
+scripts/install-prometheus.sh
 
 cat >"$DIR/prometheus.yml" <<YAML
 global:

@@ -41,15 +41,7 @@ export LOCALSTACK_PYTHON="$ROOT/.tools/localstack/bin/python"
 # ---------------------------------------------------------------- promtool
 # The metrics exposition is checked with Prometheus' own linter.
 section "promtool"
-if ! command -v promtool >/dev/null; then
-    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-        echo "installing Debian's prometheus package (for promtool)"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-    else
-        die "promtool is missing: install Debian's prometheus package (apt-get install prometheus)"
-    fi
-fi
+scripts/install-prometheus.sh || die "promtool and prometheus are needed (tests/it/prometheus_alerts.rs too)"
 promtool --version 2>&1 | head -n1
 # The shipped alert and recording rules: valid, and each alert fires on its
 # condition and not before (deploy/prometheus/txmgr-rules.test.yml).
