@@ -114,7 +114,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    daemon::init_tracing(&config.log);
+    let tracing_guard = daemon::init_tracing(&config.log, &config.telemetry, &config.node_id);
     config.log_warnings();
     let result = runtime.block_on(async {
         match cli.command {
@@ -123,6 +123,9 @@ fn main() -> ExitCode {
             Command::Config { .. } | Command::Token { .. } => Ok(()),
         }
     });
+    // The runtime is idle now; the exporter's flush blocks on its thread.
+    drop(runtime);
+    tracing_guard.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

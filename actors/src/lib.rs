@@ -27,12 +27,14 @@
 //! - [`supervisor`]: the root of the actor tree and the state it shares with the facade.
 //! - [`cluster`]: membership and lease balancing.
 //! - [`webhook`]: push delivery of the completion feed — one leased WebhookActor per webhook.
+//! - [`intent_trace`]: one OpenTelemetry trace per intent, continued from its stored context on any node.
 //! - [`metrics`]: names of the metrics the engine records.
 //! - [`tls`]: the one TLS client policy (rustls, aws-lc-rs, public roots + private CA).
 
 pub mod chain;
 pub mod cluster;
 pub mod domain;
+pub mod intent_trace;
 pub mod metrics;
 pub mod node;
 pub mod signer;

@@ -37,6 +37,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "auth",
     "log",
     "feed",
+    "telemetry",
 ];
 
 /// A figment provider over an explicit list of variables.

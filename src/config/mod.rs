@@ -29,6 +29,7 @@ mod overrides;
 mod sections;
 mod settings_checks;
 mod signer;
+mod telemetry;
 mod transport;
 mod url;
 mod validate;
@@ -55,6 +56,7 @@ pub use feed::{FeedConfig, DEFAULT_FEED_RETAIN};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SettingsOverrides, SubmitterConfig};
 pub use sections::*;
 pub use signer::SignerSpec;
+pub use telemetry::TelemetryConfig;
 pub use url::{redact_password, shown_url};
 pub use validate::{check_address, check_node_id};
 pub use webhooks::{resolve_webhooks, StartAt, WebhookConfig};
@@ -100,6 +102,9 @@ pub struct Config {
     /// Completion feed retention.
     #[serde(default)]
     pub feed: FeedConfig,
+    /// OpenTelemetry traces (off unless `otlp_endpoint` is set).
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     /// Where completion-feed events are pushed (`[[webhooks]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<WebhookConfig>,
@@ -164,6 +169,7 @@ impl Config {
         let mut issues = validate::normalise_and_validate(&mut config);
         issues.extend(refused_variables);
         issues.extend(config.feed.validate());
+        issues.extend(config.telemetry.validate());
         let transport = transport::check(&config, pgsslmode.as_deref());
         issues.extend(transport.refused);
         config.warnings.extend(transport.warned);

@@ -74,7 +74,7 @@ pub async fn ops_state(
         ),
     }
 }
-pub use telemetry::init_tracing;
+pub use telemetry::{init_tracing, TracingGuard, OTEL_TARGET};
 
 /// Version string recorded in the node row and shown by the ops views.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

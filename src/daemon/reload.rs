@@ -40,7 +40,17 @@ use crate::{
 
 /// Sections that only take effect at start.
 const NODE_LEVEL: &[&str] = &[
-    "node_id", "database", "http", "chain", "chains", "lease", "node", "auth", "log", "feed",
+    "node_id",
+    "database",
+    "http",
+    "chain",
+    "chains",
+    "lease",
+    "node",
+    "auth",
+    "log",
+    "feed",
+    "telemetry",
 ];
 
 /// Applies the configuration file to a running node's chains and engines.
@@ -185,6 +195,7 @@ fn keep_node_level(new: &mut Config, running: &Config) {
     new.node = running.node;
     new.auth = running.auth.clone();
     new.log = running.log.clone();
+    new.telemetry = running.telemetry.clone();
 }
 
 /// The configuration key of the chain `name`: `chain` for the shorthand.

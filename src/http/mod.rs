@@ -21,6 +21,7 @@ pub mod auth;
 mod capacity;
 mod completion_notifier;
 mod completions;
+mod create_trace;
 mod dashboard;
 mod direct;
 mod error;

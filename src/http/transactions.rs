@@ -9,6 +9,7 @@ use axum::{
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
+use tracing::Instrument as _;
 use txmgr_actors::{
     domain::{ChainId, CreateError, CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary},
     store::tx_query::{self, Cursor, TxView},
@@ -18,6 +19,7 @@ use uuid::Uuid;
 
 use super::{
     auth::Caller,
+    create_trace::CreateTrace,
     error::{ApiError, ApiResult, ErrorResponse},
     intent_body::{parse_address, CreateBody},
     json::ApiJson,
@@ -87,12 +89,15 @@ pub(crate) async fn create(
     let started = std::time::Instant::now();
     let mut chain = None;
     let history = state.ops.history.clone();
+    let trace = CreateTrace::start(&headers);
     // Every create counts against its token's rate, a refused body too.
     let result = match caller.check_create_rate().and(body) {
         Ok(ApiJson(body)) => {
             // Checked by the create: a 202 means it is an address.
             let submitter = body.submitter.to_ascii_lowercase();
-            let result = create_inner(state, caller, headers, body, &mut chain).await;
+            let result = create_inner(state, caller, headers, body, &mut chain, &trace)
+                .instrument(trace.span())
+                .await;
             if matches!(&result, Ok(r) if r.status() == StatusCode::ACCEPTED) {
                 history.record_create(&submitter, started.elapsed());
             }
@@ -105,6 +110,7 @@ pub(crate) async fn create(
         Ok(_) => "replayed",
         Err(err) => err.code(),
     };
+    trace.finish(None, result.as_ref().err().map(|err| err.code()));
     let chain = chain.unwrap_or_else(|| NO_CHAIN.to_owned());
     metrics::histogram!(txmgr_actors::metrics::CREATE_ACK_SECONDS, "chain" => chain.clone(), "result" => label)
         .record(started.elapsed().as_secs_f64());
@@ -123,6 +129,7 @@ async fn create_inner(
     headers: HeaderMap,
     body: CreateBody,
     chain_name: &mut Option<String>,
+    trace: &CreateTrace,
 ) -> ApiResult<Response> {
     let header_key = match headers.get(IDEMPOTENCY_KEY) {
         Some(value) => Some(value.to_str().map_err(|_| {
@@ -153,7 +160,10 @@ async fn create_inner(
     let submitter = SubmitterKey::new(chain.chain_id, valid.submitter);
     let created = chain
         .submissions
-        .create(NewIntent::new(submitter, valid.request_id, valid.intent))
+        .create(
+            NewIntent::new(submitter, valid.request_id, valid.intent).with_trace(trace.stored()),
+        )
+        .instrument(trace.insert_span())
         .await;
     let outcome = match created {
         Err(CreateError::UnknownSubmitter(address)) if state.chains.list().len() > 1 => {
@@ -171,6 +181,7 @@ async fn create_inner(
     match outcome {
         CreateOutcome::Created(summary) => {
             tracing::debug!(target: "http", tx_id = %summary.tx_id, %submitter, "intent accepted");
+            trace.finish(Some(summary.tx_id), None);
             let body = CreatedBody::new(chain_id, summary);
             Ok((StatusCode::ACCEPTED, Json(body)).into_response())
         }

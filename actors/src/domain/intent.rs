@@ -116,6 +116,9 @@ pub struct NewIntent {
     pub request_id: Option<String>,
     /// The transaction asked for.
     pub intent: Intent,
+    /// The create span's context, stored with the intent when tracing is
+    /// on and the trace is sampled (not part of the idempotency hash).
+    pub trace_context: Option<crate::intent_trace::TraceParent>,
 }
 
 impl NewIntent {
@@ -126,7 +129,14 @@ impl NewIntent {
             submitter,
             request_id,
             intent,
+            trace_context: None,
         }
+    }
+
+    /// The same intent, continuing the trace `parent` (the create's span).
+    pub fn with_trace(mut self, parent: Option<crate::intent_trace::TraceParent>) -> Self {
+        self.trace_context = parent.filter(|p| p.sampled());
+        self
     }
 }
 

@@ -289,6 +289,16 @@ pub fn describe() {
         Unit::Count,
         "Times reads moved to another RPC endpoint."
     );
+    describe_counter!(
+        TRACE_SPANS_DROPPED,
+        Unit::Count,
+        "Trace spans not exported, by reason (queue_full, export_failed)."
+    );
+    describe_counter!(
+        TRACE_SPANS_EXPORTED,
+        Unit::Count,
+        "Trace spans the OTLP collector accepted."
+    );
 }
 
 #[cfg(test)]

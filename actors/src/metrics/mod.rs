@@ -143,6 +143,12 @@ pub fn initialise_chain_counters(chain: &str) {
     metrics::counter!(LEASE_ACQUISITIONS, "chain" => chain.clone(), "result" => "taken_over")
         .increment(0);
     metrics::counter!(LEASE_HANDOVERS, "chain" => chain).increment(0);
+    if crate::intent_trace::enabled() {
+        for reason in ["queue_full", "export_failed"] {
+            metrics::counter!(TRACE_SPANS_DROPPED, "reason" => reason).increment(0);
+        }
+        metrics::counter!(TRACE_SPANS_EXPORTED).increment(0);
+    }
 }
 
 /// Counter: completions written to the feed, label `state` = CONFIRMED,
@@ -238,6 +244,14 @@ pub const WEBHOOK_ATTEMPT_SECONDS: &str = "txmgr_webhook_attempt_seconds";
 /// Histogram: seconds from an event's commit to its 2xx delivery, label
 /// `webhook` (database clock to this node's clock).
 pub const WEBHOOK_DELIVERY_DELAY: &str = "txmgr_webhook_delivery_delay_seconds";
+
+/// Counter: spans not exported, label `reason`: `queue_full` (the bounded
+/// export queue was full) or `export_failed` (the collector refused, timed
+/// out or was unreachable). Only with `[telemetry] otlp_endpoint`.
+pub const TRACE_SPANS_DROPPED: &str = "txmgr_trace_spans_dropped_total";
+
+/// Counter: spans the collector accepted.
+pub const TRACE_SPANS_EXPORTED: &str = "txmgr_trace_spans_exported_total";
 
 /// Counter: events dead-lettered, label `webhook`.
 pub const WEBHOOK_DEAD_LETTERS: &str = "txmgr_webhook_dead_letters_total";

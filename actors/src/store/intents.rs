@@ -51,7 +51,9 @@ pub async fn insert_queued_quiet(
     let mut request_ids = Vec::with_capacity(batch.len());
     let mut hashes = Vec::with_capacity(batch.len());
     let mut intents = Vec::with_capacity(batch.len());
+    let mut traces: Vec<Option<String>> = Vec::with_capacity(batch.len());
     for create in batch {
+        traces.push(create.trace_context.map(|t| t.header()));
         ids.push(create.tx_id);
         chains.push(create.submitter.chain_id);
         submitters.push(create.submitter.address_hex());
@@ -67,10 +69,10 @@ pub async fn insert_queued_quiet(
     let mut tx = pool.begin().await?;
     // WITH ORDINALITY keeps ingress order = order of acceptance in the batch.
     let inserted: Vec<Uuid> = sqlx::query_scalar!(
-        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state)
-         SELECT t.tx_id, t.chain_id, t.submitter, t.request_id, t.request_hash, t.intent, 'QUEUED'
-           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[])
-                WITH ORDINALITY AS t(tx_id, chain_id, submitter, request_id, request_hash, intent, ord)
+        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state, trace_context)
+         SELECT t.tx_id, t.chain_id, t.submitter, t.request_id, t.request_hash, t.intent, 'QUEUED', t.trace_context
+           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[], $7::text[])
+                WITH ORDINALITY AS t(tx_id, chain_id, submitter, request_id, request_hash, intent, trace_context, ord)
           ORDER BY t.ord
          ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING
          RETURNING tx_id",
@@ -82,6 +84,7 @@ pub async fn insert_queued_quiet(
         &request_ids as _,
         &hashes,
         &intents,
+        &traces as _,
     )
     .fetch_all(&mut *tx)
     .await?;

@@ -80,16 +80,22 @@ pub(crate) async fn broadcast(
     // later nonce that arrives first, and anvil's pool can strand
     // concurrently arriving out-of-order nonces in its queue for good.
     let mut results = Vec::with_capacity(attempts.len());
+    let ids: Vec<uuid::Uuid> = attempts.iter().map(|a| a.tx_id).collect();
+    let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
     for attempt in &attempts {
         // Long batches: keep the lease renewed, and never send on a lapsed one.
         lease.check_may_send().await?;
         // A private intent (or submitter) goes to the send-only endpoints
         // alone; their refusal is an unknown answer, never a public send.
-        let sent = if settings.private_sends || attempt.private {
-            ctx.chain.send_raw_private(&attempt.raw).await
-        } else {
-            ctx.chain.send_raw(&attempt.raw).await
-        };
+        // Each endpoint's answer becomes a span of the intent's trace.
+        let sent = crate::intent_trace::broadcasting(traces.get(&attempt.tx_id).copied(), async {
+            if settings.private_sends || attempt.private {
+                ctx.chain.send_raw_private(&attempt.raw).await
+            } else {
+                ctx.chain.send_raw(&attempt.raw).await
+            }
+        })
+        .await;
         results.push(sent);
     }
     let mut record = BroadcastRecord {

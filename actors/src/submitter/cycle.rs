@@ -250,6 +250,7 @@ pub(crate) async fn run(
     // Past their deadline already: the allocation rejects them (by the
     // database's clock) without a nonce.
     ids.extend(expired.iter().copied());
+    let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
     // A deadline earlier than the first resubmit: the timer fires at the
     // deadline, and that pass cancels the intent if it is not mined.
     let now = chrono::Utc::now();
@@ -290,10 +291,12 @@ pub(crate) async fn run(
         // database's, or left for the next cycle — never drawn for here.
         expire_only: expired.clone(),
     };
+    let allocating = std::time::SystemTime::now();
     let assigned = match ctx.committer.write(lease.guard(), allocate).await? {
         Answer::Allocated(assigned) => assigned,
         Answer::Done => Vec::new(),
     };
+    record_allocations(ctx, &traces, &assigned, allocating, lease.guard().token);
     if limited && assigned.len() + expired.len() < asked {
         // Some wait for room in the spend window (or were taken meanwhile):
         // their estimates are kept for the next look.
@@ -349,6 +352,38 @@ pub(crate) async fn run(
         .await?
         .apply(&mut outcome, memory);
     Ok(outcome)
+}
+
+/// One `txmgr.allocate` span per traced intent that drew a nonce: the
+/// fenced group commit it rode in, from hand-over to answer.
+fn record_allocations(
+    ctx: &SubmitterContext,
+    traces: &std::collections::HashMap<Uuid, crate::intent_trace::TraceParent>,
+    assigned: &[(Uuid, u64)],
+    started: std::time::SystemTime,
+    fencing_token: i64,
+) {
+    if traces.is_empty() {
+        return;
+    }
+    let ended = std::time::SystemTime::now();
+    for (tx_id, nonce) in assigned {
+        if let Some(parent) = traces.get(tx_id) {
+            crate::intent_trace::record(
+                "txmgr.allocate",
+                parent,
+                started,
+                ended,
+                vec![
+                    opentelemetry::KeyValue::new("txmgr.submitter", ctx.key.address_hex()),
+                    opentelemetry::KeyValue::new("txmgr.chain_id", ctx.key.chain_id.get() as i64),
+                    opentelemetry::KeyValue::new("txmgr.nonce", *nonce as i64),
+                    opentelemetry::KeyValue::new("txmgr.fencing_token", fencing_token),
+                ],
+                None,
+            );
+        }
+    }
 }
 
 /// What an intent draws from its submitter's spend window at allocation:

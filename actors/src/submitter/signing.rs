@@ -69,8 +69,11 @@ pub(crate) async fn sign_all(
     quote: &FeeQuote,
 ) -> Signed {
     let settings = ctx.settings();
+    let ids: Vec<Uuid> = prepared.iter().map(|(id, _, _)| *id).collect();
+    let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
     let results = join_all(prepared.iter().map(|(tx_id, nonce, intent)| {
         let settings = &settings;
+        let traces = &traces;
         async move {
             let estimate = match intent.gas_limit {
                 Some(_) => None,
@@ -81,7 +84,11 @@ pub(crate) async fn sign_all(
             // max_fee_per_tx at this gas limit.
             let fees = fees::price(intent, quote, &settings.for_gas_limit(gas));
             let unsigned = fees::build(intent, ctx.key.chain_id.get(), *nonce, gas, fees);
+            let started = std::time::SystemTime::now();
             let result = ctx.signer.sign(unsigned).await;
+            if let Some(parent) = traces.get(tx_id) {
+                record_signing(ctx, parent, started, *nonce, &result);
+            }
             Ok::<_, ChainError>((*tx_id, *nonce, gas, fees, intent.private, result))
         }
     }))
@@ -119,4 +126,33 @@ pub(crate) async fn sign_all(
         }
     }
     signed
+}
+
+/// One `txmgr.sign` span: the signer's kind (never its key or URL) and the
+/// attempt's hash when it signed.
+fn record_signing(
+    ctx: &SubmitterContext,
+    parent: &crate::intent_trace::TraceParent,
+    started: std::time::SystemTime,
+    nonce: u64,
+    result: &Result<SignedRaw, crate::signer::SignerError>,
+) {
+    let mut attributes = vec![
+        opentelemetry::KeyValue::new("txmgr.signer", ctx.signer.kind()),
+        opentelemetry::KeyValue::new("txmgr.nonce", nonce as i64),
+    ];
+    if let Ok(raw) = result {
+        attributes.push(opentelemetry::KeyValue::new(
+            "txmgr.tx_hash",
+            raw.hash.to_string(),
+        ));
+    }
+    crate::intent_trace::record(
+        "txmgr.sign",
+        parent,
+        started,
+        std::time::SystemTime::now(),
+        attributes,
+        result.as_ref().err().map(|e| e.to_string()),
+    );
 }

@@ -3,6 +3,7 @@
 //! receipt index in step with its attempts.
 
 use alloy::primitives::{Bytes, B256};
+use opentelemetry::KeyValue;
 use uuid::Uuid;
 
 use super::{error::LeaderError, leader_lease::LeaderLease, SubmitterContext};
@@ -41,11 +42,38 @@ pub(crate) async fn record_receipts(
     lease: &LeaseGuard,
     found: &[(Uuid, MinedReceipt)],
 ) -> Result<usize, LeaderError> {
+    let started = std::time::SystemTime::now();
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_receipts").await?;
     for (tx_id, receipt) in found {
         tracking::record_receipt(&mut ftx, *tx_id, receipt).await?;
     }
     ftx.commit().await?;
+    if crate::intent_trace::enabled() {
+        let ids: Vec<Uuid> = found.iter().map(|(id, _)| *id).collect();
+        let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
+        let ended = std::time::SystemTime::now();
+        for (tx_id, mined) in found {
+            if let Some(parent) = traces.get(tx_id) {
+                let status = mined
+                    .receipt
+                    .get("status")
+                    .and_then(|s| s.as_str())
+                    .unwrap_or("");
+                crate::intent_trace::record(
+                    "txmgr.receipt",
+                    parent,
+                    started,
+                    ended,
+                    vec![
+                        KeyValue::new("txmgr.tx_hash", mined.tx_hash.to_string()),
+                        KeyValue::new("txmgr.block_number", mined.block_number as i64),
+                        KeyValue::new("txmgr.receipt_status", status.to_owned()),
+                    ],
+                    None,
+                );
+            }
+        }
+    }
     Ok(found.len())
 }
 
@@ -55,6 +83,7 @@ pub(crate) async fn finalize(
     lease: &LeaseGuard,
     decided: &[FinalDecision],
 ) -> Result<usize, LeaderError> {
+    let started = std::time::SystemTime::now();
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "finalize").await?;
     let mut done = Vec::new();
     for decision in decided {
@@ -65,6 +94,23 @@ pub(crate) async fn finalize(
         }
     }
     ftx.commit().await?;
+    if crate::intent_trace::enabled() {
+        let ids: Vec<Uuid> = done.iter().map(|(id, _)| *id).collect();
+        let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
+        let ended = std::time::SystemTime::now();
+        for (tx_id, state) in &done {
+            if let Some(parent) = traces.get(tx_id) {
+                crate::intent_trace::record(
+                    "txmgr.finality",
+                    parent,
+                    started,
+                    ended,
+                    vec![KeyValue::new("txmgr.state", state.as_str())],
+                    None,
+                );
+            }
+        }
+    }
     for (tx_id, state) in &done {
         ctx.index.remove_intent(*tx_id);
         tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id,

@@ -20,8 +20,10 @@ use std::{
 };
 
 use chrono::Utc;
+use opentelemetry::KeyValue;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde::Serialize;
+use uuid::Uuid;
 
 use super::{
     attempt::{self, AttemptOutcome, AttemptRequest},
@@ -31,6 +33,7 @@ use super::{
 };
 use crate::{
     domain::FeedEvent,
+    intent_trace::{self, TraceParent},
     metrics::{
         WEBHOOK_ATTEMPTS, WEBHOOK_ATTEMPT_SECONDS, WEBHOOK_DEAD_LETTERS, WEBHOOK_DELIVERY_DELAY,
         WEBHOOK_PENDING,
@@ -97,6 +100,8 @@ struct Prepared {
     event: FeedEvent,
     body: Arc<[u8]>,
     completed_at: chrono::DateTime<Utc>,
+    /// The intent's stored trace context, when it is traced.
+    trace: Option<TraceParent>,
 }
 
 /// Attempts made so far for one event.

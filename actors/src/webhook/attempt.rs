@@ -56,6 +56,8 @@ pub(super) struct AttemptRequest<'a> {
     pub(super) attempt: u32,
     /// The JSON body.
     pub(super) body: &'a [u8],
+    /// The delivery span's W3C `traceparent`, when the intent is traced.
+    pub(super) traceparent: Option<&'a str>,
 }
 
 /// Sends one attempt (the client carries the timeout).
@@ -63,8 +65,11 @@ pub(super) async fn send(client: &Client, request: &AttemptRequest<'_>) -> Attem
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let answer = client
-        .post(request.url)
+    let mut post = client.post(request.url);
+    if let Some(traceparent) = request.traceparent {
+        post = post.header("traceparent", traceparent);
+    }
+    let answer = post
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(DELIVERY_HEADER, request.delivery_id)
         .header(ATTEMPT_HEADER, request.attempt.to_string())

@@ -273,24 +273,17 @@ impl RpcEndpoints {
     /// accepts and loses them.
     pub(crate) async fn send(&self, raw: &alloy::primitives::Bytes) -> Result<B256, ChainError> {
         let targets = self.send_targets();
+        let trace = crate::intent_trace::broadcast_parent();
         if let ([index], true) = (&targets[..], self.inner.send_only.is_empty()) {
             // One endpoint: nothing to run on in the background.
-            let endpoint = &self.inner.endpoints[*index];
-            let started = Instant::now();
-            let result = endpoint.rpc.send_raw(raw).await;
-            self.observe(*index, result.as_ref().err(), started.elapsed());
-            return result;
+            return self.send_to(*index, raw, trace).await;
         }
         let mut sends = self.spawn_send_only(raw);
         for index in targets {
             let set = self.clone();
             let raw = raw.clone();
             sends.push(tokio::spawn(async move {
-                let endpoint = &set.inner.endpoints[index];
-                let started = Instant::now();
-                let result = endpoint.rpc.send_raw(&raw).await;
-                set.observe(index, result.as_ref().err(), started.elapsed());
-                result
+                set.send_to(index, &raw, trace).await
             }));
         }
         let mut answers = Vec::new();
@@ -303,6 +296,31 @@ impl RpcEndpoints {
             answers.push(answer);
         }
         fanout::combine(answers)
+    }
+
+    /// One endpoint's send, booked, and recorded as a span of the intent's
+    /// trace when it is traced.
+    async fn send_to(
+        &self,
+        index: usize,
+        raw: &alloy::primitives::Bytes,
+        trace: Option<crate::intent_trace::TraceParent>,
+    ) -> Result<B256, ChainError> {
+        let endpoint = &self.inner.endpoints[index];
+        let started = Instant::now();
+        let started_at = std::time::SystemTime::now();
+        let result = endpoint.rpc.send_raw(raw).await;
+        self.observe(index, result.as_ref().err(), started.elapsed());
+        if let Some(parent) = trace {
+            crate::intent_trace::record_send(
+                &parent,
+                &self.chain_label(),
+                endpoint.rpc.name(),
+                started_at,
+                &result,
+            );
+        }
+        result
     }
 
     /// Books one call's outcome: transport failures count against the

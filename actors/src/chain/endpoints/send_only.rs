@@ -73,9 +73,18 @@ impl SendOnly {
         }
     }
 
-    async fn send(&self, raw: &Bytes, chain: String) -> Result<B256, ChainError> {
+    async fn send(
+        &self,
+        raw: &Bytes,
+        chain: String,
+        trace: Option<crate::intent_trace::TraceParent>,
+    ) -> Result<B256, ChainError> {
         let started = Instant::now();
+        let started_at = std::time::SystemTime::now();
         let result = self.rpc.send_raw(raw).await;
+        if let Some(parent) = trace {
+            crate::intent_trace::record_send(&parent, &chain, self.rpc.name(), started_at, &result);
+        }
         self.record(&result, started.elapsed(), chain);
         result
     }
@@ -141,12 +150,17 @@ impl RpcEndpoints {
         &self,
         raw: &Bytes,
     ) -> FuturesUnordered<tokio::task::JoinHandle<Result<B256, ChainError>>> {
+        // Read here, in the broadcaster's task: the spawned sends do not
+        // inherit its task-local trace.
+        let trace = crate::intent_trace::broadcast_parent();
         (0..self.inner.send_only.len())
             .map(|index| {
                 let set = self.clone();
                 let raw = raw.clone();
                 let chain = self.chain_label();
-                tokio::spawn(async move { set.inner.send_only[index].send(&raw, chain).await })
+                tokio::spawn(
+                    async move { set.inner.send_only[index].send(&raw, chain, trace).await },
+                )
             })
             .collect()
     }

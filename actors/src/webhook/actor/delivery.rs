@@ -17,6 +17,7 @@ impl WebhookState {
             let (rows, _) =
                 completions::read(&self.env.pool, &self.env.feed_chains.get(), after, limit)
                     .await?;
+            let traces = self.traces_of(rows.iter()).await;
             let mut passed_over = false;
             for row in rows {
                 let Ok(cursor) = FeedCursor::parse(&row.cursor) else {
@@ -25,7 +26,8 @@ impl WebhookState {
                 let wanted = self.settings.wants(row.state, row.chain_id, &row.submitter);
                 match self.window.push(cursor, &row.submitter, wanted) {
                     Pushed::Waits => {
-                        self.prepared.insert(cursor, Arc::new(self.prepare(&row)));
+                        self.prepared
+                            .insert(cursor, Arc::new(self.prepare(&row, &traces)));
                     }
                     Pushed::Done => passed_over = true,
                     Pushed::Parked => {}
@@ -61,11 +63,12 @@ impl WebhookState {
                 let rows =
                     completions::read_seqs(&self.env.pool, &self.env.feed_chains.get(), &seqs)
                         .await?;
+                let traces = self.traces_of(rows.iter().map(|(_, row)| row)).await;
                 for asked in new {
                     if let Some((cursor, row)) =
                         rows.iter().find(|(c, _)| c.seq() == asked.feed_seq)
                     {
-                        let prepared = Arc::new(self.prepare(row));
+                        let prepared = Arc::new(self.prepare(row, &traces));
                         self.redeliveries.insert(asked.id, (*cursor, prepared));
                     }
                 }
@@ -99,16 +102,35 @@ impl WebhookState {
                 })
                 .collect();
             let waiting = self.window.refill(&submitter, &wanted, complete);
+            let traces = self.traces_of(rows.iter().map(|(_, row)| row)).await;
             for (cursor, row) in &rows {
                 if waiting.contains(cursor) {
-                    self.prepared.insert(*cursor, Arc::new(self.prepare(row)));
+                    self.prepared
+                        .insert(*cursor, Arc::new(self.prepare(row, &traces)));
                 }
             }
         }
         Ok(())
     }
 
-    pub(super) fn prepare(&self, row: &CompletionRow) -> Prepared {
+    /// The stored trace contexts of the rows' intents (none while traces
+    /// are off): each delivery is a span of its intent's trace.
+    async fn traces_of<'r>(
+        &self,
+        rows: impl Iterator<Item = &'r CompletionRow>,
+    ) -> HashMap<Uuid, TraceParent> {
+        if !intent_trace::enabled() {
+            return HashMap::new();
+        }
+        let ids: Vec<Uuid> = rows.filter_map(|row| row.tx_id).collect();
+        intent_trace::parents(&self.env.pool, &ids).await
+    }
+
+    pub(super) fn prepare(
+        &self,
+        row: &CompletionRow,
+        traces: &HashMap<Uuid, TraceParent>,
+    ) -> Prepared {
         let delivery_id = format!("{}:{}", self.key.name, row.cursor);
         let envelope = Envelope {
             id: &delivery_id,
@@ -124,6 +146,7 @@ impl WebhookState {
             event: row.state,
             body: body.into(),
             completed_at: row.completed_at,
+            trace: row.tx_id.and_then(|id| traces.get(&id).copied()),
         }
     }
 
@@ -175,8 +198,21 @@ impl WebhookState {
         let settings = self.settings.clone();
         let epoch = self.epoch;
         let myself = myself.clone();
+        let webhook = self.key.name.clone();
         tokio::spawn(async move {
             let started = Instant::now();
+            let span = prepared.trace.and_then(|parent| {
+                intent_trace::begin_client(
+                    "txmgr.webhook.delivery",
+                    &parent,
+                    vec![
+                        KeyValue::new("txmgr.webhook", webhook),
+                        KeyValue::new("txmgr.event", prepared.event.as_str()),
+                        KeyValue::new("txmgr.attempt", i64::from(attempt)),
+                    ],
+                )
+            });
+            let traceparent = span.as_ref().and_then(|s| s.header());
             let outcome = attempt::send(
                 &client,
                 &AttemptRequest {
@@ -186,9 +222,23 @@ impl WebhookState {
                     event: prepared.event.as_str(),
                     attempt,
                     body: &prepared.body,
+                    traceparent: traceparent.as_deref(),
                 },
             )
             .await;
+            if let Some(span) = span {
+                let (status, error) = match &outcome {
+                    AttemptOutcome::Delivered => (None, None),
+                    AttemptOutcome::Retry { status, error, .. } => (*status, Some(error.clone())),
+                    AttemptOutcome::Refused { status, error } => {
+                        (Some(*status), Some(error.clone()))
+                    }
+                };
+                let attributes = status
+                    .map(|s| vec![KeyValue::new("http.response.status_code", i64::from(s))])
+                    .unwrap_or_default();
+                span.end(attributes, error);
+            }
             let _ = myself.send_message(WebhookMsg::Attempted(AttemptReport {
                 epoch,
                 lane,
