@@ -84,6 +84,7 @@ mod speedup_bounds;
 mod spend_limit;
 mod tls_rpc;
 mod token_rate;
+mod tracing_otlp;
 mod tx_actions;
 mod tx_query;
 mod unknown_sends;

@@ -21,6 +21,7 @@ pub(crate) mod invariants;
 pub(crate) mod kms;
 pub(crate) mod load;
 pub(crate) mod node;
+pub(crate) mod otlp;
 pub(crate) mod pg_cluster;
 pub(crate) mod prometheus;
 pub(crate) mod receiver;

@@ -31,6 +31,8 @@ pub(crate) struct Received {
     pub(crate) json: Value,
     /// What the receiver answered.
     pub(crate) status: u16,
+    /// `traceparent` (W3C), empty when the request had none.
+    pub(crate) traceparent: String,
 }
 
 /// How the receiver answers the n-th request (0-based).
@@ -158,6 +160,7 @@ async fn receive(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) 
             json,
             body: body.to_vec(),
             status,
+            traceparent: header("traceparent"),
         });
         (status, retry_after)
     };
