@@ -101,7 +101,11 @@ async fn one_trace_follows_an_intent_across_nodes_and_a_dead_collector_costs_no_
         .expect("create");
     assert_eq!(warm_up.status(), 202);
     let warm_up: serde_json::Value = warm_up.json().await.expect("json");
-    let warm_up: Uuid = warm_up["tx_id"].as_str().expect("tx_id").parse().expect("uuid");
+    let warm_up: Uuid = warm_up["tx_id"]
+        .as_str()
+        .expect("tx_id")
+        .parse()
+        .expect("uuid");
     wait_until(Duration::from_secs(20), || async {
         cluster.leader_of(&submitter).await.as_deref() == Some("a")
     })

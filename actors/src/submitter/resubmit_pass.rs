@@ -318,11 +318,18 @@ async fn send(
     raw: &Bytes,
 ) -> Result<BroadcastClass, LeaderError> {
     lease.check_may_send().await?;
-    let sent = if private || ctx.settings().private_sends {
-        ctx.chain.send_raw_private(raw).await
-    } else {
-        ctx.chain.send_raw(raw).await
-    };
+    // A re-broadcast or bump is more broadcast spans of the intent's trace.
+    let trace = crate::intent_trace::parents(&ctx.pool, &[tx_id])
+        .await
+        .remove(&tx_id);
+    let sent = crate::intent_trace::broadcasting(trace, async {
+        if private || ctx.settings().private_sends {
+            ctx.chain.send_raw_private(raw).await
+        } else {
+            ctx.chain.send_raw(raw).await
+        }
+    })
+    .await;
     let class = classify_send(&sent);
     metrics::counter!(crate::metrics::BROADCASTS, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "result" => class.label()).increment(1);
     tracing::debug!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, %hash, result = class.label(), "resubmitted");

@@ -164,11 +164,17 @@ pub(crate) async fn reorged_out(
         // "already known" / "nonce too low" are fine: the block matcher and
         // the sweep take it from here.
         // A private intent (or submitter) keeps to the send-only endpoints.
-        let sent = if private || ctx.settings().private_sends {
-            ctx.chain.send_raw_private(&raw).await
-        } else {
-            ctx.chain.send_raw(&raw).await
-        };
+        let trace = crate::intent_trace::parents(&ctx.pool, &[tx_id])
+            .await
+            .remove(&tx_id);
+        let sent = crate::intent_trace::broadcasting(trace, async {
+            if private || ctx.settings().private_sends {
+                ctx.chain.send_raw_private(&raw).await
+            } else {
+                ctx.chain.send_raw(&raw).await
+            }
+        })
+        .await;
         if let Err(err) = sent {
             tracing::debug!(target: "txmgr::submitter", %tx_id, error = %err, "re-broadcast after reorg answered");
         }
