@@ -77,6 +77,18 @@ fn hooked(receiver: &Receiver) -> Vec<String> {
         .collect()
 }
 
+/// Funds events the webhook received, in order of first arrival (a
+/// delivery id seen again is a redelivery).
+fn first_arrivals(receiver: &Receiver) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    receiver
+        .delivered()
+        .iter()
+        .filter(|r| seen.insert(r.delivery_id.clone()))
+        .map(|r| r.json["state"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// Waits until `node`'s leader of the dev submitter has read `balance`
 /// (the ops view shows the last read).
 async fn read_again(node: &TestNode, balance: u128) {
@@ -160,8 +172,18 @@ async fn a_crossing_is_reported_once_with_two_nodes_even_across_a_change_of_lead
         plain["next_after"], page["next_after"],
         "the cursor still moves past them"
     );
-    wait_until(WITHIN, || async { hooked(&receiver).len() == 2 }).await;
-    assert_eq!(hooked(&receiver), vec!["LOW_BALANCE", "BALANCE_RESTORED"]);
+    // At least once (README "Webhooks"): the node stopped above may have had
+    // LOW_BALANCE's attempt in flight, unbooked; then the new holder sends it
+    // again, with the same delivery id. Each event arrives, in order, and
+    // only that one may repeat.
+    wait_until(WITHIN, || async { first_arrivals(&receiver).len() == 2 }).await;
+    assert_eq!(
+        first_arrivals(&receiver),
+        vec!["LOW_BALANCE", "BALANCE_RESTORED"],
+        "{:?}",
+        hooked(&receiver)
+    );
+    assert!(hooked(&receiver).len() <= 3, "{:?}", hooked(&receiver));
     stay.stop().await;
 }
 
