@@ -245,7 +245,7 @@ pub(crate) fn txmgr_bin(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     };
     anyhow::ensure!(
         bin.exists(),
-        "{} not found: cargo build --release --bins, or pass --txmgr",
+        "{} not found: cargo build --release --workspace --bins, or pass --txmgr",
         bin.display()
     );
     Ok(bin)

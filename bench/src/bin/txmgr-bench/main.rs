@@ -18,7 +18,7 @@
 //! Every phase uses its own deterministic keys, so nonces never collide.
 //! Nothing is mined in the closed-loop phases: in-flight slots never free,
 //! so `max_in_flight` covers every intent of the run. Run it in release:
-//! `cargo build --release --bins && target/release/txmgr-bench -n 2000 -c 64`.
+//! `cargo build --release --workspace --bins && target/release/txmgr-bench -n 2000 -c 64`.
 
 mod anvil;
 mod chain_stats;

@@ -5,7 +5,7 @@
 //! the successor's take-over, its first fenced write of an attempt, and the
 //! return of TRACKING throughput to 90% of the rate before the kill.
 //!
-//! `cargo build --release --bins && target/release/txmgr-failover --runs 3`
+//! `cargo build --release --workspace --bins && target/release/txmgr-failover --runs 3`
 
 use std::{path::PathBuf, process::Stdio, str::FromStr, time::Duration};
 
@@ -266,7 +266,7 @@ async fn run(args: Args) -> anyhow::Result<Vec<Measured>> {
     let bin = txmgr_bin(&args)?;
     anyhow::ensure!(
         bin.exists(),
-        "{} not found: cargo build --release --bins",
+        "{} not found: cargo build --release --workspace --bins",
         bin.display()
     );
     let admin = std::env::var("DATABASE_URL")
