@@ -34,6 +34,7 @@ mod node;
 mod phases;
 mod raw;
 mod report;
+mod row_versions;
 mod session;
 mod signers;
 mod table;

@@ -13,6 +13,7 @@ use crate::{
     node::{BenchDb, Node},
     raw::{millis, per_second},
     report::{AckPhase, PipelineStats, TxmgrPhase},
+    row_versions::TupleCounts,
     Args, TRANSFER_GAS,
 };
 
@@ -124,6 +125,7 @@ impl<'a> TxmgrBench<'a> {
         let chain_before = self.node.chain_stats.snapshot();
         let cpu_before = CpuSample::take(&self.anvil_pids, Some(self.db)).await;
         let db_before = self.db.transactions().await?;
+        let tuples_before = TupleCounts::take(self.db).await?;
 
         let started = Instant::now();
         let client = self.client.clone();
@@ -149,6 +151,9 @@ impl<'a> TxmgrBench<'a> {
         }
         let e2e = tracked_at.duration_since(started);
         let db_transactions = self.db.transactions().await? - db_before;
+        let row_versions = TupleCounts::take(self.db)
+            .await?
+            .since(&tuples_before, count);
         let cpu = CpuSample::take(&self.anvil_pids, Some(self.db))
             .await
             .since(&cpu_before, count);
@@ -171,6 +176,7 @@ impl<'a> TxmgrBench<'a> {
             chain_calls,
             db_transactions,
             db_transactions_per_intent: db_transactions as f64 / intents,
+            row_versions,
             cpu,
             pipeline: self.pipeline_stats(&hex, &format!("{tag}-n-%")).await?,
         })

@@ -111,6 +111,8 @@ pub(crate) struct TxmgrPhase {
     pub(crate) db_transactions: i64,
     /// `db_transactions / count`.
     pub(crate) db_transactions_per_intent: f64,
+    /// Tuples written over the phase (`pg_stat_user_tables`), per intent.
+    pub(crate) row_versions: crate::row_versions::RowVersions,
     /// CPU per intent, first POST → all TRACKING (includes the bench's own
     /// client and its 20 ms polling).
     pub(crate) cpu: CpuCost,

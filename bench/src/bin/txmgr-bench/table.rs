@@ -239,6 +239,22 @@ fn print_diagnostics(p: &TxmgrPhase) {
         p.e2e_ms,
         p.db_transactions
     );
+    let rows = &p.row_versions;
+    println!(
+        "  row versions per intent {:.2} (HOT {:.0}% of updates):",
+        rows.per_intent,
+        rows.hot_ratio * 100.0
+    );
+    for t in &rows.tables {
+        println!(
+            "    {:<22} ins {:>5.2}  upd {:>5.2} (HOT {:>3.0}%)  del {:>5.2}",
+            t.table,
+            t.inserts_per_intent,
+            t.updates_per_intent,
+            t.hot_ratio * 100.0,
+            t.deletes_per_intent
+        );
+    }
     println!(
         "  {:<14} {:>8} {:>10} {:>10} {:>9}",
         "chain call", "calls", "per intent", "RPC/intent", "mean ms"
