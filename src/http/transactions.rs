@@ -69,7 +69,8 @@ impl CreatedBody {
 #[utoipa::path(post, path = "/v1/transactions", tag = "transactions",
     description = "Accepts an intent once it is committed to PostgreSQL. Idempotent on `(chain_id, submitter, request_id)`.",
     request_body = CreateBody,
-    params(("Idempotency-Key" = Option<String>, Header, description = "the request_id, instead of the body field (both must agree)")),
+    params(("Idempotency-Key" = Option<String>, Header, description = "the request_id, instead of the body field (both must agree)"),
+        ("traceparent" = Option<String>, Header, description = "W3C Trace Context of the caller's span: with `[telemetry]` on, the intent's trace continues it (README \"Tracing\"); an invalid value is ignored")),
     responses(
         (status = 202, description = "accepted: a new intent", body = CreatedBody),
         (status = 200, description = "replay of the same request_id with the same body", body = CreatedBody),

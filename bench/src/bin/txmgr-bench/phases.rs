@@ -122,10 +122,12 @@ impl<'a> TxmgrBench<'a> {
             &format!("{tag}-n"),
             self.gas_limit,
         );
+        // The warm-up's writes published first, so none count in the phase.
+        tokio::time::sleep(crate::row_versions::STATS_SETTLE).await;
+        let tuples_before = TupleCounts::take(self.db).await?;
         let chain_before = self.node.chain_stats.snapshot();
         let cpu_before = CpuSample::take(&self.anvil_pids, Some(self.db)).await;
         let db_before = self.db.transactions().await?;
-        let tuples_before = TupleCounts::take(self.db).await?;
 
         let started = Instant::now();
         let client = self.client.clone();
@@ -150,14 +152,18 @@ impl<'a> TxmgrBench<'a> {
             );
         }
         let e2e = tracked_at.duration_since(started);
-        let db_transactions = self.db.transactions().await? - db_before;
-        let row_versions = TupleCounts::take(self.db)
-            .await?
-            .since(&tuples_before, count);
         let cpu = CpuSample::take(&self.anvil_pids, Some(self.db))
             .await
             .since(&cpu_before, count);
         let chain_calls = self.node.chain_stats.snapshot().since(&chain_before, count);
+        // Last, after every other reading: the statistics of the phase's
+        // writes are all published only after a wait (mining is off, so
+        // nothing but housekeeping writes meanwhile).
+        tokio::time::sleep(crate::row_versions::STATS_SETTLE).await;
+        let row_versions = TupleCounts::take(self.db)
+            .await?
+            .since(&tuples_before, count);
+        let db_transactions = self.db.transactions().await? - db_before;
         let intents = count.max(1) as f64;
 
         Ok(TxmgrPhase {

@@ -31,12 +31,21 @@ pub(crate) struct TableWrites {
     pub(crate) deletes_per_intent: f64,
 }
 
+/// Tables the engine writes on a clock, not per intent (lease renewals,
+/// heartbeats, cursors): shown, not counted per intent.
+const HOUSEKEEPING: &[&str] = &["submitter_lease", "txmgr_node", "webhook_cursor"];
+
+/// A session publishes its statistics at most once a second, and an idle
+/// one within 10 s: the closing reading waits this long after the phase.
+pub(crate) const STATS_SETTLE: std::time::Duration = std::time::Duration::from_secs(11);
+
 /// What a phase wrote.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct RowVersions {
-    /// Inserted + updated + deleted tuples per intent, every table.
+    /// Inserted + updated + deleted tuples per intent, every table but the
+    /// housekeeping ones.
     pub(crate) per_intent: f64,
-    /// Share of all updates that were HOT.
+    /// Share of those updates that were HOT.
     pub(crate) hot_ratio: f64,
     /// The tables written, most written first.
     pub(crate) tables: Vec<TableWrites>,
@@ -80,9 +89,11 @@ impl TupleCounts {
             if i + u + d == 0 {
                 continue;
             }
-            all += i + u + d;
-            updates += u;
-            hot += h;
+            if !HOUSEKEEPING.contains(&table.as_str()) {
+                all += i + u + d;
+                updates += u;
+                hot += h;
+            }
             tables.push(TableWrites {
                 table: table.clone(),
                 inserts_per_intent: i as f64 / intents,
