@@ -122,7 +122,12 @@ async fn a_deadline_before_allocation_rejects_without_a_nonce_and_bad_ones_are_r
         Some(0),
         "the next intent takes nonce 0"
     );
-    let (_, feed) = node.request("GET", "/v1/completions", None).await;
+    let has_late = |feed: &Value| {
+        feed["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|i| i["request_id"] == "late"))
+    };
+    let feed = node.feed_when("/v1/completions", has_late).await;
     let late = feed["items"]
         .as_array()
         .into_iter()

@@ -52,6 +52,36 @@ fn one<'a>(spans: &'a [ReceivedSpan], name: &str) -> &'a ReceivedSpan {
     found[0]
 }
 
+/// Creates a transfer on the node at `base` (with a `traceparent` when
+/// given); returns its id.
+async fn create(
+    cluster: &Cluster,
+    base: &str,
+    submitter: &str,
+    request_id: &str,
+    traceparent: Option<&str>,
+) -> Uuid {
+    let mut request = cluster.client.post(format!("{base}/v1/transactions"));
+    if let Some(traceparent) = traceparent {
+        request = request.header("traceparent", traceparent);
+    }
+    let answer = request
+        .json(&json!({
+            "submitter": submitter, "request_id": request_id,
+            "to": "0x000000000000000000000000000000000000dEaD", "value": "1",
+        }))
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(answer.status(), 202);
+    let created: serde_json::Value = answer.json().await.expect("json");
+    created["tx_id"]
+        .as_str()
+        .expect("tx_id")
+        .parse()
+        .expect("uuid")
+}
+
 /// `txmgr_trace_spans_dropped_total{reason="export_failed"}` of a node.
 async fn export_failures(client: &reqwest::Client, base: &str) -> f64 {
     let Ok(answer) = client.get(format!("{base}/metrics")).send().await else {
@@ -89,23 +119,7 @@ async fn one_trace_follows_an_intent_across_nodes_and_a_dead_collector_costs_no_
     cluster.add_node_with("a", with_extra).await;
     let submitter = cluster.submitters[0].clone();
     let a = cluster.node_ref("a").base();
-    let warm_up = cluster
-        .client
-        .post(format!("{a}/v1/transactions"))
-        .json(&json!({
-            "submitter": submitter, "request_id": "warm-up",
-            "to": "0x000000000000000000000000000000000000dEaD", "value": "1",
-        }))
-        .send()
-        .await
-        .expect("create");
-    assert_eq!(warm_up.status(), 202);
-    let warm_up: serde_json::Value = warm_up.json().await.expect("json");
-    let warm_up: Uuid = warm_up["tx_id"]
-        .as_str()
-        .expect("tx_id")
-        .parse()
-        .expect("uuid");
+    let warm_up = create(&cluster, &a, &submitter, "warm-up", None).await;
     wait_until(Duration::from_secs(20), || async {
         cluster.leader_of(&submitter).await.as_deref() == Some("a")
     })
@@ -113,24 +127,8 @@ async fn one_trace_follows_an_intent_across_nodes_and_a_dead_collector_costs_no_
     cluster.add_node_with("b", with_extra).await;
 
     let b = cluster.node_ref("b").base();
-    let answer = cluster
-        .client
-        .post(format!("{b}/v1/transactions"))
-        .header("traceparent", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
-        .json(&json!({
-            "submitter": submitter, "request_id": "traced",
-            "to": "0x000000000000000000000000000000000000dEaD", "value": "1",
-        }))
-        .send()
-        .await
-        .expect("create");
-    assert_eq!(answer.status(), 202);
-    let created: serde_json::Value = answer.json().await.expect("json");
-    let tx_id: Uuid = created["tx_id"]
-        .as_str()
-        .expect("tx_id")
-        .parse()
-        .expect("uuid");
+    let caller = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let tx_id = create(&cluster, &b, &submitter, "traced", Some(&caller)).await;
     assert_eq!(
         cluster.leader_of(&submitter).await.as_deref(),
         Some("a"),

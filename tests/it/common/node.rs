@@ -175,6 +175,26 @@ impl TestNode {
         self.request_as(None, method, path, body).await
     }
 
+    /// `GET path` on the completion feed until `served` holds for the page
+    /// (30 s at most), then that page. A committed row is served only once
+    /// every older transaction on the server has ended (README "Completion
+    /// feed"), which in a full run includes other tests' transactions.
+    pub(crate) async fn feed_when(&self, path: &str, served: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (status, page) = self.request("GET", path, None).await;
+            assert_eq!(status, 200, "{page}");
+            if served(&page) {
+                return page;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the feed did not serve what was expected within 30 s: {page}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// Like [`TestNode::request`], with `Authorization: Bearer <token>`.
     pub(crate) async fn request_as(
         &self,
