@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 /// Default `telemetry.max_queue`: spans held for export at most.
 const DEFAULT_MAX_QUEUE: usize = 4096;
 
+/// Largest `telemetry.max_queue`: the export queue is allocated whole at
+/// start, a few hundred bytes per slot.
+const MAX_QUEUE: usize = 100_000;
+
 /// The `[telemetry]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -77,10 +81,12 @@ impl TelemetryConfig {
                 "must be between 0.0 and 1.0",
             ));
         }
-        if !(1..=1_000_000).contains(&self.max_queue) {
+        if !(1..=MAX_QUEUE).contains(&self.max_queue) {
             issues.push(super::ConfigIssue::new(
                 "telemetry.max_queue",
-                "must be between 1 and 1000000",
+                format!(
+                    "must be between 1 and {MAX_QUEUE} (the queue is allocated whole at start)"
+                ),
             ));
         }
         if self.export_timeout.is_zero() || self.export_timeout > Duration::from_secs(300) {

@@ -116,8 +116,10 @@ fn exporting_provider(
         .build()?;
     let pending = Arc::new(AtomicUsize::new(0));
     let batch = BatchConfigBuilder::default()
-        // Never the limit that bites: the count in front of it is.
-        .with_max_queue_size(telemetry.max_queue.saturating_mul(2))
+        // Never the limit that bites: the count in front of it admits at
+        // most `max_queue` spans not yet exported, so its queue (allocated
+        // whole, at start) never holds more.
+        .with_max_queue_size(telemetry.max_queue)
         .with_max_export_batch_size(512.min(telemetry.max_queue))
         .with_scheduled_delay(std::time::Duration::from_millis(500))
         .build();
