@@ -98,6 +98,7 @@ fn allocate(ids: &[Uuid]) -> Write {
         resubmit_interval: RESUBMIT,
         spend: None,
         expire_only: Vec::new(),
+        presigned: None,
     }
 }
 
@@ -297,6 +298,7 @@ async fn a_part_that_cannot_be_written_fails_whole_and_alone() {
                     resubmit_interval: RESUBMIT,
                     spend: None,
                     expire_only: Vec::new(),
+                    presigned: None,
                 },
             ),
             (good.clone(), allocate(&good_ids)),

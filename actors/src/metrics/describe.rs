@@ -146,6 +146,11 @@ pub fn describe() {
         "Fillers made for released nonces below allocated ones."
     );
     describe_counter!(
+        PRESIGN_CONFLICTS,
+        Unit::Count,
+        "Drawn and signed batches whose draw no longer held at their write (discarded, never sent)."
+    );
+    describe_counter!(
         RELEASED_MINED,
         Unit::Count,
         "REJECTED intents (nonce released) that were mined after all."

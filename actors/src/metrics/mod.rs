@@ -74,6 +74,11 @@ pub const RELEASED_MINED: &str = "txmgr_rejected_then_mined_total";
 /// that sat below allocated ones).
 pub const FILLERS: &str = "txmgr_fillers_total";
 
+/// Counter: batches a leader drew from its copy of the nonce cursor and
+/// signed whose write found the draw no longer held (the cursor moved, an
+/// intent left QUEUED, a pause): nothing of them was written or sent.
+pub const PRESIGN_CONFLICTS: &str = "txmgr_presign_conflicts_total";
+
 /// Gauge: 1 while a submitter's lowest unmined nonce is STUCK (every later
 /// nonce waits behind it on chain), label `submitter` (bounded by config).
 pub const HEAD_OF_LINE_BLOCKED: &str = "txmgr_head_of_line_blocked";

@@ -52,6 +52,10 @@ impl BroadcastReport {
     pub(crate) fn apply(self, outcome: &mut CycleOutcome, memory: &mut CycleMemory) {
         outcome.sweep_now |= self.sweep_now;
         memory.check_gaps |= self.released_nonce;
+        if self.released_nonce {
+            // The cursor row took the nonce back: the leader's copy is stale.
+            memory.cursor = None;
+        }
         if let Some(wait) = self.retry_in {
             outcome.retry_in = Some(outcome.retry_in.map_or(wait, |r| r.min(wait)));
             let at = Instant::now() + wait;

@@ -5,13 +5,15 @@
 //!    intents without an attempt (re-sign, same nonce) and due re-broadcasts;
 //! 2. one read: the next QUEUED intents that fit the free in-flight slots;
 //! 3. prepare (gas estimate) before any nonce is used;
-//! 4. one fenced write: reject, allocate nonces; then sign outside any
-//!    transaction, and a second fenced write persists every attempt —
-//!    committed before any byte is broadcast;
+//! 4. draw nonces from the leader's copy of the cursor, sign outside any
+//!    transaction, and one fenced write allocates and persists every
+//!    attempt — committed before any byte is broadcast (`presign`; under a
+//!    spend limit the database allocates first and a second write persists,
+//!    `allocation`);
 //! 5. broadcast in nonce order, one request at a time, then one fenced write
 //!    records the results.
 //!
-//! The three fenced writes go through the node's group committer
+//! The fenced writes go through the node's group committer
 //! (`store::group`), merged with other leaders' writes into one transaction.
 
 use std::time::{Duration, Instant};
@@ -20,20 +22,19 @@ use futures::future::join_all;
 use uuid::Uuid;
 
 use super::{
+    allocation::{allocate_presigned, allocate_then_sign, AllocateThenSign, Batch},
     broadcast::{broadcast, new_attempts_as_pending},
     error::LeaderError,
     fees,
     leader_lease::LeaderLease,
+    presign,
     signing::{sign_all, Signed},
     SubmitterContext,
 };
 use crate::{
     domain::Intent,
     store::{
-        filler,
-        group::{Answer, Write},
-        pipeline,
-        queue_read::QueueRequest,
+        filler, group::Write, nonce_cursor::NonceCursor, pipeline, queue_read::QueueRequest,
         FencedTx,
     },
 };
@@ -67,6 +68,11 @@ pub(crate) struct CycleMemory {
     /// A nonce may have been released below allocated ones: look for gaps
     /// a filler must take, once the queue has nothing to take them.
     pub(crate) check_gaps: bool,
+    /// The leader's copy of its nonce cursor (`presign`); `None`: read it
+    /// before the next draw.
+    pub(crate) cursor: Option<NonceCursor>,
+    /// Draws in a row that no longer held at their write.
+    pub(crate) presign_conflicts: u32,
 }
 
 impl CycleMemory {
@@ -77,13 +83,11 @@ impl CycleMemory {
             recover_unsigned: true,
             allocated_due_at: Some(Instant::now()),
             check_gaps: true,
+            cursor: None,
+            presign_conflicts: 0,
         }
     }
 }
-
-/// How soon a leader whose intents wait for room under its spend limit
-/// looks again.
-const SPEND_RETRY: Duration = Duration::from_secs(1);
 
 /// How long a waiting intent's gas estimate is reused.
 const ESTIMATE_REUSE: Duration = Duration::from_secs(60);
@@ -109,6 +113,10 @@ pub(crate) async fn run(
             persist(ctx, lease, &signed).await?;
             signed.track(ctx);
             memory.check_gaps |= !signed.refused.is_empty();
+            if !signed.refused.is_empty() {
+                // Their nonces went back to the cursor row.
+                memory.cursor = None;
+            }
             memory.allocated_due_at = Some(Instant::now());
             // Cleared only once persisted: an error above leaves it set.
             memory.recover_unsigned = signed.transient_failure;
@@ -280,47 +288,41 @@ pub(crate) async fn run(
                 .map(|(id, intent)| (*id, spend_cost(intent, &quote, &settings)))
                 .collect(),
         });
-    let limited = spend.is_some();
-    let asked = ids.len();
-    let allocate = Write::Allocate {
-        reject: rejected.clone(),
-        tx_ids: ids,
-        resubmit_interval: settings.resubmit_interval,
-        spend,
-        // Past the deadline by this node's clock: rejected by the
-        // database's, or left for the next cycle — never drawn for here.
-        expire_only: expired.clone(),
+    // Without a spend limit: drawn from the leader's copy of the cursor and
+    // signed first, then one fenced write (`presign`). Under one, the
+    // database admits what fits the window before anything is signed.
+    let cursor = match spend {
+        None => presign::usable_cursor(ctx, &mut memory.cursor).await?,
+        Some(_) => None,
     };
-    let allocating = std::time::SystemTime::now();
-    let assigned = match ctx.committer.write(lease.guard(), allocate).await? {
-        Answer::Allocated(assigned) => assigned,
-        Answer::Done => Vec::new(),
+    let batch = Batch {
+        rejected: &rejected,
+        expired: &expired,
+        traces: &traces,
     };
-    record_allocations(ctx, &traces, &assigned, allocating, lease.guard().token);
-    if limited && assigned.len() + expired.len() < asked {
-        // Some wait for room in the spend window (or were taken meanwhile):
-        // their estimates are kept for the next look.
-        outcome.more = false;
-        outcome.retry_in = Some(outcome.retry_in.map_or(SPEND_RETRY, |r| r.min(SPEND_RETRY)));
-        let given: std::collections::HashSet<Uuid> = assigned.iter().map(|(id, _)| *id).collect();
-        for (id, gas) in estimated.into_iter().filter(|(id, _)| !given.contains(id)) {
-            memory.estimates.entry(id).or_insert((gas, now_instant));
+    let (assigned, signed) = match cursor {
+        Some(cursor) => {
+            let ready: Vec<(Uuid, Intent)> = ids
+                .iter()
+                .filter_map(|id| Some((*id, by_id.remove(id)?)))
+                .collect();
+            let drawn = presign::draw_and_sign(ctx, cursor, ready, &quote).await;
+            lease.renew_if_due().await?;
+            allocate_presigned(ctx, lease, memory, &mut outcome, drawn, batch).await?
         }
-    }
-    // Until the attempts are persisted, the next cycle looks for unsigned
-    // intents (this one may stop early on an error).
-    let recover_before = memory.recover_unsigned;
-    memory.recover_unsigned = true;
-    let prepared: Vec<(Uuid, u64, Intent)> = assigned
-        .iter()
-        .filter_map(|(id, nonce)| Some((*id, *nonce, by_id.remove(id)?)))
-        .collect();
-    let signed = sign_all(ctx, &prepared, &quote).await;
-    lease.renew_if_due().await?;
-    persist(ctx, lease, &signed).await?;
-    memory.recover_unsigned = recover_before || signed.transient_failure;
-    // A signer's refusal released a nonce, maybe below others just drawn.
-    memory.check_gaps |= !signed.refused.is_empty();
+        None => {
+            let batch = AllocateThenSign {
+                batch,
+                ids,
+                spend,
+                by_id,
+                estimated,
+                estimated_at: now_instant,
+                quote: &quote,
+            };
+            allocate_then_sign(ctx, lease, memory, &mut outcome, batch).await?
+        }
+    };
     for (tx_id, reason) in &rejected {
         tracing::info!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "intent rejected before allocation");
     }
@@ -342,7 +344,8 @@ pub(crate) async fn run(
             .collect(),
     );
     if signed.transient_failure {
-        // Left ALLOCATED without an attempt: signed again next cycle.
+        // Left QUEUED (or, under a spend limit, ALLOCATED without an
+        // attempt): signed again after the backoff.
         outcome.retry_in = Some(settings.retry_backoff);
     }
     if signed.signer_unavailable.is_some() {
@@ -352,38 +355,6 @@ pub(crate) async fn run(
         .await?
         .apply(&mut outcome, memory);
     Ok(outcome)
-}
-
-/// One `txmgr.allocate` span per traced intent that drew a nonce: the
-/// fenced group commit it rode in, from hand-over to answer.
-fn record_allocations(
-    ctx: &SubmitterContext,
-    traces: &std::collections::HashMap<Uuid, crate::intent_trace::TraceParent>,
-    assigned: &[(Uuid, u64)],
-    started: std::time::SystemTime,
-    fencing_token: i64,
-) {
-    if traces.is_empty() {
-        return;
-    }
-    let ended = std::time::SystemTime::now();
-    for (tx_id, nonce) in assigned {
-        if let Some(parent) = traces.get(tx_id) {
-            crate::intent_trace::record(
-                "txmgr.allocate",
-                parent,
-                started,
-                ended,
-                vec![
-                    opentelemetry::KeyValue::new("txmgr.submitter", ctx.key.address_hex()),
-                    opentelemetry::KeyValue::new("txmgr.chain_id", ctx.key.chain_id.get() as i64),
-                    opentelemetry::KeyValue::new("txmgr.nonce", *nonce as i64),
-                    opentelemetry::KeyValue::new("txmgr.fencing_token", fencing_token),
-                ],
-                None,
-            );
-        }
-    }
 }
 
 /// What an intent draws from its submitter's spend window at allocation:
@@ -420,6 +391,8 @@ async fn fill_gaps(
     let settings = ctx.settings();
     lease.renew_if_due().await?;
     let mut ftx = FencedTx::begin(&ctx.pool, lease.guard(), "fill_gaps").await?;
+    // Fillers take released nonces from the cursor row.
+    memory.cursor = None;
     let made = filler::create(
         &mut ftx,
         &gaps,
@@ -454,7 +427,7 @@ async fn fill_gaps(
 
 /// Persists signed attempts and rejects refused intents through the group
 /// committer; returns once committed (nothing is broadcast before).
-async fn persist(
+pub(super) async fn persist(
     ctx: &SubmitterContext,
     lease: LeaderLease<'_>,
     signed: &Signed,

@@ -9,6 +9,7 @@
 //! ```
 
 mod actor;
+mod allocation;
 mod broadcast;
 mod cycle;
 mod error;
@@ -19,6 +20,7 @@ mod handle;
 mod ingress;
 mod keeper;
 mod leader_lease;
+mod presign;
 mod resubmit_pass;
 pub mod settings;
 mod signing;

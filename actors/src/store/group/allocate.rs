@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{
     spend,
     writes::{row_key, AllocatePart, Columns, RowKey},
-    Fence,
+    Fence, Presigned,
 };
 use crate::{
     domain::ChainId,
@@ -125,6 +125,13 @@ pub(super) async fn allocate(
         if paused.contains(&row_key(part.fence)) {
             continue;
         }
+        // Drawn and signed by the leader: written whole, or not at all.
+        if let Some(presigned) = part.presigned {
+            if let Some(held) = presigned_draw(part, presigned, row, &still[i])? {
+                drawn.push((i, held, presigned_assignments(presigned)));
+            }
+            continue;
+        }
         // Under a spend limit, only what fits the window (read under the
         // cursor lock just taken) gets a nonce.
         if let Some(budget) = part.spend {
@@ -158,7 +165,71 @@ pub(super) async fn allocate(
         answers[i] = kept;
     }
     cursor_rows.write(conn).await?;
+    insert_presigned(conn, parts, &answers).await?;
     Ok(answers)
+}
+
+/// The cursor after a leader's own draw, when the draw still holds: the
+/// row says what the leader drew from (no other write moved it, no PROTECT
+/// since) and every intent it signed for is still QUEUED and not past its
+/// deadline. `None`: nothing of the part is allocated.
+fn presigned_draw(
+    part: &AllocatePart<'_>,
+    presigned: &Presigned,
+    row: CursorRow,
+    queued: &[Uuid],
+) -> StoreResult<Option<NonceCursor>> {
+    let from_released = presigned
+        .from
+        .1
+        .iter()
+        .map(|n| nonce_cursor::to_db(*n))
+        .collect::<StoreResult<Vec<i64>>>()?;
+    let unmoved = row.next_nonce == nonce_cursor::to_db(presigned.from.0)?
+        && row.released == from_released
+        && row.protect_reason.is_none();
+    let all_queued = queued.len() == presigned.attempts.len()
+        && queued
+            .iter()
+            .zip(&presigned.attempts)
+            .all(|(id, attempt)| *id == attempt.tx_id);
+    if !(unmoved && all_queued) {
+        return Ok(None);
+    }
+    let mut cursor = nonce_cursor::from_row(part.fence.submitter, row)?;
+    cursor.next_nonce = presigned.to.0;
+    cursor.released = presigned.to.1.clone();
+    Ok(Some(cursor))
+}
+
+fn presigned_assignments(presigned: &Presigned) -> Vec<(Uuid, u64)> {
+    presigned
+        .attempts
+        .iter()
+        .map(|attempt| (attempt.tx_id, attempt.nonce))
+        .collect()
+}
+
+/// The signed attempts of every presigned part's allocated intents, in one
+/// insert: committed with the allocation, before any byte is broadcast.
+async fn insert_presigned(
+    conn: &mut PgConnection,
+    parts: &[AllocatePart<'_>],
+    answers: &[Vec<(Uuid, u64)>],
+) -> StoreResult<()> {
+    let mut rows = Vec::new();
+    for (part, assigned) in parts.iter().zip(answers) {
+        let Some(presigned) = part.presigned else {
+            continue;
+        };
+        let writer = (part.fence.submitter, part.fence.token);
+        for attempt in &presigned.attempts {
+            if assigned.iter().any(|(id, _)| *id == attempt.tx_id) {
+                rows.push((attempt, writer));
+            }
+        }
+    }
+    pipeline::insert_attempt_rows(conn, &rows).await
 }
 
 /// Locks, in one statement, every part's intents that are still QUEUED

@@ -102,6 +102,7 @@ async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<A
                 resubmit_interval,
                 spend,
                 expire_only,
+                presigned,
             } => allocating.push((
                 i,
                 AllocatePart {
@@ -111,6 +112,7 @@ async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<A
                     resubmit_interval: *resubmit_interval,
                     spend: spend.as_ref(),
                     expire_only,
+                    presigned: presigned.as_deref(),
                 },
             )),
             Write::PersistAttempts { attempts, refused } => persisting.push(PersistPart {

@@ -92,6 +92,12 @@ pub enum Write {
         /// when the database clock agrees, else left QUEUED — never given
         /// a nonce here (they were neither priced nor checked).
         expire_only: Vec<Uuid>,
+        /// Nonces the leader drew from its own copy of the cursor, and the
+        /// attempts it signed with them: the allocation and the attempts
+        /// are written together, and only if the cursor row still says what
+        /// the leader drew from and every one of these intents is still
+        /// QUEUED — else none of them (their bytes never left the process).
+        presigned: Option<Box<Presigned>>,
     },
     /// Persist signed attempts (before any byte is broadcast) and reject the
     /// intents the signer refused (their nonces go back).
@@ -103,6 +109,19 @@ pub enum Write {
     },
     /// Record a broadcast's classified answers.
     RecordBroadcast(BroadcastRecord),
+}
+
+/// An allocation the leader drew and signed before writing it (see
+/// [`Write::Allocate`]).
+#[derive(Debug, Clone)]
+pub struct Presigned {
+    /// The cursor the leader drew from: `(next_nonce, released)`.
+    pub from: (u64, Vec<u64>),
+    /// The cursor after the draw.
+    pub to: (u64, Vec<u64>),
+    /// One signed attempt per allocated intent, in the part's `tx_ids`
+    /// order, each with the nonce drawn for it.
+    pub attempts: Vec<NewAttempt>,
 }
 
 /// The classified answers of one broadcast batch.
@@ -154,7 +173,9 @@ impl Write {
 /// A committed part's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// `Allocate`: the intents that got a nonce, with it, in draw order.
+    /// `Allocate`: the intents that got a nonce, with it, in draw order
+    /// (with `presigned`: all of them, or none when the draw no longer
+    /// held).
     Allocated(Vec<(Uuid, u64)>),
     /// Any other write.
     Done,
@@ -311,6 +332,7 @@ mod tests {
             resubmit_interval: Duration::from_secs(1),
             spend: None,
             expire_only: Vec::new(),
+            presigned: None,
         };
         assert!(!allocate.may_relax());
         let persist = Write::PersistAttempts {

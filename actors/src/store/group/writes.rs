@@ -55,6 +55,7 @@ pub(super) struct AllocatePart<'a> {
     pub(super) resubmit_interval: Duration,
     pub(super) spend: Option<&'a super::SpendBudget>,
     pub(super) expire_only: &'a [Uuid],
+    pub(super) presigned: Option<&'a super::Presigned>,
 }
 
 /// A `PersistAttempts` part.
