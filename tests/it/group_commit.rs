@@ -320,4 +320,5 @@ async fn a_part_that_cannot_be_written_fails_whole_and_alone() {
         .all(|(state, nonce, _)| state == "QUEUED" && nonce.is_none()));
 }
 
+mod presigned;
 mod records;

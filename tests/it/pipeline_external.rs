@@ -114,6 +114,15 @@ async fn adopt_skips_past_external_transactions(client: Client) {
         .expect("nonces");
     assert_eq!(nonces, vec![0, 3, 4]);
     assert_eq!(chain_nonce(&chain).await, 5);
+    // The leader's copy of its cursor still said 1 when it drew for a1: that
+    // draw was discarded unsent at its write, and drawn again from 3.
+    let (_, metrics) = node.text("/metrics").await;
+    let conflicts: f64 = metrics
+        .lines()
+        .find(|line| line.starts_with("txmgr_presign_conflicts_total"))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0);
+    assert!(conflicts >= 1.0, "{metrics}");
     node.stop().await;
 }
 

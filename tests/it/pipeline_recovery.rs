@@ -5,6 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use crate::common::{
     faulty_chain::{FaultyChain, SendFault},
+    intents::transfer,
     invariants,
     node::{config_toml, TestNode},
     wait_until, Anvil, TestDb, DEV,
@@ -152,5 +153,93 @@ async fn intents_allocated_but_never_signed_are_signed_again_with_the_same_nonce
     let before: Vec<(uuid::Uuid, i64)> =
         assignments.iter().map(|(id, n)| (*id, *n as i64)).collect();
     assert_eq!(after, before, "each intent kept the nonce it was allocated");
+    node_b.stop().await;
+}
+
+/// The leader draws nonces from its copy of the cursor and signs before its
+/// one write (allocation and attempts together). A node that dies with that
+/// write uncommitted has written and sent nothing: the intents are still
+/// QUEUED, the cursor unmoved, and the next leader draws again — every
+/// intent is mined once, with contiguous nonces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_before_the_allocating_write_commits_sends_nothing_and_loses_nothing() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let faulty = std::sync::Mutex::new(None);
+    let node_a = TestNode::start_with(&config_toml(&db.url, &anvil.rpc_url(), "a", ""), |chain| {
+        let wrapped = FaultyChain::new(chain, SendFault::None);
+        *faulty.lock().expect("lock") = Some(wrapped.clone());
+        wrapped as Arc<dyn ChainClient>
+    })
+    .await;
+    let faulty = faulty.lock().expect("lock").take().expect("wrapped");
+    // A first intent: the cursor exists and the leader holds a copy of it.
+    let (status, _) = node_a
+        .request("POST", "/v1/transactions", Some(transfer("warm")))
+        .await;
+    assert_eq!(status, 202);
+    invariants::wait_mined(&db.pool, 1, Duration::from_secs(30)).await;
+
+    // The test holds the cursor row: a's next write waits on it with its
+    // draw signed.
+    let mut blocker = db.pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM submitter_nonce_cursor FOR UPDATE")
+        .execute(&mut *blocker)
+        .await
+        .expect("lock the cursor");
+    for id in ["c0", "c1", "c2"] {
+        let (status, _) = node_a
+            .request("POST", "/v1/transactions", Some(transfer(id)))
+            .await;
+        assert_eq!(status, 202);
+    }
+    let waiting = |db: &TestDb| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i32>(
+                "SELECT pid FROM pg_stat_activity
+                  WHERE datname = current_database() AND wait_event_type = 'Lock'
+                    AND query LIKE '%submitter_nonce_cursor%FOR UPDATE OF c%'",
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("activity")
+        }
+    };
+    wait_until(Duration::from_secs(30), || async {
+        !waiting(&db).await.is_empty()
+    })
+    .await;
+    // a dies: its process gone, its connections close and PostgreSQL rolls
+    // back what it had not committed.
+    node_a.kill();
+    for pid in waiting(&db).await {
+        sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .execute(&db.pool)
+            .await
+            .expect("terminate");
+    }
+    blocker.rollback().await.expect("release");
+    assert_eq!(
+        faulty.sends.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "nothing of the uncommitted draw was sent"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM tx_attempt").await, 1);
+    assert_eq!(
+        db.count("SELECT count(*) FROM managed_tx WHERE state = 'QUEUED'")
+            .await,
+        3
+    );
+
+    let node_b = TestNode::start(&config_toml(&db.url, &anvil.rpc_url(), "b", "")).await;
+    invariants::wait_mined(&db.pool, 4, Duration::from_secs(60)).await;
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+    let nonces: Vec<i64> = sqlx::query_scalar("SELECT nonce FROM managed_tx ORDER BY nonce")
+        .fetch_all(&db.pool)
+        .await
+        .expect("nonces");
+    assert_eq!(nonces, vec![0, 1, 2, 3]);
     node_b.stop().await;
 }
