@@ -205,14 +205,22 @@ impl<'a> TxmgrBench<'a> {
             "ack-o",
             self.gas_limit,
         );
+        let started = Instant::now();
         let acks = load::open_loop(&self.client, &batch, rate).await;
         fail_on_errors(&acks, "ack-rate")?;
+        // Every create is in; the phase's intents reach TRACKING, and each
+        // one's way there is read from its row.
+        let hex = lower_hex(submitters);
+        load::wait_none_pending(self.db, &hex, started + self.tracking_timeout).await?;
+        let pipeline = self.pipeline_stats(&hex, "ack-o-%").await?;
         Ok(AckPhase {
             rate_per_s: rate,
             duration_s: duration.as_secs_f64(),
             submitters: submitters.len(),
             accepted: acks.accepted,
             ack_latency: acks.stats(),
+            to_tracking_p50_ms: pipeline.queue_to_tracking_p50_ms,
+            to_tracking_p99_ms: pipeline.queue_to_tracking_p99_ms,
         })
     }
 

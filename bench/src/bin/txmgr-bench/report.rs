@@ -133,6 +133,11 @@ pub(crate) struct AckPhase {
     pub(crate) accepted: usize,
     /// Latency from each create's scheduled time to its answer.
     pub(crate) ack_latency: LatencyStats,
+    /// Insert commit → TRACKING (the broadcast recorded) of the open-loop
+    /// intents, p50, from the rows' `created_at` and `last_submit_at`.
+    pub(crate) to_tracking_p50_ms: f64,
+    /// The same, p99.
+    pub(crate) to_tracking_p99_ms: f64,
 }
 
 /// Everything a run measured.

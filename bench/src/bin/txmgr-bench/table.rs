@@ -51,6 +51,10 @@ impl Report {
                 l.p99_ms,
                 l.max_ms
             );
+            println!(
+                "open-loop creates: insert commit → TRACKING p50 {:.1} ms, p99 {:.1} ms",
+                a.to_tracking_p50_ms, a.to_tracking_p99_ms
+            );
         }
         println!(
             "(raw rows: sends/s and the latency of one send; txmgr rows: tx/s end to end \
