@@ -95,7 +95,6 @@ pub(crate) async fn draw_and_sign(
     Drawn {
         presigned: Presigned {
             from: (from.next_nonce, from.released.clone()),
-            to: (after.next_nonce, after.released.clone()),
             attempts: signed.attempts.clone(),
         },
         after,

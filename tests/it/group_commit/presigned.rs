@@ -28,7 +28,6 @@ fn presigned(ids: &[Uuid], from: u64, hash_byte: u8) -> Write {
         expire_only: Vec::new(),
         presigned: Some(Box::new(Presigned {
             from: (from, Vec::new()),
-            to: (from + ids.len() as u64, Vec::new()),
             attempts,
         })),
     }
@@ -148,4 +147,28 @@ async fn a_draw_whose_intent_was_cancelled_writes_nothing_but_its_rejections() {
     assert_eq!(after, ["QUEUED", "CANCELLED", "QUEUED", "REJECTED"]);
     assert!(attempts_of(&db, key).await.is_empty());
     assert_eq!(next_nonce(&db, key).await, 0, "no nonce used");
+}
+
+#[tokio::test]
+async fn attempts_signed_with_other_nonces_than_the_draw_gives_are_refused_whole() {
+    let db = TestDb::migrated().await;
+    let key = submitter(24);
+    let (lease, ids) = leader_with_queue(&db, key, 2, Duration::from_secs(30)).await;
+    let mut write = presigned(&ids, 0, 0x50);
+    if let Write::Allocate {
+        presigned: Some(presigned),
+        ..
+    } = &mut write
+    {
+        // A leader's bug: the second attempt signed with nonce 5.
+        presigned.attempts[1].nonce = 5;
+    }
+    let answers = group::write_together(&db.pool, vec![(lease, write)]).await;
+    assert!(
+        matches!(&answers[0], Err(StoreError::Corrupt(_))),
+        "{:?}",
+        answers[0]
+    );
+    assert!(attempts_of(&db, key).await.is_empty());
+    assert_eq!(next_nonce(&db, key).await, 0);
 }

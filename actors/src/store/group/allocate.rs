@@ -196,9 +196,20 @@ fn presigned_draw(
     if !(unmoved && all_queued) {
         return Ok(None);
     }
+    // The same draw again from the locked row: the attempts must carry
+    // exactly the nonces it gives, in order.
     let mut cursor = nonce_cursor::from_row(part.fence.submitter, row)?;
-    cursor.next_nonce = presigned.to.0;
-    cursor.released = presigned.to.1.clone();
+    let nonces = cursor.draw(presigned.attempts.len());
+    if let Some((nonce, attempt)) = nonces
+        .iter()
+        .zip(&presigned.attempts)
+        .find(|(nonce, attempt)| **nonce != attempt.nonce)
+    {
+        return Err(StoreError::Corrupt(format!(
+            "attempt {} signed with nonce {} where the draw gives {nonce}",
+            attempt.tx_id, attempt.nonce
+        )));
+    }
     Ok(Some(cursor))
 }
 
@@ -223,8 +234,10 @@ async fn insert_presigned(
             continue;
         };
         let writer = (part.fence.submitter, part.fence.token);
+        let assigned: std::collections::HashSet<Uuid> =
+            assigned.iter().map(|(id, _)| *id).collect();
         for attempt in &presigned.attempts {
-            if assigned.iter().any(|(id, _)| *id == attempt.tx_id) {
+            if assigned.contains(&attempt.tx_id) {
                 rows.push((attempt, writer));
             }
         }

@@ -117,8 +117,6 @@ pub enum Write {
 pub struct Presigned {
     /// The cursor the leader drew from: `(next_nonce, released)`.
     pub from: (u64, Vec<u64>),
-    /// The cursor after the draw.
-    pub to: (u64, Vec<u64>),
     /// One signed attempt per allocated intent, in the part's `tx_ids`
     /// order, each with the nonce drawn for it.
     pub attempts: Vec<NewAttempt>,
