@@ -64,6 +64,7 @@ mod pg_tls;
 mod pipeline;
 mod pipeline_cluster;
 mod pipeline_external;
+mod pipeline_overlap;
 mod pipeline_recovery;
 mod pipeline_rejects;
 mod policies;

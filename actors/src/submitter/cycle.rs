@@ -34,7 +34,11 @@ use super::{
 use crate::{
     domain::Intent,
     store::{
-        filler, group::Write, nonce_cursor::NonceCursor, pipeline, queue_read::QueueRequest,
+        filler,
+        group::Write,
+        nonce_cursor::NonceCursor,
+        pipeline::{self, PendingAttempt},
+        queue_read::QueueRequest,
         FencedTx,
     },
 };
@@ -73,6 +77,22 @@ pub(crate) struct CycleMemory {
     pub(crate) cursor: Option<NonceCursor>,
     /// Draws in a row that no longer held at their write.
     pub(crate) presign_conflicts: u32,
+}
+
+impl CycleOutcome {
+    /// Folds in the outcome of a later batch of the same cycle: its `more`
+    /// stands, retries keep the earliest, flags accumulate.
+    fn merge(&mut self, later: CycleOutcome) {
+        self.more = later.more;
+        self.retry_in = match (self.retry_in, later.retry_in) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.sweep_now |= later.sweep_now;
+        if later.signer_unavailable.is_some() {
+            self.signer_unavailable = later.signer_unavailable;
+        }
+    }
 }
 
 impl CycleMemory {
@@ -154,6 +174,51 @@ pub(crate) async fn run(
         return Ok(outcome);
     }
 
+    // Batch k is sent while batch k+1 is read, priced, signed and written;
+    // k+1's sends start only once k's are done, so a submitter's sends stay
+    // in nonce order.
+    let mut sending = next_batch(ctx, lease, memory, &mut outcome).await?;
+    let mut batches = 1;
+    while let Some(attempts) = sending.take() {
+        if !outcome.more || batches >= PIPELINED_BATCHES {
+            broadcast(ctx, lease, attempts)
+                .await?
+                .apply(&mut outcome, memory);
+            break;
+        }
+        batches += 1;
+        let mut later = CycleOutcome::default();
+        let (sent, next) = tokio::join!(
+            broadcast(ctx, lease, attempts),
+            next_batch(ctx, lease, memory, &mut later)
+        );
+        if next.as_ref().is_ok_and(Option::is_some) && sent.is_err() {
+            // Batch k+1 is durable but will not be sent by this cycle:
+            // the next one looks for due ALLOCATED attempts first.
+            memory.allocated_due_at = Some(Instant::now());
+        }
+        sent?.apply(&mut outcome, memory);
+        outcome.merge(later);
+        sending = next?;
+    }
+    Ok(outcome)
+}
+
+/// Batches one cycle writes before it returns to the actor's mailbox (the
+/// last one's sends are not overlapped).
+const PIPELINED_BATCHES: usize = 4;
+
+/// Reads the next QUEUED intents, prices, draws, signs and writes them
+/// (one fenced write, committed before anything is sent); returns the
+/// attempts to broadcast, `None` when nothing was queued.
+async fn next_batch(
+    ctx: &SubmitterContext,
+    lease: LeaderLease<'_>,
+    memory: &mut CycleMemory,
+    outcome: &mut CycleOutcome,
+) -> Result<Option<Vec<PendingAttempt>>, LeaderError> {
+    let settings = ctx.settings();
+    let batch = settings.batch_size.max(1) as usize;
     let queued = ctx
         .queue
         .read(QueueRequest {
@@ -165,9 +230,9 @@ pub(crate) async fn run(
         .await?;
     if queued.is_empty() {
         if memory.check_gaps {
-            fill_gaps(ctx, lease, memory, &mut outcome).await?;
+            fill_gaps(ctx, lease, memory, outcome).await?;
         }
-        return Ok(outcome);
+        return Ok(None);
     }
     outcome.more = queued.len() == batch;
 
@@ -308,7 +373,7 @@ pub(crate) async fn run(
                 .collect();
             let drawn = presign::draw_and_sign(ctx, cursor, ready, &quote).await;
             lease.renew_if_due().await?;
-            allocate_presigned(ctx, lease, memory, &mut outcome, drawn, batch).await?
+            allocate_presigned(ctx, lease, memory, outcome, drawn, batch).await?
         }
         None => {
             let batch = AllocateThenSign {
@@ -320,7 +385,7 @@ pub(crate) async fn run(
                 estimated_at: now_instant,
                 quote: &quote,
             };
-            allocate_then_sign(ctx, lease, memory, &mut outcome, batch).await?
+            allocate_then_sign(ctx, lease, memory, outcome, batch).await?
         }
     };
     for (tx_id, reason) in &rejected {
@@ -351,10 +416,7 @@ pub(crate) async fn run(
     if signed.signer_unavailable.is_some() {
         outcome.signer_unavailable = signed.signer_unavailable.clone();
     }
-    broadcast(ctx, lease, new_attempts_as_pending(&signed.attempts))
-        .await?
-        .apply(&mut outcome, memory);
-    Ok(outcome)
+    Ok(Some(new_attempts_as_pending(&signed.attempts)))
 }
 
 /// What an intent draws from its submitter's spend window at allocation:

@@ -202,6 +202,10 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
             }
         }
         let faults = shared.faults();
+        if let (true, Some(delay)) = (is_send, faults.send_delay) {
+            Counters::bump(&shared.counters.delayed);
+            tokio::time::sleep(delay).await;
+        }
         if let (true, Some(message)) = (is_send, faults.refuse_sends) {
             if faults.forward_refused_sends {
                 Counters::bump(&shared.counters.forwarded);

@@ -38,6 +38,9 @@ pub(crate) struct Faults {
     /// Hold every request this long before anything else: a backend (or
     /// a remote signer) that stalls.
     pub(crate) stall: Option<Duration>,
+    /// Hold every `eth_sendRawTransaction` this long before forwarding it:
+    /// a slow send path, while every other call answers at once.
+    pub(crate) send_delay: Option<Duration>,
     /// Answer every `eth_sendRawTransaction` with this JSON-RPC error
     /// (code -32000): a node refusing the transaction.
     pub(crate) refuse_sends: Option<&'static str>,
