@@ -27,6 +27,9 @@ use txmgr_actors::chain::ChainClient;
 
 use crate::chain_stats::{ChainStats, CountingChain};
 
+/// `application_name` of the bench's own sessions on the bench database.
+const BENCH_APPLICATION: &str = "txmgr-bench-poll";
+
 /// How long a graceful engine shutdown may take at the end of the run.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -80,9 +83,14 @@ impl BenchDb {
             .context("turning synchronous_commit off")?;
         }
         let url = database_url(admin_url, &name);
+        // Named, so its sessions (the bench's own polls) are not counted
+        // as the engine's PostgreSQL CPU.
+        let own = PgConnectOptions::from_str(&url)
+            .with_context(|| format!("bench database URL {url}"))?
+            .application_name(BENCH_APPLICATION);
         let pool = PgPoolOptions::new()
             .max_connections(2)
-            .connect(&url)
+            .connect_with(own)
             .await
             .with_context(|| format!("connecting to {name}"))?;
         txmgr_actors::store::migrate(&pool)
@@ -114,10 +122,15 @@ impl BenchDb {
         Ok(total - own)
     }
 
-    /// Process ids of the sessions connected to the bench database.
+    /// Process ids of the engine's sessions on the bench database (the
+    /// bench's own polling sessions left out).
     pub(crate) async fn backend_pids(&self) -> Vec<i32> {
-        sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = $1")
-            .bind(&self.name)
+        sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity
+              WHERE datname = $1 AND application_name IS DISTINCT FROM $2",
+        )
+        .bind(&self.name)
+        .bind(BENCH_APPLICATION)
             .fetch_all(&self.admin)
             .await
             .unwrap_or_default()
