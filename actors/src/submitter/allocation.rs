@@ -80,7 +80,7 @@ pub(super) async fn allocate_presigned(
         presigned: Some(Box::new(presigned)),
     };
     let allocating = SystemTime::now();
-    let answer = ctx.committer.write(lease.guard(), write).await;
+    let answer = ctx.write(lease.guard(), write).await;
     let assigned = match answer {
         Ok(Answer::Allocated(assigned)) => assigned,
         Ok(Answer::Done) => Vec::new(),
@@ -183,7 +183,7 @@ pub(super) async fn allocate_then_sign(
         presigned: None,
     };
     let allocating = SystemTime::now();
-    let assigned = match ctx.committer.write(lease.guard(), allocate).await? {
+    let assigned = match ctx.write(lease.guard(), allocate).await? {
         Answer::Allocated(assigned) => assigned,
         Answer::Done => Vec::new(),
     };

@@ -146,8 +146,7 @@ pub(crate) async fn broadcast(
     let retried = !record.retries.is_empty();
     let accepted: Vec<_> = record.accepted.iter().map(|(id, _, _)| *id).collect();
     let rejected = record.rejects.clone();
-    ctx.committer
-        .write(lease.guard(), Write::RecordBroadcast(record))
+    ctx.write(lease.guard(), Write::RecordBroadcast(record))
         .await?;
     if retried {
         report.retry_in = Some(settings.retry_backoff);

@@ -11,7 +11,9 @@
 //!    spend limit the database allocates first and a second write persists,
 //!    `allocation`);
 //! 5. broadcast in nonce order, one request at a time, then one fenced write
-//!    records the results.
+//!    records the results. While a full batch is sent, steps 2–4 run for
+//!    the next one (up to [`PIPELINED_BATCHES`] per cycle); its sends start
+//!    after this batch's record, so sends stay in nonce order.
 //!
 //! The fenced writes go through the node's group committer
 //! (`store::group`), merged with other leaders' writes into one transaction.
@@ -23,7 +25,7 @@ use uuid::Uuid;
 
 use super::{
     allocation::{allocate_presigned, allocate_then_sign, AllocateThenSign, Batch},
-    broadcast::{broadcast, new_attempts_as_pending},
+    broadcast::{broadcast, new_attempts_as_pending, BroadcastReport},
     error::LeaderError,
     fees,
     leader_lease::LeaderLease,
@@ -179,8 +181,9 @@ pub(crate) async fn run(
     // in nonce order.
     let mut sending = next_batch(ctx, lease, memory, &mut outcome).await?;
     let mut batches = 1;
+    let mut smooth = true;
     while let Some(attempts) = sending.take() {
-        if !outcome.more || batches >= PIPELINED_BATCHES {
+        if !outcome.more || batches >= PIPELINED_BATCHES || !smooth {
             broadcast(ctx, lease, attempts)
                 .await?
                 .apply(&mut outcome, memory);
@@ -197,7 +200,13 @@ pub(crate) async fn run(
             // the next one looks for due ALLOCATED attempts first.
             memory.allocated_due_at = Some(Instant::now());
         }
-        sent?.apply(&mut outcome, memory);
+        let sent = sent?;
+        // A send that must be retried, a nonce released or consumed: the
+        // batch already written is sent, then the cycle returns as a
+        // sequential one would (the mailbox, the sweep and the backoff get
+        // their turn) instead of preparing more.
+        smooth = sent == BroadcastReport::default();
+        sent.apply(&mut outcome, memory);
         outcome.merge(later);
         sending = next?;
     }
@@ -501,6 +510,6 @@ pub(super) async fn persist(
         attempts: signed.attempts.clone(),
         refused: signed.refused.clone(),
     };
-    ctx.committer.write(lease.guard(), write).await?;
+    ctx.write(lease.guard(), write).await?;
     Ok(())
 }

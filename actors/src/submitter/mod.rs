@@ -81,8 +81,12 @@ pub struct SubmitterContext {
     pub timers: Arc<ResubmitTimers>,
     /// Live nodes and preferred lease holders.
     pub membership: Arc<Membership>,
-    /// The node-wide group committer of the hot-path fenced writes.
+    /// The node-wide group committer of the hot-path fenced writes; write
+    /// through [`SubmitterContext::write`].
     pub committer: GroupCommitter,
+    /// Held while one of this submitter's group-commit writes is under
+    /// way: see [`SubmitterContext::write`].
+    pub write_turn: tokio::sync::Mutex<()>,
     /// The node-wide reader of the leaders' next QUEUED intents.
     pub queue: QueueReader,
     /// Renews every lease of this node in one statement.
@@ -93,6 +97,22 @@ pub struct SubmitterContext {
 }
 
 impl SubmitterContext {
+    /// Writes `write` through the group committer, one write of this
+    /// submitter at a time. A leader overlaps its sends with its next batch,
+    /// so its broadcast record and its next allocation can be due together;
+    /// in turn, they never sit in two of the committer's concurrent
+    /// transactions (which lock rows of several submitters each, and could
+    /// then wait on each other), and they commit in the order they were
+    /// asked for.
+    pub(crate) async fn write(
+        &self,
+        lease: &crate::store::LeaseGuard,
+        write: crate::store::group::Write,
+    ) -> crate::store::StoreResult<crate::store::group::Answer> {
+        let _turn = self.write_turn.lock().await;
+        self.committer.write(lease, write).await
+    }
+
     /// Whether the current policy lets `intent` be created.
     pub fn check_policy(
         &self,

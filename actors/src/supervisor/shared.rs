@@ -209,6 +209,7 @@ impl EngineShared {
             timers: self.timers.clone(),
             membership: self.membership.clone(),
             committer: self.committer.clone(),
+            write_turn: tokio::sync::Mutex::new(()),
             queue: self.queue.clone(),
             keeper: self.keeper.clone(),
             consumed_suspects: Default::default(),

@@ -131,9 +131,9 @@ impl BenchDb {
         )
         .bind(&self.name)
         .bind(BENCH_APPLICATION)
-            .fetch_all(&self.admin)
-            .await
-            .unwrap_or_default()
+        .fetch_all(&self.admin)
+        .await
+        .unwrap_or_default()
     }
 
     /// Notes one transaction the bench ran on the bench database itself.
