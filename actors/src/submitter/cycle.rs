@@ -201,11 +201,13 @@ pub(crate) async fn run(
             memory.allocated_due_at = Some(Instant::now());
         }
         let sent = sent?;
-        // A send that must be retried, a nonce released or consumed: the
-        // batch already written is sent, then the cycle returns as a
-        // sequential one would (the mailbox, the sweep and the backoff get
-        // their turn) instead of preparing more.
-        smooth = sent == BroadcastReport::default();
+        // A send that must be retried, a nonce released or consumed, a
+        // signer that failed: the batch already written is sent, then the
+        // cycle returns as a sequential one would (the mailbox, the sweep
+        // and the backoff get their turn) instead of preparing more.
+        smooth = sent == BroadcastReport::default()
+            && later.retry_in.is_none()
+            && later.signer_unavailable.is_none();
         sent.apply(&mut outcome, memory);
         outcome.merge(later);
         sending = next?;
