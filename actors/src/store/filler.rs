@@ -24,7 +24,7 @@ pub async fn gaps(pool: &PgPool, key: SubmitterKey) -> StoreResult<Vec<u64>> {
           WHERE c.chain_id = $1 AND c.submitter = $2
             AND r.nonce < (SELECT max(m.nonce) FROM managed_tx m
                             WHERE m.chain_id = $1 AND m.submitter = $2
-                              AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))
+                              AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.phase = 1)
           ORDER BY r.nonce"#,
         key.chain_id as _,
         key.address_hex(),

@@ -65,6 +65,7 @@ pub async fn mined_not_final(
                 receipt_block_hash AS "receipt_block_hash!", receipt->>'status' AS status
            FROM managed_tx
           WHERE chain_id = $1 AND submitter = ANY($2) AND state IN ('TRACKING', 'STUCK')
+            AND phase = 1
             AND receipt IS NOT NULL AND ($3::bigint IS NULL OR receipt_block_number > $3)"#,
         chain_id as _,
         &submitters,
@@ -90,7 +91,7 @@ pub async fn final_above(
         r#"SELECT tx_id, submitter, receipt_block_number AS "receipt_block_number!",
                 receipt_block_hash AS "receipt_block_hash!", receipt->>'status' AS status
            FROM managed_tx
-          WHERE chain_id = $1 AND state IN ('CONFIRMED', 'FAILED_FINAL', 'CANCELLED')
+          WHERE chain_id = $1 AND state IN ('CONFIRMED', 'FAILED_FINAL', 'CANCELLED') AND phase = 2
             AND receipt_block_number IS NOT NULL AND receipt_block_number > $3
             AND submitter = ANY($2)"#,
         chain_id as _,

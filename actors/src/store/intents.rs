@@ -180,7 +180,7 @@ pub async fn open_count(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<i
     let count = sqlx::query_scalar!(
         r#"SELECT count(*) AS "count!" FROM managed_tx
             WHERE chain_id = $1 AND submitter = $2
-              AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')"#,
+              AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK') AND phase <= 1"#,
         submitter.chain_id as _,
         submitter.address_hex(),
     )

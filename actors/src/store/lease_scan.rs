@@ -48,6 +48,7 @@ pub async fn unled_open_work(
                     AS "expires_in_ms!"
            FROM (SELECT submitter FROM managed_tx
                   WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
+                    AND phase <= 1
                  UNION
                  SELECT unnest($4::text[])) o
            LEFT JOIN submitter_lease l ON l.chain_id = $1 AND l.submitter = o.submitter

@@ -35,7 +35,7 @@ pub async fn by_state(pool: &PgPool, chain_id: ChainId) -> StoreResult<Vec<State
         r#"SELECT state, count(*) AS "count!",
                 EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS oldest_age_s
            FROM managed_tx
-          WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
+          WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK') AND phase <= 1
           GROUP BY state"#,
         chain_id as _,
     )
@@ -90,7 +90,7 @@ pub async fn by_submitter(pool: &PgPool, chain_id: ChainId) -> StoreResult<Vec<S
                 count(*) FILTER (WHERE state = 'STUCK') AS "stuck!",
                 (EXTRACT(EPOCH FROM (now() - min(created_at))) * 1000)::bigint AS oldest_ms
            FROM managed_tx
-          WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
+          WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK') AND phase <= 1
           GROUP BY submitter"#,
         chain_id as _,
     )

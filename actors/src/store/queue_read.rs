@@ -172,13 +172,14 @@ async fn query(
            CROSS JOIN LATERAL (
                 SELECT m.tx_id, m.intent, m.ingress_seq FROM managed_tx m
                  WHERE m.chain_id = r.chain_id AND m.submitter = r.submitter AND m.state = 'QUEUED'
+                   AND m.phase = 0
                    AND NOT EXISTS (SELECT 1 FROM submitter_pause p
                                     WHERE p.chain_id = r.chain_id AND p.submitter = r.submitter)
                  ORDER BY m.ingress_seq
                  LIMIT GREATEST(0, LEAST(r.lim, r.bound - (
                        SELECT count(*) FROM managed_tx f
                         WHERE f.chain_id = r.chain_id AND f.submitter = r.submitter
-                          AND f.state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+                          AND f.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND f.phase = 1
                           AND (r.count_mined OR f.receipt IS NULL))))) q
           ORDER BY r.i, q.ingress_seq"#,
         &chain_ids as _,

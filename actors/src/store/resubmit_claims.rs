@@ -161,7 +161,7 @@ pub async fn claim_due(
                 AND ($6::uuid[] IS NULL OR m.tx_id = ANY($6))
                 -- A nonce another key consumed: nothing to resubmit, ever.
                 AND m.sub_state IS DISTINCT FROM $7
-                AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+                AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.phase = 1
                 AND (m.next_resubmit_at <= now() OR m.requested_action IS NOT NULL)
                 AND EXISTS (SELECT 1 FROM tx_attempt t WHERE t.tx_id = m.tx_id AND t.nonce = m.nonce)
               ORDER BY m.nonce LIMIT $3 FOR UPDATE SKIP LOCKED),
@@ -298,7 +298,8 @@ pub async fn request_deadline_cancels(ftx: &mut FencedTx) -> StoreResult<Vec<Uui
                 last_error = 'expired: valid_until ' || (m.intent->>'valid_until') || ' passed before it was mined; cancelling',
                 updated_at = now()
           WHERE m.chain_id = $1 AND m.submitter = $2 AND m.receipt IS NULL
-            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.requested_action IS NULL
+            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.phase = 1
+            AND m.requested_action IS NULL
             AND m.sub_state IS DISTINCT FROM $3
             AND m.intent ? 'valid_until' AND (m.intent->>'valid_until')::timestamptz <= now()
             AND EXISTS (SELECT 1 FROM tx_attempt t WHERE t.tx_id = m.tx_id AND t.nonce = m.nonce)
@@ -356,7 +357,7 @@ pub async fn schedule(
                       - now())) * 1000)::bigint) AS "due_ms!"
              FROM managed_tx
             WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-              AND receipt IS NULL AND next_resubmit_at IS NOT NULL
+              AND phase = 1 AND receipt IS NULL AND next_resubmit_at IS NOT NULL
               AND ($3::uuid[] IS NULL OR tx_id = ANY($3))"#,
         key.chain_id as _,
         key.address_hex(),
@@ -379,7 +380,7 @@ pub async fn head_of_line(pool: &PgPool, key: SubmitterKey) -> StoreResult<Optio
     let row = sqlx::query!(
         r#"SELECT nonce AS "nonce!", state FROM managed_tx
             WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-              AND receipt IS NULL AND sub_state IS DISTINCT FROM $3
+              AND phase = 1 AND receipt IS NULL AND sub_state IS DISTINCT FROM $3
             ORDER BY nonce LIMIT 1"#,
         key.chain_id as _,
         key.address_hex(),

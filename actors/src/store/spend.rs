@@ -43,7 +43,7 @@ pub async fn windows(
                   w.reserved AS "reserved!",
                   (SELECT count(*) FROM managed_tx m
                     WHERE m.chain_id = $1 AND m.submitter = r.submitter
-                      AND m.state = 'QUEUED' AND m.sub_state = $4) AS "waiting!"
+                      AND m.state = 'QUEUED' AND m.phase = 0 AND m.sub_state = $4) AS "waiting!"
              FROM UNNEST($2::text[], $3::bigint[]) AS r(submitter, window_ms)
              CROSS JOIN LATERAL (
                  SELECT COALESCE(sum(l.value), 0)::text AS spent,

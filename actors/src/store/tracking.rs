@@ -34,7 +34,7 @@ pub async fn load_unmined_below(
              FROM managed_tx m
             WHERE m.chain_id = $1 AND m.submitter = $2
               AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
-              AND m.sub_state IS DISTINCT FROM $4
+              AND m.phase = 1 AND m.sub_state IS DISTINCT FROM $4
               AND m.nonce < $3
             ORDER BY m.nonce"#,
         key.chain_id as _,
@@ -320,7 +320,7 @@ pub async fn open_attempt_hashes(
     let rows = sqlx::query!(
         "SELECT a.tx_id, a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
           WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = m.nonce
-            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')",
+            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.phase = 1",
         key.chain_id as _,
         key.address_hex(),
     )

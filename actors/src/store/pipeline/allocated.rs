@@ -64,7 +64,7 @@ pub async fn load_due_allocated(
            FROM managed_tx m
            JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = m.tx_id
                           AND t.nonce = m.nonce ORDER BY attempt_no DESC LIMIT 1) a ON true
-          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED' AND m.phase = 1
             AND (m.retry_at IS NULL OR m.retry_at <= now())
           ORDER BY m.nonce LIMIT $3"#,
         key.chain_id as _,
@@ -100,7 +100,7 @@ pub async fn next_allocated_retry(
         // "due now" (0). The clamp to zero is done below.
         "SELECT (EXTRACT(EPOCH FROM (min(m.retry_at) - now())) * 1000)::bigint
            FROM managed_tx m
-          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED' AND m.retry_at IS NOT NULL
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED' AND m.phase = 1 AND m.retry_at IS NOT NULL
             -- Unsigned ones wait for the recovery signing, not for a retry.
             AND EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)",
         key.chain_id as _,
@@ -119,7 +119,7 @@ pub async fn load_allocated_unsigned(
 ) -> StoreResult<Vec<(Uuid, u64, Intent)>> {
     let rows = sqlx::query!(
         r#"SELECT m.tx_id, m.nonce AS "nonce!", m.intent FROM managed_tx m
-          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED'
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND m.state = 'ALLOCATED' AND m.phase = 1
             AND NOT EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)
           ORDER BY m.nonce"#,
         key.chain_id as _,
@@ -145,7 +145,7 @@ pub async fn retry_allocated_now(ftx: &mut FencedTx) -> StoreResult<()> {
     let key = ftx.submitter();
     sqlx::query!(
         "UPDATE managed_tx SET retry_at = now()
-          WHERE chain_id = $1 AND submitter = $2 AND state = 'ALLOCATED'",
+          WHERE chain_id = $1 AND submitter = $2 AND state = 'ALLOCATED' AND phase = 1",
         key.chain_id as _,
         key.address_hex(),
     )

@@ -29,7 +29,7 @@ pub async fn expire_queued(ftx: &mut FencedTx) -> StoreResult<PausedExpiry> {
                       AS "next_ms?"
              FROM (SELECT tx_id, (intent->>'valid_until')::timestamptz AS until
                      FROM managed_tx
-                    WHERE chain_id = $1 AND submitter = $2 AND state = 'QUEUED'
+                    WHERE chain_id = $1 AND submitter = $2 AND state = 'QUEUED' AND phase = 0
                       AND intent ? 'valid_until') q"#,
         submitter.chain_id as _,
         submitter.address_hex(),
