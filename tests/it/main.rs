@@ -31,6 +31,7 @@ mod grafana_dashboard;
 mod group_commit;
 mod hardhat_errors;
 mod harness;
+mod hot_acceptance;
 mod http_api;
 mod https_api;
 mod kms_signer;
