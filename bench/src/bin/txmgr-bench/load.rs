@@ -214,7 +214,7 @@ pub(crate) async fn count_in_states(
 ) -> anyhow::Result<usize> {
     db.count_own_query();
     let count: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM managed_tx WHERE state = ANY($1) AND phase <= 1 AND submitter = ANY($2)",
+        "SELECT count(*) FROM managed_tx WHERE state = ANY($1) AND submitter = ANY($2)",
     )
     .bind(states)
     .bind(submitters)
