@@ -7,19 +7,19 @@ use alloy::{
     consensus::{SignableTransaction, TxEnvelope, TypedTransaction},
     eips::eip2718::Encodable2718,
     primitives::{keccak256, Address, B256},
-    signers::{
-        local::{LocalSignerError, PrivateKeySigner},
-        SignerSync,
-    },
+    signers::local::{LocalSignerError, PrivateKeySigner},
 };
 use async_trait::async_trait;
 
-use super::{bind_chain_id, SignedRaw, SignerError, TxSigner, TARGET};
+use super::{bind_chain_id, secp_key::SecpKey, SignedRaw, SignerError, TxSigner, TARGET};
 
 /// A signer whose secp256k1 key lives in this process.
 pub struct LocalTxSigner {
-    /// The key; `PrivateKeySigner`'s own Debug is never used.
+    /// The key as alloy holds it (its address); `PrivateKeySigner`'s own
+    /// Debug is never used.
     key: PrivateKeySigner,
+    /// The same key for libsecp256k1, which signs.
+    secp: SecpKey,
     /// Chain every signed transaction is bound to (EIP-155 / typed chain id).
     chain_id: u64,
     /// Where the key came from, for Debug and logs.
@@ -48,11 +48,7 @@ impl LocalTxSigner {
         let key = key.map_err(|reason| {
             SignerError::Config(format!("environment variable {var} {reason}"))
         })?;
-        Ok(Self {
-            key,
-            chain_id,
-            source: KeySource::Env(var.to_owned()),
-        })
+        Self::new(key, chain_id, KeySource::Env(var.to_owned()))
     }
 
     /// Reads a hex private key (`0x` optional, surrounding whitespace
@@ -68,11 +64,7 @@ impl LocalTxSigner {
         let key = key.map_err(|reason| {
             SignerError::Config(format!("key_file {} {reason}", path.display()))
         })?;
-        Ok(Self {
-            key,
-            chain_id,
-            source: KeySource::File(path.to_owned()),
-        })
+        Self::new(key, chain_id, KeySource::File(path.to_owned()))
     }
 
     /// Decrypts the JSON keystore at `path` with the password held in the
@@ -99,20 +91,35 @@ impl LocalTxSigner {
         })?;
         let key = decrypted.map_err(|e| keystore_error(&shown, password_env, &e))?;
         tracing::debug!(target: TARGET, path = %shown, address = %key.address(), "keystore decrypted");
+        Self::new(key, chain_id, KeySource::Keystore(path))
+    }
+
+    /// The signer of `key`, its libsecp256k1 copy made from the same bytes.
+    fn new(key: PrivateKeySigner, chain_id: u64, source: KeySource) -> Result<Self, SignerError> {
+        let mut field = key.credential().to_bytes();
+        let mut bytes = [0u8; 32];
+        bytes.copy_from_slice(&field);
+        let secp = SecpKey::from_bytes(bytes);
+        // Best effort, as `wipe`: the copies made here leave no key behind.
+        field.fill(0);
+        bytes.fill(0);
+        std::hint::black_box((&field, &bytes));
+        let secp = secp.ok_or_else(|| {
+            // Unreachable: alloy checked the same range rules.
+            SignerError::Config("the private key is not a valid secp256k1 key".to_owned())
+        })?;
         Ok(Self {
             key,
+            secp,
             chain_id,
-            source: KeySource::Keystore(path),
+            source,
         })
     }
 
     /// Signs `tx` (already bound to the chain) and encodes it.
     fn sign_now(&self, tx: TypedTransaction) -> Result<SignedRaw, SignerError> {
         let tx = bind_chain_id(tx, self.chain_id)?;
-        let signature = self
-            .key
-            .sign_hash_sync(&tx.signature_hash())
-            .map_err(|e| SignerError::Refused(format!("local signing failed: {e}")))?;
+        let signature = self.secp.sign_hash(&tx.signature_hash());
         let envelope = TxEnvelope::from((tx, signature));
         let raw = envelope.encoded_2718();
         let hash: B256 = keccak256(&raw);
@@ -253,11 +260,12 @@ mod tests {
 
     #[test]
     fn debug_shows_kind_and_address_only() {
-        let signer = LocalTxSigner {
-            key: parse_private_key(KEY).unwrap(),
-            chain_id: 1,
-            source: KeySource::Env("SOME_VAR".into()),
-        };
+        let signer = LocalTxSigner::new(
+            parse_private_key(KEY).unwrap(),
+            1,
+            KeySource::Env("SOME_VAR".into()),
+        )
+        .unwrap();
         let shown = format!("{signer:?}");
         assert!(
             shown.contains("env") && shown.contains("SOME_VAR"),
@@ -274,11 +282,12 @@ mod tests {
 
     #[test]
     fn signed_hash_is_keccak_of_raw() {
-        let signer = LocalTxSigner {
-            key: parse_private_key(KEY).unwrap(),
-            chain_id: 31337,
-            source: KeySource::Env("V".into()),
-        };
+        let signer = LocalTxSigner::new(
+            parse_private_key(KEY).unwrap(),
+            31337,
+            KeySource::Env("V".into()),
+        )
+        .unwrap();
         let tx = TypedTransaction::Legacy(alloy::consensus::TxLegacy {
             gas_limit: 21_000,
             gas_price: 1,

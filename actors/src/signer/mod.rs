@@ -27,6 +27,7 @@ mod endpoint;
 mod local;
 mod metered;
 mod remote;
+mod secp_key;
 mod spec;
 mod verify;
 
