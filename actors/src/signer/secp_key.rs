@@ -1,6 +1,6 @@
 //! ECDSA signing of a key held in this process with libsecp256k1 (the
 //! `secp256k1` crate): the same RFC 6979 signatures as k256 (deterministic
-//! nonce, low `s`), in about half the CPU time. Signing was the largest
+//! nonce, low `s`), in less CPU time. Signing was the largest
 //! share of the engine's own CPU per intent (README "Benchmark").
 
 use alloy::primitives::{Signature, B256, U256};
@@ -19,10 +19,11 @@ impl SecpKey {
     /// or not below the curve order. The caller wipes its copy.
     pub(super) fn from_bytes(bytes: [u8; 32]) -> Option<Self> {
         let key = SecretKey::from_byte_array(bytes).ok()?;
-        Some(Self {
-            key,
-            context: Secp256k1::signing_only(),
-        })
+        let mut context = Secp256k1::signing_only();
+        // Blinds the generator multiplication (side-channel protection in
+        // depth; signatures stay deterministic).
+        context.seeded_randomize(&rand::random());
+        Some(Self { key, context })
     }
 
     /// Signs the 32-byte prehash `hash` (RFC 6979 nonce, low `s`).
