@@ -3,15 +3,28 @@
 //! nonce, low `s`), in less CPU time. Signing was the largest
 //! share of the engine's own CPU per intent (README "Benchmark").
 
+use std::sync::OnceLock;
+
 use alloy::primitives::{Signature, B256, U256};
 use secp256k1::{Message, Secp256k1, SecretKey, SignOnly};
 
-/// A secp256k1 private key with a signing context. Its bytes are
-/// overwritten when it is dropped (best effort: see
-/// [`SecretKey::non_secure_erase`]); it has no `Debug`.
+/// A secp256k1 private key. Its bytes are overwritten when it is dropped
+/// (best effort: see [`SecretKey::non_secure_erase`]); it has no `Debug`.
 pub(super) struct SecpKey {
     key: SecretKey,
-    context: Secp256k1<SignOnly>,
+}
+
+/// The process's signing context, shared by every key (a node may hold
+/// thousands): made once, its generator multiplication blinded with a
+/// random seed (side-channel protection in depth; signatures stay
+/// deterministic). Signing needs only `&`.
+fn context() -> &'static Secp256k1<SignOnly> {
+    static CONTEXT: OnceLock<Secp256k1<SignOnly>> = OnceLock::new();
+    CONTEXT.get_or_init(|| {
+        let mut context = Secp256k1::signing_only();
+        context.seeded_randomize(&rand::random());
+        context
+    })
 }
 
 impl SecpKey {
@@ -19,18 +32,12 @@ impl SecpKey {
     /// or not below the curve order. The caller wipes its copy.
     pub(super) fn from_bytes(bytes: [u8; 32]) -> Option<Self> {
         let key = SecretKey::from_byte_array(bytes).ok()?;
-        let mut context = Secp256k1::signing_only();
-        // Blinds the generator multiplication (side-channel protection in
-        // depth; signatures stay deterministic).
-        context.seeded_randomize(&rand::random());
-        Some(Self { key, context })
+        Some(Self { key })
     }
 
     /// Signs the 32-byte prehash `hash` (RFC 6979 nonce, low `s`).
     pub(super) fn sign_hash(&self, hash: &B256) -> Signature {
-        let signature = self
-            .context
-            .sign_ecdsa_recoverable(Message::from_digest(hash.0), &self.key);
+        let signature = context().sign_ecdsa_recoverable(Message::from_digest(hash.0), &self.key);
         let (recovery_id, compact) = signature.serialize_compact();
         // Ids 2 and 3 (an `r` above the order) keep their parity in bit 0.
         let odd_y = i32::from(recovery_id) & 1 == 1;
