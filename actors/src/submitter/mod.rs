@@ -82,11 +82,12 @@ pub struct SubmitterContext {
     /// Live nodes and preferred lease holders.
     pub membership: Arc<Membership>,
     /// The node-wide group committer of the hot-path fenced writes; write
-    /// through [`SubmitterContext::write`].
-    pub committer: GroupCommitter,
+    /// through [`SubmitterContext::write`] (crate-private so that no caller
+    /// can bypass the write turn).
+    pub(crate) committer: GroupCommitter,
     /// Held while one of this submitter's group-commit writes is under
     /// way: see [`SubmitterContext::write`].
-    pub write_turn: tokio::sync::Mutex<()>,
+    pub(crate) write_turn: tokio::sync::Mutex<()>,
     /// The node-wide reader of the leaders' next QUEUED intents.
     pub queue: QueueReader,
     /// Renews every lease of this node in one statement.

@@ -1,0 +1,105 @@
+//! The benchmark's own test: a small run of its closed-loop phases and of
+//! its idle phase (a real `txmgr run` process, fail-over included) against
+//! real PostgreSQL and anvil, read back from `--json`.
+//!
+//! The figures themselves are not asserted (performance is never measured
+//! by a test); what is asserted is that every phase runs to its end and
+//! that the counts the bench derives from the database add up: each intent
+//! is inserted once, the idle phase's work reaches its final states and its
+//! node's leases are taken over. A phase whose wait can never end (a state
+//! count that misses its rows) fails here on its deadline.
+
+use std::{path::PathBuf, process::Command};
+
+use serde_json::Value;
+
+/// The `txmgr` binary the idle phase starts: the workspace's, built beside
+/// this package's (the `txmgr` package has integration tests, so a test
+/// build of the workspace builds it).
+fn txmgr_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_txmgr-bench")).with_file_name("txmgr")
+}
+
+fn number(report: &Value, pointer: &str) -> f64 {
+    report
+        .pointer(pointer)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{pointer} missing from the report: {report:#}"))
+}
+
+#[test]
+fn a_small_run_of_every_closed_loop_phase_and_the_idle_phase_completes() {
+    let txmgr = txmgr_bin();
+    assert!(
+        txmgr.is_file(),
+        "{} missing: build the workspace's tests (cargo nextest run --workspace)",
+        txmgr.display()
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_txmgr-bench"))
+        .args([
+            "-n",
+            "40",
+            "-c",
+            "8",
+            "--submitters",
+            "4",
+            "--batch-size",
+            "8",
+        ])
+        .args(["--phases", "raw,one,many,idle"])
+        .args(["--tracking-timeout", "120s", "--deadline", "10m"])
+        .args(["--idle-submitters", "12", "--idle-used", "3"])
+        .args(["--idle-window", "2s", "--idle-ready-timeout", "2m"])
+        .arg("--txmgr")
+        .arg(&txmgr)
+        .arg("--json")
+        .output()
+        .expect("txmgr-bench starts");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "txmgr-bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("--json is not JSON ({e}); stderr: {stderr}"));
+
+    assert_eq!(number(&report, "/raw_one/count"), 40.0);
+    assert!(number(&report, "/raw_one/tx_per_s") > 0.0);
+    for phase in ["/one", "/many/0"] {
+        assert_eq!(number(&report, &format!("{phase}/count")), 40.0);
+        assert!(number(&report, &format!("{phase}/acks_per_s")) > 0.0);
+        assert!(number(&report, &format!("{phase}/ratio_vs_raw")) > 0.0);
+        // One send per intent: nothing is mined, nothing resent.
+        let sends = number(&report, &format!("{phase}/rpc_requests_per_intent"));
+        assert!(
+            (1.0..1.5).contains(&sends),
+            "{phase}: {sends} requests per intent"
+        );
+        let tables = report
+            .pointer(&format!("{phase}/row_versions/tables"))
+            .and_then(Value::as_array)
+            .unwrap_or_else(|| panic!("{phase}: no row version tables: {report:#}"));
+        let managed = tables
+            .iter()
+            .find(|t| t["table"] == "managed_tx")
+            .unwrap_or_else(|| panic!("{phase}: managed_tx not counted: {report:#}"));
+        assert_eq!(
+            managed["inserts_per_intent"].as_f64(),
+            Some(1.0),
+            "{phase}: each intent is inserted once: {managed:#}"
+        );
+    }
+    assert_eq!(number(&report, "/many/0/submitters"), 4.0);
+
+    // The idle phase: its used submitters' work became final, nothing is
+    // left open once settled, and the second node took every lease over.
+    assert_eq!(number(&report, "/idle/submitters"), 12.0);
+    assert_eq!(number(&report, "/idle/used"), 3.0);
+    assert!(number(&report, "/idle/work_to_final_ms") > 0.0);
+    assert_eq!(number(&report, "/idle/settled/open_intents"), 0.0);
+    assert!(number(&report, "/idle/before_work/rss_mib") > 0.0);
+    assert!(number(&report, "/idle/failover/leases_of_a") >= 1.0);
+    let taken = number(&report, "/idle/failover/all_taken_s");
+    let bound = number(&report, "/idle/failover/bound_s");
+    assert!(
+        taken <= bound,
+        "take-over {taken} s past its bound {bound} s"
+    );
+}
