@@ -207,6 +207,12 @@ pub struct ChainConfig {
     /// Timeout of one RPC call.
     #[serde(default = "default_rpc_timeout", with = "humantime_serde")]
     pub rpc_timeout: Duration,
+    /// Send a leader's batch of transactions in one JSON-RPC batch request
+    /// (in nonce order) when the chain has one endpoint and no send-only
+    /// one; off: one request per transaction. An endpoint that refuses
+    /// batches is sent to one by one from its first refusal on.
+    #[serde(default = "default_true")]
+    pub batch_sends: bool,
     /// Period of the slow sweep that re-checks, per submitter, the chain's
     /// nonces (external use of the key) and the receipts of intents whose
     /// nonce is consumed but whose receipt the block matcher did not see.

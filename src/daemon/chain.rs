@@ -18,6 +18,7 @@ const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 pub fn endpoint_settings(chain: &ChainConfig, start_out_of_service: bool) -> EndpointSettings {
     EndpointSettings {
         start_out_of_service,
+        batch_sends: chain.batch_sends,
         policy: HealthPolicy {
             failures_to_unhealthy: chain.unhealthy_after_failures,
             max_head_lag: chain.max_head_lag,

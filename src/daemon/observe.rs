@@ -149,6 +149,18 @@ impl ChainClient for CountingChain {
         let sent = self.inner.send_raw_private(raw).await;
         self.counted("eth_sendRawTransaction_private", sent)
     }
+    fn sends_in_batches(&self) -> bool {
+        self.inner.sends_in_batches()
+    }
+    async fn send_raw_batch(&self, raws: &[Bytes]) -> Option<Vec<Result<B256, ChainError>>> {
+        let answers = self.inner.send_raw_batch(raws).await?;
+        Some(
+            answers
+                .into_iter()
+                .map(|sent| self.counted("eth_sendRawTransaction", sent))
+                .collect(),
+        )
+    }
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
         self.counted("eth_getTransactionReceipt", self.inner.receipt(hash).await)
     }

@@ -9,6 +9,7 @@ mod common;
 
 mod actor_tree;
 mod allocated_escalation;
+mod batch_sends;
 mod bounded;
 mod bounded_tracker;
 mod cli;

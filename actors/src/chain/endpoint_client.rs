@@ -47,6 +47,14 @@ impl ChainClient for RpcEndpoints {
         self.send_private(raw).await
     }
 
+    fn sends_in_batches(&self) -> bool {
+        self.batches_sends()
+    }
+
+    async fn send_raw_batch(&self, raws: &[Bytes]) -> Option<Vec<Result<B256, ChainError>>> {
+        self.send_batch(raws).await
+    }
+
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
         self.read(|rpc| async move { rpc.receipt(hash).await })
             .await

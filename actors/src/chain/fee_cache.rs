@@ -93,6 +93,12 @@ impl ChainClient for FeeCache {
     async fn send_raw_private(&self, raw: &Bytes) -> Result<B256, ChainError> {
         self.inner.send_raw_private(raw).await
     }
+    fn sends_in_batches(&self) -> bool {
+        self.inner.sends_in_batches()
+    }
+    async fn send_raw_batch(&self, raws: &[Bytes]) -> Option<Vec<Result<B256, ChainError>>> {
+        self.inner.send_raw_batch(raws).await
+    }
     async fn receipt(&self, hash: B256) -> Result<Option<TransactionReceipt>, ChainError> {
         self.inner.receipt(hash).await
     }

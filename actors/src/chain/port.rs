@@ -122,6 +122,21 @@ pub trait ChainClient: Send + Sync + fmt::Debug {
     async fn fees(&self) -> Result<FeeQuote, ChainError>;
     /// `eth_sendRawTransaction`; the hash the node returned.
     async fn send_raw(&self, raw: &Bytes) -> Result<B256, ChainError>;
+    /// True when [`ChainClient::send_raw_batch`] sends several transactions
+    /// in one request (a JSON-RPC batch) rather than one by one: the
+    /// broadcaster then checks its lease once for the whole batch, which
+    /// one request's timeout bounds.
+    fn sends_in_batches(&self) -> bool {
+        false
+    }
+    /// `eth_sendRawTransaction` of every one of `raws` in one request, in
+    /// this order; the answers come in the same order. `None` when the
+    /// client sends no batches or the endpoint refused this one (nothing is
+    /// known to be sent: send them one by one).
+    async fn send_raw_batch(&self, raws: &[Bytes]) -> Option<Vec<Result<B256, ChainError>>> {
+        let _ = raws;
+        None
+    }
     /// `eth_sendRawTransaction` to the chain's send-only endpoints alone (a
     /// private mempool), never to a public one; any answer but an
     /// acceptance is an unknown answer ([`ChainError::Transport`]). A client

@@ -1,6 +1,10 @@
 //! [`EvmRpc`]: the chain port ([`ChainClient`]) over one JSON-RPC endpoint.
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{
+    fmt,
+    sync::{atomic::AtomicBool, Arc},
+    time::Duration,
+};
 
 use alloy::{
     eips::BlockNumberOrTag,
@@ -20,6 +24,8 @@ use super::{
     transport::{NamedHttp, MAX_RPC_RESPONSE_BYTES},
 };
 
+mod batch;
+
 use super::port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote};
 use crate::domain::FinalityTag;
 use crate::domain::Intent;
@@ -35,6 +41,9 @@ pub struct EvmRpc {
     /// Renderings of the URL (and its secret-bearing parts) that error texts
     /// from the transport may repeat; each is replaced by the name.
     secrets: Arc<[String]>,
+    /// The endpoint refused a JSON-RPC batch once: send one by one from
+    /// then on (see `batch`).
+    batches_refused: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for EvmRpc {
@@ -83,6 +92,7 @@ impl EvmRpc {
             timeout,
             name: Arc::from(name),
             secrets: secret_renderings(url, &parsed).into(),
+            batches_refused: Arc::new(AtomicBool::new(false)),
         })
     }
 

@@ -80,28 +80,23 @@ pub(crate) async fn broadcast(
     let settings = ctx.settings();
     let mut attempts = attempts;
     attempts.sort_by_key(|a| a.nonce);
-    // In nonce order, one at a time: nodes that forbid nonce gaps refuse a
-    // later nonce that arrives first, and anvil's pool can strand
-    // concurrently arriving out-of-order nonces in its queue for good.
-    let mut results = Vec::with_capacity(attempts.len());
     let ids: Vec<uuid::Uuid> = attempts.iter().map(|a| a.tx_id).collect();
     let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
-    for attempt in &attempts {
-        // Long batches: keep the lease renewed, and never send on a lapsed one.
+    let private = settings.private_sends || attempts.iter().any(|a| a.private);
+    let mut batched = None;
+    if attempts.len() > 1 && !private && traces.is_empty() && ctx.chain.sends_in_batches() {
+        // One JSON-RPC batch, its calls in nonce order: one lease check
+        // covers it (one request's timeout bounds it). Traced intents go
+        // one by one below, each send a span of its own; so does a batch
+        // the endpoint refused.
         lease.check_may_send().await?;
-        // A private intent (or submitter) goes to the send-only endpoints
-        // alone; their refusal is an unknown answer, never a public send.
-        // Each endpoint's answer becomes a span of the intent's trace.
-        let sent = crate::intent_trace::broadcasting(traces.get(&attempt.tx_id).copied(), async {
-            if settings.private_sends || attempt.private {
-                ctx.chain.send_raw_private(&attempt.raw).await
-            } else {
-                ctx.chain.send_raw(&attempt.raw).await
-            }
-        })
-        .await;
-        results.push(sent);
+        let raws: Vec<_> = attempts.iter().map(|a| a.raw.clone()).collect();
+        batched = ctx.chain.send_raw_batch(&raws).await;
     }
+    let results = match batched {
+        Some(results) if results.len() == attempts.len() => results,
+        _ => send_one_by_one(ctx, lease, &attempts, &traces).await?,
+    };
     let mut record = BroadcastRecord {
         resubmit_interval: settings.resubmit_interval,
         retry_after: settings.retry_backoff,
@@ -163,4 +158,35 @@ pub(crate) async fn broadcast(
         tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "broadcast refused definitively; nonce released");
     }
     Ok(report)
+}
+
+/// Sends `attempts` one request at a time, in nonce order: nodes that
+/// forbid nonce gaps refuse a later nonce that arrives first, and anvil's
+/// pool can strand concurrently arriving out-of-order nonces in its queue
+/// for good.
+async fn send_one_by_one(
+    ctx: &SubmitterContext,
+    lease: LeaderLease<'_>,
+    attempts: &[PendingAttempt],
+    traces: &std::collections::HashMap<uuid::Uuid, crate::intent_trace::TraceParent>,
+) -> Result<Vec<Result<alloy::primitives::B256, crate::chain::ChainError>>, LeaderError> {
+    let settings = ctx.settings();
+    let mut results = Vec::with_capacity(attempts.len());
+    for attempt in attempts {
+        // Long batches: keep the lease renewed, and never send on a lapsed one.
+        lease.check_may_send().await?;
+        // A private intent (or submitter) goes to the send-only endpoints
+        // alone; their refusal is an unknown answer, never a public send.
+        // Each endpoint's answer becomes a span of the intent's trace.
+        let sent = crate::intent_trace::broadcasting(traces.get(&attempt.tx_id).copied(), async {
+            if settings.private_sends || attempt.private {
+                ctx.chain.send_raw_private(&attempt.raw).await
+            } else {
+                ctx.chain.send_raw(&attempt.raw).await
+            }
+        })
+        .await;
+        results.push(sent);
+    }
+    Ok(results)
 }

@@ -191,17 +191,31 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
             continue;
         }
 
+        let faults = shared.faults();
+        let batch = calls(&request.body);
+        let is_batch = request.body.trim_ascii_start().starts_with(b"[");
+        if faults.refuse_batches && is_batch {
+            Counters::bump(&shared.counters.refused_batches);
+            let body = b"batch requests are not supported";
+            let ok = write_response(&mut conn, 400, Some("text/plain"), body, request.close).await;
+            if !ok || request.close {
+                return;
+            }
+            continue;
+        }
         let is_send = calls_method(&request.body, SEND_RAW_METHOD);
         if is_send {
-            let raw = serde_json::from_slice::<serde_json::Value>(&request.body)
-                .ok()
-                .and_then(|call| call["params"][0].as_str().map(str::to_lowercase));
-            if let Some(raw) = raw {
-                let mut sent = shared.sent_raw.lock().unwrap_or_else(|e| e.into_inner());
-                sent.push(raw);
+            Counters::bump(&shared.counters.send_requests);
+            if is_batch && batch.len() > 1 {
+                Counters::bump(&shared.counters.send_batches);
+            }
+            let mut sent = shared.sent_raw.lock().unwrap_or_else(|e| e.into_inner());
+            for call in batch {
+                if let Some(raw) = call["params"][0].as_str() {
+                    sent.push(raw.to_lowercase());
+                }
             }
         }
-        let faults = shared.faults();
         if let (true, Some(delay)) = (is_send, faults.send_delay) {
             Counters::bump(&shared.counters.delayed);
             tokio::time::sleep(delay).await;
@@ -211,12 +225,19 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                 Counters::bump(&shared.counters.forwarded);
                 let _ = forward(&shared, &request).await;
             }
-            let id = serde_json::from_slice::<serde_json::Value>(&request.body)
-                .ok()
-                .and_then(|call| call.get("id").cloned())
-                .unwrap_or(serde_json::Value::Null);
-            let answer = serde_json::json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32000, "message": message}});
+            // Every call refused, a batch's each with its own id.
+            let refuse = |call: &serde_json::Value| {
+                let id = call.get("id").cloned().unwrap_or(serde_json::Value::Null);
+                serde_json::json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32000, "message": message}})
+            };
+            let answer = match serde_json::from_slice::<serde_json::Value>(&request.body) {
+                Ok(serde_json::Value::Array(batch)) => {
+                    serde_json::Value::Array(batch.iter().map(refuse).collect())
+                }
+                Ok(call) => refuse(&call),
+                Err(_) => refuse(&serde_json::Value::Null),
+            };
             let ok = write_response(
                 &mut conn,
                 200,
@@ -325,10 +346,33 @@ async fn forward(
     Ok((status, content_type, body))
 }
 
+/// The calls of a JSON-RPC body: one, or a batch's.
+fn calls(body: &[u8]) -> Vec<serde_json::Value> {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Array(batch)) => batch,
+        Ok(call) => vec![call],
+        Err(_) => Vec::new(),
+    }
+}
+
 /// The answer a lying backend gives instead of forwarding: a swallowed send
-/// (its hash, as if accepted) or a frozen head. Single calls only.
+/// (its hash, as if accepted) or a frozen head. A batch is answered so only
+/// when every one of its calls is.
 fn scripted_answer(body: &[u8], faults: &Faults) -> Option<String> {
-    let call: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match serde_json::from_slice::<serde_json::Value>(body).ok()? {
+        serde_json::Value::Array(batch) => {
+            let answers: Option<Vec<serde_json::Value>> = batch
+                .iter()
+                .map(|call| scripted_call(call, faults))
+                .collect();
+            Some(serde_json::Value::Array(answers?).to_string())
+        }
+        call => scripted_call(&call, faults).map(|answer| answer.to_string()),
+    }
+}
+
+/// [`scripted_answer`] of one call.
+fn scripted_call(call: &serde_json::Value, faults: &Faults) -> Option<serde_json::Value> {
     let id = call.get("id").cloned().unwrap_or(serde_json::Value::Null);
     let result = match call.get("method").and_then(|m| m.as_str())? {
         SEND_RAW_METHOD if faults.swallow_sends => {
@@ -339,7 +383,7 @@ fn scripted_answer(body: &[u8], faults: &Faults) -> Option<String> {
         "eth_blockNumber" => format!("0x{:x}", faults.frozen_head?),
         _ => return None,
     };
-    Some(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string())
+    Some(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }
 
 /// Whether the JSON-RPC body (single call or batch) calls `method`.

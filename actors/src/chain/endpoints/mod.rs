@@ -298,6 +298,39 @@ impl RpcEndpoints {
         fanout::combine(answers)
     }
 
+    /// True when a batch of sends goes out as one JSON-RPC batch: batching
+    /// is on and there is one endpoint and no send-only one (several
+    /// endpoints are sent to one transaction at a time, each send's answers
+    /// combined as in [`RpcEndpoints::send`]).
+    pub(crate) fn batches_sends(&self) -> bool {
+        self.inner.settings.batch_sends
+            && self.inner.endpoints.len() == 1
+            && self.inner.send_only.is_empty()
+            && !self.inner.endpoints[0].rpc.batches_refused()
+    }
+
+    /// Sends `raws` in one JSON-RPC batch, in this order, and answers each;
+    /// `None` when [`RpcEndpoints::batches_sends`] is false or the endpoint
+    /// refused the batch. The batch is booked as one call of the endpoint,
+    /// a transport failure only when no call was answered.
+    pub(crate) async fn send_batch(
+        &self,
+        raws: &[alloy::primitives::Bytes],
+    ) -> Option<Vec<Result<B256, ChainError>>> {
+        if !self.batches_sends() {
+            return None;
+        }
+        let started = Instant::now();
+        let answers = self.inner.endpoints[0].rpc.send_raw_batch(raws).await?;
+        let failure = answers
+            .iter()
+            .all(|a| matches!(a, Err(ChainError::Transport(_))))
+            .then(|| answers.first().and_then(|a| a.as_ref().err()))
+            .flatten();
+        self.observe(0, failure, started.elapsed());
+        Some(answers)
+    }
+
     /// One endpoint's send, booked, and recorded as a span of the intent's
     /// trace when it is traced.
     async fn send_to(

@@ -36,10 +36,11 @@ const METHODS: [(&str, u64); METHOD_COUNT] = [
     ("block", 1),
     ("block_receipts", 1),
     ("tagged_block", 1),
+    ("send_raw_batch", 1),
 ];
 
 /// Methods of the chain port.
-const METHOD_COUNT: usize = 10;
+const METHOD_COUNT: usize = 11;
 
 /// Counters per method, indexed like [`METHODS`].
 #[derive(Default)]
@@ -172,6 +173,17 @@ impl ChainClient for CountingChain {
         let t = Instant::now();
         let r = self.inner.send_raw_private(raw).await;
         self.stats.record(4, t);
+        r
+    }
+
+    fn sends_in_batches(&self) -> bool {
+        self.inner.sends_in_batches()
+    }
+
+    async fn send_raw_batch(&self, raws: &[Bytes]) -> Option<Vec<Result<B256, ChainError>>> {
+        let t = Instant::now();
+        let r = self.inner.send_raw_batch(raws).await;
+        self.stats.record(10, t);
         r
     }
 

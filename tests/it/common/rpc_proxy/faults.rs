@@ -48,6 +48,9 @@ pub(crate) struct Faults {
     /// takes it), then answer the refusal — a node that refuses what
     /// another node of the same provider already took.
     pub(crate) forward_refused_sends: bool,
+    /// Answer every JSON-RPC batch (a JSON array) with HTTP 400, as
+    /// providers without batch support do; single calls pass.
+    pub(crate) refuse_batches: bool,
 }
 
 /// What the proxy did so far.
@@ -68,6 +71,12 @@ pub(crate) struct ProxyCounts {
     /// Connections reset after forwarding `eth_sendRawTransaction`, by
     /// `send_drop_rate`.
     pub(crate) dropped_sends: u64,
+    /// Requests carrying `eth_sendRawTransaction` calls.
+    pub(crate) send_requests: u64,
+    /// Of those, JSON-RPC batches of more than one call.
+    pub(crate) send_batches: u64,
+    /// Batches refused by `refuse_batches`.
+    pub(crate) refused_batches: u64,
 }
 
 #[derive(Default)]
@@ -79,6 +88,9 @@ pub(super) struct Counters {
     pub(super) resets: AtomicU64,
     pub(super) dropped_after_forward: AtomicU64,
     pub(super) dropped_sends: AtomicU64,
+    pub(super) send_requests: AtomicU64,
+    pub(super) send_batches: AtomicU64,
+    pub(super) refused_batches: AtomicU64,
 }
 
 impl Counters {
@@ -95,6 +107,9 @@ impl Counters {
             resets: self.resets.load(Ordering::SeqCst),
             dropped_after_forward: self.dropped_after_forward.load(Ordering::SeqCst),
             dropped_sends: self.dropped_sends.load(Ordering::SeqCst),
+            send_requests: self.send_requests.load(Ordering::SeqCst),
+            send_batches: self.send_batches.load(Ordering::SeqCst),
+            refused_batches: self.refused_batches.load(Ordering::SeqCst),
         }
     }
 }
