@@ -138,6 +138,7 @@ async fn measure_txmgr(
         ingress_capacity: (args.concurrency * 2).max(10_000),
         db_connections: args.db_connections,
         poll_interval: args.poll_interval.clone(),
+        batch_sends: !args.no_batch_sends,
         spend_limit: false,
     };
     let chains: Vec<(u64, String)> = anvils.iter().map(|a| (a.chain_id(), a.rpc_url())).collect();

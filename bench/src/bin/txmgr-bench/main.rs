@@ -106,6 +106,10 @@ pub(crate) struct Args {
     /// Engine `chain.poll_interval` (per-submitter chain check period).
     #[arg(long, default_value = "1s")]
     poll_interval: String,
+    /// Engine `chain.batch_sends = false`: one JSON-RPC request per
+    /// transaction, as before batched sends (for comparisons).
+    #[arg(long)]
+    no_batch_sends: bool,
     /// Run the txmgr phases ("one", "many") a second time in the same run,
     /// on a fresh node and database whose submitters all have a spend limit
     /// (`value` and `fees`) far above what the run sends, so it never holds

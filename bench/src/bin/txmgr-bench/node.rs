@@ -189,6 +189,8 @@ pub(crate) struct NodeSettings {
     pub(crate) poll_interval: String,
     /// A spend limit on every submitter that never binds (its ledger's cost).
     pub(crate) spend_limit: bool,
+    /// `[chain] batch_sends`.
+    pub(crate) batch_sends: bool,
 }
 
 /// The configuration of the node under test: one `env` signer per
@@ -233,8 +235,8 @@ stuck_after = "2h"
             format!("[chains.c{i}]")
         };
         toml.push_str(&format!(
-            "{table}\nrpc_url = \"{rpc_url}\"\nchain_id = {chain_id}\npoll_interval = \"{}\"\n",
-            settings.poll_interval
+            "{table}\nrpc_url = \"{rpc_url}\"\nchain_id = {chain_id}\npoll_interval = \"{}\"\nbatch_sends = {}\n",
+            settings.poll_interval, settings.batch_sends
         ));
     }
     for (address, var) in submitters {

@@ -52,6 +52,7 @@ pub(crate) async fn run_txmgr(
         ingress_capacity: (args.concurrency * 2).max(10_000),
         db_connections: args.db_connections,
         poll_interval: args.poll_interval.clone(),
+        batch_sends: !args.no_batch_sends,
         spend_limit,
     };
     let env_submitters: Vec<(Address, String)> = submitters
