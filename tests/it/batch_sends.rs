@@ -6,12 +6,10 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::common::{
     dev_chain::{DevNode, Mining},
     hardhat::Hardhat,
-    intents::{transfer, DEV},
+    intents::{paused_backlog, DEV},
     invariants,
     node::{config_toml, TestNode},
     rpc_proxy::{Faults, ProxyCounts, RpcProxy},
@@ -34,22 +32,7 @@ async fn backlog_through(chain: &impl DevNode, db: &TestDb, proxy: &RpcProxy) ->
         &format!("batch_size = {BATCH}\nmax_in_flight = 200\nresubmit_interval = \"1h\""),
     ))
     .await;
-    let pause = format!("/v1/ops/submitters/{DEV}/pause");
-    let (status, answer) = node
-        .request("POST", &pause, Some(json!({"reason": "backlog"})))
-        .await;
-    assert_eq!(status, 200, "{answer}");
-    for i in 0..BATCH * BATCHES {
-        let (status, answer) = node
-            .request("POST", "/v1/transactions", Some(transfer(&format!("b{i}"))))
-            .await;
-        assert_eq!(status, 202, "{answer}");
-    }
-    let resume = format!("/v1/ops/submitters/{DEV}/resume");
-    let (status, answer) = node
-        .request("POST", &resume, Some(json!({"reason": "go"})))
-        .await;
-    assert_eq!(status, 200, "{answer}");
+    paused_backlog(&node, "b", BATCH * BATCHES).await;
     invariants::wait_mined(&db.pool, BATCH * BATCHES, Duration::from_secs(90)).await;
 
     let by_nonce: Vec<String> = sqlx::query_scalar(
@@ -130,22 +113,7 @@ async fn batch_sends_off_sends_one_request_per_transaction() {
         .replace("chain_id = ", "batch_sends = false\nchain_id = ");
     assert!(toml.contains("batch_sends = false"), "{toml}");
     let node = TestNode::start(&toml).await;
-    let pause = format!("/v1/ops/submitters/{DEV}/pause");
-    let (status, _) = node
-        .request("POST", &pause, Some(json!({"reason": "backlog"})))
-        .await;
-    assert_eq!(status, 200);
-    for i in 0..BATCH {
-        let (status, answer) = node
-            .request("POST", "/v1/transactions", Some(transfer(&format!("s{i}"))))
-            .await;
-        assert_eq!(status, 202, "{answer}");
-    }
-    let resume = format!("/v1/ops/submitters/{DEV}/resume");
-    let (status, _) = node
-        .request("POST", &resume, Some(json!({"reason": "go"})))
-        .await;
-    assert_eq!(status, 200);
+    paused_backlog(&node, "s", BATCH).await;
     invariants::wait_mined(&db.pool, BATCH, Duration::from_secs(60)).await;
     node.stop().await;
     let counts = proxy.counts();

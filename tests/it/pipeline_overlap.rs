@@ -1,14 +1,12 @@
 //! One submitter's batches overlap: batch k+1 is read, signed and written
-//! while batch k is being sent, and the sends still reach the node one at a
-//! time in nonce order (README "How an intent is executed"). Real anvil
-//! behind a proxy that makes every send slow, real PostgreSQL.
+//! while batch k is being sent, and the sends still reach the node in nonce
+//! order, batch after batch (README "How an intent is executed"). Real
+//! anvil behind a proxy that makes every send request slow, real PostgreSQL.
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::common::{
-    intents::{transfer, DEV},
+    intents::{paused_backlog, DEV},
     invariants,
     node::{config_toml, TestNode},
     rpc_proxy::{Faults, RpcProxy},
@@ -19,8 +17,9 @@ use crate::common::{
 const BATCH: i64 = 4;
 const BATCHES: i64 = 4;
 
-/// Each send is held this long: one batch takes `BATCH` times this to send,
-/// far longer than the next batch needs to be read, signed and written.
+/// Each send request is held this long (a batch's JSON-RPC batch request
+/// once, or each of its transactions with `batch_sends = false`): far
+/// longer than the next batch needs to be read, signed and written.
 const SEND_DELAY: Duration = Duration::from_millis(250);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -43,22 +42,7 @@ async fn the_next_batch_is_written_while_the_previous_one_is_sent_and_sends_stay
     .await;
 
     // A backlog of full batches, released at once.
-    let pause = format!("/v1/ops/submitters/{DEV}/pause");
-    let (status, answer) = node
-        .request("POST", &pause, Some(json!({"reason": "backlog"})))
-        .await;
-    assert_eq!(status, 200, "{answer}");
-    for i in 0..BATCH * BATCHES {
-        let (status, answer) = node
-            .request("POST", "/v1/transactions", Some(transfer(&format!("o{i}"))))
-            .await;
-        assert_eq!(status, 202, "{answer}");
-    }
-    let resume = format!("/v1/ops/submitters/{DEV}/resume");
-    let (status, answer) = node
-        .request("POST", &resume, Some(json!({"reason": "go"})))
-        .await;
-    assert_eq!(status, 200, "{answer}");
+    paused_backlog(&node, "o", BATCH * BATCHES).await;
     invariants::wait_mined(&db.pool, BATCH * BATCHES, Duration::from_secs(60)).await;
 
     // Every batch after the first was durable (its attempts written) before
