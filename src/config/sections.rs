@@ -208,9 +208,9 @@ pub struct ChainConfig {
     #[serde(default = "default_rpc_timeout", with = "humantime_serde")]
     pub rpc_timeout: Duration,
     /// Send a leader's batch of transactions in one JSON-RPC batch request
-    /// (in nonce order) when the chain has one endpoint and no send-only
-    /// one; off: one request per transaction. An endpoint that refuses
-    /// batches is sent to one by one from its first refusal on.
+    /// (in nonce order) to each endpoint; off: one request per
+    /// transaction. Once an endpoint refuses a batch, the chain sends one
+    /// transaction per request.
     #[serde(default = "default_true")]
     pub batch_sends: bool,
     /// Period of the slow sweep that re-checks, per submitter, the chain's

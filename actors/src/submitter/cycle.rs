@@ -10,8 +10,10 @@
 //!    attempt — committed before any byte is broadcast (`presign`; under a
 //!    spend limit the database allocates first and a second write persists,
 //!    `allocation`);
-//! 5. broadcast in nonce order, one request at a time, then one fenced write
-//!    records the results. While a full batch is sent, steps 2–4 run for
+//! 5. broadcast in nonce order — the whole batch in one JSON-RPC batch
+//!    request where the chain's endpoints allow it (`chain.batch_sends`),
+//!    else one request at a time — then one fenced write records the
+//!    results. While a full batch is sent, steps 2–4 run for
 //!    the next one (up to [`PIPELINED_BATCHES`] per cycle); its sends start
 //!    after this batch's record, so sends stay in nonce order.
 //!

@@ -24,6 +24,7 @@ use alloy::primitives::B256;
 use futures::StreamExt;
 use tokio::sync::watch;
 
+mod batch;
 mod monitor;
 mod send_only;
 mod types;
@@ -256,7 +257,7 @@ impl RpcEndpoints {
 
     /// Endpoints that take sends: every reachable one (a lagging backend's
     /// pool still reaches the network), or all when none is.
-    fn send_targets(&self) -> Vec<usize> {
+    pub(super) fn send_targets(&self) -> Vec<usize> {
         let reachable: Vec<usize> = (0..self.inner.endpoints.len())
             .filter(|&i| self.inner.endpoints[i].health().is_reachable())
             .collect();
@@ -298,39 +299,6 @@ impl RpcEndpoints {
         fanout::combine(answers)
     }
 
-    /// True when a batch of sends goes out as one JSON-RPC batch: batching
-    /// is on and there is one endpoint and no send-only one (several
-    /// endpoints are sent to one transaction at a time, each send's answers
-    /// combined as in [`RpcEndpoints::send`]).
-    pub(crate) fn batches_sends(&self) -> bool {
-        self.inner.settings.batch_sends
-            && self.inner.endpoints.len() == 1
-            && self.inner.send_only.is_empty()
-            && !self.inner.endpoints[0].rpc.batches_refused()
-    }
-
-    /// Sends `raws` in one JSON-RPC batch, in this order, and answers each;
-    /// `None` when [`RpcEndpoints::batches_sends`] is false or the endpoint
-    /// refused the batch. The batch is booked as one call of the endpoint,
-    /// a transport failure only when no call was answered.
-    pub(crate) async fn send_batch(
-        &self,
-        raws: &[alloy::primitives::Bytes],
-    ) -> Option<Vec<Result<B256, ChainError>>> {
-        if !self.batches_sends() {
-            return None;
-        }
-        let started = Instant::now();
-        let answers = self.inner.endpoints[0].rpc.send_raw_batch(raws).await?;
-        let failure = answers
-            .iter()
-            .all(|a| matches!(a, Err(ChainError::Transport(_))))
-            .then(|| answers.first().and_then(|a| a.as_ref().err()))
-            .flatten();
-        self.observe(0, failure, started.elapsed());
-        Some(answers)
-    }
-
     /// One endpoint's send, booked, and recorded as a span of the intent's
     /// trace when it is traced.
     async fn send_to(
@@ -358,7 +326,7 @@ impl RpcEndpoints {
 
     /// Books one call's outcome: transport failures count against the
     /// endpoint, answers (even JSON-RPC errors) for it.
-    fn observe(&self, index: usize, error: Option<&ChainError>, took: Duration) {
+    pub(super) fn observe(&self, index: usize, error: Option<&ChainError>, took: Duration) {
         let endpoint = &self.inner.endpoints[index];
         let name = endpoint.rpc.name().to_owned();
         let now = Instant::now();

@@ -89,6 +89,28 @@ impl SendOnly {
         result
     }
 
+    /// True once the endpoint refused a JSON-RPC batch.
+    pub(super) fn batches_refused(&self) -> bool {
+        self.rpc.batches_refused()
+    }
+
+    /// `raws` in one JSON-RPC batch, booked as one send (a transport
+    /// failure only when no call was answered); `None` when refused.
+    pub(super) async fn send_batch(
+        &self,
+        raws: &[Bytes],
+        chain: String,
+    ) -> Option<Vec<Result<B256, ChainError>>> {
+        let started = Instant::now();
+        let answers = self.rpc.send_raw_batch(raws).await?;
+        let booked = match super::batch::failure(&answers) {
+            Some(err) => Err(err.clone()),
+            None => Ok(B256::ZERO),
+        };
+        self.record(&booked, started.elapsed(), chain);
+        Some(answers)
+    }
+
     fn record(&self, result: &Result<B256, ChainError>, took: Duration, chain: String) {
         let label = match result {
             Ok(_) => "ok",

@@ -134,7 +134,7 @@ pub struct EndpointSettings {
     /// node serving several chains must not fail for one chain's outage).
     /// An endpoint serving another chain still fails the start.
     pub start_out_of_service: bool,
-    /// Send a leader's batch of transactions as one JSON-RPC batch when the
-    /// chain has a single endpoint (`rpc.batch_sends`).
+    /// Send a leader's batch of transactions as one JSON-RPC batch to each
+    /// endpoint (`chain.batch_sends`).
     pub batch_sends: bool,
 }

@@ -10,7 +10,7 @@
 //! An endpoint that refuses batches (some providers do, or limit their
 //! size) answers the batch as a whole — an HTTP 4xx, a single error object,
 //! or no answer per call. The caller then sends the calls one by one, and
-//! every later batch to that endpoint too (logged once). An answer that
+//! every later batch too (logged once). An answer that
 //! says nothing about the calls (a timeout, a lost connection, a 5xx, a
 //! 429) is an unknown answer for each of them, as it is for a single send.
 
