@@ -19,19 +19,21 @@ use crate::chain::{classify_send, fanout, ChainError};
 /// Every answer of one endpoint's batch, or `None` when it refused it.
 type BatchAnswers = Option<Vec<Result<B256, ChainError>>>;
 
-/// The batch's failure as the endpoint's health sees it: a transport
-/// failure only when no call was answered.
+/// The batch's failure as the endpoint's books see it: a transport failure
+/// only when no call was answered, a JSON-RPC error when every call was
+/// refused, else none.
 pub(super) fn failure(answers: &[Result<B256, ChainError>]) -> Option<&ChainError> {
-    match answers.first() {
-        Some(Err(first @ ChainError::Transport(_)))
-            if answers
-                .iter()
-                .all(|a| matches!(a, Err(ChainError::Transport(_)))) =>
-        {
-            Some(first)
-        }
-        _ => None,
+    let transport = |a: &Result<B256, ChainError>| matches!(a, Err(ChainError::Transport(_)));
+    if answers.iter().all(transport) {
+        return answers.first().and_then(|a| a.as_ref().err());
     }
+    if answers.iter().all(Result::is_err) {
+        return answers
+            .iter()
+            .find(|a| !transport(a))
+            .and_then(|a| a.as_ref().err());
+    }
+    None
 }
 
 impl RpcEndpoints {
@@ -56,18 +58,18 @@ impl RpcEndpoints {
         if !self.batches_sends() || raws.is_empty() {
             return None;
         }
+        let targets = self.send_targets();
+        if let ([index], true) = (&targets[..], self.inner.send_only.is_empty()) {
+            // One endpoint: nothing to run on in the background.
+            return self.batch_to(*index, raws).await;
+        }
         let raws: Arc<[Bytes]> = raws.into();
         let mut sends = FuturesUnordered::new();
-        for index in self.send_targets() {
+        for index in targets {
             let (set, raws) = (self.clone(), raws.clone());
-            sends.push(tokio::spawn(async move {
-                let started = Instant::now();
-                let answers = set.inner.endpoints[index].rpc.send_raw_batch(&raws).await;
-                if let Some(answers) = &answers {
-                    set.observe(index, failure(answers), started.elapsed());
-                }
-                answers
-            }));
+            sends.push(tokio::spawn(
+                async move { set.batch_to(index, &raws).await },
+            ));
         }
         for index in 0..self.inner.send_only.len() {
             let (set, raws, chain) = (self.clone(), raws.clone(), self.chain_label());
@@ -108,6 +110,18 @@ impl RpcEndpoints {
     }
 }
 
+impl RpcEndpoints {
+    /// One read endpoint's batch, booked as one call.
+    async fn batch_to(&self, index: usize, raws: &[Bytes]) -> BatchAnswers {
+        let started = Instant::now();
+        let answers = self.inner.endpoints[index].rpc.send_raw_batch(raws).await;
+        if let Some(answers) = &answers {
+            self.observe(index, failure(answers), started.elapsed());
+        }
+        answers
+    }
+}
+
 fn accepted(answer: &Result<B256, ChainError>) -> bool {
     classify_send(answer).counts_as_accepted()
 }
@@ -132,10 +146,13 @@ mod tests {
             code: -32000,
             message: "nonce too low".into(),
         });
-        assert!(failure(&[down(), down()]).is_some());
-        assert!(failure(&[down(), refused.clone()]).is_none());
+        let transport = |f: Option<&ChainError>| matches!(f, Some(ChainError::Transport(_)));
+        let rpc = |f: Option<&ChainError>| matches!(f, Some(ChainError::Rpc { .. }));
+        assert!(transport(failure(&[down(), down()])));
+        assert!(rpc(failure(&[down(), refused.clone()])));
+        assert!(rpc(failure(std::slice::from_ref(&refused))));
         assert!(failure(&[Ok(B256::ZERO), down()]).is_none());
-        assert!(failure(&[refused]).is_none());
+        assert!(failure(&[Ok(B256::ZERO), refused]).is_none());
     }
 
     #[test]

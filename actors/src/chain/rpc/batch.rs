@@ -10,9 +10,10 @@
 //! An endpoint that refuses batches (some providers do, or limit their
 //! size) answers the batch as a whole — an HTTP 4xx, a single error object,
 //! or no answer per call. The caller then sends the calls one by one, and
-//! every later batch too (logged once). An answer that
-//! says nothing about the calls (a timeout, a lost connection, a 5xx, a
-//! 429) is an unknown answer for each of them, as it is for a single send.
+//! every later batch too (logged once). An answer that says nothing about
+//! the batch form (a timeout, a lost connection, a 5xx, HTTP 401, 403, 407,
+//! 408 or 429) is an unknown answer for each call, as it is for a single
+//! send.
 
 use std::sync::atomic::Ordering;
 
@@ -115,7 +116,10 @@ fn refusal(err: &RpcError<TransportErrorKind>) -> Option<String> {
     match err {
         RpcError::Transport(kind) => {
             let status = kind.as_http_error()?.status;
-            (status != 429 && (400..500).contains(&status)).then(|| format!("HTTP {status}"))
+            // Not about the batch form: a key refused (401, 403, 407), the
+            // server's own timeout (408), overload (429).
+            let about_the_request = !matches!(status, 401 | 403 | 407 | 408 | 429);
+            ((400..500).contains(&status) && about_the_request).then(|| format!("HTTP {status}"))
         }
         RpcError::DeserError { err, .. } => Some(format!("answer not understood: {err}")),
         _ => None,
@@ -132,6 +136,14 @@ mod tests {
         assert!(refusal(&http(400)).is_some());
         assert!(refusal(&http(413)).is_some());
         assert!(refusal(&http(429)).is_none(), "overload is not a refusal");
+        assert!(
+            refusal(&http(401)).is_none(),
+            "a refused key is not a refusal"
+        );
+        assert!(
+            refusal(&http(403)).is_none(),
+            "a refused key is not a refusal"
+        );
         assert!(
             refusal(&http(502)).is_none(),
             "a gateway error says nothing"
