@@ -7,7 +7,9 @@
 //! byte, and the client's HTTP call fails with a connection error rather than
 //! an HTTP status. Everything else is forwarded byte for byte (JSON-RPC
 //! batches included) to the upstream, whose status and body come back
-//! unchanged.
+//! unchanged. The send faults see a batch's calls: each raw transaction is
+//! recorded, and a refusal or a swallowing backend answers every call of a
+//! batch; `refuse_batches` answers any batch with HTTP 400.
 //!
 //! Fault decisions come from a seeded [`StdRng`]; every request draws the
 //! same number of random values whatever the rates, so a given request order

@@ -108,9 +108,7 @@ impl RpcEndpoints {
         }
         Some(per_call.into_iter().map(fanout::combine).collect())
     }
-}
 
-impl RpcEndpoints {
     /// One read endpoint's batch, booked as one call.
     async fn batch_to(&self, index: usize, raws: &[Bytes]) -> BatchAnswers {
         let started = Instant::now();
