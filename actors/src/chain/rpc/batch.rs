@@ -2,10 +2,11 @@
 //!
 //! One request instead of one per transaction: the node parses and answers
 //! them together, and the leader's sends no longer wait one round trip
-//! each. The calls are listed in nonce order; every node we test takes a
-//! batch's calls in that order (geth and Hardhat one after another, anvil
-//! polls them in order), and a pool that receives a later nonce first
-//! queues it until the gap fills.
+//! each. The calls are listed in nonce order: geth runs a batch's calls one
+//! after the other, anvil starts them in order on one task, Hardhat took
+//! the tests' batches in order; a pool that receives a later nonce first
+//! queues it until the gap fills, and a node that refuses gaps answers
+//! "nonce too high", retried with the same bytes.
 //!
 //! An endpoint that refuses batches (some providers do, or limit their
 //! size) answers the batch as a whole — an HTTP 4xx, a single error object,
