@@ -131,8 +131,9 @@ pub trait ChainClient: Send + Sync + fmt::Debug {
     }
     /// `eth_sendRawTransaction` of every one of `raws` in one request, in
     /// this order; the answers come in the same order. `None` when the
-    /// client sends no batches or the endpoint refused this one (nothing is
-    /// known to be sent: send them one by one).
+    /// client sends no batches or an endpoint refused this one: send them
+    /// one by one (the same bytes, so a node that took some of them answers
+    /// "already known").
     async fn send_raw_batch(&self, raws: &[Bytes]) -> Option<Vec<Result<B256, ChainError>>> {
         let _ = raws;
         None
