@@ -61,16 +61,32 @@ fn a_small_run_of_every_closed_loop_phase_and_the_idle_phase_completes() {
         .unwrap_or_else(|e| panic!("--json is not JSON ({e}); stderr: {stderr}"));
 
     assert_eq!(number(&report, "/raw_one/count"), 40.0);
+    // One submitter, batches of 8: its sends go out as JSON-RPC batches.
+    let one = number(&report, "/one/rpc_requests_per_intent");
+    assert!(one < 0.5, "/one: {one} requests per intent, batched sends");
     assert!(number(&report, "/raw_one/tx_per_s") > 0.0);
     for phase in ["/one", "/many/0"] {
         assert_eq!(number(&report, &format!("{phase}/count")), 40.0);
         assert!(number(&report, &format!("{phase}/acks_per_s")) > 0.0);
         assert!(number(&report, &format!("{phase}/ratio_vs_raw")) > 0.0);
-        // One send per intent: nothing is mined, nothing resent.
-        let sends = number(&report, &format!("{phase}/rpc_requests_per_intent"));
+        // At most one send request per intent (a leader's batch is one
+        // JSON-RPC batch request): nothing is mined, nothing resent.
+        let requests = number(&report, &format!("{phase}/rpc_requests_per_intent"));
         assert!(
-            (1.0..1.5).contains(&sends),
-            "{phase}: {sends} requests per intent"
+            requests > 0.0 && requests < 1.5,
+            "{phase}: {requests} requests per intent"
+        );
+        let send_calls: f64 = report
+            .pointer(&format!("{phase}/chain_calls"))
+            .and_then(Value::as_array)
+            .unwrap_or_else(|| panic!("{phase}: no chain calls: {report:#}"))
+            .iter()
+            .filter(|c| matches!(c["method"].as_str(), Some("send_raw" | "send_raw_batch")))
+            .filter_map(|c| c["calls"].as_f64())
+            .sum();
+        assert!(
+            (1.0..=40.0).contains(&send_calls),
+            "{phase}: {send_calls} send requests for 40 intents"
         );
         let tables = report
             .pointer(&format!("{phase}/row_versions/tables"))
