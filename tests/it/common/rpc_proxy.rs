@@ -194,8 +194,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         }
 
         let faults = shared.faults();
-        let batch = calls(&request.body);
-        let is_batch = request.body.trim_ascii_start().starts_with(b"[");
+        let (batch, is_batch) = calls(&request.body);
         if faults.refuse_batches && is_batch {
             Counters::bump(&shared.counters.refused_batches);
             let body = b"batch requests are not supported";
@@ -205,14 +204,16 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
             }
             continue;
         }
-        let is_send = calls_method(&request.body, SEND_RAW_METHOD);
+        let is_send = batch
+            .iter()
+            .any(|call| call.get("method").and_then(|m| m.as_str()) == Some(SEND_RAW_METHOD));
         if is_send {
             Counters::bump(&shared.counters.send_requests);
             if is_batch && batch.len() > 1 {
                 Counters::bump(&shared.counters.send_batches);
             }
             let mut sent = shared.sent_raw.lock().unwrap_or_else(|e| e.into_inner());
-            for call in batch {
+            for call in &batch {
                 if let Some(raw) = call["params"][0].as_str() {
                     sent.push(raw.to_lowercase());
                 }
@@ -233,12 +234,10 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                 serde_json::json!({"jsonrpc": "2.0", "id": id,
                     "error": {"code": -32000, "message": message}})
             };
-            let answer = match serde_json::from_slice::<serde_json::Value>(&request.body) {
-                Ok(serde_json::Value::Array(batch)) => {
-                    serde_json::Value::Array(batch.iter().map(refuse).collect())
-                }
-                Ok(call) => refuse(&call),
-                Err(_) => refuse(&serde_json::Value::Null),
+            let answer = if is_batch {
+                serde_json::Value::Array(batch.iter().map(refuse).collect())
+            } else {
+                refuse(batch.first().unwrap_or(&serde_json::Value::Null))
             };
             let ok = write_response(
                 &mut conn,
@@ -253,7 +252,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
             }
             continue;
         }
-        if let Some(answer) = scripted_answer(&request.body, &faults) {
+        if let Some(answer) = scripted_answer(&batch, is_batch, &faults) {
             let ok = write_response(
                 &mut conn,
                 200,
@@ -348,29 +347,28 @@ async fn forward(
     Ok((status, content_type, body))
 }
 
-/// The calls of a JSON-RPC body: one, or a batch's.
-fn calls(body: &[u8]) -> Vec<serde_json::Value> {
+/// The calls of a JSON-RPC body (one, or a batch's; none when it is not
+/// JSON), and whether it is a batch.
+fn calls(body: &[u8]) -> (Vec<serde_json::Value>, bool) {
     match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(serde_json::Value::Array(batch)) => batch,
-        Ok(call) => vec![call],
-        Err(_) => Vec::new(),
+        Ok(serde_json::Value::Array(batch)) => (batch, true),
+        Ok(call) => (vec![call], false),
+        Err(_) => (Vec::new(), false),
     }
 }
 
 /// The answer a lying backend gives instead of forwarding: a swallowed send
 /// (its hash, as if accepted) or a frozen head. A batch is answered so only
 /// when every one of its calls is.
-fn scripted_answer(body: &[u8], faults: &Faults) -> Option<String> {
-    match serde_json::from_slice::<serde_json::Value>(body).ok()? {
-        serde_json::Value::Array(batch) => {
-            let answers: Option<Vec<serde_json::Value>> = batch
-                .iter()
-                .map(|call| scripted_call(call, faults))
-                .collect();
-            Some(serde_json::Value::Array(answers?).to_string())
-        }
-        call => scripted_call(&call, faults).map(|answer| answer.to_string()),
+fn scripted_answer(calls: &[serde_json::Value], is_batch: bool, faults: &Faults) -> Option<String> {
+    if !is_batch {
+        return scripted_call(calls.first()?, faults).map(|answer| answer.to_string());
     }
+    let answers: Option<Vec<serde_json::Value>> = calls
+        .iter()
+        .map(|call| scripted_call(call, faults))
+        .collect();
+    Some(serde_json::Value::Array(answers?).to_string())
 }
 
 /// [`scripted_answer`] of one call.
@@ -386,14 +384,4 @@ fn scripted_call(call: &serde_json::Value, faults: &Faults) -> Option<serde_json
         _ => return None,
     };
     Some(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}))
-}
-
-/// Whether the JSON-RPC body (single call or batch) calls `method`.
-fn calls_method(body: &[u8], method: &str) -> bool {
-    let is = |call: &serde_json::Value| call.get("method").and_then(|m| m.as_str()) == Some(method);
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(serde_json::Value::Array(calls)) => calls.iter().any(is),
-        Ok(call) => is(&call),
-        Err(_) => false,
-    }
 }
