@@ -3,8 +3,8 @@
 //! One request instead of one per transaction: the node parses and answers
 //! them together, and the leader's sends no longer wait one round trip
 //! each. The calls are listed in nonce order: geth runs a batch's calls one
-//! after the other, anvil starts them in order on one task, Hardhat took
-//! the tests' batches in order; a pool that receives a later nonce first
+//! after the other, anvil starts them in order on one task, Hardhat (on an
+//! interval) mined every batch of the tests; a pool that receives a later nonce first
 //! queues it until the gap fills, and a node that refuses gaps answers
 //! "nonce too high", retried with the same bytes.
 //!
