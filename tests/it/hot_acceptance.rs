@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 /// The columns the broadcast record's acceptance update sets
 /// (`store::group::writes::record`).
-const ACCEPTANCE_SETS: [&str; 11] = [
+const ACCEPTANCE_SETS: [&str; 12] = [
     "state",
     "sub_state",
     "submit_attempts",
@@ -20,6 +20,7 @@ const ACCEPTANCE_SETS: [&str; 11] = [
     "fencing_token",
     "updated_at",
     "tx_hash",
+    "accepted_hash",
 ];
 
 #[tokio::test]

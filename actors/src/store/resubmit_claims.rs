@@ -179,7 +179,7 @@ pub async fn claim_due(
                     fencing_token = $5, updated_at = now()
                FROM due WHERE m.tx_id = due.tx_id
              RETURNING m.tx_id, m.nonce, m.state, m.intent, m.resubmits, m.first_broadcast_at,
-                       m.allocated_at, due.requested_action, due.requested_by)
+                       m.allocated_at, m.accepted_hash, due.requested_action, due.requested_by)
          SELECT c.tx_id AS "tx_id!", c.nonce AS "nonce!", c.state AS "state!",
                 c.intent AS "intent!", c.resubmits AS "resubmits!",
                 (EXTRACT(EPOCH FROM (now() - c.first_broadcast_at)) * 1000)::bigint AS "since_ms?",
@@ -194,9 +194,14 @@ pub async fn claim_due(
                           ORDER BY attempt_no DESC LIMIT 1) a ON true
            -- What a re-broadcast sends: the newest attempt a node accepted
            -- (a refused replacement must not displace it), else the newest.
+           -- An attempt without a written answer was accepted when the
+           -- intent's `accepted_hash` names it.
            JOIN LATERAL (SELECT tx_hash, raw_tx FROM tx_attempt t WHERE t.tx_id = c.tx_id
                             AND t.nonce = c.nonce
-                          ORDER BY (t.broadcast_result IN ('accepted', 'already_known')) IS TRUE DESC,
+                          ORDER BY (COALESCE(t.broadcast_result,
+                                             CASE WHEN t.tx_hash = c.accepted_hash
+                                                  THEN 'accepted' END)
+                                    IN ('accepted', 'already_known')) IS TRUE DESC,
                                    attempt_no DESC LIMIT 1) r ON true
           ORDER BY c.nonce"#,
         key.chain_id as _,

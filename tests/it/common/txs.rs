@@ -44,10 +44,14 @@ pub(crate) async fn attempts(pool: &PgPool, tx_id: Uuid) -> Vec<AttemptRow> {
         Vec<u8>,
     );
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT attempt_no, nonce, tx_hash, kind, COALESCE(max_fee_per_gas, gas_price)::text,
-                COALESCE(max_priority_fee_per_gas, gas_price)::text, broadcast_result,
-                (EXTRACT(EPOCH FROM created_at) * 1000)::bigint, raw_tx
-           FROM tx_attempt WHERE tx_id = $1 ORDER BY attempt_no",
+        "SELECT t.attempt_no, t.nonce, t.tx_hash, t.kind,
+                COALESCE(t.max_fee_per_gas, t.gas_price)::text,
+                COALESCE(t.max_priority_fee_per_gas, t.gas_price)::text,
+                COALESCE(t.broadcast_result,
+                         CASE WHEN t.tx_hash = m.accepted_hash THEN 'accepted' END),
+                (EXTRACT(EPOCH FROM t.created_at) * 1000)::bigint, t.raw_tx
+           FROM tx_attempt t JOIN managed_tx m ON m.tx_id = t.tx_id
+          WHERE t.tx_id = $1 ORDER BY t.attempt_no",
     )
     .bind(tx_id)
     .fetch_all(pool)

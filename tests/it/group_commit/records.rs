@@ -115,3 +115,110 @@ async fn one_merged_queue_read_answers_each_leader_within_its_own_limits() {
     );
     assert!(ids(3).is_empty(), "a submitter with nothing queued");
 }
+
+/// A plain acceptance is recorded on the intent (`accepted_hash`) and leaves
+/// the attempt's row as inserted: one row version per intent fewer on the
+/// way out (issue 28). Every other answer is still written on its attempt,
+/// and an acceptance of a later attempt writes the earlier one's answer.
+#[tokio::test]
+async fn an_acceptance_names_the_attempt_on_the_intent_and_leaves_the_attempt_row_alone() {
+    let db = TestDb::migrated().await;
+    let key = submitter(9);
+    let (lease, ids) = leader_with_queue(&db, key, 2, Duration::from_secs(30)).await;
+    let write = |w: Write| group::write_together(&db.pool, vec![(lease.clone(), w)]);
+    assert!(write(allocate(&ids)).await[0].is_ok());
+    let (first, known) = (B256::repeat_byte(0xa1), B256::repeat_byte(0xa2));
+    let persisted = write(Write::PersistAttempts {
+        attempts: vec![attempt(ids[0], 0, first), attempt(ids[1], 1, known)],
+        refused: Vec::new(),
+    })
+    .await;
+    assert!(persisted[0].is_ok(), "{persisted:?}");
+    let version = |hash: B256| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_as::<_, (String, Option<String>)>(
+                "SELECT xmin::text || '/' || ctid::text, broadcast_result FROM tx_attempt
+                  WHERE tx_hash = $1",
+            )
+            .bind(format!("{hash:#x}"))
+            .fetch_one(&pool)
+            .await
+            .expect("attempt")
+        }
+    };
+    let inserted = version(first).await;
+    let record = |accepted: Vec<(Uuid, B256, &'static str)>| {
+        write(Write::RecordBroadcast(group::BroadcastRecord {
+            accepted,
+            retries: Vec::new(),
+            rejects: Vec::new(),
+            resubmit_interval: RESUBMIT,
+            retry_after: Duration::from_secs(1),
+        }))
+    };
+    let recorded = record(vec![
+        (ids[0], first, "accepted"),
+        (ids[1], known, "already_known"),
+    ])
+    .await;
+    assert!(recorded[0].is_ok(), "{recorded:?}");
+    assert_eq!(
+        version(first).await,
+        inserted,
+        "the accepted attempt's row is the version its insert wrote"
+    );
+    assert_eq!(version(known).await.1.as_deref(), Some("already_known"));
+    let named: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT state, accepted_hash FROM managed_tx WHERE tx_id = ANY($1) ORDER BY nonce",
+    )
+    .bind(&ids)
+    .fetch_all(&db.pool)
+    .await
+    .expect("intents");
+    assert_eq!(
+        named,
+        vec![
+            ("TRACKING".to_owned(), Some(format!("{first:#x}"))),
+            ("TRACKING".to_owned(), Some(format!("{known:#x}"))),
+        ]
+    );
+    let answers = |tx_id: Uuid| {
+        let pool = db.pool.clone();
+        async move {
+            crate::common::txs::attempts(&pool, tx_id)
+                .await
+                .into_iter()
+                .map(|a| (a.tx_hash, a.result))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        answers(ids[0]).await,
+        vec![(format!("{first:#x}"), Some("accepted".to_owned()))],
+        "the answer read back is the intent's acceptance"
+    );
+
+    // A later attempt of the same intent accepted on the way out: the
+    // intent names it now, and the first attempt's answer is written.
+    let later = B256::repeat_byte(0xa3);
+    let mut replacement = attempt(ids[0], 0, later);
+    replacement.kind = AttemptKind::Bump;
+    let persisted = write(Write::PersistAttempts {
+        attempts: vec![replacement],
+        refused: Vec::new(),
+    })
+    .await;
+    assert!(persisted[0].is_ok(), "{persisted:?}");
+    let recorded = record(vec![(ids[0], later, "accepted")]).await;
+    assert!(recorded[0].is_ok(), "{recorded:?}");
+    assert_eq!(version(first).await.1.as_deref(), Some("accepted"));
+    assert_eq!(version(later).await.1, None);
+    assert_eq!(
+        answers(ids[0]).await,
+        vec![
+            (format!("{first:#x}"), Some("accepted".to_owned())),
+            (format!("{later:#x}"), Some("accepted".to_owned())),
+        ]
+    );
+}

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::{BroadcastRecord, Fence};
 use crate::{
+    chain::BroadcastClass,
     domain::{ChainId, SubState, SubmitterKey},
     store::{
         millis,
@@ -97,8 +98,9 @@ pub(super) async fn persist(conn: &mut PgConnection, parts: &[PersistPart<'_>]) 
 /// Every part's broadcast answers: accepted ones to TRACKING, retries
 /// stay ALLOCATED with their retry time (and `maybe_pooled` after an
 /// unknown answer), both pointing the intent's `tx_hash` at the attempt
-/// sent, each attempt's answer recorded; definitive refusals rejected one
-/// by one (rare).
+/// sent; an acceptance also names it in `accepted_hash`, which is that
+/// attempt's answer (no update of the attempt's row), every other answer is
+/// written on its attempt; definitive refusals rejected one by one (rare).
 pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) -> StoreResult<()> {
     let mut accepted = Columns::default();
     let mut retried = Columns::default();
@@ -115,9 +117,13 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
             accepted.push(part.fence, *tx_id);
             accepted.millis.push(millis(record.resubmit_interval));
             accepted_hashes.push(format!("{hash:#x}"));
-            results.push(part.fence, *tx_id);
-            hashes.push(format!("{hash:#x}"));
-            labels.push((*label).to_owned());
+            // A plain acceptance is the intent's `accepted_hash` (written by
+            // the acceptance update below), not a row version of the attempt.
+            if *label != BroadcastClass::Accepted.label() {
+                results.push(part.fence, *tx_id);
+                hashes.push(format!("{hash:#x}"));
+                labels.push((*label).to_owned());
+            }
         }
         for retry in &record.retries {
             retried.push(part.fence, retry.tx_id);
@@ -132,13 +138,24 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
     }
     if !accepted.tx_ids.is_empty() {
         sqlx::query!(
-            "UPDATE managed_tx m SET state = CASE WHEN m.state = 'STUCK' THEN 'STUCK' ELSE 'TRACKING' END,
+            "WITH earlier AS (
+                 -- The attempt an earlier acceptance named keeps its answer
+                 -- when the intent's `accepted_hash` moves on (rare: a resend
+                 -- of an intent accepted before).
+                 UPDATE tx_attempt t SET broadcast_result = 'accepted'
+                   FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $6::text[])
+                        AS a(tx_id, chain_id, submitter, tx_hash)
+                   JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
+                                    AND m.submitter = a.submitter
+                  WHERE m.accepted_hash <> a.tx_hash AND t.tx_hash = m.accepted_hash
+                    AND t.broadcast_result IS NULL)
+             UPDATE managed_tx m SET state = CASE WHEN m.state = 'STUCK' THEN 'STUCK' ELSE 'TRACKING' END,
                     sub_state = COALESCE(m.sub_state, $7),
                     submit_attempts = submit_attempts + 1, last_submit_at = now(),
                     first_broadcast_at = COALESCE(m.first_broadcast_at, now()),
                     next_resubmit_at = now() + a.resubmit_ms * interval '1 millisecond',
                     last_error = NULL, retry_at = NULL, fencing_token = a.token, updated_at = now(),
-                    tx_hash = a.tx_hash
+                    tx_hash = a.tx_hash, accepted_hash = a.tx_hash
                FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[],
                            $6::text[])
                     AS a(tx_id, chain_id, submitter, token, resubmit_ms, tx_hash)

@@ -133,10 +133,18 @@ pub async fn find(pool: &PgPool, chain_ids: &[ChainId], key: &str) -> StoreResul
 pub async fn detail(pool: &PgPool, tx_id: Uuid) -> StoreResult<TxDetail> {
     let attempts = sqlx::query_as!(
         AttemptView,
-        r#"SELECT attempt_no, kind, nonce, tx_hash, max_fee_per_gas::text AS "max_fee_per_gas?",
-                  max_priority_fee_per_gas::text AS "max_priority_fee_per_gas?",
-                  gas_price::text AS "gas_price?", gas_limit, broadcast_result, created_at
-             FROM tx_attempt WHERE tx_id = $1 ORDER BY attempt_no"#,
+        // An accepted attempt's answer is its intent's `accepted_hash` when
+        // none was written on the attempt (migration 20261201000015).
+        r#"SELECT t.attempt_no, t.kind, t.nonce, t.tx_hash,
+                  t.max_fee_per_gas::text AS "max_fee_per_gas?",
+                  t.max_priority_fee_per_gas::text AS "max_priority_fee_per_gas?",
+                  t.gas_price::text AS "gas_price?", t.gas_limit,
+                  COALESCE(t.broadcast_result,
+                           CASE WHEN t.tx_hash = m.accepted_hash THEN 'accepted' END)
+                      AS "broadcast_result?",
+                  t.created_at
+             FROM tx_attempt t JOIN managed_tx m ON m.tx_id = t.tx_id
+            WHERE t.tx_id = $1 ORDER BY t.attempt_no"#,
         tx_id,
     )
     .fetch_all(pool)

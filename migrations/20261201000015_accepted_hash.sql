@@ -1,0 +1,14 @@
+-- The broadcast answer of an accepted attempt is no longer written into its
+-- `tx_attempt` row on the way out (README "Benchmark", issue 28): that
+-- update was one row version per intent. The acceptance update of
+-- `managed_tx`, which the way out writes anyway, names the attempt instead:
+-- `accepted_hash` is the hash of the attempt whose acceptance it recorded.
+-- An attempt's answer is its `broadcast_result` when one is written (every
+-- refusal, retry, `already_known`, and every answer of the resubmit and
+-- operator paths), else `accepted` when its hash is its intent's
+-- `accepted_hash`, else none (not answered: a crash between send and
+-- record). When a later acceptance moves `accepted_hash`, the attempt it
+-- named first gets its `accepted` written, in the same statement.
+--
+-- A nullable column without a default: no rewrite, a brief lock only.
+ALTER TABLE managed_tx ADD COLUMN accepted_hash TEXT;
