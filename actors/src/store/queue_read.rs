@@ -5,23 +5,30 @@
 //! each leader's own `SELECT` made the read the largest share of the
 //! node's database transactions (1.46 per intent at 1,000 submitters, of
 //! which about one was this read). Here a leader hands its request to the
-//! node-wide reader; a worker takes every request waiting (up to
-//! [`MAX_REQUESTS`]) and answers them with one statement: a lateral join
-//! over the requests, each side the same indexed read a leader made alone
-//! (`managed_tx_queued_idx`), with the same limit — the batch size and the
-//! free in-flight slots — per submitter.
+//! node's group committer ([`GroupCommitter`]): a worker takes every read
+//! waiting (up to [`MAX_REQUESTS`]) with the writes waiting and answers the
+//! reads with one statement — a lateral join over the requests, each side
+//! the same indexed read a leader made alone (`managed_tx_queued_idx`), with
+//! the same limit, the batch size and the free in-flight slots, per
+//! submitter. When writes wait too, the statement runs inside their
+//! transaction, after them: no transaction of its own (a read had been
+//! about two in five of the engine's transactions at 100 submitters), and
+//! it sees the slots those writes take. Otherwise it runs alone.
 //!
 //! A read is not a critical write: it needs no fence (the allocation that
 //! follows is fenced, and allocates only intents still QUEUED), and its
 //! result is the same as the leader's own read at the statement's snapshot.
+//! Read inside a write transaction, its answer is given before that
+//! transaction commits: the writes never make an intent QUEUED, so every
+//! intent it returns was QUEUED before them too, and should the commit
+//! fail, a read that counted their slots returned fewer intents, not wrong
+//! ones.
 
-use std::sync::Arc;
-
-use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot, Mutex};
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::{
+    group::GroupCommitter,
     pipeline::{corrupt, QueuedTx},
     StoreError, StoreResult,
 };
@@ -29,13 +36,6 @@ use crate::domain::{ChainId, SubmitterKey};
 
 /// Most requests one statement answers.
 pub const MAX_REQUESTS: usize = 256;
-
-/// Concurrent statements per node: one. While it runs, the next batch
-/// gathers, so more reads share a statement: against two workers the
-/// bench's database transactions per intent fell from 0.13–0.15 to
-/// 0.12–0.13 at 100 submitters and from 0.18 to 0.15–0.16 at 1,000, with
-/// throughput within the runs' spread (README "Benchmark").
-const WORKERS: usize = 1;
 
 /// One leader's read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,15 +52,10 @@ pub struct QueueRequest {
     pub count_mined: bool,
 }
 
-struct Pending {
-    request: QueueRequest,
-    reply: oneshot::Sender<StoreResult<Vec<QueuedTx>>>,
-}
-
 /// The handle leaders read through; cheap to clone.
 #[derive(Clone)]
 pub struct QueueReader {
-    queue: mpsc::Sender<Pending>,
+    committer: GroupCommitter,
 }
 
 impl std::fmt::Debug for QueueReader {
@@ -70,53 +65,16 @@ impl std::fmt::Debug for QueueReader {
 }
 
 impl QueueReader {
-    /// Starts the workers reading from `pool`. They stop when every handle
-    /// is dropped.
-    pub fn spawn(pool: PgPool) -> QueueReader {
-        let (queue, pending) = mpsc::channel(4 * MAX_REQUESTS);
-        let pending = Arc::new(Mutex::new(pending));
-        for _ in 0..WORKERS {
-            tokio::spawn(work(pool.clone(), pending.clone()));
-        }
-        QueueReader { queue }
+    /// Reads through `committer`'s workers, with its writes.
+    pub fn new(committer: GroupCommitter) -> QueueReader {
+        QueueReader { committer }
     }
 
     /// The submitter's next QUEUED intents in acceptance order, at most
     /// `batch` and no more than its free in-flight slots — read together
     /// with other leaders' requests.
     pub async fn read(&self, request: QueueRequest) -> StoreResult<Vec<QueuedTx>> {
-        let (reply, answer) = oneshot::channel();
-        self.queue
-            .send(Pending { request, reply })
-            .await
-            .map_err(|_| StoreError::Corrupt("queue reader stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| StoreError::Corrupt("queue reader dropped a read".into()))?
-    }
-}
-
-/// One worker: takes the first waiting request, then every one already
-/// waiting, and answers them with one statement.
-async fn work(pool: PgPool, pending: Arc<Mutex<mpsc::Receiver<Pending>>>) {
-    loop {
-        let mut batch = Vec::with_capacity(MAX_REQUESTS);
-        // Waits for one request, then takes every one already waiting (the
-        // other worker waits for the lock meanwhile).
-        let taken = pending
-            .lock()
-            .await
-            .recv_many(&mut batch, MAX_REQUESTS)
-            .await;
-        if taken == 0 {
-            return;
-        }
-        let requests: Vec<QueueRequest> = batch.iter().map(|p| p.request).collect();
-        let answers = read_together(&pool, &requests).await;
-        for (pending, answer) in batch.into_iter().zip(answers) {
-            // A leader that stopped waiting dropped its receiver: nothing to do.
-            let _ = pending.reply.send(answer);
-        }
+        self.committer.read(request).await
     }
 }
 
@@ -127,18 +85,28 @@ pub async fn read_together(
     pool: &PgPool,
     requests: &[QueueRequest],
 ) -> Vec<StoreResult<Vec<QueuedTx>>> {
-    let rows = match query(pool, requests).await {
-        Ok(rows) => rows,
-        Err(err) => {
-            let message = err.to_string();
-            tracing::debug!(target: "txmgr::store", error = %message, requests = requests.len(), "queue read failed");
-            let mut answers = vec![Err(err)];
-            answers.extend((1..requests.len()).map(|_| Err(StoreError::Corrupt(message.clone()))));
-            return answers;
-        }
-    };
-    let mut answers: Vec<StoreResult<Vec<QueuedTx>>> =
-        (0..requests.len()).map(|_| Ok(Vec::new())).collect();
+    match query(pool, requests).await {
+        Ok(rows) => answers(rows, requests.len()),
+        Err(err) => failed(err, requests.len()),
+    }
+}
+
+/// Every one of `count` reads fails with `err`.
+pub(super) fn failed(err: StoreError, count: usize) -> Vec<StoreResult<Vec<QueuedTx>>> {
+    let message = err.to_string();
+    tracing::debug!(target: "txmgr::store", error = %message, requests = count, "queue read failed");
+    let mut answers = vec![Err(err)];
+    answers.extend((1..count).map(|_| Err(StoreError::Corrupt(message.clone()))));
+    answers
+}
+
+/// The answers of `count` reads from the rows of their statement: an
+/// intent that cannot be decoded fails only its own submitter's read.
+pub(super) fn answers(
+    rows: Vec<(i64, Uuid, serde_json::Value)>,
+    count: usize,
+) -> Vec<StoreResult<Vec<QueuedTx>>> {
+    let mut answers: Vec<StoreResult<Vec<QueuedTx>>> = (0..count).map(|_| Ok(Vec::new())).collect();
     for (i, tx_id, intent) in rows {
         // ORDINALITY counts from 1; the statement returns only these.
         let Some(slot) = usize::try_from(i - 1).ok().and_then(|i| answers.get_mut(i)) else {
@@ -154,8 +122,10 @@ pub async fn read_together(
     answers
 }
 
-async fn query(
-    pool: &PgPool,
+/// The statement that answers `requests`, on `conn` (the pool, or a
+/// group transaction after its writes).
+pub(super) async fn query(
+    conn: impl PgExecutor<'_>,
     requests: &[QueueRequest],
 ) -> StoreResult<Vec<(i64, Uuid, serde_json::Value)>> {
     let chain_ids: Vec<ChainId> = requests.iter().map(|r| r.key.chain_id).collect();
@@ -197,7 +167,7 @@ async fn query(
         &bounds,
         &count_mined,
     )
-    .fetch_all(pool)
+    .fetch_all(conn)
     .await?;
     Ok(rows.into_iter().map(|r| (r.i, r.tx_id, r.intent)).collect())
 }

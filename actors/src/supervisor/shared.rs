@@ -47,7 +47,8 @@ pub struct NodeServices {
     pub ingress: IngressWriter,
     /// Commits pipeline records (broadcasts, allocations), batched.
     pub committer: crate::store::group::GroupCommitter,
-    /// Reads queued intents for many submitters at once.
+    /// Reads queued intents for many submitters at once, through the
+    /// committer (in its transactions when writes wait).
     pub queue: crate::store::queue_read::QueueReader,
 }
 
@@ -55,11 +56,12 @@ impl NodeServices {
     /// Starts the root actor, and the writers on `pool` with `ingress` as
     /// the node's bound of creates waiting to be persisted.
     pub async fn start(pool: &PgPool, ingress: IngressLimits) -> Result<Self, ractor::SpawnErr> {
+        let committer = crate::store::group::GroupCommitter::spawn(pool.clone());
         Ok(Self {
             root: NodeRoot::start().await?,
             ingress: IngressWriter::for_node(pool.clone(), ingress),
-            committer: crate::store::group::GroupCommitter::spawn(pool.clone()),
-            queue: crate::store::queue_read::QueueReader::spawn(pool.clone()),
+            queue: crate::store::queue_read::QueueReader::new(committer.clone()),
+            committer,
         })
     }
 }

@@ -116,6 +116,99 @@ async fn one_merged_queue_read_answers_each_leader_within_its_own_limits() {
     assert!(ids(3).is_empty(), "a submitter with nothing queued");
 }
 
+/// Reads that wait with writes are answered in the writes' transaction,
+/// after them: a read counts the slots a write of the same batch took. A
+/// transaction that fails does not lose its reads (they are read alone,
+/// after the parts' own writes), and reads with no write are read alone.
+#[tokio::test]
+async fn reads_batched_with_writes_see_them_and_survive_a_failed_transaction() {
+    use store::queue_read::QueueRequest;
+    let db = TestDb::migrated().await;
+    let long = Duration::from_secs(30);
+    let (lease, ids) = leader_with_queue(&db, submitter(10), 4, long).await;
+    let (bad, bad_ids) = leader_with_queue(&db, submitter(11), 1, long).await;
+    let ask = |i: u8, max_in_flight: u32| QueueRequest {
+        key: submitter(i),
+        batch: 10,
+        max_in_flight,
+        count_mined: false,
+    };
+    let read_ids = |answer: &store::StoreResult<Vec<store::pipeline::QueuedTx>>| -> Vec<Uuid> {
+        answer
+            .as_ref()
+            .expect("read")
+            .iter()
+            .map(|q| q.tx_id)
+            .collect()
+    };
+
+    // One intent allocated in the batch: of three slots, two are free.
+    let (written, read) = group::write_and_read_together(
+        &db.pool,
+        vec![(lease.clone(), allocate(&ids[..1]))],
+        vec![ask(10, 3), ask(11, 10)],
+    )
+    .await;
+    assert!(written[0].is_ok(), "{written:?}");
+    assert_eq!(read_ids(&read[0]), ids[1..3].to_vec(), "after the write");
+    assert_eq!(read_ids(&read[1]), bad_ids, "another submitter's read");
+
+    // A part that breaks the shared transaction (a hash already stored):
+    // the good part and the reads are still answered, the read after the
+    // good part's write.
+    let taken = B256::repeat_byte(0xd1);
+    let persisted = group::write_together(
+        &db.pool,
+        vec![(
+            lease.clone(),
+            Write::PersistAttempts {
+                attempts: vec![attempt(ids[0], 0, taken)],
+                refused: Vec::new(),
+            },
+        )],
+    )
+    .await;
+    assert!(persisted[0].is_ok(), "{persisted:?}");
+    let (written, read) = group::write_and_read_together(
+        &db.pool,
+        vec![
+            (bad.clone(), allocate(&bad_ids)),
+            (lease.clone(), allocate(&ids[1..2])),
+        ],
+        vec![ask(10, 3)],
+    )
+    .await;
+    assert!(written.iter().all(Result::is_ok), "{written:?}");
+    let (_, broken) = group::write_and_read_together(
+        &db.pool,
+        vec![
+            (
+                bad.clone(),
+                Write::PersistAttempts {
+                    attempts: vec![attempt(bad_ids[0], 0, taken)],
+                    refused: Vec::new(),
+                },
+            ),
+            (lease.clone(), allocate(&ids[2..3])),
+        ],
+        vec![ask(10, 4), ask(11, 10)],
+    )
+    .await;
+    assert_eq!(read_ids(&read[0]), ids[2..3].to_vec());
+    assert_eq!(
+        read_ids(&broken[0]),
+        ids[3..4].to_vec(),
+        "read alone, after the good part's allocation"
+    );
+    assert!(read_ids(&broken[1]).is_empty(), "nothing queued");
+
+    // No write waiting: the reads are read alone.
+    let (written, read) =
+        group::write_and_read_together(&db.pool, Vec::new(), vec![ask(10, 10)]).await;
+    assert!(written.is_empty());
+    assert_eq!(read_ids(&read[0]), ids[3..4].to_vec());
+}
+
 /// A plain acceptance is recorded on the intent (`accepted_hash`) and leaves
 /// the attempt's row as inserted: one row version per intent fewer on the
 /// way out (issue 28). Every other answer is still written on its attempt,

@@ -6,26 +6,33 @@ use sqlx::{PgConnection, PgPool};
 use super::{
     allocate,
     writes::{self, AllocatePart, PersistPart, RecordPart},
-    Answer, Part, Write,
+    Answer, Part, Read, Write,
 };
 use crate::{
     domain::ChainId,
     metrics::{FENCED_WRITES, GROUP_COMMIT_PARTS},
-    store::{StoreError, StoreResult},
+    store::{
+        pipeline::QueuedTx,
+        queue_read::{self, QueueRequest},
+        StoreError, StoreResult,
+    },
 };
 
-/// Writes `parts` in one transaction and answers each leader. When the
-/// transaction fails as a whole, each part is written alone, so a part that
-/// cannot be stored fails only its own leader.
-pub(super) async fn write(pool: &PgPool, parts: Vec<Part>) {
+/// Writes `parts` in one transaction, answers `reads` in it after the
+/// writes, and answers each leader. When the transaction fails as a whole,
+/// each part is written alone, so a part that cannot be stored fails only
+/// its own leader, and reads not yet answered are read alone.
+pub(super) async fn write(pool: &PgPool, parts: Vec<Part>, reads: Vec<Read>) {
     if parts.is_empty() {
+        read_alone(pool, reads).await;
         return;
     }
     // A group committer serves one chain's engine.
     let chain = crate::metrics::chain_label(parts[0].fence.submitter.chain_id);
     metrics::histogram!(GROUP_COMMIT_PARTS, "chain" => chain.clone()).record(parts.len() as f64);
     let started = std::time::Instant::now();
-    let attempted = attempt(pool, &parts).await;
+    let mut reads = Some(reads);
+    let attempted = attempt(pool, &parts, &mut reads).await;
     metrics::histogram!(crate::metrics::GROUP_COMMIT_SECONDS, "chain" => chain)
         .record(started.elapsed().as_secs_f64());
     match attempted {
@@ -34,7 +41,7 @@ pub(super) async fn write(pool: &PgPool, parts: Vec<Part>) {
             tracing::warn!(target: "txmgr::store", parts = parts.len(), error = %err,
                 "group commit failed; writing its parts one by one");
             for part in parts {
-                let answers = match attempt(pool, std::slice::from_ref(&part)).await {
+                let answers = match attempt(pool, std::slice::from_ref(&part), &mut None).await {
                     Ok(answers) => answers,
                     Err(err) => vec![Err(err)],
                 };
@@ -42,6 +49,11 @@ pub(super) async fn write(pool: &PgPool, parts: Vec<Part>) {
             }
         }
         Err(err) => deliver(parts, vec![Err(err)]),
+    }
+    if let Some(reads) = reads {
+        // The transaction failed before its reads were answered: they are
+        // read alone, after the parts' own writes.
+        read_alone(pool, reads).await;
     }
 }
 
@@ -61,9 +73,37 @@ fn deliver(parts: Vec<Part>, answers: Vec<StoreResult<Answer>>) {
     }
 }
 
+/// The requests of `reads`, in their order.
+fn requests(reads: &[Read]) -> Vec<QueueRequest> {
+    reads.iter().map(|read| read.request).collect()
+}
+
+/// Answers `reads` with a statement of their own.
+async fn read_alone(pool: &PgPool, reads: Vec<Read>) {
+    if reads.is_empty() {
+        return;
+    }
+    let answers = queue_read::read_together(pool, &requests(&reads)).await;
+    deliver_reads(reads, answers);
+}
+
+/// Gives each read its answer (answers in the order of `reads`).
+fn deliver_reads(reads: Vec<Read>, answers: Vec<StoreResult<Vec<QueuedTx>>>) {
+    for (read, answer) in reads.into_iter().zip(answers) {
+        // The leader may have stopped waiting (its actor was killed).
+        let _ = read.reply.send(answer);
+    }
+}
+
 /// One transaction for `parts`: an answer per part, or the error that made
-/// the whole transaction fail (nothing of it was committed then).
-async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<Answer>>> {
+/// the whole transaction fail (nothing of it was committed then). The reads
+/// in `reads` are answered (and taken) once their statement has run after
+/// the writes, before the commit (see [`queue_read`]).
+async fn attempt(
+    pool: &PgPool,
+    parts: &[Part],
+    reads: &mut Option<Vec<Read>>,
+) -> StoreResult<Vec<StoreResult<Answer>>> {
     let mut tx = pool.begin().await?;
     if parts.iter().all(|p| p.write.may_relax()) {
         // set_config(.., true) is SET LOCAL in a form the checked macros
@@ -138,6 +178,13 @@ async fn attempt(pool: &PgPool, parts: &[Part]) -> StoreResult<Vec<StoreResult<A
     }
     if !recording.is_empty() {
         writes::record(&mut tx, &recording).await?;
+    }
+    if let Some(waiting) = reads.as_deref().filter(|reads| !reads.is_empty()) {
+        let count = waiting.len();
+        let rows = queue_read::query(&mut *tx, &requests(waiting)).await?;
+        if let Some(waiting) = reads.take() {
+            deliver_reads(waiting, queue_read::answers(rows, count));
+        }
     }
     tx.commit().await?;
     Ok(answers)

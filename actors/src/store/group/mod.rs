@@ -16,6 +16,10 @@
 //!    row checked against its part's submitter;
 //! 3. one commit, durable unless every part allows relaxed durability.
 //!
+//! The leaders' queue reads ([`queue_read`](super::queue_read)) go through
+//! the same queue: a batch's reads are answered by one statement inside its
+//! transaction, after its writes, or alone when no write waits.
+//!
 //! A batch that fails for another reason (a conflict, a bad row) is rolled
 //! back and each of its parts is retried alone, so one part never fails
 //! another leader's write. Each leader still waits for its own answer before
@@ -36,7 +40,8 @@ use tokio::sync::{mpsc, oneshot, Mutex};
 use uuid::Uuid;
 
 use super::{
-    pipeline::{NewAttempt, RetryLater},
+    pipeline::{NewAttempt, QueuedTx, RetryLater},
+    queue_read::{QueueRequest, MAX_REQUESTS},
     LeaseGuard, LeaseOwner, StoreError, StoreResult,
 };
 use crate::domain::SubmitterKey;
@@ -48,7 +53,8 @@ pub const MAX_PARTS: usize = 256;
 /// the WAL flush), the next batch gathers and is written.
 pub const WORKERS: usize = 2;
 
-/// Waiting parts the queue holds before leaders wait to hand theirs over.
+/// Waiting parts and reads the queue holds before leaders wait to hand
+/// theirs over.
 const QUEUE_DEPTH: usize = 4 * MAX_PARTS;
 
 /// The lease proof of one leader, as the committer checks it.
@@ -187,20 +193,35 @@ struct Part {
     reply: oneshot::Sender<StoreResult<Answer>>,
 }
 
+/// One leader's queue read ([`queue_read`](super::queue_read)) and where
+/// its answer goes.
+#[derive(Debug)]
+struct Read {
+    request: QueueRequest,
+    reply: oneshot::Sender<StoreResult<Vec<QueuedTx>>>,
+}
+
+/// What a worker takes from the queue.
+#[derive(Debug)]
+enum Job {
+    Write(Part),
+    Read(Read),
+}
+
 /// The handle leaders write through; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct GroupCommitter {
-    queue: mpsc::Sender<Part>,
+    queue: mpsc::Sender<Job>,
 }
 
 impl GroupCommitter {
     /// Starts [`WORKERS`] workers writing to `pool`. They stop when every
     /// handle is dropped.
     pub fn spawn(pool: PgPool) -> GroupCommitter {
-        let (queue, parts) = mpsc::channel(QUEUE_DEPTH);
-        let parts = Arc::new(Mutex::new(parts));
+        let (queue, jobs) = mpsc::channel(QUEUE_DEPTH);
+        let jobs = Arc::new(Mutex::new(jobs));
         for _ in 0..WORKERS {
-            tokio::spawn(work(pool.clone(), parts.clone()));
+            tokio::spawn(work(pool.clone(), jobs.clone()));
         }
         GroupCommitter { queue }
     }
@@ -215,12 +236,25 @@ impl GroupCommitter {
             reply,
         };
         self.queue
-            .send(part)
+            .send(Job::Write(part))
             .await
             .map_err(|_| StoreError::Corrupt("group committer stopped".into()))?;
         answer
             .await
             .map_err(|_| StoreError::Corrupt("group committer dropped a write".into()))?
+    }
+
+    /// Reads the submitter's next QUEUED intents with the reads waiting —
+    /// inside the next batch's transaction when writes wait too.
+    pub async fn read(&self, request: QueueRequest) -> StoreResult<Vec<QueuedTx>> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send(Job::Read(Read { request, reply }))
+            .await
+            .map_err(|_| StoreError::Corrupt("queue reader stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Corrupt("queue reader dropped a read".into()))?
     }
 }
 
@@ -232,6 +266,18 @@ pub async fn write_together(
     pool: &PgPool,
     parts: Vec<(LeaseGuard, Write)>,
 ) -> Vec<StoreResult<Answer>> {
+    write_and_read_together(pool, parts, Vec::new()).await.0
+}
+
+/// [`write_together`] with queue reads in the same batch, as a worker that
+/// took both answers them: in the parts' transaction after their writes
+/// (alone when there are no parts, or when that transaction fails). Read
+/// answers come in the order of `reads`.
+pub async fn write_and_read_together(
+    pool: &PgPool,
+    parts: Vec<(LeaseGuard, Write)>,
+    reads: Vec<QueueRequest>,
+) -> (Vec<StoreResult<Answer>>, Vec<StoreResult<Vec<QueuedTx>>>) {
     let mut answers = Vec::with_capacity(parts.len());
     let parts: Vec<Part> = parts
         .into_iter()
@@ -245,7 +291,16 @@ pub async fn write_together(
             }
         })
         .collect();
-    batch::write(pool, parts).await;
+    let mut read_answers = Vec::with_capacity(reads.len());
+    let reads: Vec<Read> = reads
+        .into_iter()
+        .map(|request| {
+            let (reply, answer) = oneshot::channel();
+            read_answers.push(answer);
+            Read { request, reply }
+        })
+        .collect();
+    batch::write(pool, parts, reads).await;
     let mut out = Vec::with_capacity(answers.len());
     for answer in answers {
         out.push(
@@ -254,27 +309,40 @@ pub async fn write_together(
             }),
         );
     }
-    out
+    let mut read_out = Vec::with_capacity(read_answers.len());
+    for answer in read_answers {
+        read_out.push(
+            answer
+                .await
+                .unwrap_or_else(|_| Err(StoreError::Corrupt("group commit dropped a read".into()))),
+        );
+    }
+    (out, read_out)
 }
 
-/// One worker: takes the first waiting part, then every part already
-/// waiting (one per submitter; a second one of the same submitter waits for
-/// the next batch), and writes them together.
-async fn work(pool: PgPool, parts: Arc<Mutex<mpsc::Receiver<Part>>>) {
+/// One worker: takes the first waiting job, then every job already
+/// waiting — parts one per submitter (a second one of the same submitter
+/// waits for the next batch) up to [`MAX_PARTS`], reads up to
+/// [`MAX_REQUESTS`] — and writes the parts together, the reads answered in
+/// their transaction.
+async fn work(pool: PgPool, jobs: Arc<Mutex<mpsc::Receiver<Job>>>) {
     let mut carry: Vec<Part> = Vec::new();
     loop {
         let mut batch = std::mem::take(&mut carry);
+        let mut reads = Vec::new();
         {
-            let mut queue = parts.lock().await;
+            let mut queue = jobs.lock().await;
             if batch.is_empty() {
                 match queue.recv().await {
-                    Some(part) => batch.push(part),
+                    Some(Job::Write(part)) => batch.push(part),
+                    Some(Job::Read(read)) => reads.push(read),
                     None => return,
                 }
             }
-            while batch.len() < MAX_PARTS {
+            while batch.len() < MAX_PARTS && reads.len() < MAX_REQUESTS {
                 match queue.try_recv() {
-                    Ok(part) => batch.push(part),
+                    Ok(Job::Write(part)) => batch.push(part),
+                    Ok(Job::Read(read)) => reads.push(read),
                     Err(_) => break,
                 }
             }
@@ -285,9 +353,10 @@ async fn work(pool: PgPool, parts: Arc<Mutex<mpsc::Receiver<Part>>>) {
             .partition(|part| seen.insert(part.fence.submitter));
         carry = later;
         // On a task of its own: should writing a batch ever panic, its
-        // leaders see their write dropped (and retry) and this worker goes on.
+        // leaders see their write or read dropped (and retry) and this
+        // worker goes on.
         let pool = pool.clone();
-        if let Err(err) = tokio::spawn(async move { batch::write(&pool, now).await }).await {
+        if let Err(err) = tokio::spawn(async move { batch::write(&pool, now, reads).await }).await {
             tracing::error!(target: "txmgr::store", error = %err, "a group commit task failed");
         }
     }
