@@ -204,7 +204,7 @@ struct Read {
 /// What a worker takes from the queue.
 #[derive(Debug)]
 enum Job {
-    Write(Part),
+    Write(Box<Part>),
     Read(Read),
 }
 
@@ -236,7 +236,7 @@ impl GroupCommitter {
             reply,
         };
         self.queue
-            .send(Job::Write(part))
+            .send(Job::Write(Box::new(part)))
             .await
             .map_err(|_| StoreError::Corrupt("group committer stopped".into()))?;
         answer
@@ -334,14 +334,14 @@ async fn work(pool: PgPool, jobs: Arc<Mutex<mpsc::Receiver<Job>>>) {
             let mut queue = jobs.lock().await;
             if batch.is_empty() {
                 match queue.recv().await {
-                    Some(Job::Write(part)) => batch.push(part),
+                    Some(Job::Write(part)) => batch.push(*part),
                     Some(Job::Read(read)) => reads.push(read),
                     None => return,
                 }
             }
             while batch.len() < MAX_PARTS && reads.len() < MAX_REQUESTS {
                 match queue.try_recv() {
-                    Ok(Job::Write(part)) => batch.push(part),
+                    Ok(Job::Write(part)) => batch.push(*part),
                     Ok(Job::Read(read)) => reads.push(read),
                     Err(_) => break,
                 }
