@@ -206,6 +206,14 @@ async fn a_cancelled_intent_gets_no_nonce_and_leaves_no_gap() {
     assert_eq!((cursor.next_nonce, cursor.released), (2, Vec::new()));
 }
 
+/// Persist `attempts`, nothing refused.
+fn persist(attempts: Vec<NewAttempt>) -> Write {
+    Write::PersistAttempts {
+        attempts,
+        refused: Vec::new(),
+    }
+}
+
 fn attempt(tx_id: Uuid, nonce: u64, hash: B256) -> NewAttempt {
     NewAttempt {
         tx_id,

@@ -159,13 +159,7 @@ async fn reads_batched_with_writes_see_them_and_survive_a_failed_transaction() {
     let taken = B256::repeat_byte(0xd1);
     let persisted = group::write_together(
         &db.pool,
-        vec![(
-            lease.clone(),
-            Write::PersistAttempts {
-                attempts: vec![attempt(ids[0], 0, taken)],
-                refused: Vec::new(),
-            },
-        )],
+        vec![(lease.clone(), persist(vec![attempt(ids[0], 0, taken)]))],
     )
     .await;
     assert!(persisted[0].is_ok(), "{persisted:?}");
@@ -182,13 +176,7 @@ async fn reads_batched_with_writes_see_them_and_survive_a_failed_transaction() {
     let (_, broken) = group::write_and_read_together(
         &db.pool,
         vec![
-            (
-                bad.clone(),
-                Write::PersistAttempts {
-                    attempts: vec![attempt(bad_ids[0], 0, taken)],
-                    refused: Vec::new(),
-                },
-            ),
+            (bad.clone(), persist(vec![attempt(bad_ids[0], 0, taken)])),
             (lease.clone(), allocate(&ids[2..3])),
         ],
         vec![ask(10, 4), ask(11, 10)],
@@ -217,14 +205,19 @@ async fn reads_batched_with_writes_see_them_and_survive_a_failed_transaction() {
 async fn an_acceptance_names_the_attempt_on_the_intent_and_leaves_the_attempt_row_alone() {
     let db = TestDb::migrated().await;
     let key = submitter(9);
-    let (lease, ids) = leader_with_queue(&db, key, 2, Duration::from_secs(30)).await;
+    let (lease, ids) = leader_with_queue(&db, key, 3, Duration::from_secs(30)).await;
     let write = |w: Write| group::write_together(&db.pool, vec![(lease.clone(), w)]);
     assert!(write(allocate(&ids)).await[0].is_ok());
-    let (first, known) = (B256::repeat_byte(0xa1), B256::repeat_byte(0xa2));
-    let persisted = write(Write::PersistAttempts {
-        attempts: vec![attempt(ids[0], 0, first), attempt(ids[1], 1, known)],
-        refused: Vec::new(),
-    })
+    let (first, known, late) = (
+        B256::repeat_byte(0xa1),
+        B256::repeat_byte(0xa2),
+        B256::repeat_byte(0xa4),
+    );
+    let persisted = write(persist(vec![
+        attempt(ids[0], 0, first),
+        attempt(ids[1], 1, known),
+        attempt(ids[2], 2, late),
+    ]))
     .await;
     assert!(persisted[0].is_ok(), "{persisted:?}");
     let version = |hash: B256| {
@@ -250,9 +243,18 @@ async fn an_acceptance_names_the_attempt_on_the_intent_and_leaves_the_attempt_ro
             retry_after: Duration::from_secs(1),
         }))
     };
+    // The third intent has left flight (as an operator would make it)
+    // before its acceptance is recorded: no update names it, so its attempt
+    // carries the answer.
+    sqlx::query("UPDATE managed_tx SET state = 'REJECTED', last_error = 'x' WHERE tx_id = $1")
+        .bind(ids[2])
+        .execute(&db.pool)
+        .await
+        .expect("reject");
     let recorded = record(vec![
         (ids[0], first, "accepted"),
         (ids[1], known, "already_known"),
+        (ids[2], late, "accepted"),
     ])
     .await;
     assert!(recorded[0].is_ok(), "{recorded:?}");
@@ -262,10 +264,11 @@ async fn an_acceptance_names_the_attempt_on_the_intent_and_leaves_the_attempt_ro
         "the accepted attempt's row is the version its insert wrote"
     );
     assert_eq!(version(known).await.1.as_deref(), Some("already_known"));
+    assert_eq!(version(late).await.1.as_deref(), Some("accepted"));
     let named: Vec<(String, Option<String>)> = sqlx::query_as(
         "SELECT state, accepted_hash FROM managed_tx WHERE tx_id = ANY($1) ORDER BY nonce",
     )
-    .bind(&ids)
+    .bind(&ids[..2])
     .fetch_all(&db.pool)
     .await
     .expect("intents");
@@ -297,11 +300,7 @@ async fn an_acceptance_names_the_attempt_on_the_intent_and_leaves_the_attempt_ro
     let later = B256::repeat_byte(0xa3);
     let mut replacement = attempt(ids[0], 0, later);
     replacement.kind = AttemptKind::Bump;
-    let persisted = write(Write::PersistAttempts {
-        attempts: vec![replacement],
-        refused: Vec::new(),
-    })
-    .await;
+    let persisted = write(persist(vec![replacement])).await;
     assert!(persisted[0].is_ok(), "{persisted:?}");
     let recorded = record(vec![(ids[0], later, "accepted")]).await;
     assert!(recorded[0].is_ok(), "{recorded:?}");

@@ -138,16 +138,20 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
     }
     if !accepted.tx_ids.is_empty() {
         sqlx::query!(
-            "WITH earlier AS (
-                 -- The attempt an earlier acceptance named keeps its answer
-                 -- when the intent's `accepted_hash` moves on (rare: a resend
-                 -- of an intent accepted before).
+            "WITH written AS (
+                 -- Answers `accepted_hash` cannot carry, written on their
+                 -- attempt (both rare): an intent no longer in flight is not
+                 -- updated below, so its attempt gets the answer; and the
+                 -- attempt an earlier acceptance named keeps its answer when
+                 -- `accepted_hash` moves on to this one.
                  UPDATE tx_attempt t SET broadcast_result = 'accepted'
                    FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $6::text[])
                         AS a(tx_id, chain_id, submitter, tx_hash)
                    JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
                                     AND m.submitter = a.submitter
-                  WHERE m.accepted_hash <> a.tx_hash AND t.tx_hash = m.accepted_hash
+                  WHERE t.tx_hash = CASE WHEN m.state NOT IN ('ALLOCATED', 'TRACKING', 'STUCK')
+                                         THEN a.tx_hash
+                                         WHEN m.accepted_hash <> a.tx_hash THEN m.accepted_hash END
                     AND t.broadcast_result IS NULL)
              UPDATE managed_tx m SET state = CASE WHEN m.state = 'STUCK' THEN 'STUCK' ELSE 'TRACKING' END,
                     sub_state = COALESCE(m.sub_state, $7),
