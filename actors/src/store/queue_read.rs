@@ -92,7 +92,7 @@ pub async fn read_together(
 }
 
 /// Every one of `count` reads fails with `err`.
-pub(super) fn failed(err: StoreError, count: usize) -> Vec<StoreResult<Vec<QueuedTx>>> {
+fn failed(err: StoreError, count: usize) -> Vec<StoreResult<Vec<QueuedTx>>> {
     let message = err.to_string();
     tracing::debug!(target: "txmgr::store", error = %message, requests = count, "queue read failed");
     let mut answers = vec![Err(err)];

@@ -314,3 +314,57 @@ async fn an_acceptance_names_the_attempt_on_the_intent_and_leaves_the_attempt_ro
         ]
     );
 }
+
+/// A re-broadcast sends the newest attempt a node accepted, not a newer
+/// replacement the node refused — also when that acceptance is kept on the
+/// intent (`accepted_hash`) rather than written on the attempt.
+#[tokio::test]
+async fn a_resend_picks_the_attempt_the_intent_names_as_accepted_over_a_refused_replacement() {
+    let db = TestDb::migrated().await;
+    let (lease, ids) = leader_with_queue(&db, submitter(12), 1, Duration::from_secs(30)).await;
+    let write = |w: Write| group::write_together(&db.pool, vec![(lease.clone(), w)]);
+    assert!(write(allocate(&ids)).await[0].is_ok());
+    let (original, replacement) = (B256::repeat_byte(0xe1), B256::repeat_byte(0xe2));
+    assert!(write(persist(vec![attempt(ids[0], 0, original)])).await[0].is_ok());
+    let recorded = write(Write::RecordBroadcast(group::BroadcastRecord {
+        accepted: vec![(ids[0], original, "accepted")],
+        resubmit_interval: RESUBMIT,
+        ..group::BroadcastRecord::default()
+    }))
+    .await;
+    assert!(recorded[0].is_ok(), "{recorded:?}");
+    let mut bump = attempt(ids[0], 0, replacement);
+    bump.kind = AttemptKind::Bump;
+    assert!(write(persist(vec![bump])).await[0].is_ok());
+    let mut ftx = FencedTx::begin(&db.pool, &lease, "refused")
+        .await
+        .expect("fenced");
+    store::pipeline::record_attempt_results(
+        &mut ftx,
+        [(replacement, "replacement_underpriced".to_owned())].into_iter(),
+    )
+    .await
+    .expect("refusal");
+    ftx.commit().await.expect("commit");
+    sqlx::query(
+        "UPDATE managed_tx SET next_resubmit_at = now() - interval '1 second' WHERE tx_id = $1",
+    )
+    .bind(ids[0])
+    .execute(&db.pool)
+    .await
+    .expect("due");
+
+    let mut ftx = FencedTx::begin(&db.pool, &lease, "claim")
+        .await
+        .expect("fenced");
+    let claimed = store::resubmit_claims::claim_due(&mut ftx, None, 10, RESUBMIT)
+        .await
+        .expect("claim");
+    ftx.commit().await.expect("commit");
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(claimed[0].latest_hash, replacement, "the newest attempt");
+    assert_eq!(
+        claimed[0].resend_hash, original,
+        "the accepted original, not the refused replacement"
+    );
+}
