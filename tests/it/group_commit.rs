@@ -113,12 +113,14 @@ async fn states(db: &TestDb, key: SubmitterKey) -> Vec<(String, Option<i64>, Opt
     .expect("states")
 }
 
+/// The cursor's next nonce as the store derives it (the row's floor, or the
+/// nonce after the highest on an intent).
 async fn next_nonce(db: &TestDb, key: SubmitterKey) -> i64 {
-    sqlx::query_scalar("SELECT next_nonce FROM submitter_nonce_cursor WHERE submitter = $1")
-        .bind(key.address_hex())
-        .fetch_one(&db.pool)
+    let cursor = txmgr_actors::store::nonce_cursor::load(&db.pool, key)
         .await
         .expect("cursor")
+        .expect("a cursor row");
+    i64::try_from(cursor.next_nonce).expect("nonce fits")
 }
 
 #[tokio::test]
@@ -328,5 +330,6 @@ async fn a_part_that_cannot_be_written_fails_whole_and_alone() {
         .all(|(state, nonce, _)| state == "QUEUED" && nonce.is_none()));
 }
 
+mod cursor_floor;
 mod presigned;
 mod records;

@@ -2,6 +2,15 @@
 //!
 //! Reads take the pool; every change takes a [`FencedTx`], so only the lease
 //! holder can move the cursor, hand out nonces or flip PROTECT.
+//!
+//! The next nonce is derived: the row's `next_nonce` is a floor, and every
+//! nonce handed out stays on its intent's row until it leaves it (a trigger
+//! then raises the floor past it), so the next never-used nonce is the
+//! greater of the floor and the submitter's highest nonce on an intent plus
+//! one. An allocation therefore writes the cursor row only when `released`
+//! changes (README "Data model and leases").
+
+use std::collections::HashMap;
 
 use alloy::primitives::Address;
 use sqlx::{PgConnection, PgPool};
@@ -9,10 +18,10 @@ use sqlx::{PgConnection, PgPool};
 use super::{FencedTx, StoreError, StoreResult};
 use crate::domain::{ChainId, SubmitterKey};
 
-/// The cursor row of one submitter.
+/// The cursor of one submitter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NonceCursor {
-    /// The next never-used nonce.
+    /// The next never-used nonce (derived: see the module docs).
     pub next_nonce: u64,
     /// Nonces below `next_nonce` given back and not yet reused, ascending.
     pub released: Vec<u64>,
@@ -33,6 +42,44 @@ pub(super) struct CursorRow {
     pub(in crate::store) protect_reason: Option<String>,
     pub(in crate::store) fencing_token: i64,
     pub(in crate::store) protect_covered_below: Option<i64>,
+}
+
+impl CursorRow {
+    /// Raises the row's floor to the nonce after `top`, the submitter's
+    /// highest nonce on an intent (read under the row's lock).
+    pub(in crate::store) fn with_top(mut self, top: Option<i64>) -> Self {
+        if let Some(top) = top {
+            self.next_nonce = self.next_nonce.max(top.saturating_add(1));
+        }
+        self
+    }
+}
+
+/// The highest nonce on an intent of each `(chain, submitter)` (`None`: no
+/// intent holds one), in one statement. Read it after the cursor rows are
+/// locked, in a statement of its own: a statement's snapshot is taken when
+/// it starts, so one that waited for the lock would not see the nonces the
+/// previous holder wrote.
+pub(in crate::store) async fn highest_nonces(
+    conn: &mut PgConnection,
+    chains: &[ChainId],
+    addresses: &[String],
+) -> StoreResult<HashMap<(ChainId, String), Option<i64>>> {
+    let rows = sqlx::query!(
+        r#"SELECT a.chain_id AS "chain_id!: ChainId", a.submitter AS "submitter!",
+                  (SELECT max(m.nonce) FROM managed_tx m
+                    WHERE m.chain_id = a.chain_id AND m.submitter = a.submitter
+                      AND m.nonce IS NOT NULL) AS top
+             FROM UNNEST($1::bigint[], $2::text[]) AS a(chain_id, submitter)"#,
+        chains as _,
+        addresses,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| ((row.chain_id, row.submitter), row.top))
+        .collect())
 }
 
 pub(super) fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor> {
@@ -62,8 +109,12 @@ pub(super) fn to_db(nonce: u64) -> StoreResult<i64> {
 pub async fn load(pool: &PgPool, submitter: SubmitterKey) -> StoreResult<Option<NonceCursor>> {
     let row = sqlx::query_as!(
         CursorRow,
-        "SELECT next_nonce, released, protect_reason, fencing_token, protect_covered_below
-           FROM submitter_nonce_cursor WHERE chain_id = $1 AND submitter = $2",
+        r#"SELECT GREATEST(c.next_nonce,
+                          (SELECT max(m.nonce) + 1 FROM managed_tx m
+                            WHERE m.chain_id = c.chain_id AND m.submitter = c.submitter
+                              AND m.nonce IS NOT NULL)) AS "next_nonce!",
+                  c.released, c.protect_reason, c.fencing_token, c.protect_covered_below
+             FROM submitter_nonce_cursor c WHERE c.chain_id = $1 AND c.submitter = $2"#,
         submitter.chain_id as _,
         submitter.address_hex(),
     )
@@ -122,10 +173,15 @@ pub(super) async fn lock_on(
         submitter.chain_id as _,
         submitter.address_hex(),
     )
-    .fetch_optional(conn)
+    .fetch_optional(&mut *conn)
     .await?;
+    let top = |tops: HashMap<_, Option<i64>>| tops.into_values().next().flatten();
     match row {
-        Some(row) => from_row(submitter, row),
+        Some(row) => {
+            let key = (submitter.chain_id, submitter.address_hex());
+            let tops = highest_nonces(conn, &[key.0], &[key.1]).await?;
+            from_row(submitter, row.with_top(top(tops)))
+        }
         None => Err(StoreError::Missing {
             what: "nonce cursor",
             submitter,

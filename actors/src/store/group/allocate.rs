@@ -1,7 +1,9 @@
 //! The merged allocation of a group transaction: rejections first, then
 //! nonces for every allocate part, each drawn from its own submitter's
-//! cursor; the cursors of all parts are read and locked in one statement,
-//! the intents updated in one and the cursors written in one.
+//! cursor; the cursors of all parts are locked in one statement, their
+//! highest nonces on intents read in one (the next nonce is derived from
+//! them: `nonce_cursor`), the intents updated in one, and the cursor rows
+//! written only when their `released` lists changed (rare).
 
 use std::collections::HashMap;
 
@@ -22,13 +24,16 @@ use crate::{
     },
 };
 
-/// One part's draw: its index, the cursor after drawing, `(intent, nonce)`.
-type Drawn = (usize, NonceCursor, Vec<(Uuid, u64)>);
+/// One part's draw: its index, the cursor after drawing, `(intent, nonce)`,
+/// and the cursor's `released` list as read (the row is written only when
+/// the list changed).
+type Drawn = (usize, NonceCursor, Vec<(Uuid, u64)>, Vec<u64>);
 
 /// Rejections, then nonces for every allocate part: the cursors of all
-/// parts are read and locked in one statement, the nonces drawn here, the
-/// intents updated in one statement and the cursors written in one. Returns
-/// per part the intents that got a nonce.
+/// parts are locked in one statement and their highest nonces read in a
+/// second, the nonces drawn here, the intents updated in one statement, and
+/// the cursor rows whose `released` changed written in one. Returns per
+/// part the intents that got a nonce.
 pub(super) async fn allocate(
     conn: &mut PgConnection,
     parts: &[AllocatePart<'_>],
@@ -92,12 +97,16 @@ pub(super) async fn allocate(
     )
     .fetch_all(&mut *conn)
     .await?;
+    // Under the locks just taken, in a statement of its own (its snapshot
+    // then holds every nonce the previous holders of the locks wrote).
+    let mut tops = nonce_cursor::highest_nonces(conn, &chains, &addresses).await?;
     let mut paused = std::collections::HashSet::new();
     let mut cursors: HashMap<RowKey, CursorRow> = rows
         .into_iter()
         .map(|row| {
+            let key = (row.chain_id, row.submitter);
             if row.paused {
-                paused.insert((row.chain_id, row.submitter.clone()));
+                paused.insert(key.clone());
             }
             let cursor = CursorRow {
                 next_nonce: row.next_nonce,
@@ -106,7 +115,8 @@ pub(super) async fn allocate(
                 fencing_token: row.fencing_token,
                 protect_covered_below: row.protect_covered_below,
             };
-            ((row.chain_id, row.submitter), cursor)
+            let top = tops.remove(&key).flatten();
+            (key, cursor.with_top(top))
         })
         .collect();
 
@@ -127,8 +137,8 @@ pub(super) async fn allocate(
         }
         // Drawn and signed by the leader: written whole, or not at all.
         if let Some(presigned) = part.presigned {
-            if let Some(held) = presigned_draw(part, presigned, row, &still[i])? {
-                drawn.push((i, held, presigned_assignments(presigned)));
+            if let Some((held, read)) = presigned_draw(part, presigned, row, &still[i])? {
+                drawn.push((i, held, presigned_assignments(presigned), read));
             }
             continue;
         }
@@ -142,22 +152,28 @@ pub(super) async fn allocate(
             }
         }
         let mut cursor = nonce_cursor::from_row(part.fence.submitter, row)?;
+        let read = cursor.released.clone();
         let nonces = cursor.draw(still[i].len());
         let assignments = still[i].iter().copied().zip(nonces).collect();
-        drawn.push((i, cursor, assignments));
+        drawn.push((i, cursor, assignments, read));
     }
     let assigned = assign(conn, parts, &drawn).await?;
 
     // Nonces of intents that left QUEUED meanwhile go back to the cursor.
+    // The nonces assigned are on their intents' rows now, which is where
+    // the next nonce is derived from: the cursor row is written only when
+    // its `released` list changed (a released nonce drawn or given back).
     let mut cursor_rows = CursorWrites::default();
-    for (i, mut cursor, assignments) in drawn {
+    for (i, mut cursor, assignments, read) in drawn {
         let (kept, unused): (Vec<_>, Vec<_>) = assignments
             .into_iter()
             .partition(|(id, _)| assigned.contains(id));
         let mut back: Vec<u64> = unused.iter().map(|(_, n)| *n).collect();
         back.sort_unstable();
         cursor.give_back(&back)?;
-        cursor_rows.push(parts[i].fence, &cursor)?;
+        if cursor.released != read {
+            cursor_rows.push(parts[i].fence, &cursor)?;
+        }
         if let Some(budget) = parts[i].spend {
             let ids: Vec<Uuid> = kept.iter().map(|(id, _)| *id).collect();
             spend::record(conn, parts[i].fence.submitter, budget, &ids).await?;
@@ -169,16 +185,17 @@ pub(super) async fn allocate(
     Ok(answers)
 }
 
-/// The cursor after a leader's own draw, when the draw still holds: the
-/// row says what the leader drew from (no other write moved it, no PROTECT
-/// since) and every intent it signed for is still QUEUED and not past its
-/// deadline. `None`: nothing of the part is allocated.
+/// The cursor after a leader's own draw, and its `released` list as read,
+/// when the draw still holds: the row says what the leader drew from (no
+/// other write moved it, no PROTECT since) and every intent it signed for
+/// is still QUEUED and not past its deadline. `None`: nothing of the part
+/// is allocated.
 fn presigned_draw(
     part: &AllocatePart<'_>,
     presigned: &Presigned,
     row: CursorRow,
     queued: &[Uuid],
-) -> StoreResult<Option<NonceCursor>> {
+) -> StoreResult<Option<(NonceCursor, Vec<u64>)>> {
     let from_released = presigned
         .from
         .1
@@ -199,6 +216,7 @@ fn presigned_draw(
     // The same draw again from the locked row: the attempts must carry
     // exactly the nonces it gives, in order.
     let mut cursor = nonce_cursor::from_row(part.fence.submitter, row)?;
+    let read = cursor.released.clone();
     let nonces = cursor.draw(presigned.attempts.len());
     if let Some((nonce, attempt)) = nonces
         .iter()
@@ -210,7 +228,7 @@ fn presigned_draw(
             attempt.tx_id, attempt.nonce
         )));
     }
-    Ok(Some(cursor))
+    Ok(Some((cursor, read)))
 }
 
 fn presigned_assignments(presigned: &Presigned) -> Vec<(Uuid, u64)> {
@@ -292,7 +310,7 @@ async fn assign(
     drawn: &[Drawn],
 ) -> StoreResult<std::collections::HashSet<Uuid>> {
     let mut rows = Columns::default();
-    for (i, _, assignments) in drawn {
+    for (i, _, assignments, _) in drawn {
         let part = &parts[*i];
         for (tx_id, nonce) in assignments {
             rows.push(part.fence, *tx_id);
