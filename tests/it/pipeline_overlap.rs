@@ -10,7 +10,7 @@ use crate::common::{
     invariants,
     node::{config_toml, TestNode},
     rpc_proxy::{Faults, RpcProxy},
-    Anvil, TestDb,
+    wait_until, Anvil, TestDb,
 };
 
 /// Intents per batch, and batches in the test.
@@ -74,6 +74,88 @@ async fn the_next_batch_is_written_while_the_previous_one_is_sent_and_sends_stay
     .await
     .expect("attempts");
     assert_eq!(by_nonce.len() as i64, BATCH * BATCHES);
+    assert_eq!(
+        proxy.sent_raw(),
+        by_nonce,
+        "sends in nonce order, once each"
+    );
+    node.stop().await;
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
+}
+
+/// Each send request is held this long in the record test: the window in
+/// which the test takes batch 0's rows before its answers come back.
+const HELD_SEND_DELAY: Duration = Duration::from_secs(1);
+
+/// A batch's record does not hold back the next batch's sends: while batch
+/// 0's answers cannot be recorded (the test holds its intents' rows), batch
+/// 1 is sent, still after batch 0 and in nonce order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_next_batch_is_sent_while_the_previous_ones_answers_are_recorded() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let proxy = RpcProxy::start(&anvil.rpc_url(), 12).await;
+    proxy.set(Faults {
+        send_delay: Some(HELD_SEND_DELAY),
+        ..Faults::default()
+    });
+    // The held record waits on the test's row locks (and holds its fence's
+    // share lock on the lease row, which delays renewals meanwhile): a lock
+    // timeout and a lease long enough for that.
+    let toml = config_toml(
+        &db.url,
+        &proxy.url(),
+        "n1",
+        &format!("batch_size = {BATCH}\nmax_in_flight = 200"),
+    )
+    .replace(
+        "max_connections = 8",
+        "max_connections = 8\nlock_timeout = \"120s\"",
+    )
+    .replace("duration = \"3s\"", "duration = \"30s\"");
+    let node = TestNode::start(&toml).await;
+    paused_backlog(&node, "r", BATCH * 3).await;
+
+    // Batch 0 is written and being sent: hold its rows, so its record waits.
+    let batch_zero = |pool: sqlx::PgPool| async move {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM managed_tx WHERE nonce < $1 AND state = 'ALLOCATED'",
+        )
+        .bind(BATCH)
+        .fetch_one(&pool)
+        .await
+        .expect("batch 0")
+    };
+    wait_until(Duration::from_secs(30), || async {
+        batch_zero(db.pool.clone()).await == BATCH
+    })
+    .await;
+    let mut holder = db.pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM managed_tx WHERE nonce < $1 FOR UPDATE")
+        .bind(BATCH)
+        .execute(&mut *holder)
+        .await
+        .expect("hold batch 0");
+
+    // Batch 1 reaches the node while batch 0's answers are not recorded.
+    wait_until(Duration::from_secs(30), || async {
+        proxy.sent_raw().len() as i64 >= 2 * BATCH
+    })
+    .await;
+    assert_eq!(
+        batch_zero(db.pool.clone()).await,
+        BATCH,
+        "batch 0's answers still unrecorded when batch 1 was sent"
+    );
+    holder.rollback().await.expect("release batch 0");
+
+    invariants::wait_mined(&db.pool, BATCH * 3, Duration::from_secs(60)).await;
+    let by_nonce: Vec<String> = sqlx::query_scalar(
+        "SELECT '0x' || encode(raw_tx, 'hex') FROM tx_attempt ORDER BY nonce, attempt_no",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("attempts");
     assert_eq!(
         proxy.sent_raw(),
         by_nonce,

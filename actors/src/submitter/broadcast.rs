@@ -64,6 +64,75 @@ impl BroadcastReport {
     }
 }
 
+/// A batch sent and its answers judged, not yet recorded. Everything the
+/// cycle decides on (a retry, a refusal, a consumed nonce) is known here;
+/// recording it is a write only this batch's intents depend on, so the
+/// cycle records it while the next batch is sent (README "How an intent is
+/// executed").
+#[derive(Debug)]
+pub(crate) struct Judged {
+    record: BroadcastRecord,
+    sweep_now: bool,
+}
+
+impl Judged {
+    /// No retry, no refusal, no consumed nonce: the cycle may keep going.
+    pub(crate) fn clean(&self) -> bool {
+        !self.sweep_now && self.record.retries.is_empty() && self.record.rejects.is_empty()
+    }
+
+    /// Records the answers in one fenced write through the group committer;
+    /// returns what the cycle must act on.
+    pub(crate) async fn record(
+        self,
+        ctx: &SubmitterContext,
+        lease: LeaderLease<'_>,
+    ) -> Result<BroadcastReport, LeaderError> {
+        let settings = ctx.settings();
+        let Judged { record, sweep_now } = self;
+        let mut report = BroadcastReport {
+            sweep_now,
+            ..BroadcastReport::default()
+        };
+        // The record's accepted and retried answers commit without waiting
+        // for the WAL flush (the committer decides): losing them in a crash
+        // is harmless, recovery re-sends the identical persisted bytes and
+        // the node answers "already known".
+        let retried = !record.retries.is_empty();
+        let accepted: Vec<_> = record.accepted.iter().map(|(id, _, _)| *id).collect();
+        let rejected = record.rejects.clone();
+        ctx.write(lease.guard(), Write::RecordBroadcast(record))
+            .await?;
+        if retried {
+            report.retry_in = Some(settings.retry_backoff);
+        }
+        report.released_nonce = !rejected.is_empty();
+        ctx.timers.schedule(
+            ctx.key.address,
+            accepted
+                .iter()
+                .map(|id| (*id, settings.resubmit_interval))
+                .collect(),
+        );
+        for (tx_id, reason) in &rejected {
+            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "broadcast refused definitively; nonce released");
+        }
+        Ok(report)
+    }
+}
+
+/// Records `judged` when there is one.
+pub(crate) async fn record_judged(
+    ctx: &SubmitterContext,
+    lease: LeaderLease<'_>,
+    judged: Option<Judged>,
+) -> Result<BroadcastReport, LeaderError> {
+    match judged {
+        Some(judged) => judged.record(ctx, lease).await,
+        None => Ok(BroadcastReport::default()),
+    }
+}
+
 /// Sends `attempts` in nonce order, judges every answer and records them
 /// through the group committer; returns what the cycle must act on.
 pub(crate) async fn broadcast(
@@ -71,9 +140,20 @@ pub(crate) async fn broadcast(
     lease: LeaderLease<'_>,
     attempts: Vec<PendingAttempt>,
 ) -> Result<BroadcastReport, LeaderError> {
-    let mut report = BroadcastReport::default();
+    let judged = send_and_judge(ctx, lease, attempts).await?;
+    record_judged(ctx, lease, judged).await
+}
+
+/// Sends `attempts` in nonce order and judges every answer; `None` when
+/// there was nothing to send.
+pub(crate) async fn send_and_judge(
+    ctx: &SubmitterContext,
+    lease: LeaderLease<'_>,
+    attempts: Vec<PendingAttempt>,
+) -> Result<Option<Judged>, LeaderError> {
+    let mut sweep_now = false;
     if attempts.is_empty() {
-        return Ok(report);
+        return Ok(None);
     }
     // Never let bytes out on a lease this node may already have lost.
     lease.check_valid()?;
@@ -109,7 +189,7 @@ pub(crate) async fn broadcast(
             tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, tx_id = %attempt.tx_id, "insufficient funds");
             // The sweep reads the balance: a LOW_BALANCE (and top-up) now,
             // not at the next sweep interval.
-            report.sweep_now = true;
+            sweep_now = true;
         }
         let error = result.err().map(|e| e.to_string()).unwrap_or_default();
         match judge(attempt, &class, error, settings.reject_after) {
@@ -123,7 +203,7 @@ pub(crate) async fn broadcast(
                 unknown,
                 nonce_too_low,
             } => {
-                report.sweep_now |= nonce_too_low;
+                sweep_now |= nonce_too_low;
                 record.retries.push(RetryLater {
                     tx_id: attempt.tx_id,
                     tx_hash: attempt.tx_hash,
@@ -134,30 +214,7 @@ pub(crate) async fn broadcast(
             Verdict::Reject(reason) => record.rejects.push((attempt.tx_id, reason)),
         }
     }
-    // The record's accepted and retried answers commit without waiting for
-    // the WAL flush (the committer decides): losing them in a crash is
-    // harmless, recovery re-sends the identical persisted bytes and the
-    // node answers "already known".
-    let retried = !record.retries.is_empty();
-    let accepted: Vec<_> = record.accepted.iter().map(|(id, _, _)| *id).collect();
-    let rejected = record.rejects.clone();
-    ctx.write(lease.guard(), Write::RecordBroadcast(record))
-        .await?;
-    if retried {
-        report.retry_in = Some(settings.retry_backoff);
-    }
-    report.released_nonce = !rejected.is_empty();
-    ctx.timers.schedule(
-        ctx.key.address,
-        accepted
-            .iter()
-            .map(|id| (*id, settings.resubmit_interval))
-            .collect(),
-    );
-    for (tx_id, reason) in &rejected {
-        tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, %tx_id, reason, "broadcast refused definitively; nonce released");
-    }
-    Ok(report)
+    Ok(Some(Judged { record, sweep_now }))
 }
 
 /// Sends `attempts` one request at a time, in nonce order: nodes that

@@ -13,9 +13,10 @@
 //! 5. broadcast in nonce order — the whole batch in one JSON-RPC batch
 //!    request where the chain's endpoints allow it (`chain.batch_sends`),
 //!    else one request at a time — then one fenced write records the
-//!    results. While a full batch is sent, steps 2–4 run for
-//!    the next one (up to [`PIPELINED_BATCHES`] per cycle); its sends start
-//!    after this batch's record, so sends stay in nonce order.
+//!    results. While a full batch is sent, steps 2–4 run for the next one
+//!    (up to [`PIPELINED_BATCHES`] per cycle) and the previous batch's
+//!    results are recorded; the next batch's sends start once this batch's
+//!    sends are answered, so sends stay in nonce order.
 //!
 //! The fenced writes go through the node's group committer
 //! (`store::group`), merged with other leaders' writes into one transaction.
@@ -27,7 +28,7 @@ use uuid::Uuid;
 
 use super::{
     allocation::{allocate_presigned, allocate_then_sign, AllocateThenSign, Batch},
-    broadcast::{broadcast, new_attempts_as_pending, BroadcastReport},
+    broadcast::{broadcast, new_attempts_as_pending, record_judged, send_and_judge, Judged},
     error::LeaderError,
     fees,
     leader_lease::LeaderLease,
@@ -178,42 +179,61 @@ pub(crate) async fn run(
         return Ok(outcome);
     }
 
-    // Batch k is sent while batch k+1 is read, priced, signed and written;
-    // k+1's sends start only once k's are done, so a submitter's sends stay
-    // in nonce order.
+    // Batch k is sent while batch k+1 is read, priced, signed and written
+    // and batch k-1's answers are recorded; k+1's sends start only once
+    // k's are done, so a submitter's sends stay in nonce order.
     let mut sending = next_batch(ctx, lease, memory, &mut outcome).await?;
     let mut batches = 1;
     let mut smooth = true;
+    let mut unrecorded: Option<Judged> = None;
     while let Some(attempts) = sending.take() {
-        if !outcome.more || batches >= PIPELINED_BATCHES || !smooth {
-            broadcast(ctx, lease, attempts)
-                .await?
-                .apply(&mut outcome, memory);
-            break;
-        }
+        let prepare_next = outcome.more && batches < PIPELINED_BATCHES && smooth;
         batches += 1;
         let mut later = CycleOutcome::default();
-        let (sent, next) = tokio::join!(
-            broadcast(ctx, lease, attempts),
-            next_batch(ctx, lease, memory, &mut later)
+        let (sent, recorded, next) = tokio::join!(
+            send_and_judge(ctx, lease, attempts),
+            record_judged(ctx, lease, unrecorded.take()),
+            async {
+                if prepare_next {
+                    next_batch(ctx, lease, memory, &mut later).await
+                } else {
+                    Ok(None)
+                }
+            }
         );
-        if next.as_ref().is_ok_and(Option::is_some) && sent.is_err() {
-            // Batch k+1 is durable but will not be sent by this cycle:
-            // the next one looks for due ALLOCATED attempts first.
+        if sent.is_err() || recorded.is_err() || next.is_err() {
+            // Attempts durable but not sent, or sent and not recorded, if
+            // this cycle stops here: the next one looks for due ALLOCATED
+            // attempts first (a re-send of identical bytes is answered
+            // "already known").
             memory.allocated_due_at = Some(Instant::now());
         }
+        recorded?.apply(&mut outcome, memory);
         let sent = sent?;
+        let next = match next {
+            Ok(next) => next,
+            Err(err) => {
+                // What was sent is recorded before the error is returned.
+                record_judged(ctx, lease, sent)
+                    .await?
+                    .apply(&mut outcome, memory);
+                return Err(err);
+            }
+        };
         // A send that must be retried, a nonce released or consumed, a
         // signer that failed: the batch already written is sent, then the
         // cycle returns as a sequential one would (the mailbox, the sweep
         // and the backoff get their turn) instead of preparing more.
-        smooth = sent == BroadcastReport::default()
+        smooth = sent.as_ref().is_none_or(Judged::clean)
             && later.retry_in.is_none()
             && later.signer_unavailable.is_none();
-        sent.apply(&mut outcome, memory);
         outcome.merge(later);
-        sending = next?;
+        unrecorded = sent;
+        sending = next;
     }
+    record_judged(ctx, lease, unrecorded)
+        .await?
+        .apply(&mut outcome, memory);
     Ok(outcome)
 }
 
