@@ -164,3 +164,33 @@ async fn the_next_batch_is_sent_while_the_previous_ones_answers_are_recorded() {
     node.stop().await;
     invariants::check(&db.pool, &anvil, DEV, 0).await;
 }
+
+/// A backlog longer than one cycle's batches (the cycle returns to the
+/// actor's mailbox after a few) is sent whole with nothing else to wake
+/// the leader — no new create, and no receipt (nothing is mined): each
+/// cycle says more is waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_longer_than_one_cycle_is_sent_whole_with_nothing_else_to_wake_the_leader() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start_with(&["--no-mining"]).await;
+    let node = TestNode::start(&config_toml(
+        &db.url,
+        &anvil.rpc_url(),
+        "n1",
+        &format!("batch_size = {BATCH}\nmax_in_flight = 200"),
+    ))
+    .await;
+    // Three cycles' worth of full batches, released at once.
+    let total = BATCH * 12;
+    paused_backlog(&node, "b", total).await;
+    wait_until(Duration::from_secs(60), || async {
+        let tracking: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM managed_tx WHERE state = 'TRACKING'")
+                .fetch_one(&db.pool)
+                .await
+                .expect("count");
+        tracking == total
+    })
+    .await;
+    node.stop().await;
+}

@@ -227,7 +227,11 @@ pub(crate) async fn run(
         smooth = sent.as_ref().is_none_or(Judged::clean)
             && later.retry_in.is_none()
             && later.signer_unavailable.is_none();
-        outcome.merge(later);
+        if prepare_next {
+            // `later` says whether more is queued; when no next batch was
+            // prepared it says nothing (and must not clear `more`).
+            outcome.merge(later);
+        }
         unrecorded = sent;
         sending = next;
     }
