@@ -22,17 +22,39 @@ const BATCHES: i64 = 4;
 /// longer than the next batch needs to be read, signed and written.
 const SEND_DELAY: Duration = Duration::from_millis(250);
 
+/// A proxy in front of `anvil` that holds every send request for `delay`.
+async fn slow_sends(anvil: &Anvil, seed: u64, delay: Duration) -> RpcProxy {
+    let proxy = RpcProxy::start(&anvil.rpc_url(), seed).await;
+    proxy.set(Faults {
+        send_delay: Some(delay),
+        ..Faults::default()
+    });
+    proxy
+}
+
+/// The proxy saw each of the `count` attempts sent once, in nonce order.
+async fn assert_sent_once_each_in_nonce_order(db: &TestDb, proxy: &RpcProxy, count: i64) {
+    let by_nonce: Vec<String> = sqlx::query_scalar(
+        "SELECT '0x' || encode(raw_tx, 'hex') FROM tx_attempt ORDER BY nonce, attempt_no",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("attempts");
+    assert_eq!(by_nonce.len() as i64, count);
+    assert_eq!(
+        proxy.sent_raw(),
+        by_nonce,
+        "sends in nonce order, once each"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_next_batch_is_written_while_the_previous_one_is_sent_and_sends_stay_in_nonce_order() {
     let db = TestDb::migrated().await;
     // Interval mining: anvil's automine can strand a burst of same-sender
     // transactions in its queue (a pool race of anvil's, not a chain rule).
     let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
-    let proxy = RpcProxy::start(&anvil.rpc_url(), 11).await;
-    proxy.set(Faults {
-        send_delay: Some(SEND_DELAY),
-        ..Faults::default()
-    });
+    let proxy = slow_sends(&anvil, 11, SEND_DELAY).await;
     let node = TestNode::start(&config_toml(
         &db.url,
         &proxy.url(),
@@ -67,18 +89,7 @@ async fn the_next_batch_is_written_while_the_previous_one_is_sent_and_sends_stay
     );
 
     // One send per attempt, reaching the node in nonce order.
-    let by_nonce: Vec<String> = sqlx::query_scalar(
-        "SELECT '0x' || encode(raw_tx, 'hex') FROM tx_attempt ORDER BY nonce, attempt_no",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .expect("attempts");
-    assert_eq!(by_nonce.len() as i64, BATCH * BATCHES);
-    assert_eq!(
-        proxy.sent_raw(),
-        by_nonce,
-        "sends in nonce order, once each"
-    );
+    assert_sent_once_each_in_nonce_order(&db, &proxy, BATCH * BATCHES).await;
     node.stop().await;
     invariants::check(&db.pool, &anvil, DEV, 0).await;
 }
@@ -94,11 +105,7 @@ const HELD_SEND_DELAY: Duration = Duration::from_secs(1);
 async fn the_next_batch_is_sent_while_the_previous_ones_answers_are_recorded() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
-    let proxy = RpcProxy::start(&anvil.rpc_url(), 12).await;
-    proxy.set(Faults {
-        send_delay: Some(HELD_SEND_DELAY),
-        ..Faults::default()
-    });
+    let proxy = slow_sends(&anvil, 12, HELD_SEND_DELAY).await;
     // The held record waits on the test's row locks (and holds its fence's
     // share lock on the lease row, which delays renewals meanwhile): a lock
     // timeout and a lease long enough for that.
@@ -150,17 +157,7 @@ async fn the_next_batch_is_sent_while_the_previous_ones_answers_are_recorded() {
     holder.rollback().await.expect("release batch 0");
 
     invariants::wait_mined(&db.pool, BATCH * 3, Duration::from_secs(60)).await;
-    let by_nonce: Vec<String> = sqlx::query_scalar(
-        "SELECT '0x' || encode(raw_tx, 'hex') FROM tx_attempt ORDER BY nonce, attempt_no",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .expect("attempts");
-    assert_eq!(
-        proxy.sent_raw(),
-        by_nonce,
-        "sends in nonce order, once each"
-    );
+    assert_sent_once_each_in_nonce_order(&db, &proxy, BATCH * 3).await;
     node.stop().await;
     invariants::check(&db.pool, &anvil, DEV, 0).await;
 }
