@@ -124,6 +124,12 @@ pub async fn request_at_most_every(
     speedup_every: Option<std::time::Duration>,
 ) -> StoreResult<ActionOutcome> {
     let mut tx = pool.begin().await?;
+    if matches!(action, OperatorAction::Requeue) {
+        // A requeue takes the nonce off the row (its trigger raises the
+        // cursor's floor): the cursor's lock before the intent's, the
+        // store's lock order.
+        super::nonce_cursor::lock_for_intent(&mut tx, tx_id).await?;
+    }
     let row = sqlx::query_as!(
         ActionTarget,
         r#"SELECT submitter, state, receipt IS NOT NULL AS "mined!",

@@ -82,6 +82,56 @@ pub(in crate::store) async fn highest_nonces(
         .collect())
 }
 
+/// Row-locks the cursors of the given submitters, in key order, and reads
+/// nothing. The lock order of the store: a transaction that may change a
+/// nonce (draw one, give one back, or take one off an intent, whose trigger
+/// raises the floor) takes its submitters' cursor locks first, in key order,
+/// and only then intent rows. Without it a refusal (intent row, then the
+/// cursor) and another submitter's allocation (cursor, then rows) in two
+/// transactions wait on each other (README "Data model and leases").
+pub(in crate::store) async fn lock_in_key_order(
+    conn: &mut PgConnection,
+    chains: &[ChainId],
+    addresses: &[String],
+) -> StoreResult<()> {
+    sqlx::query!(
+        "SELECT FROM submitter_nonce_cursor
+          WHERE (chain_id, submitter) IN (SELECT * FROM UNNEST($1::bigint[], $2::text[]))
+          ORDER BY chain_id, submitter FOR UPDATE",
+        chains as _,
+        addresses,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// [`lock_in_key_order`] for the fenced transaction's submitter: taken
+/// first by a transaction that will lock intent rows and then may change a
+/// nonce (give one back, take one off an intent, flip PROTECT).
+pub async fn lock_before_rows(ftx: &mut FencedTx) -> StoreResult<()> {
+    let key = ftx.submitter();
+    lock_in_key_order(ftx.conn(), &[key.chain_id], &[key.address_hex()]).await
+}
+
+/// [`lock_in_key_order`] for the submitter of intent `tx_id`, before the
+/// caller changes the intent's nonce (a path that knows only the intent).
+pub(in crate::store) async fn lock_for_intent(
+    conn: &mut PgConnection,
+    tx_id: uuid::Uuid,
+) -> StoreResult<()> {
+    sqlx::query!(
+        "SELECT FROM submitter_nonce_cursor c
+          WHERE (c.chain_id, c.submitter) =
+                (SELECT m.chain_id, m.submitter FROM managed_tx m WHERE m.tx_id = $1)
+            FOR UPDATE OF c",
+        tx_id,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 pub(super) fn from_row(submitter: SubmitterKey, row: CursorRow) -> StoreResult<NonceCursor> {
     let to_nonce = |n: i64| {
         u64::try_from(n).map_err(|_| {

@@ -132,6 +132,9 @@ pub fn paid_fees(receipt: &serde_json::Value) -> Option<U256> {
 /// completion row. Clears any other request.
 pub async fn requeue(ftx: &mut FencedTx, tx_id: Uuid, reason: &str) -> StoreResult<()> {
     let token = ftx.token();
+    // The nonce leaves the row (its trigger raises the cursor's floor): the
+    // cursor's lock first, the store's lock order.
+    super::nonce_cursor::lock_before_rows(ftx).await?;
     let state = sqlx::query_scalar!(
         "UPDATE managed_tx
             SET state = CASE WHEN requested_action = 'cancel' THEN 'CANCELLED'

@@ -160,6 +160,11 @@ pub(crate) async fn run(
     }
     let consumed_by_others = confirmed_consumed(ctx, consumed_by_others).await?;
     let mut ftx = FencedTx::begin(&ctx.pool, lease, "record_receipts").await?;
+    if !consumed_by_others.is_empty() {
+        // Requeues and PROTECT below change the cursor: its lock before the
+        // intents' rows (the store's lock order).
+        nonce_cursor::lock_before_rows(&mut ftx).await?;
+    }
     for (tx_id, receipt) in &mined {
         tracking::record_receipt(&mut ftx, *tx_id, receipt).await?;
     }

@@ -5,13 +5,14 @@ use sqlx::{PgConnection, PgPool};
 
 use super::{
     allocate,
-    writes::{self, AllocatePart, PersistPart, RecordPart},
-    Answer, Part, Read, Write,
+    writes::{self, row_key, AllocatePart, PersistPart, RecordPart},
+    Answer, Fence, Part, Read, Write,
 };
 use crate::{
     domain::ChainId,
     metrics::{FENCED_WRITES, GROUP_COMMIT_PARTS},
     store::{
+        nonce_cursor,
         pipeline::QueuedTx,
         queue_read::{self, QueueRequest},
         StoreError, StoreResult,
@@ -166,6 +167,7 @@ async fn attempt(
             }),
         }
     }
+    lock_cursors_before_refusals(&mut tx, &allocating, &persisting, &recording).await?;
     if !allocating.is_empty() {
         let (at, allocate): (Vec<usize>, Vec<AllocatePart>) = allocating.into_iter().unzip();
         let drawn = allocate::allocate(&mut tx, &allocate).await?;
@@ -188,6 +190,48 @@ async fn attempt(
     }
     tx.commit().await?;
     Ok(answers)
+}
+
+/// A refusal gives its nonce back after it has locked its intent's row, and
+/// an allocation locks its cursor before its intents' rows: when any part
+/// of this transaction refuses, every cursor the transaction may lock is
+/// locked here first, in key order (the store's lock order, see
+/// [`nonce_cursor::lock_in_key_order`]). Otherwise two transactions, each
+/// allocating for one submitter and refusing for the other, would wait on
+/// each other. Nothing to do in the usual transaction without a refusal.
+async fn lock_cursors_before_refusals(
+    conn: &mut PgConnection,
+    allocating: &[(usize, AllocatePart<'_>)],
+    persisting: &[PersistPart<'_>],
+    recording: &[RecordPart<'_>],
+) -> StoreResult<()> {
+    let refusing: Vec<&Fence> = allocating
+        .iter()
+        .filter(|(_, part)| !part.reject.is_empty())
+        .map(|(_, part)| part.fence)
+        .chain(
+            persisting
+                .iter()
+                .filter(|p| !p.refused.is_empty())
+                .map(|p| p.fence),
+        )
+        .chain(
+            recording
+                .iter()
+                .filter(|p| !p.record.rejects.is_empty())
+                .map(|p| p.fence),
+        )
+        .collect();
+    if refusing.is_empty() {
+        return Ok(());
+    }
+    let (chains, addresses): (Vec<ChainId>, Vec<String>) = allocating
+        .iter()
+        .map(|(_, part)| part.fence)
+        .chain(refusing)
+        .map(row_key)
+        .unzip();
+    nonce_cursor::lock_in_key_order(conn, &chains, &addresses).await
 }
 
 /// Locks the lease row of every part `FOR SHARE` (in key order, so two

@@ -116,6 +116,10 @@ pub(in crate::store) async fn reject_on(
     tx_id: Uuid,
     reason: &str,
 ) -> StoreResult<bool> {
+    // The cursor before the intent's row (the store's lock order: a group
+    // transaction has taken it already, with its other parts' cursors).
+    nonce_cursor::lock_in_key_order(conn, &[submitter.chain_id], &[submitter.address_hex()])
+        .await?;
     let released = sqlx::query_scalar!(
         r#"UPDATE managed_tx m SET state = 'REJECTED', sub_state = NULL, nonce = NULL, last_error = $2,
                 requested_action = NULL, requested_by = NULL, fencing_token = $3, updated_at = now()
