@@ -106,6 +106,10 @@ pub(super) fn default_probe_max_backoff() -> Duration {
     DEFAULT_PROBE_MAX_BACKOFF
 }
 
+pub(super) fn default_batch_refusal_backoff() -> Duration {
+    txmgr_actors::chain::DEFAULT_BATCH_REFUSAL_BACKOFF
+}
+
 pub(super) fn default_tracker_workers() -> u32 {
     DEFAULT_TRACKER_WORKERS
 }

@@ -210,9 +210,13 @@ pub struct ChainConfig {
     /// Send a leader's batch of transactions in one JSON-RPC batch request
     /// (in nonce order) to each endpoint; off: one request per
     /// transaction. Once an endpoint refuses a batch, the chain sends one
-    /// transaction per request.
+    /// transaction per request for `batch_refusal_backoff`.
     #[serde(default = "default_true")]
     pub batch_sends: bool,
+    /// After an endpoint refused a JSON-RPC batch: how long the chain sends
+    /// one transaction per request before it tries a batch again.
+    #[serde(default = "default_batch_refusal_backoff", with = "humantime_serde")]
+    pub batch_refusal_backoff: Duration,
     /// Period of the slow sweep that re-checks, per submitter, the chain's
     /// nonces (external use of the key) and the receipts of intents whose
     /// nonce is consumed but whose receipt the block matcher did not see.

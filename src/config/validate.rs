@@ -337,6 +337,11 @@ fn check_chain(named: &super::NamedChain<'_>, issues: &mut Vec<ConfigIssue>) {
     }
     positive(&mut push, &key("poll_interval"), chain.poll_interval);
     positive(&mut push, &key("rpc_timeout"), chain.rpc_timeout);
+    positive(
+        &mut push,
+        &key("batch_refusal_backoff"),
+        chain.batch_refusal_backoff,
+    );
     positive(&mut push, &key("sweep_interval"), chain.sweep_interval);
     if !(1..=64).contains(&chain.receipt_workers) {
         push(

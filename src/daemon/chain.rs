@@ -19,6 +19,7 @@ pub fn endpoint_settings(chain: &ChainConfig, start_out_of_service: bool) -> End
     EndpointSettings {
         start_out_of_service,
         batch_sends: chain.batch_sends,
+        batch_refusal_backoff: chain.batch_refusal_backoff,
         policy: HealthPolicy {
             failures_to_unhealthy: chain.unhealthy_after_failures,
             max_head_lag: chain.max_head_lag,

@@ -1,7 +1,8 @@
 //! A leader's batch of transactions goes out as one JSON-RPC batch request,
 //! its calls in nonce order (`chain.batch_sends`, README "How an intent is
 //! executed"); an endpoint that refuses batches gets one request per
-//! transaction from its first refusal on, and nothing is lost either way.
+//! transaction from its refusal on, for `chain.batch_refusal_backoff`, and
+//! nothing is lost either way.
 //! Real anvil and Hardhat behind the fault proxy, real PostgreSQL.
 
 use std::{collections::BTreeSet, time::Duration};
@@ -130,6 +131,54 @@ async fn an_endpoint_refusing_batches_gets_one_request_per_transaction() {
         (BATCH * BATCHES) as u64,
         "one request per transaction: {counts:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_endpoint_that_stops_refusing_batches_gets_them_again_after_the_backoff() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
+    let proxy = RpcProxy::start(&anvil.rpc_url(), 29).await;
+    proxy.set(Faults {
+        refuse_batches: true,
+        ..Faults::default()
+    });
+    let toml = config(&db, &[proxy.url()])
+        .replace("chain_id = ", "batch_refusal_backoff = \"1s\"\nchain_id = ");
+    assert!(toml.contains("batch_refusal_backoff = \"1s\""), "{toml}");
+    let node = TestNode::start(&toml).await;
+    paused_backlog(&node, "refused", BATCH).await;
+    invariants::wait_mined(&db.pool, BATCH, Duration::from_secs(60)).await;
+    let refused = proxy.counts();
+    assert!(refused.refused_batches >= 1, "{refused:?}");
+    assert_eq!(refused.send_batches, 0, "{refused:?}");
+
+    // The refusal passes (a proxy's bad minute): once the back-off is over,
+    // a backlog goes out in batches again. Each probe queues one more.
+    proxy.set(Faults::default());
+    let mut sent = BATCH;
+    crate::common::wait_until(Duration::from_secs(60), || {
+        let (node, db, proxy) = (&node, &db, &proxy);
+        let prefix = format!("again{sent}-");
+        sent += BATCH;
+        let total = sent;
+        async move {
+            paused_backlog(node, &prefix, BATCH).await;
+            invariants::wait_mined(&db.pool, total, Duration::from_secs(60)).await;
+            proxy.counts().send_batches >= 1
+        }
+    })
+    .await;
+    node.stop().await;
+    let counts = proxy.counts();
+    assert_eq!(
+        counts.refused_batches, refused.refused_batches,
+        "{counts:?}"
+    );
+    assert!(
+        counts.send_requests < sent as u64,
+        "fewer send requests than transactions once batches are back: {counts:?}"
+    );
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -30,5 +30,5 @@ pub use health::HealthPolicy;
 pub use port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote};
 pub use redact::shown_url;
 pub(crate) use redact::{scrub, secret_renderings};
-pub use rpc::{intent_request, EvmRpc};
+pub use rpc::{intent_request, EvmRpc, DEFAULT_BATCH_REFUSAL_BACKOFF};
 pub use transport::NamedHttp;

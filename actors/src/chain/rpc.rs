@@ -1,10 +1,6 @@
 //! [`EvmRpc`]: the chain port ([`ChainClient`]) over one JSON-RPC endpoint.
 
-use std::{
-    fmt,
-    sync::{atomic::AtomicBool, Arc},
-    time::Duration,
-};
+use std::{fmt, sync::Arc, time::Duration};
 
 use alloy::{
     eips::BlockNumberOrTag,
@@ -25,6 +21,7 @@ use super::{
 };
 
 mod batch;
+pub use batch::DEFAULT_BATCH_REFUSAL_BACKOFF;
 
 use super::port::{BlockSummary, ChainClient, ChainError, ChainNonces, FeeQuote};
 use crate::domain::FinalityTag;
@@ -41,9 +38,10 @@ pub struct EvmRpc {
     /// Renderings of the URL (and its secret-bearing parts) that error texts
     /// from the transport may repeat; each is replaced by the name.
     secrets: Arc<[String]>,
-    /// The endpoint refused a JSON-RPC batch once: send one by one from
-    /// then on (see `batch`).
-    batches_refused: Arc<AtomicBool>,
+    /// When the endpoint last refused a JSON-RPC batch: one request per
+    /// transaction for `batch_refusal_backoff` after that (see `batch`).
+    batch_refusal: Arc<batch::BatchRefusal>,
+    batch_refusal_backoff: Duration,
 }
 
 impl fmt::Debug for EvmRpc {
@@ -92,8 +90,17 @@ impl EvmRpc {
             timeout,
             name: Arc::from(name),
             secrets: secret_renderings(url, &parsed).into(),
-            batches_refused: Arc::new(AtomicBool::new(false)),
+            batch_refusal: Arc::default(),
+            batch_refusal_backoff: batch::DEFAULT_BATCH_REFUSAL_BACKOFF,
         })
+    }
+
+    /// How long one request per transaction lasts after the endpoint
+    /// refused a JSON-RPC batch, before a batch is tried again
+    /// (`chain.batch_refusal_backoff`).
+    pub fn with_batch_refusal_backoff(mut self, backoff: Duration) -> Self {
+        self.batch_refusal_backoff = backoff;
+        self
     }
 
     /// The endpoint's configured name.

@@ -108,13 +108,15 @@ impl RpcEndpoints {
         let mut send_only = Vec::with_capacity(send_only_specs.len());
         for spec in &send_only_specs {
             let rpc = EvmRpc::new(&spec.name, &spec.url, timeout, &tls)
-                .map_err(|e| ConnectError::Setup(e.to_string()))?;
+                .map_err(|e| ConnectError::Setup(e.to_string()))?
+                .with_batch_refusal_backoff(settings.batch_refusal_backoff);
             send_only.push(send_only::SendOnly::new(rpc, &spec.url));
         }
         let mut endpoints = Vec::with_capacity(specs.len());
         for spec in &specs {
             let rpc = EvmRpc::new(&spec.name, &spec.url, timeout, &tls)
-                .map_err(|e| ConnectError::Setup(e.to_string()))?;
+                .map_err(|e| ConnectError::Setup(e.to_string()))?
+                .with_batch_refusal_backoff(settings.batch_refusal_backoff);
             endpoints.push(rpc);
         }
         let checks = endpoints

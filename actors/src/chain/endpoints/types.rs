@@ -137,4 +137,7 @@ pub struct EndpointSettings {
     /// Send a leader's batch of transactions as one JSON-RPC batch to each
     /// endpoint (`chain.batch_sends`).
     pub batch_sends: bool,
+    /// After an endpoint refused a batch, one request per transaction for
+    /// this long, then a batch again (`chain.batch_refusal_backoff`).
+    pub batch_refusal_backoff: Duration,
 }

@@ -11,12 +11,18 @@
 //! An endpoint that refuses batches (some providers do, or limit their
 //! size) answers the batch as a whole — an HTTP 4xx, a single error object,
 //! or no answer per call. The caller then sends the calls one by one, and
-//! every later batch too (logged once). An answer that says nothing about
+//! every later batch too for `chain.batch_refusal_backoff` (logged once per
+//! refusal); then a batch is tried again, so a passing refusal (a proxy's
+//! bad minute, a provider's limit lifted) does not cost one request per
+//! transaction until the node restarts. An answer that says nothing about
 //! the batch form (a timeout, a lost connection, a 5xx, HTTP 401, 403, 407,
 //! 408 or 429) is an unknown answer for each call, as it is for a single
 //! send.
 
-use std::sync::atomic::Ordering;
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
 
 use alloy::{
     primitives::{Bytes, B256},
@@ -27,6 +33,38 @@ use alloy::{
 
 use super::EvmRpc;
 use crate::chain::ChainError;
+
+/// Default `chain.batch_refusal_backoff`: how long an endpoint that refused
+/// a batch gets one request per transaction before a batch is tried again.
+pub const DEFAULT_BATCH_REFUSAL_BACKOFF: Duration = Duration::from_secs(600);
+
+/// When an endpoint last refused a batch (shared by the clones of its
+/// client).
+#[derive(Debug, Default)]
+pub(super) struct BatchRefusal {
+    at: Mutex<Option<Instant>>,
+}
+
+impl BatchRefusal {
+    /// True when the last refusal is less than `backoff` old.
+    fn within(&self, backoff: Duration) -> bool {
+        self.last().is_some_and(|at| at.elapsed() < backoff)
+    }
+
+    /// Notes a refusal now; true when none was in force (worth a log line).
+    fn refused(&self, backoff: Duration) -> bool {
+        // A poisoned lock only means a panic elsewhere held it: the
+        // Option inside is still whole.
+        let mut at = self.at.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = at.is_none_or(|t| t.elapsed() >= backoff);
+        *at = Some(Instant::now());
+        fresh
+    }
+
+    fn last(&self) -> Option<Instant> {
+        *self.at.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// What the batch's own request came to.
 enum Whole {
@@ -41,8 +79,8 @@ enum Whole {
 impl EvmRpc {
     /// `eth_sendRawTransaction` of every one of `raws` in one JSON-RPC
     /// batch, in this order; the answers in the same order. `None` when the
-    /// endpoint refused the batch (see the module docs): the caller sends
-    /// them one by one, and so does every later call.
+    /// endpoint refused a batch less than `batch_refusal_backoff` ago (see
+    /// the module docs): the caller sends them one by one.
     pub async fn send_raw_batch(&self, raws: &[Bytes]) -> Option<Vec<Result<B256, ChainError>>> {
         if self.batches_refused() {
             return None;
@@ -51,17 +89,20 @@ impl EvmRpc {
             Whole::Answered(answers) => Some(answers),
             Whole::Unknown(err) => Some(raws.iter().map(|_| Err(err.clone())).collect()),
             Whole::Refused(reason) => {
-                if !self.batches_refused.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(target: "txmgr::rpc", endpoint = %self.name, reason = %self.scrub(reason), "the endpoint refused a JSON-RPC batch: sending one transaction per request from now on");
+                if self.batch_refusal.refused(self.batch_refusal_backoff) {
+                    tracing::warn!(target: "txmgr::rpc", endpoint = %self.name, reason = %self.scrub(reason),
+                        retry_in = ?self.batch_refusal_backoff,
+                        "the endpoint refused a JSON-RPC batch: sending one transaction per request, then trying a batch again");
                 }
                 None
             }
         }
     }
 
-    /// True once the endpoint refused a batch.
+    /// True while a batch refusal is in force (less than
+    /// `batch_refusal_backoff` old).
     pub fn batches_refused(&self) -> bool {
-        self.batches_refused.load(Ordering::Relaxed)
+        self.batch_refusal.within(self.batch_refusal_backoff)
     }
 
     async fn batch(&self, raws: &[Bytes]) -> Whole {
@@ -130,6 +171,18 @@ fn refusal(err: &RpcError<TransportErrorKind>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_holds_for_its_backoff_and_is_logged_once_while_it_does() {
+        let (minute, none) = (Duration::from_secs(60), Duration::ZERO);
+        let refusal = BatchRefusal::default();
+        assert!(!refusal.within(minute), "never refused");
+        assert!(refusal.refused(minute), "the first refusal is news");
+        assert!(refusal.within(minute));
+        assert!(!refusal.refused(minute), "one still in force is not");
+        assert!(!refusal.within(none), "over once the back-off has passed");
+        assert!(refusal.refused(none), "a refusal after that is news again");
+    }
 
     #[test]
     fn only_a_client_error_or_a_garbled_answer_refuses_batches() {
