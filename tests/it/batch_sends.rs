@@ -45,6 +45,15 @@ fn config(db: &TestDb, urls: &[String]) -> String {
 /// it at once, waits until every intent is mined and checks the chain;
 /// the attempts' raw bytes in nonce order.
 async fn backlog_through(chain: &impl DevNode, db: &TestDb, proxies: &[&RpcProxy]) -> Vec<String> {
+    let (node, by_nonce) = backlog_mined(db, proxies).await;
+    node.stop().await;
+    invariants::check(&db.pool, chain, DEV, 0).await;
+    by_nonce
+}
+
+/// [`backlog_through`] with the node still running (and the chain not
+/// checked yet).
+async fn backlog_mined(db: &TestDb, proxies: &[&RpcProxy]) -> (TestNode, Vec<String>) {
     let urls: Vec<String> = proxies.iter().map(|p| p.url()).collect();
     let node = TestNode::start(&config(db, &urls)).await;
     paused_backlog(&node, "b", BATCH * BATCHES).await;
@@ -56,9 +65,7 @@ async fn backlog_through(chain: &impl DevNode, db: &TestDb, proxies: &[&RpcProxy
     .await
     .expect("attempts");
     assert_eq!(by_nonce.len() as i64, BATCH * BATCHES, "one attempt each");
-    node.stop().await;
-    invariants::check(&db.pool, chain, DEV, 0).await;
-    by_nonce
+    (node, by_nonce)
 }
 
 /// Every transaction reached `proxy` once, in nonce order.
@@ -119,7 +126,17 @@ async fn an_endpoint_refusing_batches_gets_one_request_per_transaction() {
         refuse_batches: true,
         ..Faults::default()
     });
-    let by_nonce = backlog_through(&anvil, &db, &[&proxy]).await;
+    let (node, by_nonce) = backlog_mined(&db, &[&proxy]).await;
+    // The ops view says how long the refusal still holds (the default
+    // back-off, ten minutes).
+    let (status, view) = node.request("GET", "/v1/ops/endpoints", None).await;
+    assert_eq!(status, 200, "{view}");
+    let left = view["chains"][0]["endpoints"][0]["batches_refused_secs_left"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("the refusal is shown: {view}"));
+    assert!((1..=600).contains(&left), "{view}");
+    node.stop().await;
+    invariants::check(&db.pool, &anvil, DEV, 0).await;
     let counts = sent_once_in_order(&proxy, &by_nonce);
     assert_eq!(
         counts.refused_batches, 1,
@@ -168,6 +185,11 @@ async fn an_endpoint_that_stops_refusing_batches_gets_them_again_after_the_backo
         }
     })
     .await;
+    let (_, view) = node.request("GET", "/v1/ops/endpoints", None).await;
+    assert!(
+        view["chains"][0]["endpoints"][0]["batches_refused_secs_left"].is_null(),
+        "no refusal holds once batches go out: {view}"
+    );
     node.stop().await;
     let counts = proxy.counts();
     assert_eq!(

@@ -202,6 +202,7 @@ impl RpcEndpoints {
                     consecutive_failures: health.consecutive_failures(),
                     last_error: health.last_error().map(str::to_owned),
                     since_secs: now.saturating_duration_since(health.since()).as_secs(),
+                    batches_refused_secs_left: endpoint.rpc.batch_refusal_left().map(secs_up),
                 }
             })
             .chain(self.send_only_status())
@@ -402,4 +403,9 @@ fn reason_label(reason: &Unhealthy) -> &'static str {
         Unhealthy::Failing => "failing",
         Unhealthy::Lagging(_) => "lagging",
     }
+}
+
+/// Whole seconds, rounded up (a refusal with 0.4 s left still holds).
+fn secs_up(left: Duration) -> u64 {
+    left.as_secs() + u64::from(left.subsec_nanos() > 0)
 }

@@ -70,6 +70,7 @@ impl SendOnly {
             consecutive_failures: last.failures,
             last_error: last.error.clone(),
             since_secs: last.since.elapsed().as_secs(),
+            batches_refused_secs_left: self.rpc.batch_refusal_left().map(super::secs_up),
         }
     }
 

@@ -120,6 +120,11 @@ pub struct EndpointStatus {
     pub last_error: Option<String>,
     /// Seconds since it became healthy or unhealthy.
     pub since_secs: u64,
+    /// While its refusal of a JSON-RPC batch holds
+    /// (`chain.batch_refusal_backoff`): the seconds left before a batch is
+    /// tried again; the chain sends one request per transaction meanwhile.
+    /// Null when batches go out.
+    pub batches_refused_secs_left: Option<u64>,
 }
 
 /// Health and timing settings of an endpoint set.

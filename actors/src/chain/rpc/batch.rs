@@ -48,7 +48,13 @@ pub(super) struct BatchRefusal {
 impl BatchRefusal {
     /// True when the last refusal is less than `backoff` old.
     fn within(&self, backoff: Duration) -> bool {
-        self.last().is_some_and(|at| at.elapsed() < backoff)
+        self.left(backoff).is_some()
+    }
+
+    /// How long the last refusal still holds, if it does.
+    fn left(&self, backoff: Duration) -> Option<Duration> {
+        let elapsed = self.last()?.elapsed();
+        (elapsed < backoff).then(|| backoff - elapsed)
     }
 
     /// Notes a refusal now; true when none was in force (worth a log line).
@@ -103,6 +109,12 @@ impl EvmRpc {
     /// `batch_refusal_backoff` old).
     pub fn batches_refused(&self) -> bool {
         self.batch_refusal.within(self.batch_refusal_backoff)
+    }
+
+    /// How long the endpoint's refusal of a batch still holds, if it does
+    /// (the ops view).
+    pub fn batch_refusal_left(&self) -> Option<Duration> {
+        self.batch_refusal.left(self.batch_refusal_backoff)
     }
 
     async fn batch(&self, raws: &[Bytes]) -> Whole {
@@ -179,6 +191,7 @@ mod tests {
         assert!(!refusal.within(minute), "never refused");
         assert!(refusal.refused(minute), "the first refusal is news");
         assert!(refusal.within(minute));
+        assert!(refusal.left(minute).is_some_and(|left| left <= minute));
         assert!(!refusal.refused(minute), "one still in force is not");
         assert!(!refusal.within(none), "over once the back-off has passed");
         assert!(refusal.refused(none), "a refusal after that is news again");
