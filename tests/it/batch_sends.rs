@@ -68,6 +68,16 @@ async fn backlog_mined(db: &TestDb, proxies: &[&RpcProxy]) -> (TestNode, Vec<Str
     (node, by_nonce)
 }
 
+/// A proxy in front of `anvil` that refuses every JSON-RPC batch.
+async fn refusing_batches(anvil: &Anvil, seed: u64) -> RpcProxy {
+    let proxy = RpcProxy::start(&anvil.rpc_url(), seed).await;
+    proxy.set(Faults {
+        refuse_batches: true,
+        ..Faults::default()
+    });
+    proxy
+}
+
 /// Every transaction reached `proxy` once, in nonce order.
 fn sent_once_in_order(proxy: &RpcProxy, by_nonce: &[String]) -> ProxyCounts {
     assert_eq!(
@@ -121,11 +131,7 @@ async fn a_leaders_batch_goes_out_as_one_json_rpc_batch_on_hardhat() {
 async fn an_endpoint_refusing_batches_gets_one_request_per_transaction() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
-    let proxy = RpcProxy::start(&anvil.rpc_url(), 23).await;
-    proxy.set(Faults {
-        refuse_batches: true,
-        ..Faults::default()
-    });
+    let proxy = refusing_batches(&anvil, 23).await;
     let (node, by_nonce) = backlog_mined(&db, &[&proxy]).await;
     // The ops view says how long the refusal still holds (the default
     // back-off, ten minutes).
@@ -154,11 +160,7 @@ async fn an_endpoint_refusing_batches_gets_one_request_per_transaction() {
 async fn an_endpoint_that_stops_refusing_batches_gets_them_again_after_the_backoff() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
-    let proxy = RpcProxy::start(&anvil.rpc_url(), 29).await;
-    proxy.set(Faults {
-        refuse_batches: true,
-        ..Faults::default()
-    });
+    let proxy = refusing_batches(&anvil, 29).await;
     let toml = config(&db, &[proxy.url()])
         .replace("chain_id = ", "batch_refusal_backoff = \"1s\"\nchain_id = ");
     assert!(toml.contains("batch_refusal_backoff = \"1s\""), "{toml}");
@@ -259,11 +261,7 @@ async fn two_endpoints_each_get_the_batch_and_one_that_swallows_it_loses_nothing
 async fn one_endpoint_refusing_batches_turns_the_chain_to_one_request_per_transaction() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
-    let refusing = RpcProxy::start(&anvil.rpc_url(), 27).await;
-    refusing.set(Faults {
-        refuse_batches: true,
-        ..Faults::default()
-    });
+    let refusing = refusing_batches(&anvil, 27).await;
     let other = RpcProxy::start(&anvil.rpc_url(), 28).await;
     let by_nonce = backlog_through(&anvil, &db, &[&refusing, &other]).await;
     let all: BTreeSet<String> = by_nonce.iter().cloned().collect();

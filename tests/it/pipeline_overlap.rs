@@ -32,6 +32,18 @@ async fn slow_sends(anvil: &Anvil, seed: u64, delay: Duration) -> RpcProxy {
     proxy
 }
 
+/// A node whose leader batches [`BATCH`] intents, with room for the whole
+/// backlog in flight, on the chain at `rpc_url`.
+async fn node_with_full_batches(db: &TestDb, rpc_url: &str) -> TestNode {
+    TestNode::start(&config_toml(
+        &db.url,
+        rpc_url,
+        "n1",
+        &format!("batch_size = {BATCH}\nmax_in_flight = 200"),
+    ))
+    .await
+}
+
 /// The proxy saw each of the `count` attempts sent once, in nonce order.
 async fn assert_sent_once_each_in_nonce_order(db: &TestDb, proxy: &RpcProxy, count: i64) {
     let by_nonce: Vec<String> = sqlx::query_scalar(
@@ -55,13 +67,7 @@ async fn the_next_batch_is_written_while_the_previous_one_is_sent_and_sends_stay
     // transactions in its queue (a pool race of anvil's, not a chain rule).
     let anvil = Anvil::start_with(&["--block-time", "0.2"]).await;
     let proxy = slow_sends(&anvil, 11, SEND_DELAY).await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &proxy.url(),
-        "n1",
-        &format!("batch_size = {BATCH}\nmax_in_flight = 200"),
-    ))
-    .await;
+    let node = node_with_full_batches(&db, &proxy.url()).await;
 
     // A backlog of full batches, released at once.
     paused_backlog(&node, "o", BATCH * BATCHES).await;
@@ -170,13 +176,7 @@ async fn the_next_batch_is_sent_while_the_previous_ones_answers_are_recorded() {
 async fn a_backlog_longer_than_one_cycle_is_sent_whole_with_nothing_else_to_wake_the_leader() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start_with(&["--no-mining"]).await;
-    let node = TestNode::start(&config_toml(
-        &db.url,
-        &anvil.rpc_url(),
-        "n1",
-        &format!("batch_size = {BATCH}\nmax_in_flight = 200"),
-    ))
-    .await;
+    let node = node_with_full_batches(&db, &anvil.rpc_url()).await;
     // Three cycles' worth of full batches, released at once.
     let total = BATCH * 12;
     paused_backlog(&node, "b", total).await;
