@@ -224,7 +224,9 @@ async fn an_acceptance_names_the_attempt_on_the_intent_and_leaves_the_attempt_ro
         let pool = db.pool.clone();
         async move {
             sqlx::query_as::<_, (String, Option<String>)>(
-                "SELECT xmin::text || '/' || ctid::text, broadcast_result FROM tx_attempt
+                // Attempts persisted after their allocation are rows of
+                // `tx_attempt_rest` (the view has no row versions).
+                "SELECT xmin::text || '/' || ctid::text, broadcast_result FROM tx_attempt_rest
                   WHERE tx_hash = $1",
             )
             .bind(format!("{hash:#x}"))

@@ -26,6 +26,7 @@
 //! it goes on, so "committed before broadcast" holds per part.
 
 mod allocate;
+mod assign;
 mod batch;
 mod spend;
 mod writes;
