@@ -128,6 +128,7 @@ impl<'a> TxmgrBench<'a> {
         let chain_before = self.node.chain_stats.snapshot();
         let cpu_before = CpuSample::take(&self.anvil_pids, Some(self.db)).await;
         let db_before = self.db.transactions().await?;
+        let wal_before = crate::row_versions::wal_position(self.db).await?;
 
         let started = Instant::now();
         let client = self.client.clone();
@@ -152,6 +153,7 @@ impl<'a> TxmgrBench<'a> {
             );
         }
         let e2e = tracked_at.duration_since(started);
+        let wal_bytes = crate::row_versions::wal_position(self.db).await? - wal_before;
         let cpu = CpuSample::take(&self.anvil_pids, Some(self.db))
             .await
             .since(&cpu_before, count);
@@ -183,6 +185,7 @@ impl<'a> TxmgrBench<'a> {
             db_transactions,
             db_transactions_per_intent: db_transactions as f64 / intents,
             row_versions,
+            wal_bytes_per_intent: wal_bytes / intents,
             cpu,
             pipeline: self.pipeline_stats(&hex, &format!("{tag}-n-%")).await?,
         })

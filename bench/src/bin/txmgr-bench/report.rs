@@ -113,6 +113,10 @@ pub(crate) struct TxmgrPhase {
     pub(crate) db_transactions_per_intent: f64,
     /// Tuples written over the phase (`pg_stat_user_tables`), per intent.
     pub(crate) row_versions: crate::row_versions::RowVersions,
+    /// WAL bytes the whole cluster wrote per intent between the first
+    /// create and the last TRACKING (deterministic where CPU time is not:
+    /// what each write costs PostgreSQL to log).
+    pub(crate) wal_bytes_per_intent: f64,
     /// CPU per intent, first POST → all TRACKING (includes the bench's own
     /// client and its 20 ms polling).
     pub(crate) cpu: CpuCost,

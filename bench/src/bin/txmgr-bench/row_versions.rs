@@ -35,6 +35,16 @@ pub(crate) struct TableWrites {
 /// heartbeats, cursors): shown, not counted per intent.
 const HOUSEKEEPING: &[&str] = &["submitter_lease", "txmgr_node", "webhook_cursor"];
 
+/// The cluster's WAL position in bytes. Read right at a phase's start and
+/// end (WAL, unlike the statistics, does not lag).
+pub(crate) async fn wal_position(db: &BenchDb) -> anyhow::Result<f64> {
+    db.count_own_query();
+    sqlx::query_scalar("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8")
+        .fetch_one(&db.pool)
+        .await
+        .context("reading the WAL position")
+}
+
 /// A session publishes its statistics at most once a second, and an idle
 /// one within 10 s: the closing reading waits this long after the phase.
 pub(crate) const STATS_SETTLE: std::time::Duration = std::time::Duration::from_secs(11);

@@ -245,9 +245,10 @@ fn print_diagnostics(p: &TxmgrPhase) {
     );
     let rows = &p.row_versions;
     println!(
-        "  row versions per intent {:.2} (HOT {:.0}% of updates):",
+        "  row versions per intent {:.2} (HOT {:.0}% of updates), WAL {:.0} bytes per intent:",
         rows.per_intent,
-        rows.hot_ratio * 100.0
+        rows.hot_ratio * 100.0,
+        p.wal_bytes_per_intent
     );
     for t in &rows.tables {
         println!(
