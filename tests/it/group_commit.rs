@@ -331,7 +331,6 @@ async fn a_part_that_cannot_be_written_fails_whole_and_alone() {
 }
 
 mod cursor_floor;
-mod first_attempt;
 mod lock_order;
 mod presigned;
 mod records;

@@ -139,7 +139,6 @@ async fn migrations_apply_to_an_empty_database_and_are_idempotent() {
             "submitter_nonce_cursor",
             "submitter_pause",
             "tx_attempt",
-            "tx_attempt_rest",
             "tx_completion",
             "txmgr_node",
             "webhook_cursor",

@@ -321,10 +321,9 @@ pub async fn open_attempt_hashes(
     key: SubmitterKey,
 ) -> StoreResult<Vec<(Uuid, B256)>> {
     let rows = sqlx::query!(
-        r#"SELECT a.tx_id AS "tx_id!", a.tx_hash AS "tx_hash!"
-             FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
+        "SELECT a.tx_id, a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
           WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = m.nonce
-            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.phase = 1"#,
+            AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.phase = 1",
         key.chain_id as _,
         key.address_hex(),
     )
@@ -344,9 +343,8 @@ pub async fn other_attempts_at_nonce(
     except: Uuid,
 ) -> StoreResult<Vec<(Uuid, B256)>> {
     let rows = sqlx::query!(
-        r#"SELECT a.tx_id AS "tx_id!", a.tx_hash AS "tx_hash!"
-             FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
-          WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = $3 AND a.tx_id <> $4"#,
+        "SELECT a.tx_id, a.tx_hash FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
+          WHERE m.chain_id = $1 AND m.submitter = $2 AND a.nonce = $3 AND a.tx_id <> $4",
         key.chain_id as _,
         key.address_hex(),
         i64::try_from(nonce).unwrap_or(i64::MAX),

@@ -7,7 +7,7 @@ use store::group::Presigned;
 
 /// A draw of `ids` from a cursor at `from` (nothing released), with an
 /// attempt each.
-pub(super) fn presigned(ids: &[Uuid], from: u64, hash_byte: u8) -> Write {
+fn presigned(ids: &[Uuid], from: u64, hash_byte: u8) -> Write {
     let attempts: Vec<NewAttempt> = ids
         .iter()
         .enumerate()

@@ -224,9 +224,7 @@ async fn an_acceptance_names_the_attempt_on_the_intent_and_leaves_the_attempt_ro
         let pool = db.pool.clone();
         async move {
             sqlx::query_as::<_, (String, Option<String>)>(
-                // Attempts persisted after their allocation are rows of
-                // `tx_attempt_rest` (the view has no row versions).
-                "SELECT xmin::text || '/' || ctid::text, broadcast_result FROM tx_attempt_rest
+                "SELECT xmin::text || '/' || ctid::text, broadcast_result FROM tx_attempt
                   WHERE tx_hash = $1",
             )
             .bind(format!("{hash:#x}"))

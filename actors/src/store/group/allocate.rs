@@ -11,13 +11,14 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
-    assign, spend,
+    spend,
     writes::{row_key, AllocatePart, Columns, RowKey},
     Fence, Presigned,
 };
 use crate::{
     domain::ChainId,
     store::{
+        millis,
         nonce_cursor::{self, CursorRow, NonceCursor},
         pipeline, StoreError, StoreResult,
     },
@@ -26,7 +27,7 @@ use crate::{
 /// One part's draw: its index, the cursor after drawing, `(intent, nonce)`,
 /// and the cursor's `released` list as read (the row is written only when
 /// the list changed).
-pub(super) type Drawn = (usize, NonceCursor, Vec<(Uuid, u64)>, Vec<u64>);
+type Drawn = (usize, NonceCursor, Vec<(Uuid, u64)>, Vec<u64>);
 
 /// Rejections, then nonces for every allocate part: the cursors of all
 /// parts are locked in one statement and their highest nonces read in a
@@ -156,7 +157,7 @@ pub(super) async fn allocate(
         let assignments = still[i].iter().copied().zip(nonces).collect();
         drawn.push((i, cursor, assignments, read));
     }
-    let assigned = assign::assign(conn, parts, &drawn).await?;
+    let assigned = assign(conn, parts, &drawn).await?;
 
     // Nonces of intents that left QUEUED meanwhile go back to the cursor.
     // The nonces assigned are on their intents' rows now, which is where
@@ -166,7 +167,7 @@ pub(super) async fn allocate(
     for (i, mut cursor, assignments, read) in drawn {
         let (kept, unused): (Vec<_>, Vec<_>) = assignments
             .into_iter()
-            .partition(|(id, _)| assigned.contains_key(id));
+            .partition(|(id, _)| assigned.contains(id));
         let mut back: Vec<u64> = unused.iter().map(|(_, n)| *n).collect();
         back.sort_unstable();
         cursor.give_back(&back)?;
@@ -180,7 +181,7 @@ pub(super) async fn allocate(
         answers[i] = kept;
     }
     cursor_rows.write(conn).await?;
-    assign::insert_presigned(conn, parts, &answers, &assigned).await?;
+    insert_presigned(conn, parts, &answers).await?;
     Ok(answers)
 }
 
@@ -238,6 +239,30 @@ fn presigned_assignments(presigned: &Presigned) -> Vec<(Uuid, u64)> {
         .collect()
 }
 
+/// The signed attempts of every presigned part's allocated intents, in one
+/// insert: committed with the allocation, before any byte is broadcast.
+async fn insert_presigned(
+    conn: &mut PgConnection,
+    parts: &[AllocatePart<'_>],
+    answers: &[Vec<(Uuid, u64)>],
+) -> StoreResult<()> {
+    let mut rows = Vec::new();
+    for (part, assigned) in parts.iter().zip(answers) {
+        let Some(presigned) = part.presigned else {
+            continue;
+        };
+        let writer = (part.fence.submitter, part.fence.token);
+        let assigned: std::collections::HashSet<Uuid> =
+            assigned.iter().map(|(id, _)| *id).collect();
+        for attempt in &presigned.attempts {
+            if assigned.contains(&attempt.tx_id) {
+                rows.push((attempt, writer));
+            }
+        }
+    }
+    pipeline::insert_attempt_rows(conn, &rows).await
+}
+
 /// Locks, in one statement, every part's intents that are still QUEUED
 /// (in a fixed order, so concurrent lockers never wait on each other in a
 /// cycle); returns those to draw for, and those past their `valid_until`.
@@ -276,6 +301,42 @@ async fn lock_queued(
         live.into_iter().map(|row| row.tx_id).collect(),
         expired.into_iter().map(|row| row.tx_id).collect(),
     ))
+}
+
+/// The merged ALLOCATED update; returns the intents it changed.
+async fn assign(
+    conn: &mut PgConnection,
+    parts: &[AllocatePart<'_>],
+    drawn: &[Drawn],
+) -> StoreResult<std::collections::HashSet<Uuid>> {
+    let mut rows = Columns::default();
+    for (i, _, assignments, _) in drawn {
+        let part = &parts[*i];
+        for (tx_id, nonce) in assignments {
+            rows.push(part.fence, *tx_id);
+            rows.numbers.push(pipeline::nonce_db(*nonce)?);
+            rows.millis.push(millis(part.resubmit_interval));
+        }
+    }
+    let assigned: Vec<Uuid> = sqlx::query_scalar!(
+        "UPDATE managed_tx m SET state = 'ALLOCATED', nonce = a.nonce, sub_state = NULL,
+                fencing_token = a.token, updated_at = now(), retry_at = now(), allocated_at = now(),
+                maybe_pooled = false, next_resubmit_at = now() + a.resubmit_ms * interval '1 millisecond'
+           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
+                AS a(tx_id, chain_id, submitter, token, nonce, resubmit_ms)
+          WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
+            AND m.state = 'QUEUED'
+         RETURNING m.tx_id",
+        &rows.tx_ids,
+        &rows.chains as _,
+        &rows.addresses,
+        &rows.tokens,
+        &rows.numbers,
+        &rows.millis,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(assigned.into_iter().collect())
 }
 
 /// Cursor rows to write back in one statement.

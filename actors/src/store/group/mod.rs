@@ -26,7 +26,6 @@
 //! it goes on, so "committed before broadcast" holds per part.
 
 mod allocate;
-mod assign;
 mod batch;
 mod spend;
 mod writes;

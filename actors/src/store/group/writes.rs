@@ -144,10 +144,7 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
                  -- updated below, so its attempt gets the answer; and the
                  -- attempt an earlier acceptance named keeps its answer when
                  -- `accepted_hash` moves on to this one.
-                 -- (An attempt on its intent's row gets it on the row:
-                 -- below for an intent in flight, in `written_on_row` for
-                 -- one no longer in flight — never the same row twice.)
-                 UPDATE tx_attempt_rest t SET broadcast_result = 'accepted'
+                 UPDATE tx_attempt t SET broadcast_result = 'accepted'
                    FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $6::text[])
                         AS a(tx_id, chain_id, submitter, tx_hash)
                    JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
@@ -155,19 +152,8 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
                   WHERE t.tx_hash = CASE WHEN m.state NOT IN ('ALLOCATED', 'TRACKING', 'STUCK')
                                          THEN a.tx_hash
                                          WHEN m.accepted_hash <> a.tx_hash THEN m.accepted_hash END
-                    AND t.broadcast_result IS NULL),
-             written_on_row AS (
-                 UPDATE managed_tx m SET first_broadcast_result = 'accepted'
-                   FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $6::text[])
-                        AS a(tx_id, chain_id, submitter, tx_hash)
-                  WHERE m.tx_id = a.tx_id AND m.chain_id = a.chain_id AND m.submitter = a.submitter
-                    AND m.state NOT IN ('ALLOCATED', 'TRACKING', 'STUCK')
-                    AND m.first_tx_hash = a.tx_hash AND m.first_broadcast_result IS NULL)
+                    AND t.broadcast_result IS NULL)
              UPDATE managed_tx m SET state = CASE WHEN m.state = 'STUCK' THEN 'STUCK' ELSE 'TRACKING' END,
-                    first_broadcast_result = CASE WHEN m.accepted_hash <> a.tx_hash
-                                                   AND m.accepted_hash = m.first_tx_hash
-                                                  THEN COALESCE(m.first_broadcast_result, 'accepted')
-                                                  ELSE m.first_broadcast_result END,
                     sub_state = COALESCE(m.sub_state, $7),
                     submit_attempts = submit_attempts + 1, last_submit_at = now(),
                     first_broadcast_at = COALESCE(m.first_broadcast_at, now()),

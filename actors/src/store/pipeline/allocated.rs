@@ -57,7 +57,7 @@ pub async fn load_due_allocated(
 ) -> StoreResult<Vec<PendingAttempt>> {
     let rows = sqlx::query_as!(
         DueRow,
-        r#"SELECT m.tx_id, m.nonce AS "nonce!", m.state, a.tx_hash AS "tx_hash!", a.raw_tx AS "raw_tx!",
+        r#"SELECT m.tx_id, m.nonce AS "nonce!", m.state, a.tx_hash, a.raw_tx,
                 (EXTRACT(EPOCH FROM (now() - m.created_at)) * 1000)::bigint AS "age_ms!",
                 m.maybe_pooled,
                 COALESCE((m.intent->>'private')::boolean, false) AS "private!"

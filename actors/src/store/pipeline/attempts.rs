@@ -13,8 +13,8 @@ use crate::{
     store::{millis, FencedTx, StoreResult},
 };
 
-/// Inserts attempts into `tx_attempt_rest` in one statement, each numbered
-/// after its intent's newest attempt (on its row or not) and stamped with its writer's `(submitter, token)`; an
+/// Inserts attempts in one statement, each numbered after its intent's
+/// newest attempt and stamped with its writer's `(submitter, token)`; an
 /// attempt for an intent of another submitter is not inserted. The same
 /// statement raises the intent's fee reservation in the spend ledger (if
 /// it has a row) to the attempt's worst case. Runs in the
@@ -56,7 +56,7 @@ pub(in crate::store) async fn insert_attempt_rows(
     let submitters: Vec<String> = rows.iter().map(|(_, (key, _))| key.address_hex()).collect();
     sqlx::query!(
         "WITH inserted AS (
-         INSERT INTO tx_attempt_rest (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
+         INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
                  max_priority_fee_per_gas, gas_price, gas_limit, kind, fencing_token)
          SELECT a.tx_id,
                 COALESCE((SELECT max(t.attempt_no) FROM tx_attempt t WHERE t.tx_id = a.tx_id), 0) + 1,

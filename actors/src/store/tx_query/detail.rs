@@ -111,8 +111,8 @@ pub async fn find(pool: &PgPool, chain_ids: &[ChainId], key: &str) -> StoreResul
         && hash[2..].bytes().all(|b| b.is_ascii_hexdigit())
     {
         return Ok(sqlx::query_scalar!(
-            r#"SELECT a.tx_id AS "tx_id!" FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
-              WHERE a.tx_hash = $1 AND m.chain_id = ANY($2)"#,
+            "SELECT a.tx_id FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
+              WHERE a.tx_hash = $1 AND m.chain_id = ANY($2)",
             hash,
             chain_ids as _,
         )
@@ -135,15 +135,14 @@ pub async fn detail(pool: &PgPool, tx_id: Uuid) -> StoreResult<TxDetail> {
         AttemptView,
         // An accepted attempt's answer is its intent's `accepted_hash` when
         // none was written on the attempt (migration 20261201000015).
-        r#"SELECT t.attempt_no AS "attempt_no!", t.kind AS "kind!", t.nonce AS "nonce!",
-                  t.tx_hash AS "tx_hash!",
+        r#"SELECT t.attempt_no, t.kind, t.nonce, t.tx_hash,
                   t.max_fee_per_gas::text AS "max_fee_per_gas?",
                   t.max_priority_fee_per_gas::text AS "max_priority_fee_per_gas?",
-                  t.gas_price::text AS "gas_price?", t.gas_limit AS "gas_limit!",
+                  t.gas_price::text AS "gas_price?", t.gas_limit,
                   COALESCE(t.broadcast_result,
                            CASE WHEN t.tx_hash = m.accepted_hash THEN 'accepted' END)
                       AS "broadcast_result?",
-                  t.created_at AS "created_at!"
+                  t.created_at
              FROM tx_attempt t JOIN managed_tx m ON m.tx_id = t.tx_id
             WHERE t.tx_id = $1 ORDER BY t.attempt_no"#,
         tx_id,
