@@ -114,8 +114,8 @@ pub(crate) struct TxmgrPhase {
     /// Tuples written over the phase (`pg_stat_user_tables`), per intent.
     pub(crate) row_versions: crate::row_versions::RowVersions,
     /// WAL bytes the whole cluster wrote per intent between the first
-    /// create and the last TRACKING (deterministic where CPU time is not:
-    /// what each write costs PostgreSQL to log).
+    /// create and the last TRACKING (repeatable where CPU time on a shared
+    /// machine is not: what each write costs PostgreSQL to log).
     pub(crate) wal_bytes_per_intent: f64,
     /// CPU per intent, first POST → all TRACKING (includes the bench's own
     /// client and its 20 ms polling).
