@@ -8,9 +8,9 @@
 //! node's group committer ([`GroupCommitter`]): a worker takes every read
 //! waiting (up to [`MAX_REQUESTS`]) with the writes waiting and answers the
 //! reads with one statement — a lateral join over the requests, each side
-//! the same indexed read a leader made alone (`managed_tx_queued_idx`), with
-//! the same limit, the batch size and the free in-flight slots, per
-//! submitter. When writes wait too, the statement runs inside their
+//! the same indexed read a leader made alone (its submitter's QUEUED range
+//! of `managed_tx_open_idx`, in acceptance order), with the same limit, the
+//! batch size and the free in-flight slots, per submitter. When writes wait too, the statement runs inside their
 //! transaction, after them: no transaction of its own (a read had been
 //! about two in five of the engine's transactions at 100 submitters), and
 //! it sees the slots those writes take. Otherwise it runs alone.
