@@ -123,8 +123,9 @@ pub(super) fn answers(
 }
 
 /// The statement that answers `requests`, on `conn` (the pool, or a
-/// group transaction after its writes).
-pub(super) async fn query(
+/// group transaction after its writes): one row per intent returned, the
+/// request's number (from 1), the intent's id and its stored intent.
+pub async fn query(
     conn: impl PgExecutor<'_>,
     requests: &[QueueRequest],
 ) -> StoreResult<Vec<(i64, Uuid, serde_json::Value)>> {
@@ -152,14 +153,23 @@ pub(super) async fn query(
                  ORDER BY m.ingress_seq
                  -- The in-flight count stops at the bound: past it no
                  -- slot is free, and a backlog of unmined intents is not
-                 -- counted on every read.
-                 LIMIT GREATEST(0, LEAST(r.lim, r.bound - (
-                       SELECT count(*) FROM (
+                 -- counted on every read. Unless mined intents hold their
+                 -- slots, only unmined ones are counted, from the index of
+                 -- unmined intents: the submitter's mined intents awaiting
+                 -- finality (a chain's whole finality depth of them) are
+                 -- not read on every read.
+                 LIMIT GREATEST(0, LEAST(r.lim, r.bound - CASE WHEN r.count_mined
+                       THEN (SELECT count(*) FROM (
                               SELECT 1 FROM managed_tx f
                                WHERE f.chain_id = r.chain_id AND f.submitter = r.submitter
                                  AND f.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND f.phase = 1
-                                 AND (r.count_mined OR f.receipt IS NULL)
-                               LIMIT GREATEST(r.bound, 0)) in_flight)))) q
+                               LIMIT GREATEST(r.bound, 0)) in_flight)
+                       ELSE (SELECT count(*) FROM (
+                              SELECT 1 FROM managed_tx f
+                               WHERE f.chain_id = r.chain_id AND f.submitter = r.submitter
+                                 AND f.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND f.phase = 1
+                                 AND f.receipt IS NULL
+                               LIMIT GREATEST(r.bound, 0)) unmined) END))) q
           ORDER BY r.i, q.ingress_seq"#,
         &chain_ids as _,
         &submitters,

@@ -368,3 +368,68 @@ async fn a_resend_picks_the_attempt_the_intent_names_as_accepted_over_a_refused_
         "the accepted original, not the refused replacement"
     );
 }
+
+/// A leader's queue read counts the slots its unmined intents take from
+/// their own index: the intents already mined and awaiting finality (a
+/// chain's whole finality depth of them, on a busy submitter thousands) are
+/// not read on every read. When mined intents hold their slots until final
+/// (`hold_slot_until_final`), they are counted.
+#[tokio::test]
+async fn the_queue_read_does_not_read_the_mined_intents_awaiting_finality() {
+    use store::queue_read::{query, QueueRequest};
+    let db = TestDb::migrated().await;
+    let key = submitter(0);
+    let (_lease, queued) = leader_with_queue(&db, key, 3, Duration::from_secs(30)).await;
+    // 2,000 intents mined and not final, then 2 sent and not mined yet.
+    sqlx::query(
+        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_hash, intent, state, nonce,
+                                 receipt, receipt_block_number, receipt_block_hash, mined_tx_hash)
+         SELECT gen_random_uuid(), $1, $2, decode(repeat('00', 32), 'hex'), '{}'::jsonb, 'TRACKING', n,
+                CASE WHEN n < 2000 THEN '{}'::jsonb END, CASE WHEN n < 2000 THEN n END,
+                CASE WHEN n < 2000 THEN '0x' || repeat('a', 64) END,
+                CASE WHEN n < 2000 THEN '0x' || repeat('b', 64) END
+           FROM generate_series(0, 2001) n",
+    )
+    .bind(key.chain_id)
+    .bind(key.address_hex())
+    .execute(&db.pool)
+    .await
+    .expect("in flight");
+    sqlx::query("ANALYZE managed_tx")
+        .execute(&db.pool)
+        .await
+        .expect("analyze");
+    let ask = |count_mined: bool| QueueRequest {
+        key,
+        batch: 10,
+        max_in_flight: 4,
+        count_mined,
+    };
+
+    let mut tx = db.pool.begin().await.expect("begin");
+    let read = query(&mut *tx, &[ask(false)]).await.expect("read");
+    let ids: Vec<Uuid> = read.iter().map(|(_, id, _)| *id).collect();
+    assert_eq!(
+        ids,
+        queued[..2].to_vec(),
+        "4 slots, 2 taken by unmined intents"
+    );
+    let rows_read: i64 = sqlx::query_scalar(
+        "SELECT (COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::bigint
+           FROM pg_stat_xact_user_tables WHERE relname = 'managed_tx'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .expect("rows read");
+    assert!(
+        rows_read < 100,
+        "the read went through {rows_read} rows of managed_tx for 5 open intents"
+    );
+    tx.rollback().await.expect("rollback");
+
+    let read = query(&db.pool, &[ask(true)]).await.expect("read");
+    assert!(
+        read.is_empty(),
+        "mined intents holding their slots: {read:?}"
+    );
+}
