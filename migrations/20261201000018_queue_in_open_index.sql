@@ -11,7 +11,7 @@
 -- acceptance stays an in-place (HOT) update.
 --
 -- Building the index reads the whole table under a SHARE lock (inserts wait
--- for it; README "Upgrading").
+-- for it; README "Data model and leases").
 DROP INDEX managed_tx_queued_idx;
 DROP INDEX managed_tx_open_idx;
 CREATE INDEX managed_tx_open_idx ON managed_tx (phase, chain_id, submitter, ingress_seq)

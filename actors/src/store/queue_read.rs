@@ -10,10 +10,11 @@
 //! reads with one statement — a lateral join over the requests, each side
 //! the same indexed read a leader made alone (its submitter's QUEUED range
 //! of `managed_tx_open_idx`, in acceptance order), with the same limit, the
-//! batch size and the free in-flight slots, per submitter. When writes wait too, the statement runs inside their
-//! transaction, after them: no transaction of its own (a read had been
-//! about two in five of the engine's transactions at 100 submitters), and
-//! it sees the slots those writes take. Otherwise it runs alone.
+//! batch size and the free in-flight slots, per submitter. When writes wait
+//! too, the statement runs inside their transaction, after them: no
+//! transaction of its own (a read had been about two in five of the
+//! engine's transactions at 100 submitters), and it sees the slots those
+//! writes take. Otherwise it runs alone.
 //!
 //! A read is not a critical write: it needs no fence (the allocation that
 //! follows is fenced, and allocates only intents still QUEUED), and its
