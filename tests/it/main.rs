@@ -40,6 +40,7 @@ mod kms_tls;
 mod lease;
 mod lease_fencing;
 mod lease_keeper;
+mod lease_scan;
 mod log_secrets;
 mod metrics_promtool;
 mod migrations;

@@ -3,7 +3,7 @@
 //! standby polling its own lease) and the cluster view's lease list.
 
 use alloy::primitives::Address;
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 
 use super::{LeaseOwner, StoreError, StoreResult};
 use crate::domain::ChainId;
@@ -35,7 +35,7 @@ struct UnledRow {
 /// led even when idle, to watch their funds) — whose lease `owner` does not
 /// hold live: no lease row, another owner's, or one of `owner`'s that expired.
 pub async fn unled_open_work(
-    pool: &PgPool,
+    conn: impl PgExecutor<'_>,
     chain_id: ChainId,
     owner: &LeaseOwner,
     always: &[String],
@@ -46,9 +46,31 @@ pub async fn unled_open_work(
                 COALESCE(l.owner_node = $2 AND l.owner_instance = $3, false) AS "mine!",
                 COALESCE((EXTRACT(EPOCH FROM (l.expires_at - now())) * 1000)::bigint, 0)
                     AS "expires_in_ms!"
-           FROM (SELECT submitter FROM managed_tx
-                  WHERE chain_id = $1 AND state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK')
-                    AND phase <= 1
+           FROM (
+                 -- The chain's submitters with open intents, one index probe
+                 -- each (phase 0 QUEUED, 1 in flight: the open-work index
+                 -- is ordered by phase, chain, submitter), not a read of
+                 -- every open intent — thousands a busy submitter has
+                 -- mined and awaiting finality.
+                 WITH RECURSIVE waiting(submitter) AS (
+                      SELECT (SELECT m.submitter FROM managed_tx m WHERE m.phase = 0 AND m.chain_id = $1
+                               ORDER BY m.submitter LIMIT 1)
+                      UNION ALL
+                      SELECT (SELECT m.submitter FROM managed_tx m
+                               WHERE m.phase = 0 AND m.chain_id = $1 AND m.submitter > w.submitter
+                               ORDER BY m.submitter LIMIT 1)
+                        FROM waiting w WHERE w.submitter IS NOT NULL),
+                   in_flight(submitter) AS (
+                      SELECT (SELECT m.submitter FROM managed_tx m WHERE m.phase = 1 AND m.chain_id = $1
+                               ORDER BY m.submitter LIMIT 1)
+                      UNION ALL
+                      SELECT (SELECT m.submitter FROM managed_tx m
+                               WHERE m.phase = 1 AND m.chain_id = $1 AND m.submitter > f.submitter
+                               ORDER BY m.submitter LIMIT 1)
+                        FROM in_flight f WHERE f.submitter IS NOT NULL)
+                 SELECT submitter FROM waiting WHERE submitter IS NOT NULL
+                 UNION
+                 SELECT submitter FROM in_flight WHERE submitter IS NOT NULL
                  UNION
                  SELECT unnest($4::text[])) o
            LEFT JOIN submitter_lease l ON l.chain_id = $1 AND l.submitter = o.submitter
@@ -59,7 +81,7 @@ pub async fn unled_open_work(
         &*owner.instance,
         always,
     )
-    .fetch_all(pool)
+    .fetch_all(conn)
     .await?;
     rows.into_iter()
         .map(|row| {
