@@ -78,13 +78,7 @@ async fn the_scan_finds_each_unled_submitter_with_open_work_without_reading_ever
         "open work not led here, and the submitter watched for funds"
     );
     assert!(unled.iter().all(|w| w.owner_node.is_none() && !w.mine));
-    let rows_read: i64 = sqlx::query_scalar(
-        "SELECT (COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::bigint
-           FROM pg_stat_xact_user_tables WHERE relname = 'managed_tx'",
-    )
-    .fetch_one(&mut *tx)
-    .await
-    .expect("rows read");
+    let rows_read = crate::common::db::managed_tx_rows_read(&mut *tx).await;
     assert!(
         rows_read < 100,
         "the scan went through {rows_read} rows of managed_tx for 4 submitters"

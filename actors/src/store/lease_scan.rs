@@ -48,29 +48,25 @@ pub async fn unled_open_work(
                     AS "expires_in_ms!"
            FROM (
                  -- The chain's submitters with open intents, one index probe
-                 -- each (phase 0 QUEUED, 1 in flight: the open-work index
-                 -- is ordered by phase, chain, submitter), not a read of
-                 -- every open intent — thousands a busy submitter has
-                 -- mined and awaiting finality.
-                 WITH RECURSIVE waiting(submitter) AS (
-                      SELECT (SELECT m.submitter FROM managed_tx m WHERE m.phase = 0 AND m.chain_id = $1
+                 -- each per phase (0 QUEUED, 1 in flight: the open-work index
+                 -- is ordered by phase, chain, submitter; `phase <= 1` lets
+                 -- the planner use that partial index), not a read of every
+                 -- open intent — thousands a busy submitter has mined and
+                 -- awaiting finality.
+                 WITH RECURSIVE open_submitters(phase, submitter) AS (
+                      SELECT p.phase,
+                             (SELECT m.submitter FROM managed_tx m
+                               WHERE m.phase = p.phase AND m.phase <= 1 AND m.chain_id = $1
                                ORDER BY m.submitter LIMIT 1)
+                        FROM (VALUES (0::smallint), (1::smallint)) p(phase)
                       UNION ALL
-                      SELECT (SELECT m.submitter FROM managed_tx m
-                               WHERE m.phase = 0 AND m.chain_id = $1 AND m.submitter > w.submitter
+                      SELECT o.phase,
+                             (SELECT m.submitter FROM managed_tx m
+                               WHERE m.phase = o.phase AND m.phase <= 1 AND m.chain_id = $1
+                                 AND m.submitter > o.submitter
                                ORDER BY m.submitter LIMIT 1)
-                        FROM waiting w WHERE w.submitter IS NOT NULL),
-                   in_flight(submitter) AS (
-                      SELECT (SELECT m.submitter FROM managed_tx m WHERE m.phase = 1 AND m.chain_id = $1
-                               ORDER BY m.submitter LIMIT 1)
-                      UNION ALL
-                      SELECT (SELECT m.submitter FROM managed_tx m
-                               WHERE m.phase = 1 AND m.chain_id = $1 AND m.submitter > f.submitter
-                               ORDER BY m.submitter LIMIT 1)
-                        FROM in_flight f WHERE f.submitter IS NOT NULL)
-                 SELECT submitter FROM waiting WHERE submitter IS NOT NULL
-                 UNION
-                 SELECT submitter FROM in_flight WHERE submitter IS NOT NULL
+                        FROM open_submitters o WHERE o.submitter IS NOT NULL)
+                 SELECT submitter FROM open_submitters WHERE submitter IS NOT NULL
                  UNION
                  SELECT unnest($4::text[])) o
            LEFT JOIN submitter_lease l ON l.chain_id = $1 AND l.submitter = o.submitter

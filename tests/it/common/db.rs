@@ -181,3 +181,16 @@ pub(crate) fn database_url(admin_url: &str, name: &str) -> String {
         None => format!("{base}/{name}"),
     }
 }
+
+/// Rows of `managed_tx` the statements of the open transaction `conn` has
+/// read so far (sequential reads and fetches by index): how a test tells
+/// a bounded read from one that grows with the table.
+pub(crate) async fn managed_tx_rows_read(conn: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "SELECT (COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::bigint
+           FROM pg_stat_xact_user_tables WHERE relname = 'managed_tx'",
+    )
+    .fetch_one(conn)
+    .await
+    .expect("rows of managed_tx read")
+}
