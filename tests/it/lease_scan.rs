@@ -78,7 +78,7 @@ async fn the_scan_finds_each_unled_submitter_with_open_work_without_reading_ever
         "open work not led here, and the submitter watched for funds"
     );
     assert!(unled.iter().all(|w| w.owner_node.is_none() && !w.mine));
-    let rows_read = crate::common::db::managed_tx_rows_read(&mut *tx).await;
+    let rows_read = crate::common::db::managed_tx_rows_read(&mut tx).await;
     assert!(
         rows_read < 100,
         "the scan went through {rows_read} rows of managed_tx for 4 submitters"

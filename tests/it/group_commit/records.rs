@@ -414,7 +414,7 @@ async fn the_queue_read_does_not_read_the_mined_intents_awaiting_finality() {
         queued[..2].to_vec(),
         "4 slots, 2 taken by unmined intents"
     );
-    let rows_read = crate::common::db::managed_tx_rows_read(&mut *tx).await;
+    let rows_read = crate::common::db::managed_tx_rows_read(&mut tx).await;
     assert!(
         rows_read < 100,
         "the read went through {rows_read} rows of managed_tx for 5 open intents"
