@@ -26,6 +26,7 @@ mod deadlines;
 mod durability;
 mod feed_retention;
 mod finality;
+mod finality_read;
 mod funds;
 mod funds_bounds;
 mod grafana_dashboard;

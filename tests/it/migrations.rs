@@ -393,6 +393,7 @@ async fn managed_tx_has_its_index_set_and_the_queue_read_is_one_index_range() {
         [
             "managed_tx_final_block_idx",
             "managed_tx_listing_idx",
+            "managed_tx_mined_idx",
             "managed_tx_nonce_key",
             "managed_tx_open_idx",
             "managed_tx_pkey",

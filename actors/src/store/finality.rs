@@ -3,7 +3,7 @@
 //! decisions go to the leaders, which write them fenced.
 
 use alloy::primitives::{Address, B256};
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::{StoreError, StoreResult};
@@ -50,9 +50,11 @@ impl MinedRow {
 }
 
 /// The TRACKING or STUCK intents of `submitters` that have a receipt in a
-/// block above `above` (`None`: any block).
+/// block above `above` (`None`: any block). Read from the index of mined
+/// in-flight intents (`managed_tx_mined_idx`), so the unmined ones in flight
+/// are not read on every head.
 pub async fn mined_not_final(
-    pool: &PgPool,
+    conn: impl PgExecutor<'_>,
     chain_id: ChainId,
     submitters: &[Address],
     above: Option<u64>,
@@ -71,7 +73,7 @@ pub async fn mined_not_final(
         &submitters,
         above.map(block_db),
     )
-    .fetch_all(pool)
+    .fetch_all(conn)
     .await?;
     rows.into_iter().map(MinedRow::into_intent).collect()
 }
