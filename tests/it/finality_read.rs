@@ -2,34 +2,16 @@
 //! finality of their leaders, read from an index of their own rather than
 //! by going through every intent in flight.
 
-use crate::common::TestDb;
+use crate::common::{db::insert_intents, TestDb};
 use alloy::primitives::Address;
 use txmgr_actors::{store::finality::mined_not_final, SubmitterKey};
 
 const CHAIN: u64 = 31337;
 
-/// `count` intents of `submitter` in `state` from nonce `first`; mined
-/// (a receipt in the block equal to the nonce) when `mined`.
+/// `count` intents of `submitter` on the test chain (see [`insert_intents`]).
 async fn insert(db: &TestDb, submitter: Address, state: &str, first: i64, count: i64, mined: bool) {
     let key = SubmitterKey::new(CHAIN, submitter);
-    sqlx::query(
-        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_hash, intent, state, nonce,
-                                 receipt, receipt_block_number, receipt_block_hash, mined_tx_hash)
-         SELECT gen_random_uuid(), $1, $2, decode(repeat('00', 32), 'hex'), '{}'::jsonb, $3, n,
-                CASE WHEN $5 THEN '{\"status\": \"0x1\"}'::jsonb END, CASE WHEN $5 THEN n END,
-                CASE WHEN $5 THEN '0x' || repeat('a', 64) END,
-                CASE WHEN $5 THEN '0x' || repeat('b', 64) END
-           FROM generate_series($4::bigint, $4::bigint + $6 - 1) n",
-    )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(state)
-    .bind(first)
-    .bind(mined)
-    .bind(count)
-    .execute(&db.pool)
-    .await
-    .expect("insert intents");
+    insert_intents(&db.pool, key, state, first, count, mined).await;
 }
 
 #[tokio::test]

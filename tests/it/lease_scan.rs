@@ -2,7 +2,7 @@
 //! intents and no live lease of this process, found with one index probe
 //! per submitter rather than a read of every open intent.
 
-use crate::common::TestDb;
+use crate::common::{db::insert_intents, TestDb};
 use alloy::primitives::Address;
 use txmgr_actors::{store::lease_scan::unled_open_work, LeaseOwner, SubmitterKey};
 
@@ -12,42 +12,18 @@ fn key(byte: u8) -> SubmitterKey {
     SubmitterKey::new(CHAIN, Address::repeat_byte(byte))
 }
 
-/// `count` intents of `key` from nonce `first` (QUEUED ones have none):
-/// `state`, and mined (a receipt) when `mined`.
-async fn insert(db: &TestDb, key: SubmitterKey, state: &str, first: i64, count: i64, mined: bool) {
-    sqlx::query(
-        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_hash, intent, state, nonce,
-                                 receipt, receipt_block_number, receipt_block_hash, mined_tx_hash)
-         SELECT gen_random_uuid(), $1, $2, decode(repeat('00', 32), 'hex'), '{}'::jsonb, $3,
-                CASE WHEN $3 <> 'QUEUED' THEN n END,
-                CASE WHEN $5 THEN '{}'::jsonb END, CASE WHEN $5 THEN n END,
-                CASE WHEN $5 THEN '0x' || repeat('a', 64) END,
-                CASE WHEN $5 THEN '0x' || repeat('b', 64) END
-           FROM generate_series($4::bigint, $4::bigint + $6 - 1) n",
-    )
-    .bind(key.chain_id)
-    .bind(key.address_hex())
-    .bind(state)
-    .bind(first)
-    .bind(mined)
-    .bind(count)
-    .execute(&db.pool)
-    .await
-    .expect("insert intents");
-}
-
 #[tokio::test]
 async fn the_scan_finds_each_unled_submitter_with_open_work_without_reading_every_open_intent() {
     let db = TestDb::migrated().await;
     let me = LeaseOwner::new("node-a", "i1");
     let (queued, busy, done, led, watched) =
         (key(0x01), key(0x02), key(0x03), key(0x04), key(0x05));
-    insert(&db, queued, "QUEUED", 0, 2, false).await;
+    insert_intents(&db.pool, queued, "QUEUED", 0, 2, false).await;
     // A busy submitter: 2,000 intents mined and awaiting finality, one sent.
-    insert(&db, busy, "TRACKING", 0, 2000, true).await;
-    insert(&db, busy, "TRACKING", 2000, 1, false).await;
-    insert(&db, done, "CONFIRMED", 0, 50, true).await;
-    insert(&db, led, "QUEUED", 0, 3, false).await;
+    insert_intents(&db.pool, busy, "TRACKING", 0, 2000, true).await;
+    insert_intents(&db.pool, busy, "TRACKING", 2000, 1, false).await;
+    insert_intents(&db.pool, done, "CONFIRMED", 0, 50, true).await;
+    insert_intents(&db.pool, led, "QUEUED", 0, 3, false).await;
     // `led`'s lease is this process's, live.
     let request = txmgr_actors::LeaseRequest {
         submitter: led,

@@ -194,3 +194,36 @@ pub(crate) async fn managed_tx_rows_read(conn: &mut sqlx::PgConnection) -> i64 {
     .await
     .expect("rows of managed_tx read")
 }
+
+/// Inserts `count` intents of `key` in `state` with nonces from `first`
+/// (QUEUED ones get none), mined when `mined`: a successful receipt in the
+/// block numbered like the nonce. For tests that need many rows of a
+/// shape, not a pipeline's history.
+pub(crate) async fn insert_intents(
+    pool: &PgPool,
+    key: txmgr_actors::SubmitterKey,
+    state: &str,
+    first: i64,
+    count: i64,
+    mined: bool,
+) {
+    sqlx::query(
+        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_hash, intent, state, nonce,
+                                 receipt, receipt_block_number, receipt_block_hash, mined_tx_hash)
+         SELECT gen_random_uuid(), $1, $2, decode(repeat('00', 32), 'hex'), '{}'::jsonb, $3,
+                CASE WHEN $3 <> 'QUEUED' THEN n END,
+                CASE WHEN $5 THEN '{\"status\": \"0x1\"}'::jsonb END, CASE WHEN $5 THEN n END,
+                CASE WHEN $5 THEN '0x' || repeat('a', 64) END,
+                CASE WHEN $5 THEN '0x' || repeat('b', 64) END
+           FROM generate_series($4::bigint, $4::bigint + $6 - 1) n",
+    )
+    .bind(key.chain_id)
+    .bind(key.address_hex())
+    .bind(state)
+    .bind(first)
+    .bind(mined)
+    .bind(count)
+    .execute(pool)
+    .await
+    .expect("insert intents");
+}
