@@ -27,6 +27,9 @@ const STARTUP_DEADLINE: Duration = Duration::from_secs(90);
 pub struct LocalStack {
     child: Child,
     port: u16,
+    /// Its state and output; removed when it is dropped (kept when it did
+    /// not start, for the output the error points at).
+    data: PathBuf,
 }
 
 /// The Python of the LocalStack venv.
@@ -52,6 +55,22 @@ impl LocalStack {
         let bin = python();
         let port = try_free_port()?;
         let data = std::env::temp_dir().join(format!("txmgr-localstack-{port}"));
+        // A folder an earlier instance on the same port left (SIGKILLed)
+        // may hold its state: every instance starts from an empty one.
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::create_dir_all(&data).map_err(|source| KitError::LocalStack {
+            bin: bin.clone(),
+            reason: format!("{}: {source}", data.display()),
+        })?;
+        let log_path = data.join("localstack.log");
+        let log = std::fs::File::create(&log_path).map_err(|source| KitError::LocalStack {
+            bin: bin.clone(),
+            reason: format!("{}: {source}", log_path.display()),
+        })?;
+        let log_err = log.try_clone().map_err(|source| KitError::LocalStack {
+            bin: bin.clone(),
+            reason: format!("{}: {source}", log_path.display()),
+        })?;
         let mut child = Command::new(&bin)
             .args(["-m", "localstack.runtime.main"])
             .env("GATEWAY_LISTEN", format!("127.0.0.1:{port}"))
@@ -64,8 +83,8 @@ impl LocalStack {
             .env("LOCALSTACK_VOLUME_DIR", &data)
             .env("FILESYSTEM_ROOT", &data)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
             .kill_on_drop(true)
             .spawn()
             .map_err(|source| KitError::LocalStack {
@@ -78,20 +97,23 @@ impl LocalStack {
                 if health.contains("\"kms\": \"available\"")
                     || health.contains("\"kms\":\"available\"")
                 {
-                    return Ok(LocalStack { child, port });
+                    return Ok(LocalStack { child, port, data });
                 }
             }
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(KitError::LocalStack {
                     bin,
-                    reason: format!("exited with {status}"),
+                    reason: format!("exited with {status}; {}", log_tail(&log_path)),
                 });
             }
             if Instant::now() >= deadline {
                 let _ = child.kill().await;
                 return Err(KitError::LocalStack {
                     bin,
-                    reason: format!("KMS not available within {STARTUP_DEADLINE:?}"),
+                    reason: format!(
+                        "KMS not available within {STARTUP_DEADLINE:?} on port {port}; {}",
+                        log_tail(&log_path)
+                    ),
                 });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -125,6 +147,7 @@ impl Drop for LocalStack {
     fn drop(&mut self) {
         self.resume();
         let _ = self.child.start_kill();
+        let _ = std::fs::remove_dir_all(&self.data);
     }
 }
 
@@ -146,4 +169,17 @@ async fn get(port: u16, path: &str) -> Option<String> {
         .ok()?
         .ok()?;
     answer.starts_with("HTTP/1.").then_some(answer)
+}
+
+/// The last lines LocalStack wrote, for an error that says why it did not
+/// start.
+fn log_tail(path: &std::path::Path) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+            format!("its output ({}), last lines:\n{tail}", path.display())
+        }
+        Err(err) => format!("its output {} unreadable: {err}", path.display()),
+    }
 }
