@@ -58,19 +58,14 @@ impl LocalStack {
         // A folder an earlier instance on the same port left (SIGKILLed)
         // may hold its state: every instance starts from an empty one.
         let _ = std::fs::remove_dir_all(&data);
-        std::fs::create_dir_all(&data).map_err(|source| KitError::LocalStack {
-            bin: bin.clone(),
-            reason: format!("{}: {source}", data.display()),
-        })?;
         let log_path = data.join("localstack.log");
-        let log = std::fs::File::create(&log_path).map_err(|source| KitError::LocalStack {
+        let file_error = |path: &std::path::Path, source: std::io::Error| KitError::LocalStack {
             bin: bin.clone(),
-            reason: format!("{}: {source}", log_path.display()),
-        })?;
-        let log_err = log.try_clone().map_err(|source| KitError::LocalStack {
-            bin: bin.clone(),
-            reason: format!("{}: {source}", log_path.display()),
-        })?;
+            reason: format!("{}: {source}", path.display()),
+        };
+        std::fs::create_dir_all(&data).map_err(|e| file_error(&data, e))?;
+        let log = std::fs::File::create(&log_path).map_err(|e| file_error(&log_path, e))?;
+        let log_err = log.try_clone().map_err(|e| file_error(&log_path, e))?;
         let mut child = Command::new(&bin)
             .args(["-m", "localstack.runtime.main"])
             .env("GATEWAY_LISTEN", format!("127.0.0.1:{port}"))
