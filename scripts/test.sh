@@ -16,8 +16,60 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
-section() { printf '\n==== %s ====\n' "$*"; }
+# Every section's wall time, printed at the end of every run (passed or
+# failed), so a slow step shows which one it is.
+SUITE_START=$SECONDS
+SECTION_NAME=""
+SECTION_START=$SECONDS
+SECTION_TIMES=()
+end_section() {
+    [[ -n "$SECTION_NAME" ]] &&
+        SECTION_TIMES+=("$(printf '%6ds  %s' $((SECONDS - SECTION_START)) "$SECTION_NAME")")
+    SECTION_NAME=""
+}
+section() {
+    end_section
+    SECTION_NAME="$*"
+    SECTION_START=$SECONDS
+    printf '\n==== %s ====\n' "$*"
+}
+print_times() {
+    end_section
+    printf '\n==== wall time per section ====\n'
+    printf '%s\n' "${SECTION_TIMES[@]}"
+    printf '%6ds  total (%dm%02ds)\n' $((SECONDS - SUITE_START)) \
+        $(((SECONDS - SUITE_START) / 60)) $(((SECONDS - SUITE_START) % 60))
+}
 die() { echo "test.sh: $*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- build cache
+# One target directory outside the clone, shared by every clone on this
+# machine and kept between runs: a fresh clone (as CI makes one) reuses the
+# ~650 dependencies compiled by the last run instead of compiling them twice
+# (check for clippy, build for the tests). Keyed by the toolchain, since a new
+# rustc rebuilds everything anyway; cargo itself keys each artifact by version
+# and features, so one directory serves several lock files. The workspace's
+# own crates are rebuilt per clone (their artifacts are keyed by its path).
+# A directory grown past TXMGR_TARGET_CAP_GB (default 40) is emptied first.
+# An explicit CARGO_TARGET_DIR wins; TXMGR_SHARED_TARGET=0 keeps ./target.
+# Two clones running the suite at the same time share `txmgr` binaries in
+# that directory: give one of them its own CARGO_TARGET_DIR.
+section "build cache"
+if [[ -z "${CARGO_TARGET_DIR:-}" && "${TXMGR_SHARED_TARGET:-1}" == 1 ]]; then
+    CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/txmgr"
+    TOOLCHAIN_KEY="$(rustc -vV | sha256sum | cut -c1-16)"
+    export CARGO_TARGET_DIR="$CACHE_ROOT/target-$TOOLCHAIN_KEY"
+    mkdir -p "$CARGO_TARGET_DIR"
+    # Directories of other toolchains are never reused: remove them.
+    find "$CACHE_ROOT" -mindepth 1 -maxdepth 1 -name 'target-*' \
+        ! -path "$CARGO_TARGET_DIR" -exec rm -rf {} +
+    size_gb="$(du -s --block-size=1G "$CARGO_TARGET_DIR" | cut -f1)"
+    if ((size_gb > ${TXMGR_TARGET_CAP_GB:-40})); then
+        echo "the shared target directory holds ${size_gb} GiB: emptying it"
+        rm -rf "$CARGO_TARGET_DIR" && mkdir -p "$CARGO_TARGET_DIR"
+    fi
+fi
+echo "CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}"
 
 # ---------------------------------------------------------------- anvil
 section "anvil"
@@ -108,7 +160,11 @@ stop_private_pg() {
         PG_STARTED=""
     fi
 }
-trap stop_private_pg EXIT
+on_exit() {
+    stop_private_pg
+    print_times
+}
+trap on_exit EXIT
 
 start_private_pg() {
     PG_BIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
@@ -208,14 +264,24 @@ if [[ "${TXMGR_TEST_SKIP_LINT:-}" != 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- tests
-if cargo nextest --version >/dev/null 2>&1; then
-    section "cargo nextest run --workspace $*"
-    # No exec: the EXIT trap must stop the private cluster.
-    cargo nextest run --workspace "$@"
-else
-    section "cargo test --workspace $*"
-    cargo test --workspace "$@"
+# cargo-nextest runs the suite: its test groups keep the multi-process
+# cluster tests and the feed tests one at a time (.config/nextest.toml), and
+# it runs each test in its own process. Installed with `cargo install
+# --locked` into $CARGO_HOME/bin when missing (fresh clones reuse it).
+NEXTEST_VERSION=0.9.151
+section "cargo-nextest"
+if ! cargo nextest --version 2>/dev/null | grep -q "cargo-nextest $NEXTEST_VERSION"; then
+    echo "installing cargo-nextest $NEXTEST_VERSION (cargo install --locked)"
+    cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked
 fi
+cargo nextest --version | head -n1
+
+section "build the tests"
+cargo nextest run --workspace --no-run
+
+section "cargo nextest run --workspace $*"
+# No exec: the EXIT trap must stop the private cluster.
+cargo nextest run --workspace "$@"
 
 # ---------------------------------------------------------------- README, API
 # The README's run command, exactly as a user runs it (on free ports), and
