@@ -30,8 +30,9 @@ use opentelemetry::{
     },
     Context, KeyValue,
 };
-use sqlx::PgPool;
 use uuid::Uuid;
+
+pub use crate::domain::TraceParent;
 
 /// The instrumentation scope of every span the engine records.
 pub const SCOPE: &str = "txmgr";
@@ -54,90 +55,6 @@ tokio::task_local! {
     static BROADCASTING: TraceParent;
 }
 
-/// A stored W3C trace context: `00-<trace id>-<parent span id>-<flags>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TraceParent {
-    trace_id: TraceId,
-    span_id: SpanId,
-    sampled: bool,
-}
-
-impl TraceParent {
-    /// Parses a `traceparent` (version 00; the W3C rules: lower-case hex,
-    /// neither id all zeros). `None` for anything else.
-    pub fn parse(text: &str) -> Option<TraceParent> {
-        let mut parts = text.trim().split('-');
-        let (version, trace, span, flags) =
-            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-        let lower_hex = |s: &str, len: usize| {
-            s.len() == len
-                && s.bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        };
-        if parts.next().is_some()
-            || version != "00"
-            || !lower_hex(trace, 32)
-            || !lower_hex(span, 16)
-            || !lower_hex(flags, 2)
-        {
-            return None;
-        }
-        let trace_id = TraceId::from_hex(trace).ok()?;
-        let span_id = SpanId::from_hex(span).ok()?;
-        let flags = u8::from_str_radix(flags, 16).ok()?;
-        (trace_id != TraceId::INVALID && span_id != SpanId::INVALID).then_some(TraceParent {
-            trace_id,
-            span_id,
-            sampled: flags & 1 == 1,
-        })
-    }
-
-    /// The context of a span (the create's), when it is valid.
-    pub fn of(context: &SpanContext) -> Option<TraceParent> {
-        context.is_valid().then(|| TraceParent {
-            trace_id: context.trace_id(),
-            span_id: context.span_id(),
-            sampled: context.is_sampled(),
-        })
-    }
-
-    /// The trace id, 32 lower-case hex digits.
-    pub fn trace_id(&self) -> String {
-        self.trace_id.to_string()
-    }
-
-    /// Whether the trace is recorded (the sampling decision of its root).
-    pub fn sampled(&self) -> bool {
-        self.sampled
-    }
-
-    /// The `traceparent` header value.
-    pub fn header(&self) -> String {
-        format!(
-            "00-{}-{}-{:02x}",
-            self.trace_id,
-            self.span_id,
-            u8::from(self.sampled)
-        )
-    }
-
-    /// The context to continue from, as a remote parent.
-    pub fn context(&self) -> Context {
-        let flags = if self.sampled {
-            TraceFlags::SAMPLED
-        } else {
-            TraceFlags::default()
-        };
-        Context::new().with_remote_span_context(SpanContext::new(
-            self.trace_id,
-            self.span_id,
-            flags,
-            true,
-            TraceState::default(),
-        ))
-    }
-}
-
 /// Turns intent traces on; the daemon calls it once the global tracer
 /// provider is installed.
 pub fn enable() {
@@ -153,7 +70,7 @@ pub fn enabled() -> bool {
 /// Keeps an intent's context in memory (the create's node, a leader that
 /// read it), so the steps that follow on this node need no read.
 pub fn remember(tx_id: Uuid, parent: TraceParent) {
-    if !enabled() || !parent.sampled {
+    if !enabled() || !parent.sampled() {
         return;
     }
     REMEMBERED.insert(tx_id, (parent, Instant::now()));
@@ -170,40 +87,10 @@ fn forget_old() {
     }
 }
 
-/// The stored contexts of `tx_ids` that are sampled: from memory, the rest
-/// from the database in one read. Empty while traces are off; a failed read
-/// costs spans, never the caller's work.
-pub async fn parents(pool: &PgPool, tx_ids: &[Uuid]) -> HashMap<Uuid, TraceParent> {
-    let mut found = HashMap::new();
-    if !enabled() || tx_ids.is_empty() {
-        return found;
-    }
-    let mut missing = Vec::new();
-    for tx_id in tx_ids {
-        match REMEMBERED.get(tx_id) {
-            Some(entry) => {
-                found.insert(*tx_id, entry.0);
-            }
-            None => missing.push(*tx_id),
-        }
-    }
-    if missing.is_empty() {
-        return found;
-    }
-    match crate::store::trace_context::load(pool, &missing).await {
-        Ok(rows) => {
-            for (tx_id, text) in rows {
-                if let Some(parent) = TraceParent::parse(&text) {
-                    remember(tx_id, parent);
-                    found.insert(tx_id, parent);
-                }
-            }
-        }
-        Err(err) => {
-            tracing::debug!(target: "txmgr::trace", error = %err, "trace contexts not read; spans skipped");
-        }
-    }
-    found
+/// The context kept in this node's memory for `tx_id`, if any (read
+/// through `store::trace_context::parents`, which loads the rest).
+pub fn remembered(tx_id: &Uuid) -> Option<TraceParent> {
+    REMEMBERED.get(tx_id).map(|entry| entry.0)
 }
 
 /// Records a finished step of an intent under its stored parent.
@@ -261,7 +148,7 @@ pub fn begin_client(
     attributes: Vec<KeyValue>,
 ) -> Option<SpanInFlight> {
     let tracer = TRACER.get()?;
-    if !enabled() || !parent.sampled {
+    if !enabled() || !parent.sampled() {
         return None;
     }
     let span = tracer
@@ -279,7 +166,7 @@ fn start(
     attributes: Vec<KeyValue>,
 ) -> Option<opentelemetry::global::BoxedSpan> {
     let tracer = TRACER.get()?;
-    if !enabled() || !parent.sampled {
+    if !enabled() || !parent.sampled() {
         return None;
     }
     Some(
@@ -309,19 +196,17 @@ pub fn broadcast_parent() -> Option<TraceParent> {
     BROADCASTING.try_with(|p| *p).ok()
 }
 
-/// Records one endpoint's answer to a broadcast.
+/// Records one endpoint's answer to a broadcast: `outcome` is
+/// `accepted`, `refused` or `unavailable` (the chain port's classes), and
+/// `error` the answer's text when it was not accepted.
 pub fn record_send(
     parent: &TraceParent,
     chain: &str,
     endpoint: &str,
     started: SystemTime,
-    result: &Result<alloy::primitives::B256, crate::chain::ChainError>,
+    outcome: &'static str,
+    error: Option<String>,
 ) {
-    let outcome = match result {
-        Ok(_) => "accepted",
-        Err(crate::chain::ChainError::Rpc { .. }) => "refused",
-        Err(_) => "unavailable",
-    };
     record(
         "txmgr.broadcast",
         parent,
@@ -332,7 +217,7 @@ pub fn record_send(
             KeyValue::new("txmgr.endpoint", endpoint.to_owned()),
             KeyValue::new("txmgr.outcome", outcome),
         ],
-        result.as_ref().err().map(|e| e.to_string()),
+        error,
     );
 }
 
@@ -341,37 +226,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_traceparent_round_trips_and_malformed_ones_are_refused() {
+    fn nothing_is_remembered_while_traces_are_off() {
         let text = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        let parsed = TraceParent::parse(text).expect("valid");
-        assert_eq!(parsed.header(), text);
-        assert!(parsed.sampled());
-        assert_eq!(parsed.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
-        let unsampled =
-            TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
-                .expect("valid");
-        assert!(!unsampled.sampled());
-        for bad in [
-            "",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
-            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-00",
-            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
-        ] {
-            assert_eq!(TraceParent::parse(bad), None, "{bad:?}");
-        }
-    }
-
-    #[tokio::test]
-    async fn nothing_is_looked_up_while_traces_are_off() {
-        // A pool that never connects: a read would fail, not hang.
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
-            .expect("lazy pool");
-        assert!(parents(&pool, &[Uuid::now_v7()]).await.is_empty());
+        let tx_id = Uuid::now_v7();
+        remember(tx_id, TraceParent::parse(text).expect("valid"));
+        assert_eq!(remembered(&tx_id), None);
         assert_eq!(broadcast_parent(), None);
     }
 }

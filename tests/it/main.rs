@@ -45,6 +45,7 @@ mod lease_scan;
 mod log_secrets;
 mod metrics_promtool;
 mod migrations;
+mod module_graph;
 mod multi_chain;
 mod multi_chain_access;
 mod multi_chain_bounded;

@@ -118,7 +118,7 @@ pub struct NewIntent {
     pub intent: Intent,
     /// The create span's context, stored with the intent when tracing is
     /// on and the trace is sampled (not part of the idempotency hash).
-    pub trace_context: Option<crate::intent_trace::TraceParent>,
+    pub trace_context: Option<super::TraceParent>,
 }
 
 impl NewIntent {
@@ -134,7 +134,7 @@ impl NewIntent {
     }
 
     /// The same intent, continuing the trace `parent` (the create's span).
-    pub fn with_trace(mut self, parent: Option<crate::intent_trace::TraceParent>) -> Self {
+    pub fn with_trace(mut self, parent: Option<super::TraceParent>) -> Self {
         self.trace_context = parent.filter(|p| p.sampled());
         self
     }
@@ -210,7 +210,7 @@ pub enum CreateError {
     /// The submitter's policy refuses it (HTTP 403 `policy_violation`);
     /// nothing was stored.
     #[error(transparent)]
-    Policy(#[from] crate::submitter::settings::PolicyViolation),
+    Policy(#[from] super::PolicyViolation),
 }
 
 #[cfg(test)]

@@ -5,9 +5,11 @@ mod feed_event;
 mod finality;
 mod intent;
 mod lease_timing;
+mod policy_violation;
 mod state;
 mod sub_state;
 mod submitter;
+mod trace_parent;
 
 pub use chain_id::{ChainId, ChainIdOutOfRange};
 pub use feed_event::{FeedEvent, UnknownFeedEvent};
@@ -17,6 +19,8 @@ pub use intent::{
     ENGINE_REQUEST_ID_PREFIXES,
 };
 pub use lease_timing::LeaseTiming;
+pub use policy_violation::PolicyViolation;
 pub use state::{AttemptKind, TxState};
 pub use sub_state::{SubState, UnknownSubState};
 pub use submitter::SubmitterKey;
+pub use trace_parent::TraceParent;

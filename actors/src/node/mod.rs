@@ -9,7 +9,6 @@
 //! active submitter.
 
 mod ops;
-mod root;
 mod snapshot;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -28,9 +27,9 @@ use crate::{
     tracker::{ReceiptIndex, ResubmitTimers, TrackerProgress},
 };
 
+pub use crate::supervisor::NodeRoot;
 pub use crate::supervisor::{EngineConfig, NodeServices, SubmitterSpec};
 pub use ops::{OpsError, Unprotected};
-pub use root::NodeRoot;
 pub use snapshot::{EngineLoad, EngineSnapshot, PoolsSnapshot, SubmitterSnapshot};
 
 /// What the daemon holds: create intents, wake submitters, see handles, shut down.
@@ -38,7 +37,7 @@ pub use snapshot::{EngineLoad, EngineSnapshot, PoolsSnapshot, SubmitterSnapshot}
 pub struct Engine {
     shared: Arc<EngineShared>,
     /// The chain's supervisor under the node's root (replaced on a restart).
-    subtree: Arc<root::ChainSubtree>,
+    subtree: Arc<crate::supervisor::ChainSubtree>,
     /// The node's root actor, parent of the chain's supervisor.
     root: NodeRoot,
     /// The engine started `root` itself (no node services given): it stops

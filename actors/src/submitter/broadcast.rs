@@ -161,7 +161,7 @@ pub(crate) async fn send_and_judge(
     let mut attempts = attempts;
     attempts.sort_by_key(|a| a.nonce);
     let ids: Vec<uuid::Uuid> = attempts.iter().map(|a| a.tx_id).collect();
-    let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
+    let traces = crate::store::trace_context::parents(&ctx.pool, &ids).await;
     let private = settings.private_sends || attempts.iter().any(|a| a.private);
     let mut batched = None;
     if attempts.len() > 1 && !private && traces.is_empty() && ctx.chain.sends_in_batches() {

@@ -360,7 +360,7 @@ async fn next_batch(
     // Past their deadline already: the allocation rejects them (by the
     // database's clock) without a nonce.
     ids.extend(expired.iter().copied());
-    let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
+    let traces = crate::store::trace_context::parents(&ctx.pool, &ids).await;
     // A deadline earlier than the first resubmit: the timer fires at the
     // deadline, and that pass cancels the intent if it is not mined.
     let now = chrono::Utc::now();

@@ -319,7 +319,7 @@ async fn send(
 ) -> Result<BroadcastClass, LeaderError> {
     lease.check_may_send().await?;
     // A re-broadcast or bump is more broadcast spans of the intent's trace.
-    let trace = crate::intent_trace::parents(&ctx.pool, &[tx_id])
+    let trace = crate::store::trace_context::parents(&ctx.pool, &[tx_id])
         .await
         .remove(&tx_id);
     let sent = crate::intent_trace::broadcasting(trace, async {

@@ -70,7 +70,7 @@ pub(crate) async fn sign_all(
 ) -> Signed {
     let settings = ctx.settings();
     let ids: Vec<Uuid> = prepared.iter().map(|(id, _, _)| *id).collect();
-    let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
+    let traces = crate::store::trace_context::parents(&ctx.pool, &ids).await;
     let results = join_all(prepared.iter().map(|(tx_id, nonce, intent)| {
         let settings = &settings;
         let traces = &traces;

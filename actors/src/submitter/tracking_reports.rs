@@ -50,7 +50,7 @@ pub(crate) async fn record_receipts(
     ftx.commit().await?;
     if crate::intent_trace::enabled() {
         let ids: Vec<Uuid> = found.iter().map(|(id, _)| *id).collect();
-        let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
+        let traces = crate::store::trace_context::parents(&ctx.pool, &ids).await;
         let ended = std::time::SystemTime::now();
         for (tx_id, mined) in found {
             if let Some(parent) = traces.get(tx_id) {
@@ -96,7 +96,7 @@ pub(crate) async fn finalize(
     ftx.commit().await?;
     if crate::intent_trace::enabled() {
         let ids: Vec<Uuid> = done.iter().map(|(id, _)| *id).collect();
-        let traces = crate::intent_trace::parents(&ctx.pool, &ids).await;
+        let traces = crate::store::trace_context::parents(&ctx.pool, &ids).await;
         let ended = std::time::SystemTime::now();
         for (tx_id, state) in &done {
             if let Some(parent) = traces.get(tx_id) {
@@ -164,7 +164,7 @@ pub(crate) async fn reorged_out(
         // "already known" / "nonce too low" are fine: the block matcher and
         // the sweep take it from here.
         // A private intent (or submitter) keeps to the send-only endpoints.
-        let trace = crate::intent_trace::parents(&ctx.pool, &[tx_id])
+        let trace = crate::store::trace_context::parents(&ctx.pool, &[tx_id])
             .await
             .remove(&tx_id);
         let sent = crate::intent_trace::broadcasting(trace, async {

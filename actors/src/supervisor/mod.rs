@@ -1,5 +1,5 @@
 //! The Supervisor: the root of one chain's subtree (one per chain, each a
-//! child of the node's [`NodeRoot`](crate::node::NodeRoot)).
+//! child of the node's [`NodeRoot`]).
 //!
 //! The supervisor spawns SubmitterActors lazily (first create, a `NOTIFY`
 //! from another node, or discovery of unfinished work whose lease is free),
@@ -17,9 +17,12 @@
 mod actor;
 mod discovery;
 pub(crate) mod restart_backoff;
+mod root;
 mod shared;
 mod tracker_tree;
 
 pub use actor::{Supervisor, SupervisorArgs, SupervisorMsg};
+pub(crate) use root::ChainSubtree;
+pub use root::NodeRoot;
 pub use shared::{EngineConfig, EngineShared, NodeServices, SubmitterSpec};
 pub use tracker_tree::{TrackerActorSnapshot, TrackerChild, TrackerTree};

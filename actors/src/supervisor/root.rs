@@ -16,7 +16,7 @@ use std::{
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use crate::supervisor::{
+use super::{
     restart_backoff::{ended_child, Restarts},
     Supervisor, SupervisorArgs, SupervisorMsg,
 };
@@ -32,7 +32,7 @@ pub struct NodeRoot {
     actor: ActorRef<RootMsg>,
 }
 
-/// One chain's subtree as its [`Engine`](super::Engine) sees it: the
+/// One chain's subtree as its [`Engine`](crate::node::Engine) sees it: the
 /// supervisor running now (a new one after a restart) and its restarts.
 #[derive(Debug)]
 pub(crate) struct ChainSubtree {

@@ -9,11 +9,11 @@ use alloy::primitives::Address;
 use dashmap::{DashMap, DashSet};
 use sqlx::PgPool;
 
+use super::NodeRoot;
 use crate::{
     chain::ChainClient,
     cluster::{BalanceConfig, Membership},
     domain::{Finality, SubmitterKey},
-    node::NodeRoot,
     signer::TxSigner,
     store::{group::GroupCommitter, queue_read::QueueReader, LeaseOwner},
     submitter::{

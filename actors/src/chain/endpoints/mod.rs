@@ -308,7 +308,7 @@ impl RpcEndpoints {
         &self,
         index: usize,
         raw: &alloy::primitives::Bytes,
-        trace: Option<crate::intent_trace::TraceParent>,
+        trace: Option<crate::domain::TraceParent>,
     ) -> Result<B256, ChainError> {
         let endpoint = &self.inner.endpoints[index];
         let started = Instant::now();
@@ -316,7 +316,7 @@ impl RpcEndpoints {
         let result = endpoint.rpc.send_raw(raw).await;
         self.observe(index, result.as_ref().err(), started.elapsed());
         if let Some(parent) = trace {
-            crate::intent_trace::record_send(
+            trace_send(
                 &parent,
                 &self.chain_label(),
                 endpoint.rpc.name(),
@@ -408,4 +408,22 @@ fn reason_label(reason: &Unhealthy) -> &'static str {
 /// Whole seconds, rounded up (a refusal with 0.4 s left still holds).
 fn secs_up(left: Duration) -> u64 {
     left.as_secs() + u64::from(left.subsec_nanos() > 0)
+}
+
+/// Records one endpoint's answer to a broadcast as a span of the intent's
+/// trace, classed as the chain port classes it.
+fn trace_send(
+    parent: &crate::domain::TraceParent,
+    chain: &str,
+    endpoint: &str,
+    started: std::time::SystemTime,
+    result: &Result<B256, ChainError>,
+) {
+    let outcome = match result {
+        Ok(_) => "accepted",
+        Err(ChainError::Rpc { .. }) => "refused",
+        Err(_) => "unavailable",
+    };
+    let error = result.as_ref().err().map(ToString::to_string);
+    crate::intent_trace::record_send(parent, chain, endpoint, started, outcome, error);
 }

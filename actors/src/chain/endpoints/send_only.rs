@@ -78,13 +78,13 @@ impl SendOnly {
         &self,
         raw: &Bytes,
         chain: String,
-        trace: Option<crate::intent_trace::TraceParent>,
+        trace: Option<crate::domain::TraceParent>,
     ) -> Result<B256, ChainError> {
         let started = Instant::now();
         let started_at = std::time::SystemTime::now();
         let result = self.rpc.send_raw(raw).await;
         if let Some(parent) = trace {
-            crate::intent_trace::record_send(&parent, &chain, self.rpc.name(), started_at, &result);
+            super::trace_send(&parent, &chain, self.rpc.name(), started_at, &result);
         }
         self.record(&result, started.elapsed(), chain);
         result

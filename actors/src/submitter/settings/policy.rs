@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::file_format;
 use crate::domain::Intent;
+pub use crate::domain::PolicyViolation;
 
 /// The 4-byte function selector at the start of a call's `data`.
 pub type Selector = FixedBytes<4>;
@@ -97,18 +98,6 @@ fn default_spend_wait() -> std::time::Duration {
 
 fn is_default_spend_wait(wait: &std::time::Duration) -> bool {
     *wait == DEFAULT_SPEND_WAIT
-}
-
-/// A create the policy refuses: nothing is stored.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("policy {rule}: {detail}")]
-pub struct PolicyViolation {
-    /// The rule (its key in `policy`).
-    pub rule: &'static str,
-    /// The request field it judged.
-    pub field: &'static str,
-    /// What was refused.
-    pub detail: String,
 }
 
 impl Default for Policy {

@@ -123,7 +123,7 @@ impl WebhookState {
             return HashMap::new();
         }
         let ids: Vec<Uuid> = rows.filter_map(|row| row.tx_id).collect();
-        intent_trace::parents(&self.env.pool, &ids).await
+        crate::store::trace_context::parents(&self.env.pool, &ids).await
     }
 
     pub(super) fn prepare(
