@@ -13,7 +13,6 @@
 //! span, and no create stores a context — the pipeline pays nothing.
 
 use std::{
-    collections::HashMap,
     sync::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
         LazyLock, OnceLock,
@@ -24,11 +23,8 @@ use std::{
 use dashmap::DashMap;
 use opentelemetry::{
     global::BoxedTracer,
-    trace::{
-        Span, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
-        TraceState, Tracer,
-    },
-    Context, KeyValue,
+    trace::{Span, SpanKind, Status, Tracer},
+    KeyValue,
 };
 use uuid::Uuid;
 

@@ -39,6 +39,22 @@ pub struct Intent {
 }
 
 impl Intent {
+    /// A plain transfer of `value` wei to `to`: no data, gas and fees left
+    /// to the engine, public, no deadline. What the engine sends on its own
+    /// account: fillers and cancels (0 to the submitter itself) and top-ups.
+    pub fn transfer(to: Address, value: U256) -> Self {
+        Self {
+            to: Some(to),
+            value,
+            data: Bytes::new(),
+            gas_limit: None,
+            max_fee_per_gas: None,
+            max_priority_fee_per_gas: None,
+            private: false,
+            valid_until: None,
+        }
+    }
+
     /// Whether its deadline has passed at `now`.
     pub fn expired_at(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
         self.valid_until.is_some_and(|until| until <= now)

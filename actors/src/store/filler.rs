@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use alloy::primitives::{Bytes, U256};
+use alloy::primitives::U256;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -40,16 +40,7 @@ pub async fn gaps(pool: &PgPool, key: SubmitterKey) -> StoreResult<Vec<u64>> {
 /// estimated when it is signed (21000 on L1, more where a plain transfer
 /// costs more).
 pub fn filler_intent(key: SubmitterKey) -> Intent {
-    Intent {
-        to: Some(key.address),
-        value: U256::ZERO,
-        data: Bytes::new(),
-        gas_limit: None,
-        max_fee_per_gas: None,
-        max_priority_fee_per_gas: None,
-        private: false,
-        valid_until: None,
-    }
+    Intent::transfer(key.address, U256::ZERO)
 }
 
 /// Takes the released `nonces` out of the cursor and gives each to a new

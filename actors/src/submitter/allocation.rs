@@ -18,9 +18,10 @@ use std::{
 use uuid::Uuid;
 
 use super::{
-    cycle::{persist, CycleMemory, CycleOutcome},
+    cycle::{CycleMemory, CycleOutcome},
     error::LeaderError,
     leader_lease::LeaderLease,
+    next_batch::persist,
     presign::Drawn,
     signing::{sign_all, Signed},
     SubmitterContext,

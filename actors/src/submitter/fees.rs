@@ -204,18 +204,12 @@ pub(crate) fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy::primitives::{Bytes, U256};
+    use alloy::primitives::{Address, U256};
 
     fn intent() -> Intent {
         Intent {
             to: None,
-            value: U256::ZERO,
-            data: Bytes::new(),
-            gas_limit: None,
-            max_fee_per_gas: None,
-            max_priority_fee_per_gas: None,
-            private: false,
-            valid_until: None,
+            ..Intent::transfer(Address::ZERO, U256::ZERO)
         }
     }
 

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use alloy::primitives::{Bytes, U256};
+use alloy::primitives::U256;
 
 use super::{error::LeaderError, SubmitterContext};
 use crate::{
@@ -265,16 +265,7 @@ async fn queue_top_up(
         let intent = NewIntent::new(
             funder,
             Some(request_id.clone()),
-            Intent {
-                to: Some(ctx.key.address),
-                value: U256::from(amount),
-                data: Bytes::new(),
-                gas_limit: None,
-                max_fee_per_gas: None,
-                max_priority_fee_per_gas: None,
-                private: false,
-                valid_until: None,
-            },
+            Intent::transfer(ctx.key.address, U256::from(amount)),
         );
         match funds::queue_top_up(ftx, &intent, amount, &ctx.owner.node_id).await? {
             TopUpQueued::Queued(tx_id) => {

@@ -20,6 +20,7 @@ mod handle;
 mod ingress;
 mod keeper;
 mod leader_lease;
+mod next_batch;
 mod presign;
 mod resubmit_pass;
 pub mod settings;

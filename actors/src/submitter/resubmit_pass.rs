@@ -260,16 +260,7 @@ async fn sign_replacement(
     new_fees: Fees,
 ) -> Result<Option<NewAttempt>, LeaderError> {
     let (intent, gas_limit) = if kind == AttemptKind::Cancel {
-        let mut cancel = Intent {
-            to: Some(ctx.key.address),
-            value: U256::ZERO,
-            data: Bytes::new(),
-            gas_limit: None,
-            max_fee_per_gas: None,
-            max_priority_fee_per_gas: None,
-            private: false,
-            valid_until: None,
-        };
+        let mut cancel = Intent::transfer(ctx.key.address, U256::ZERO);
         // 21000 on L1; chains that charge more for a plain transfer (L1
         // data fees on some rollups) answer more. Unanswered: 21000.
         let gas = ctx
