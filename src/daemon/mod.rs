@@ -5,6 +5,7 @@
 
 mod chain;
 mod chains;
+mod counting_chain;
 mod engine;
 pub mod https;
 mod observe;
@@ -34,11 +35,12 @@ pub use chains::{
     served_chains, start_chains, stop_chains, ChainHost, ChainRuntime, ConnectedChain, WrapAdded,
     WrapClient,
 };
+pub use counting_chain::CountingChain;
 pub use engine::{
     listen_for_chains, listen_for_served, listen_for_work, start_chain_engine, start_engine,
     EngineSubmissions,
 };
-pub use observe::{feed_retention_loop, gauge_loop, metrics_recorder, CountingChain};
+pub use observe::{feed_retention_loop, gauge_loop, metrics_recorder};
 use registration::NodeRegistration;
 pub use reload::Reloader;
 pub use webhooks::{start_chain_webhooks, wake_on_completions};
@@ -70,7 +72,7 @@ pub async fn ops_state(
         history: crate::http::history::NodeHistory::start(
             pool.clone(),
             chains.clone(),
-            observe::rpc_errors_total,
+            counting_chain::rpc_errors_total,
         ),
     }
 }

@@ -20,12 +20,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alloy::primitives::B256;
-use futures::StreamExt;
 use tokio::sync::watch;
 
 mod batch;
 mod monitor;
+mod send;
 mod send_only;
 mod types;
 
@@ -33,10 +32,9 @@ use types::check_chain;
 pub use types::{ConnectError, EndpointSettings, EndpointSpec, EndpointStatus, WsTarget};
 
 use super::{
-    fanout,
     health::{Health, Unhealthy},
     redact::shown_url,
-    ChainClient, ChainError, EvmRpc,
+    ChainError, EvmRpc,
 };
 use crate::metrics::{RPC_ENDPOINT_CALLS, RPC_ENDPOINT_LATENCY, RPC_READ_SWITCHES};
 
@@ -258,75 +256,6 @@ impl RpcEndpoints {
         Err(last.unwrap_or_else(|| ChainError::Transport("no RPC endpoint".to_owned())))
     }
 
-    /// Endpoints that take sends: every reachable one (a lagging backend's
-    /// pool still reaches the network), or all when none is.
-    pub(super) fn send_targets(&self) -> Vec<usize> {
-        let reachable: Vec<usize> = (0..self.inner.endpoints.len())
-            .filter(|&i| self.inner.endpoints[i].health().is_reachable())
-            .collect();
-        if reachable.is_empty() {
-            (0..self.inner.endpoints.len()).collect()
-        } else {
-            reachable
-        }
-    }
-
-    /// Sends the bytes to every reachable endpoint and combines the answers.
-    /// Returns at the first acceptance; the other sends run to completion in
-    /// the background, so the bytes reach every backend even when one
-    /// accepts and loses them.
-    pub(crate) async fn send(&self, raw: &alloy::primitives::Bytes) -> Result<B256, ChainError> {
-        let targets = self.send_targets();
-        let trace = crate::intent_trace::broadcast_parent();
-        if let ([index], true) = (&targets[..], self.inner.send_only.is_empty()) {
-            // One endpoint: nothing to run on in the background.
-            return self.send_to(*index, raw, trace).await;
-        }
-        let mut sends = self.spawn_send_only(raw);
-        for index in targets {
-            let set = self.clone();
-            let raw = raw.clone();
-            sends.push(tokio::spawn(async move {
-                set.send_to(index, &raw, trace).await
-            }));
-        }
-        let mut answers = Vec::new();
-        while let Some(joined) = sends.next().await {
-            let answer = joined
-                .unwrap_or_else(|e| Err(ChainError::Transport(format!("send task failed: {e}"))));
-            if super::classify_send(&answer).counts_as_accepted() {
-                return answer;
-            }
-            answers.push(answer);
-        }
-        fanout::combine(answers)
-    }
-
-    /// One endpoint's send, booked, and recorded as a span of the intent's
-    /// trace when it is traced.
-    async fn send_to(
-        &self,
-        index: usize,
-        raw: &alloy::primitives::Bytes,
-        trace: Option<crate::domain::TraceParent>,
-    ) -> Result<B256, ChainError> {
-        let endpoint = &self.inner.endpoints[index];
-        let started = Instant::now();
-        let started_at = std::time::SystemTime::now();
-        let result = endpoint.rpc.send_raw(raw).await;
-        self.observe(index, result.as_ref().err(), started.elapsed());
-        if let Some(parent) = trace {
-            trace_send(
-                &parent,
-                &self.chain_label(),
-                endpoint.rpc.name(),
-                started_at,
-                &result,
-            );
-        }
-        result
-    }
-
     /// Books one call's outcome: transport failures count against the
     /// endpoint, answers (even JSON-RPC errors) for it.
     pub(super) fn observe(&self, index: usize, error: Option<&ChainError>, took: Duration) {
@@ -408,22 +337,4 @@ fn reason_label(reason: &Unhealthy) -> &'static str {
 /// Whole seconds, rounded up (a refusal with 0.4 s left still holds).
 fn secs_up(left: Duration) -> u64 {
     left.as_secs() + u64::from(left.subsec_nanos() > 0)
-}
-
-/// Records one endpoint's answer to a broadcast as a span of the intent's
-/// trace, classed as the chain port classes it.
-fn trace_send(
-    parent: &crate::domain::TraceParent,
-    chain: &str,
-    endpoint: &str,
-    started: std::time::SystemTime,
-    result: &Result<B256, ChainError>,
-) {
-    let outcome = match result {
-        Ok(_) => "accepted",
-        Err(ChainError::Rpc { .. }) => "refused",
-        Err(_) => "unavailable",
-    };
-    let error = result.as_ref().err().map(ToString::to_string);
-    crate::intent_trace::record_send(parent, chain, endpoint, started, outcome, error);
 }

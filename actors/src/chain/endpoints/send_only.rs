@@ -84,7 +84,7 @@ impl SendOnly {
         let started_at = std::time::SystemTime::now();
         let result = self.rpc.send_raw(raw).await;
         if let Some(parent) = trace {
-            super::trace_send(&parent, &chain, self.rpc.name(), started_at, &result);
+            super::send::trace_send(&parent, &chain, self.rpc.name(), started_at, &result);
         }
         self.record(&result, started.elapsed(), chain);
         result
