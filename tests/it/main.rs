@@ -21,6 +21,7 @@ mod completions;
 mod completions_http;
 mod config;
 mod create_fuzz;
+mod create_refusals;
 mod db_session;
 mod deadlines;
 mod durability;
