@@ -85,6 +85,7 @@ mod rpc_endpoints;
 mod rpc_hostile;
 mod rpc_proxy;
 mod rpc_secrets;
+mod rule_texts;
 mod secret_rotation;
 mod speedup_bounds;
 mod spend_limit;
