@@ -75,6 +75,7 @@ mod pipeline_rejects;
 mod policies;
 mod private_sends;
 mod prometheus_alerts;
+mod readme_layout;
 mod reload_sighup;
 mod reorg;
 mod reorg_final;
