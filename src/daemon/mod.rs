@@ -11,6 +11,7 @@ pub mod https;
 mod observe;
 mod registration;
 mod reload;
+mod restart_keys;
 mod telemetry;
 mod webhooks;
 
@@ -43,6 +44,7 @@ pub use engine::{
 pub use observe::{feed_retention_loop, gauge_loop, metrics_recorder};
 use registration::NodeRegistration;
 pub use reload::Reloader;
+pub use restart_keys::needs_restart;
 pub use webhooks::{start_chain_webhooks, wake_on_completions};
 
 /// Period of the feed retention rounds (`feed.retain`).

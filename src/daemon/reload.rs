@@ -11,7 +11,8 @@
 //!                      │  rejects all), started, served; removed: no longer served,
 //!                      │  drained (leases released, rows kept)
 //!                      ├─ [[webhooks]] (secrets re-read) ─► Webhooks::apply
-//!                      └─ node-level keys that differ ─► reported as needing a restart
+//!                      └─ keys that need a restart (restart_keys: node-level
+//!                         sections, a running chain's endpoints, ingress_capacity) ─► reported
 //! ```
 //!
 //! The running configuration keeps its node-level sections (they did not
@@ -28,30 +29,14 @@ use std::{
 
 use alloy::primitives::Address;
 use async_trait::async_trait;
-use serde_json::Value;
 use tokio::sync::Mutex;
 use txmgr_actors::{node::SubmitterSpec, signer::build_signer, webhook::Webhooks};
 
-use super::ChainHost;
+use super::{restart_keys::restart_keys, ChainHost};
 use crate::{
     config::{Config, ConfigError, ResolvedSubmitter},
     http::{Reload, ReloadReport},
 };
-
-/// Sections that only take effect at start.
-const NODE_LEVEL: &[&str] = &[
-    "node_id",
-    "database",
-    "http",
-    "chain",
-    "chains",
-    "lease",
-    "node",
-    "auth",
-    "log",
-    "feed",
-    "telemetry",
-];
 
 /// Applies the configuration file to a running node's chains and engines.
 pub struct Reloader {
@@ -102,73 +87,6 @@ fn shown(several: bool, chain: &str, address: &str) -> String {
     } else {
         address.to_owned()
     }
-}
-
-/// Dotted paths of the leaves that differ between two JSON values.
-fn changed_keys(prefix: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
-    match (old, new) {
-        (Value::Object(a), Value::Object(b)) => {
-            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-            for key in keys {
-                let path = if prefix.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{prefix}.{key}")
-                };
-                changed_keys(
-                    &path,
-                    a.get(key).unwrap_or(&Value::Null),
-                    b.get(key).unwrap_or(&Value::Null),
-                    out,
-                );
-            }
-        }
-        (a, b) if a != b => out.push(prefix.to_owned()),
-        _ => {}
-    }
-}
-
-/// Node-level keys that differ (names only: values may be secrets), but
-/// for those of chains added or removed (`changed_chains`): they apply now.
-fn restart_keys(old: &Config, new: &Config, changed_chains: &BTreeSet<String>) -> Vec<String> {
-    let (Ok(Value::Object(old)), Ok(Value::Object(new))) =
-        (serde_json::to_value(old), serde_json::to_value(new))
-    else {
-        return Vec::new();
-    };
-    let mut keys = Vec::new();
-    for section in NODE_LEVEL {
-        changed_keys(
-            section,
-            old.get(*section).unwrap_or(&Value::Null),
-            new.get(*section).unwrap_or(&Value::Null),
-            &mut keys,
-        );
-    }
-    // A chain's `defaults` are submitter settings: applied, not restarted for.
-    keys.retain(|key| !is_chain_defaults_key(key) && !is_chain_key_of(key, changed_chains));
-    keys
-}
-
-/// A key of one of `chains` (`chain…` for the shorthand's `default`).
-fn is_chain_key_of(key: &str, chains: &BTreeSet<String>) -> bool {
-    if key == "chain" || key.starts_with("chain.") {
-        return chains.contains(crate::config::SHORTHAND_CHAIN_NAME);
-    }
-    let Some(rest) = key.strip_prefix("chains.") else {
-        return false;
-    };
-    let name = rest.split_once('.').map_or(rest, |(name, _)| name);
-    chains.contains(name)
-}
-
-/// `chain.defaults…` or `chains.<name>.defaults…`.
-fn is_chain_defaults_key(key: &str) -> bool {
-    let rest = key.strip_prefix("chain.").or_else(|| {
-        key.strip_prefix("chains.")
-            .and_then(|r| r.split_once('.').map(|x| x.1))
-    });
-    rest.is_some_and(|r| r == "defaults" || r.starts_with("defaults."))
 }
 
 /// Node-level sections take effect only at a restart: `new` keeps the
@@ -384,27 +302,5 @@ impl Reload for Reloader {
             removed = report.removed.len(), chains_added = ?report.chains_added, chains_removed = ?report.chains_removed,
             restart_required = ?report.restart_required, "configuration reloaded");
         Ok(report)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chain_defaults_are_not_restart_keys() {
-        assert!(is_chain_defaults_key("chain.defaults.max_in_flight"));
-        assert!(is_chain_defaults_key("chains.base.defaults"));
-        assert!(!is_chain_defaults_key("chains.base.poll_interval"));
-        assert!(!is_chain_defaults_key("chains.defaults.poll_interval"));
-    }
-
-    #[test]
-    fn changed_keys_name_leaves() {
-        let old = serde_json::json!({"chain": {"rpc_url": "a", "poll_interval": "1s"}});
-        let new = serde_json::json!({"chain": {"rpc_url": "b", "poll_interval": "1s"}});
-        let mut out = Vec::new();
-        changed_keys("", &old, &new, &mut out);
-        assert_eq!(out, vec!["chain.rpc_url"]);
     }
 }

@@ -37,6 +37,11 @@ use uuid::Uuid;
 
 pub use super::error_body::{ErrorDetail, ErrorIssue, ErrorResponse, ERROR_CODES};
 
+/// The machine code of an error answer, carried by the response so outer
+/// layers (the create counter) can label it without reading the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ErrorCode(pub(crate) &'static str);
+
 /// Everything a request can fail with, as the client sees it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
@@ -243,6 +248,7 @@ fn retry_after_secs(retry_after: Duration) -> u64 {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status(), Json(self.body())).into_response();
+        response.extensions_mut().insert(ErrorCode(self.code()));
         if let ApiError::Overloaded { retry_after }
         | ApiError::Busy { retry_after, .. }
         | ApiError::RateLimited { retry_after, .. } = &self

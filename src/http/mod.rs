@@ -2,7 +2,7 @@
 //! transactions back.
 //!
 //! ```text
-//! request ─► errors normalised ─► timeout ─► body limit ─► auth ─► router
+//! request ─► creates counted ─► errors normalised ─► timeout ─► body limit ─► auth ─► router
 //!   ├─ API routes (≤ http.max_concurrent_requests at once, else 503 busy)
 //!   │    ├─ POST /v1/transactions ─► Submissions::create
 //!   │    └─ GET  /v1/transactions… ─► store::tx_query
@@ -21,6 +21,7 @@ pub mod auth;
 mod capacity;
 mod completion_notifier;
 mod completions;
+mod create_metrics;
 mod create_trace;
 mod dashboard;
 mod direct;
@@ -226,6 +227,9 @@ pub fn app(state: AppState) -> Router {
             limits,
             normalize_layer_errors,
         ))
+        // Outermost: sees every answer to a create, the layers' refusals
+        // (busy, timeout, body limit, auth) in their final shape too.
+        .layer(middleware::from_fn(create_metrics::count_creates))
 }
 
 /// Unknown routes answer in the error shape too.

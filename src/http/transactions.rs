@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use super::{
     auth::Caller,
+    create_metrics::{CreateAnswered, NO_CHAIN},
     create_trace::CreateTrace,
     error::{ApiError, ApiResult, ErrorResponse},
     intent_body::{parse_address, CreateBody},
@@ -63,9 +64,11 @@ impl CreatedBody {
     }
 }
 
-/// `POST /v1/transactions`; counts every answer in `txmgr_creates_total`
-/// by chain (its name; `none` when refused before a served chain was
-/// named) and result, and times it in `txmgr_create_ack_seconds`.
+/// `POST /v1/transactions`; its answer carries its chain (its name; `none`
+/// when refused before a served chain was named) and result for
+/// `txmgr_creates_total` and `txmgr_create_ack_seconds`, which the outer
+/// [`count_creates`](super::create_metrics::count_creates) layer records
+/// for every answer, the layers' refusals too.
 #[utoipa::path(post, path = "/v1/transactions", tag = "transactions",
     description = "Accepts an intent once it is committed to PostgreSQL. Idempotent on `(chain_id, submitter, request_id)`.",
     request_body = CreateBody,
@@ -86,7 +89,7 @@ pub(crate) async fn create(
     caller: Caller,
     headers: HeaderMap,
     body: Result<ApiJson<CreateBody>, ApiError>,
-) -> ApiResult<Response> {
+) -> Response {
     let started = std::time::Instant::now();
     let mut chain = None;
     let history = state.ops.history.clone();
@@ -112,16 +115,13 @@ pub(crate) async fn create(
         Err(err) => err.code(),
     };
     trace.finish(None, result.as_ref().err().map(|err| err.code()));
-    let chain = chain.unwrap_or_else(|| NO_CHAIN.to_owned());
-    metrics::histogram!(txmgr_actors::metrics::CREATE_ACK_SECONDS, "chain" => chain.clone(), "result" => label)
-        .record(started.elapsed().as_secs_f64());
-    metrics::counter!(txmgr_actors::metrics::CREATES, "chain" => chain, "result" => label)
-        .increment(1);
-    result
+    let mut response = result.unwrap_or_else(IntoResponse::into_response);
+    response.extensions_mut().insert(CreateAnswered {
+        chain: chain.unwrap_or_else(|| NO_CHAIN.to_owned()),
+        result: label,
+    });
+    response
 }
-
-/// The `chain` label of a create refused before it named a served chain.
-const NO_CHAIN: &str = "none";
 
 /// Sets `chain_name` once the request's chain is resolved (for the metric).
 async fn create_inner(

@@ -251,8 +251,9 @@ async fn act(
             })
         }
     };
-    metrics::counter!(txmgr_actors::metrics::OPERATOR_ACTIONS, "action" => action.as_str())
-        .increment(1);
+    metrics::counter!(txmgr_actors::metrics::OPERATOR_ACTIONS,
+        "chain" => txmgr_actors::metrics::chain_label(chain_id), "action" => action.as_str())
+    .increment(1);
     Ok((
         StatusCode::ACCEPTED,
         Json(ActionAccepted {

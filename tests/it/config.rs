@@ -6,6 +6,7 @@
 mod chains;
 mod deprecated;
 mod env;
+mod shipped_docs;
 mod submitters;
 
 use std::path::Path;

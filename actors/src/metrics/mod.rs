@@ -2,8 +2,8 @@
 //!
 //! The engine records through the `metrics` facade; the daemon installs the
 //! Prometheus exporter. Label values are bounded (results, operations), never
-//! per-transaction. Every per-chain series carries a `chain` label, the
-//! chain's name ([`chain_label`]).
+//! per-transaction. Every series carries a `chain` label, the chain's name
+//! ([`chain_label`]), except those of the node as a whole ([`NODE_LEVEL`]).
 
 use crate::domain::SubState;
 
@@ -83,8 +83,8 @@ pub const PRESIGN_CONFLICTS: &str = "txmgr_presign_conflicts_total";
 /// nonce waits behind it on chain), label `submitter` (bounded by config).
 pub const HEAD_OF_LINE_BLOCKED: &str = "txmgr_head_of_line_blocked";
 
-/// Counter: operator actions on transactions, label `action` =
-/// `cancel` | `speedup` | `rebroadcast`.
+/// Counter: operator actions on transactions, labels `chain` (the
+/// intent's) and `action` = `cancel` | `speedup` | `rebroadcast`.
 pub const OPERATOR_ACTIONS: &str = "txmgr_operator_actions_total";
 
 /// Counter: tracking actors a chain's Supervisor restarted after they
@@ -125,13 +125,39 @@ pub const SUBMITTER_QUEUED: &str = "txmgr_submitter_queued";
 /// STUCK), labels as [`SUBMITTER_QUEUED`].
 pub const SUBMITTER_IN_FLIGHT: &str = "txmgr_submitter_in_flight";
 
-/// Histogram: one group-commit transaction (the leaders' merged writes),
-/// begin to commit, seconds, label `chain`.
+/// Histogram: one group-commit transaction (the leaders' merged writes, of
+/// any chain), begin to commit, seconds; node-level.
 pub const GROUP_COMMIT_SECONDS: &str = "txmgr_group_commit_seconds";
 
 /// Gauge: the node's database pool connections, label `state` = `in_use`
 /// | `idle`.
 pub const DB_POOL_CONNECTIONS: &str = "txmgr_db_pool_connections";
+
+/// The metrics of the node as a whole, without a `chain` label: every other
+/// metric carries one. Webhooks deliver every chain's events; the cluster,
+/// the database, its pool and the group committer are shared by the chains;
+/// TLS handshakes and trace spans belong to the process. README
+/// "Operations" names each; the integration tests check the exposition
+/// against this list.
+pub const NODE_LEVEL: &[&str] = &[
+    CLUSTER_NODES,
+    DATABASE_HEALTHY,
+    DB_POOL_CONNECTIONS,
+    GROUP_COMMIT_SECONDS,
+    GROUP_COMMIT_PARTS,
+    TLS_REFUSED,
+    TRACE_SPANS_DROPPED,
+    TRACE_SPANS_EXPORTED,
+    WEBHOOK_LEASES,
+    WEBHOOK_ATTEMPTS,
+    WEBHOOK_ATTEMPT_SECONDS,
+    WEBHOOK_DELIVERY_DELAY,
+    WEBHOOK_DEAD_LETTERS,
+    WEBHOOK_LAG_EVENTS,
+    WEBHOOK_LAG_SECONDS,
+    WEBHOOK_DEAD_LETTERS_OPEN,
+    WEBHOOK_PENDING,
+];
 
 /// Sets to zero the counters a dashboard or alert reads before anything
 /// happened, so their series exist from the start (Prometheus practice:
@@ -223,7 +249,8 @@ pub const RPC_ENDPOINT_HEAD_LAG: &str = "txmgr_rpc_endpoint_head_lag_blocks";
 /// Counter: times reads moved to another RPC endpoint.
 pub const RPC_READ_SWITCHES: &str = "txmgr_rpc_read_switches_total";
 
-/// Histogram: parts (leaders' write sets) per group-commit transaction.
+/// Histogram: parts (leaders' write sets, of any chain) per group-commit
+/// transaction; node-level.
 pub const GROUP_COMMIT_PARTS: &str = "txmgr_group_commit_parts";
 
 /// Counter: signatures asked of a signer, labels `kind` = `env` |
