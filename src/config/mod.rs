@@ -25,6 +25,7 @@ mod env;
 mod error;
 mod feed;
 mod funds;
+mod http_tls;
 mod overrides;
 mod sections;
 mod settings_checks;
@@ -53,6 +54,7 @@ pub use endpoints::{EndpointRole, RpcEndpointConfig};
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
 pub use feed::{FeedConfig, DEFAULT_FEED_RETAIN};
+pub use http_tls::{HttpTlsConfig, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_PENDING_HANDSHAKES};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SettingsOverrides, SubmitterConfig};
 pub use sections::*;
 pub use signer::SignerSpec;
@@ -170,6 +172,9 @@ impl Config {
         issues.extend(refused_variables);
         issues.extend(config.feed.validate());
         issues.extend(config.telemetry.validate());
+        if let Some(tls) = &config.http.tls {
+            issues.extend(tls.validate());
+        }
         let transport = transport::check(&config, pgsslmode.as_deref());
         issues.extend(transport.refused);
         config.warnings.extend(transport.warned);

@@ -8,6 +8,7 @@ mod chains;
 mod engine;
 pub mod https;
 mod observe;
+mod pending_handshakes;
 mod registration;
 mod reload;
 mod telemetry;
@@ -155,7 +156,10 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         .tls
         .as_ref()
         .map(|tls| {
-            Ok::<_, anyhow::Error>((https::server_config(tls)?, tls.max_handshakes_per_peer))
+            Ok::<_, anyhow::Error>((
+                https::server_config(tls)?,
+                https::HandshakeLimits::from(tls),
+            ))
         })
         .transpose()?;
     let pool = connect(&config).await?;
@@ -255,8 +259,8 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     };
     let app = crate::http::app(state);
     match https {
-        Some((tls, per_peer)) => {
-            let listener = https::TlsListener::new(listener, tls, per_peer).context("http.tls")?;
+        Some((tls, limits)) => {
+            let listener = https::TlsListener::new(listener, tls, limits).context("http.tls")?;
             axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await
