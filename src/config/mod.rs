@@ -155,6 +155,9 @@ impl Config {
             .find(|(key, _)| key == "PGSSLMODE")
             .map(|(_, value)| value.clone());
         let refused_variables = env::refused_variables(&env);
+        let otlp_headers = env.iter().any(|(key, value)| {
+            transport::OTLP_HEADER_VARIABLES.contains(&key.as_str()) && !value.trim().is_empty()
+        });
         let file = Figment::from(Toml::string(text));
         let keys_of = |section: &str| match file.find_value(section) {
             Ok(Value::Dict(_, dict)) => dict.keys().cloned().collect(),
@@ -178,6 +181,9 @@ impl Config {
         let transport = transport::check(&config, pgsslmode.as_deref());
         issues.extend(transport.refused);
         config.warnings.extend(transport.warned);
+        let telemetry = transport::check_telemetry(&config.telemetry, otlp_headers);
+        issues.extend(telemetry.refused);
+        config.warnings.extend(telemetry.warned);
         if issues.is_empty() {
             Ok(config)
         } else {

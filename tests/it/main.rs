@@ -62,6 +62,7 @@ mod ops_page_views;
 mod ops_reload;
 mod ops_roles;
 mod ops_scope;
+mod otlp_transport;
 mod page_budget;
 mod pause;
 mod pg_tls;
