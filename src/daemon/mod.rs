@@ -73,6 +73,7 @@ pub async fn ops_state(
             chains.clone(),
             observe::rpc_errors_total,
         ),
+        local_hosts: crate::http::LocalHosts::new(Some(config.http.listen)),
     }
 }
 pub use telemetry::{init_tracing, TracingGuard, OTEL_TARGET};
@@ -169,7 +170,8 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     let listener = tokio::net::TcpListener::bind(config.http.listen)
         .await
         .with_context(|| format!("http.listen: cannot bind {}", config.http.listen))?;
-    let http_addr = listener.local_addr().context("http.listen")?.to_string();
+    let bound = listener.local_addr().context("http.listen")?;
+    let http_addr = bound.to_string();
     let mut registration = NodeRegistration::claim(&pool, &config, &http_addr).await?;
     let owner = registration.owner().clone();
     let counting: WrapClient<'_> = &|name, client| CountingChain::wrap(name, client);
@@ -249,6 +251,8 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         config,
     ));
     ops.reloader = Some(reloader.clone());
+    // The port actually bound (`http.listen` may ask for any free one).
+    ops.local_hosts = crate::http::LocalHosts::new(Some(bound));
     let hangups = tokio::spawn(reload_on_sighup(reloader));
     let state = AppState {
         pool: pool.clone(),

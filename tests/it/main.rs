@@ -21,6 +21,7 @@ mod completions;
 mod completions_http;
 mod config;
 mod create_fuzz;
+mod cross_site;
 mod db_session;
 mod deadlines;
 mod durability;
