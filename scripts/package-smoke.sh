@@ -3,13 +3,20 @@
 # where dpkg exists: packages the binary the suite already built (no second
 # build), installs it, runs `txmgr --version` and `txmgr config check` on the
 # installed configuration as the service user, verifies the unit with
-# `systemd-analyze verify`, then `dpkg -r` must leave no process and no file
+# `systemd-analyze verify` and its exposure with `systemd-analyze security`
+# (at most 2.0), then `dpkg -r` must leave no process and no file
 # but the conffiles, and `dpkg --purge` nothing at all.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 say() { printf 'package-smoke: %s\n' "$*"; }
 die() { say "FAILED: $*"; exit 1; }
+
+# systemd-analyze (verify, security) comes with Debian's systemd package.
+if ! command -v systemd-analyze >/dev/null; then
+    say "installing systemd (for systemd-analyze)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null
+fi
 
 DEB="$(PACKAGE_PROFILE="${PACKAGE_PROFILE:-dev}" scripts/package.sh --no-build)"
 [[ -f "$DEB" ]] || die "no package built: $DEB"
@@ -34,6 +41,15 @@ id txmgr >/dev/null || die "no txmgr user"
 runuser -u txmgr -- /usr/bin/txmgr config check --config /etc/txmgr/config.toml >/dev/null ||
     die "txmgr config check fails on the installed configuration"
 systemd-analyze verify "$UNIT" || die "systemd-analyze verify $UNIT"
+# The unit's hardening, as systemd scores it (0 = locked down, 10 = exposed):
+# at most 2.0, and no core dump of a process holding signer keys.
+exposure="$(systemd-analyze security --offline=true "$UNIT" 2>&1 |
+    sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')"
+[[ -n "$exposure" ]] || die "systemd-analyze security printed no exposure level for $UNIT"
+systemd-analyze security --offline=true --threshold=20 "$UNIT" >/dev/null ||
+    die "systemd-analyze security: $UNIT is exposed $exposure, above 2.0"
+grep -qx 'LimitCORE=0' "$UNIT" || die "$UNIT allows core dumps (LimitCORE=0 missing)"
+say "systemd-analyze security: exposure $exposure (at most 2.0)"
 say "installed: binary, user, configuration and unit check out"
 
 dpkg -r txmgr >/dev/null

@@ -31,8 +31,6 @@ pub const DEFAULT_PAGE_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Default `http.page_bytes_in_flight`: page bytes the node builds at once
 /// over every list and feed request (16 pages of the default size).
 pub const DEFAULT_PAGE_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
-/// Default `http.tls.max_handshakes_per_peer`.
-pub const DEFAULT_MAX_HANDSHAKES_PER_PEER: usize = 16;
 /// Default `http.readiness_interval`: how often `/readyz`'s state is refreshed.
 pub const DEFAULT_READINESS_INTERVAL: Duration = Duration::from_secs(1);
 /// Default `node.ingress_max_items`: creates waiting to be persisted, node-wide.

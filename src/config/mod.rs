@@ -25,6 +25,7 @@ mod env;
 mod error;
 mod feed;
 mod funds;
+mod http_tls;
 mod overrides;
 mod sections;
 mod settings_checks;
@@ -53,6 +54,7 @@ pub use endpoints::{EndpointRole, RpcEndpointConfig};
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
 pub use feed::{FeedConfig, DEFAULT_FEED_RETAIN};
+pub use http_tls::{HttpTlsConfig, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_PENDING_HANDSHAKES};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SettingsOverrides, SubmitterConfig};
 pub use sections::*;
 pub use signer::SignerSpec;
@@ -153,6 +155,9 @@ impl Config {
             .find(|(key, _)| key == "PGSSLMODE")
             .map(|(_, value)| value.clone());
         let refused_variables = env::refused_variables(&env);
+        let otlp_headers = env.iter().any(|(key, value)| {
+            transport::OTLP_HEADER_VARIABLES.contains(&key.as_str()) && !value.trim().is_empty()
+        });
         let file = Figment::from(Toml::string(text));
         let keys_of = |section: &str| match file.find_value(section) {
             Ok(Value::Dict(_, dict)) => dict.keys().cloned().collect(),
@@ -170,9 +175,15 @@ impl Config {
         issues.extend(refused_variables);
         issues.extend(config.feed.validate());
         issues.extend(config.telemetry.validate());
+        if let Some(tls) = &config.http.tls {
+            issues.extend(tls.validate());
+        }
         let transport = transport::check(&config, pgsslmode.as_deref());
         issues.extend(transport.refused);
         config.warnings.extend(transport.warned);
+        let telemetry = transport::check_telemetry(&config.telemetry, otlp_headers);
+        issues.extend(telemetry.refused);
+        config.warnings.extend(telemetry.warned);
         if issues.is_empty() {
             Ok(config)
         } else {

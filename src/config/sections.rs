@@ -6,7 +6,9 @@ use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
 use serde::{Deserialize, Serialize};
 use txmgr_actors::submitter::SubmitterSettings;
 
-use super::{defaults::*, url::redact_password, RpcEndpointConfig, SettingsOverrides};
+use super::{
+    defaults::*, url::redact_password, HttpTlsConfig, RpcEndpointConfig, SettingsOverrides,
+};
 
 /// `[database]`: the PostgreSQL authority.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,29 +123,6 @@ pub struct HttpConfig {
     /// HTTPS for the API; plain HTTP without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<HttpTlsConfig>,
-}
-
-/// `[http.tls]`: serve the API over HTTPS, optionally with client certificates.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpTlsConfig {
-    /// PEM certificate chain of the server (leaf first).
-    pub cert_file: PathBuf,
-    /// PEM private key of the server (PKCS#8, PKCS#1 or SEC1).
-    pub key_file: PathBuf,
-    /// PEM CA certificate(s): when set, every client must present a
-    /// certificate issued by them (mutual TLS).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_ca_file: Option<PathBuf>,
-    /// TLS handshakes in progress at once from one peer address; more are
-    /// closed at once. Raise it behind a load balancer that connects from
-    /// one address.
-    #[serde(default = "default_max_handshakes_per_peer")]
-    pub max_handshakes_per_peer: usize,
-}
-
-fn default_max_handshakes_per_peer() -> usize {
-    DEFAULT_MAX_HANDSHAKES_PER_PEER
 }
 
 impl Default for HttpConfig {

@@ -1,7 +1,11 @@
 //! `[telemetry]`: OpenTelemetry traces over OTLP/HTTP (README "Tracing").
-//! Off unless `otlp_endpoint` is set.
+//! Off unless `otlp_endpoint` is set. The exporter's connection obeys the
+//! rules of every other one: the public roots plus `ca_file` as trust
+//! anchors, no redirects, and plaintext carrying a secret (the
+//! `OTEL_EXPORTER_OTLP_*HEADERS`) refused unless `allow_insecure`
+//! ([`super::transport`]).
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +35,15 @@ pub struct TelemetryConfig {
     pub export_timeout: Duration,
     /// `service.name` of the spans' resource.
     pub service_name: String,
+    /// PEM file of a private CA trusted (besides the public roots) for an
+    /// `https://` collector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// Allow plaintext `http://` to a non-loopback collector although the
+    /// exporter's headers (`OTEL_EXPORTER_OTLP_HEADERS`, usually an API key)
+    /// would travel unencrypted (README "Security").
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_insecure: bool,
 }
 
 impl Default for TelemetryConfig {
@@ -41,6 +54,8 @@ impl Default for TelemetryConfig {
             max_queue: DEFAULT_MAX_QUEUE,
             export_timeout: Duration::from_secs(10),
             service_name: "txmgr".to_owned(),
+            ca_file: None,
+            allow_insecure: false,
         }
     }
 }
@@ -95,6 +110,14 @@ impl TelemetryConfig {
                 "must be more than 0s and at most 5m",
             ));
         }
+        if let Some(path) = &self.ca_file {
+            if let Err(err) = txmgr_actors::tls::client_config(Some(path)) {
+                issues.push(super::ConfigIssue::new(
+                    "telemetry.ca_file",
+                    err.to_string(),
+                ));
+            }
+        }
         if self.service_name.trim().is_empty() || self.service_name.len() > 128 {
             issues.push(super::ConfigIssue::new(
                 "telemetry.service_name",
@@ -126,6 +149,37 @@ mod tests {
     }
 
     #[test]
+    fn plaintext_to_a_remote_collector_with_headers_stops_the_load() {
+        let text = "[database]\nurl = \"postgres://postgres@127.0.0.1/txmgr\"\n\
+                    [chain]\nchain_id = 1\nrpc_url = \"http://127.0.0.1:8545\"\n\
+                    [telemetry]\notlp_endpoint = \"http://collector.example:4318\"\n";
+        let headers = || {
+            vec![(
+                "OTEL_EXPORTER_OTLP_HEADERS".to_owned(),
+                "x-api-key=SECRET".to_owned(),
+            )]
+        };
+        let refused = super::super::Config::from_toml_str(text, headers())
+            .expect_err("plaintext to a remote collector with headers must be refused");
+        assert!(
+            refused
+                .issues
+                .iter()
+                .any(|i| i.key == "telemetry.otlp_endpoint"),
+            "{refused:?}"
+        );
+        assert!(!format!("{refused:?}").contains("SECRET"));
+        let warned = super::super::Config::from_toml_str(text, Vec::new())
+            .expect("without headers: warned, not refused");
+        assert!(warned
+            .warnings()
+            .iter()
+            .any(|i| i.key == "telemetry.otlp_endpoint"));
+        let allowed = format!("{text}allow_insecure = true\n");
+        assert!(super::super::Config::from_toml_str(&allowed, headers()).is_ok());
+    }
+
+    #[test]
     fn bad_values_are_named() {
         let config = TelemetryConfig {
             otlp_endpoint: Some("http://user:secret@collector:4318".to_owned()),
@@ -133,6 +187,8 @@ mod tests {
             max_queue: 0,
             export_timeout: Duration::ZERO,
             service_name: String::new(),
+            ca_file: Some("/nonexistent/otlp-ca.pem".into()),
+            allow_insecure: false,
         };
         let fields: Vec<String> = config.validate().into_iter().map(|i| i.key).collect();
         assert_eq!(
@@ -142,6 +198,7 @@ mod tests {
                 "telemetry.sample_ratio",
                 "telemetry.max_queue",
                 "telemetry.export_timeout",
+                "telemetry.ca_file",
                 "telemetry.service_name"
             ]
         );

@@ -9,12 +9,20 @@
 //! | RPC endpoint (`url`, `ws_url`) | `http://`/`ws://` with user info, a path or a query (where API keys live) | plain without a key: answers can be forged on the path |
 //! | remote signer | `http://` with user info or a query | plain without credentials |
 //! | KMS `endpoint_url` | — | `http://` |
+//! | OTLP collector (`telemetry.otlp_endpoint`) | `http://` while `OTEL_EXPORTER_OTLP_HEADERS` or `…_TRACES_HEADERS` is set, or with a query | plain without them |
 
 use std::net::IpAddr;
 
 use reqwest::Url;
 
-use super::{error::ConfigIssue, Config, SignerSpec};
+use super::{error::ConfigIssue, Config, SignerSpec, TelemetryConfig};
+
+/// The environment variables whose headers the OTLP exporter sends with
+/// every export (the collector's API key, as a rule).
+pub(crate) const OTLP_HEADER_VARIABLES: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+];
 
 /// What the checks found: `refused` fails the load, `warned` is logged and
 /// shown by `config check`.
@@ -76,6 +84,34 @@ pub(crate) fn check(config: &Config, pgsslmode: Option<&str>) -> TransportFindin
             }
             _ => {}
         }
+    }
+    found
+}
+
+/// Checks the OTLP collector's URL; `headers` says whether one of
+/// [`OTLP_HEADER_VARIABLES`] is set (the exporter then sends it).
+pub(crate) fn check_telemetry(telemetry: &TelemetryConfig, headers: bool) -> TransportFindings {
+    let mut found = TransportFindings::default();
+    let Some(url) = telemetry.otlp_endpoint.as_deref() else {
+        return found;
+    };
+    let (Some(plain), Ok(parsed)) = (plaintext_to_another_host(url), Url::parse(url)) else {
+        return found;
+    };
+    let key = "telemetry.otlp_endpoint";
+    if (headers || parsed.query().is_some()) && !telemetry.allow_insecure {
+        found.refused.push(ConfigIssue::new(
+            key,
+            format!(
+                "{plain}: the exporter's headers ({}) or the URL's query would travel unencrypted; use https://, or set telemetry.allow_insecure = true",
+                OTLP_HEADER_VARIABLES.join(", ")
+            ),
+        ));
+    } else {
+        found.warned.push(ConfigIssue::new(
+            key,
+            format!("{plain}: plaintext to the trace collector; spans (submitters, transaction ids) can be read on the path, prefer https://"),
+        ));
     }
     found
 }
@@ -298,6 +334,35 @@ mod tests {
         assert!(refused(&c, None).is_empty(), "no credentials: warned");
         let c = config(&signer("https://u:pw@signer.internal:9000", false));
         assert!(refused(&c, None).is_empty());
+    }
+
+    #[test]
+    fn a_plaintext_collector_is_refused_while_otlp_headers_are_set() {
+        let telemetry = |url: &str, allow: bool| TelemetryConfig {
+            otlp_endpoint: Some(url.to_owned()),
+            allow_insecure: allow,
+            ..TelemetryConfig::default()
+        };
+        let refused = |t: &TelemetryConfig, headers: bool| -> Vec<String> {
+            check_telemetry(t, headers)
+                .refused
+                .into_iter()
+                .map(|i| i.key)
+                .collect()
+        };
+        let remote = telemetry("http://collector.example:4318", false);
+        assert_eq!(refused(&remote, true), ["telemetry.otlp_endpoint"]);
+        let found = check_telemetry(&remote, false);
+        assert!(found.refused.is_empty(), "no headers: warned only");
+        assert_eq!(found.warned.len(), 1);
+        let keyed = telemetry("http://collector.example:4318/?key=K", false);
+        assert_eq!(refused(&keyed, false), ["telemetry.otlp_endpoint"]);
+        let allowed = telemetry("http://collector.example:4318", true);
+        assert!(refused(&allowed, true).is_empty(), "allowed explicitly");
+        for url in ["https://collector.example:4318", "http://127.0.0.1:4318"] {
+            let found = check_telemetry(&telemetry(url, false), true);
+            assert!(found.refused.is_empty() && found.warned.is_empty(), "{url}");
+        }
     }
 
     #[test]

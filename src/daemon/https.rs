@@ -1,37 +1,29 @@
 //! HTTPS for the API (`[http.tls]`), optionally with client certificates.
 //!
 //! TLS handshakes run in their own tasks, bounded in number and time, and
-//! only finished connections reach axum: a client that stalls its handshake
-//! holds one permit for at most [`HANDSHAKE_TIMEOUT`], never the accept loop.
-//! The accept loop never waits: a connection that finds no free handshake
-//! permit, or whose peer address already holds
-//! `http.tls.max_handshakes_per_peer` (16), is closed at once, so idle sockets from one address cannot keep the API
-//! (`/healthz` included) from other clients.
+//! only finished connections reach axum. The accept loop never waits and
+//! never turns a newcomer away: a connection that has not finished its
+//! handshake within `http.tls.handshake_timeout` is closed, and when
+//! `http.tls.max_pending_handshakes` (or an address's optional
+//! `max_handshakes_per_peer`) are pending, the oldest pending one is closed
+//! to make room ([`PendingHandshakes`]). So idle sockets — from any address,
+//! including the one a NAT or load balancer gives every client — keep
+//! nobody out of the API (`/healthz` included).
 
-use std::{
-    collections::HashMap,
-    net::{IpAddr, SocketAddr},
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use rustls::{server::WebPkiClientVerifier, ServerConfig};
 use rustls_pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
 use tokio::{
     net::{TcpListener, TcpStream},
-    sync::{mpsc, Semaphore},
+    sync::mpsc,
     task::JoinHandle,
 };
 use tokio_rustls::{server::TlsStream, TlsAcceptor};
 
+use super::pending_handshakes::{PendingHandshakes, Shed};
 use crate::config::HttpTlsConfig;
-
-/// Longest a client may take to finish its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Handshakes in progress at once, at most.
-const MAX_HANDSHAKES: usize = 256;
 
 /// The server configuration of `[http.tls]`: certificate chain, key, and
 /// with `client_ca_file` a verifier that requires client certificates.
@@ -76,6 +68,27 @@ pub fn server_config(tls: &HttpTlsConfig) -> anyhow::Result<Arc<ServerConfig>> {
     Ok(Arc::new(config))
 }
 
+/// The bounds on handshakes in progress, from `[http.tls]`.
+#[derive(Debug, Clone, Copy)]
+pub struct HandshakeLimits {
+    /// A handshake not finished by then is closed.
+    pub timeout: Duration,
+    /// Pending at once on the node; beyond it the oldest is closed.
+    pub max_pending: usize,
+    /// Pending at once from one address, when capped.
+    pub max_per_peer: Option<usize>,
+}
+
+impl From<&HttpTlsConfig> for HandshakeLimits {
+    fn from(tls: &HttpTlsConfig) -> Self {
+        Self {
+            timeout: tls.handshake_timeout,
+            max_pending: tls.max_pending_handshakes,
+            max_per_peer: tls.max_handshakes_per_peer,
+        }
+    }
+}
+
 /// A listener that hands axum TLS connections whose handshake is done.
 pub struct TlsListener {
     incoming: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
@@ -84,20 +97,16 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// Starts accepting on `listener` with `config`, at most `per_peer`
-    /// handshakes at once from one address.
+    /// Starts accepting on `listener` with `config`, handshakes bounded by
+    /// `limits`.
     pub fn new(
         listener: TcpListener,
         config: Arc<ServerConfig>,
-        per_peer: usize,
+        limits: HandshakeLimits,
     ) -> std::io::Result<Self> {
         let local = listener.local_addr()?;
         let (tx, incoming) = mpsc::channel(64);
-        let peers = Arc::new(PeerHandshakes {
-            counts: Mutex::default(),
-            max: per_peer.max(1),
-        });
-        let acceptor = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), tx, peers));
+        let acceptor = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), tx, limits));
         Ok(Self {
             incoming,
             local,
@@ -129,56 +138,13 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
-/// Handshakes in progress per peer address, at most `max` each.
-#[derive(Debug)]
-struct PeerHandshakes {
-    counts: Mutex<HashMap<IpAddr, usize>>,
-    max: usize,
-}
-
-/// One handshake counted against its peer; uncounted when dropped.
-struct PeerSlot {
-    peers: Arc<PeerHandshakes>,
-    ip: IpAddr,
-}
-
-impl PeerHandshakes {
-    /// A slot for `ip`, unless it holds `max` already.
-    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
-        // A poisoned lock only means a panic elsewhere mid-update of a
-        // counter: the map is still usable.
-        let mut peers = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        let count = peers.entry(ip).or_default();
-        if *count >= self.max {
-            return None;
-        }
-        *count += 1;
-        Some(PeerSlot {
-            peers: self.clone(),
-            ip,
-        })
-    }
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        let mut peers = self.peers.counts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = peers.get_mut(&self.ip) {
-            *count -= 1;
-            if *count == 0 {
-                peers.remove(&self.ip);
-            }
-        }
-    }
-}
-
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
-    peers: Arc<PeerHandshakes>,
+    limits: HandshakeLimits,
 ) {
-    let permits = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let pending = PendingHandshakes::new(limits.max_pending, limits.max_per_peer);
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -189,31 +155,39 @@ async fn accept_loop(
                 continue;
             }
         };
-        // Never wait here: a full house closes the new connection (dropped
-        // with `stream`) and the loop goes on accepting.
-        let Some(slot) = peers.take(peer.ip()) else {
-            metrics::counter!(txmgr_actors::metrics::TLS_REFUSED, "reason" => "per_peer")
-                .increment(1);
-            tracing::debug!(target: "http", %peer, "too many TLS handshakes from this address; closed");
-            continue;
-        };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            metrics::counter!(txmgr_actors::metrics::TLS_REFUSED, "reason" => "busy").increment(1);
-            tracing::debug!(target: "http", %peer, "no TLS handshake permit free; closed");
-            continue;
-        };
+        // Never waits: room is made by closing the oldest pending handshake.
+        let mut slot = pending.admit(peer.ip());
         let acceptor = acceptor.clone();
         let ready = ready.clone();
         tokio::spawn(async move {
-            let _held = (permit, slot);
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => {
-                    let _ = ready.send((tls, peer)).await;
+            // The slot is held until axum has the connection, so connections
+            // waiting for it count too (and can be shed).
+            let handshake = async {
+                match tokio::time::timeout(limits.timeout, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = ready.send((tls, peer)).await;
+                    }
+                    Ok(Err(err)) => {
+                        tracing::debug!(target: "http", %peer, error = %err, "TLS handshake failed")
+                    }
+                    Err(_) => {
+                        metrics::counter!(txmgr_actors::metrics::TLS_REFUSED, "reason" => "timeout")
+                            .increment(1);
+                        tracing::debug!(target: "http", %peer, "TLS handshake timed out; closed");
+                    }
                 }
-                Ok(Err(err)) => {
-                    tracing::debug!(target: "http", %peer, error = %err, "TLS handshake failed")
+            };
+            tokio::select! {
+                () = handshake => {}
+                shed = &mut slot.shed => {
+                    // A dropped sender without a reason cannot happen while
+                    // this task holds the slot; count it as busy anyway.
+                    let why = shed.unwrap_or(Shed::Busy);
+                    metrics::counter!(txmgr_actors::metrics::TLS_REFUSED, "reason" => why.label())
+                        .increment(1);
+                    tracing::debug!(target: "http", %peer, reason = why.label(),
+                        "oldest pending TLS handshake closed to make room");
                 }
-                Err(_) => tracing::debug!(target: "http", %peer, "TLS handshake timed out"),
             }
         });
     }

@@ -9,6 +9,7 @@ mod counting_chain;
 mod engine;
 pub mod https;
 mod observe;
+mod pending_handshakes;
 mod registration;
 mod reload;
 mod restart_keys;
@@ -76,6 +77,7 @@ pub async fn ops_state(
             chains.clone(),
             counting_chain::rpc_errors_total,
         ),
+        local_hosts: crate::http::LocalHosts::new(Some(config.http.listen)),
     }
 }
 pub use telemetry::{init_tracing, TracingGuard, OTEL_TARGET};
@@ -159,7 +161,10 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         .tls
         .as_ref()
         .map(|tls| {
-            Ok::<_, anyhow::Error>((https::server_config(tls)?, tls.max_handshakes_per_peer))
+            Ok::<_, anyhow::Error>((
+                https::server_config(tls)?,
+                https::HandshakeLimits::from(tls),
+            ))
         })
         .transpose()?;
     let pool = connect(&config).await?;
@@ -169,7 +174,8 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     let listener = tokio::net::TcpListener::bind(config.http.listen)
         .await
         .with_context(|| format!("http.listen: cannot bind {}", config.http.listen))?;
-    let http_addr = listener.local_addr().context("http.listen")?.to_string();
+    let bound = listener.local_addr().context("http.listen")?;
+    let http_addr = bound.to_string();
     let mut registration = NodeRegistration::claim(&pool, &config, &http_addr).await?;
     let owner = registration.owner().clone();
     let counting: WrapClient<'_> = &|name, client| CountingChain::wrap(name, client);
@@ -249,6 +255,8 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         config,
     ));
     ops.reloader = Some(reloader.clone());
+    // The port actually bound (`http.listen` may ask for any free one).
+    ops.local_hosts = crate::http::LocalHosts::new(Some(bound));
     let hangups = tokio::spawn(reload_on_sighup(reloader));
     let state = AppState {
         pool: pool.clone(),
@@ -259,8 +267,8 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     };
     let app = crate::http::app(state);
     match https {
-        Some((tls, per_peer)) => {
-            let listener = https::TlsListener::new(listener, tls, per_peer).context("http.tls")?;
+        Some((tls, limits)) => {
+            let listener = https::TlsListener::new(listener, tls, limits).context("http.tls")?;
             axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await

@@ -3,7 +3,8 @@
 //! SubmitterActor message) and `tx_id`, `nonce` (per-transaction work).
 //!
 //! With `[telemetry] otlp_endpoint`, traces too: the SDK's batch processor
-//! exports over OTLP/HTTP on its own thread; a bounded count in front of it
+//! exports over OTLP/HTTP on its own thread, with a client under the node's
+//! TLS policy (its roots, no redirects); a bounded count in front of it
 //! drops (and counts) spans beyond `max_queue`, so a slow or dead collector
 //! never holds the pipeline. The HTTP create span comes from `tracing`
 //! (target [`OTEL_TARGET`], through `tracing-opentelemetry`); the engine's
@@ -83,7 +84,7 @@ pub fn init_tracing(log: &LogConfig, telemetry: &TelemetryConfig, node_id: &str)
         .with(otel_layer)
         .try_init();
     if let Some(err) = exporter_error {
-        tracing::error!(target: "txmgr::trace", error = %err, "trace exporter not started: no traces");
+        tracing::error!(target: "txmgr::trace", error = format!("{err:#}"), "trace exporter not started: no traces");
     }
     if let Some(provider) = &provider {
         opentelemetry::global::set_tracer_provider(provider.clone());
@@ -98,18 +99,47 @@ pub fn init_tracing(log: &LogConfig, telemetry: &TelemetryConfig, node_id: &str)
     TracingGuard { provider }
 }
 
+/// The exporter's HTTP client, under the rules of every other connection
+/// of the node: Mozilla's roots plus `telemetry.ca_file` (not the OS store,
+/// which the library's default client would use), the export timeout, and
+/// no redirects — a 3xx could send the spans and the exporter's headers
+/// (`OTEL_EXPORTER_OTLP_HEADERS`) to another host or to plain http.
+fn exporter_client(telemetry: &TelemetryConfig) -> anyhow::Result<reqwest::blocking::Client> {
+    use anyhow::Context;
+    let tls = txmgr_actors::tls::client_config(telemetry.ca_file.as_deref())
+        .context("telemetry.ca_file")?;
+    let timeout = telemetry.export_timeout;
+    // A blocking client owns a runtime of its own, which must not be built
+    // (or later dropped) on a thread of another runtime: its own thread.
+    std::thread::Builder::new()
+        .name("otlp-client".to_owned())
+        .spawn(move || {
+            reqwest::blocking::Client::builder()
+                .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
+                .connect_timeout(timeout)
+                .timeout(timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+        })
+        .context("spawning the OTLP client's builder")?
+        .join()
+        .map_err(|_| anyhow::anyhow!("building the OTLP HTTP client panicked"))?
+        .map_err(|e| anyhow::anyhow!("the OTLP HTTP client: {}", e.without_url()))
+}
+
 /// The SDK provider exporting to the configured collector; `None` when
 /// traces are off.
 fn exporting_provider(
     telemetry: &TelemetryConfig,
     node_id: &str,
-) -> Result<Option<SdkTracerProvider>, opentelemetry_otlp::ExporterBuildError> {
-    use opentelemetry_otlp::WithExportConfig;
+) -> anyhow::Result<Option<SdkTracerProvider>> {
+    use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
     let Some(url) = telemetry.traces_url() else {
         return Ok(None);
     };
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
+        .with_http_client(exporter_client(telemetry)?)
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
         .with_endpoint(url)
         .with_timeout(telemetry.export_timeout)

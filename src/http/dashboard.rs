@@ -35,3 +35,23 @@ pub(crate) async fn page() -> Response {
 pub(crate) async fn redirect() -> Redirect {
     Redirect::permanent("/ops/")
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every POST of the page says JSON: the server refuses (415) the kinds
+    /// of POST a cross-site page can send, so a button without it would fail.
+    #[test]
+    fn every_post_of_the_page_sends_json() {
+        let page = include_str!("dashboard.html");
+        let posts: Vec<&str> = page.split("method: \"POST\"").skip(1).collect();
+        assert!(posts.len() >= 3, "the page's POSTs were not found");
+        for (i, rest) in posts.iter().enumerate() {
+            let options = &rest[..rest.find(");").unwrap_or(rest.len())];
+            assert!(
+                options.contains("\"content-type\": \"application/json\""),
+                "POST no. {} of the page sends no JSON content type: {options}",
+                i + 1
+            );
+        }
+    }
+}

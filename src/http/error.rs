@@ -13,6 +13,8 @@
 //! | `idempotency_conflict` | 409    | same `request_id`, different body                 |
 //! | `not_leader`           | 409    | ops action must run on the node holding the lease |
 //! | `payload_too_large`    | 413    | body over `http.body_limit_bytes`                 |
+//! | `unsupported_media_type` | 415  | a POST without `Content-Type: application/json`   |
+//! | `misdirected_request`  | 421    | tokenless node, `Host` is not its own name        |
 //! | `unknown_submitter`    | 422    | submitter not configured (or being removed)       |
 //! | `submitter_protected`  | 423    | submitter in PROTECT                              |
 //! | `paused`               | 423    | submitter paused, refusing creates meanwhile      |
@@ -99,6 +101,14 @@ pub enum ApiError {
     /// the methods it has.
     #[error("{0}")]
     MethodNotAllowed(String),
+    /// A state-changing request without `Content-Type: application/json`
+    /// (what a cross-site page can send without CORS).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// Tokenless, the request's `Host` is not one of the node's own names
+    /// (DNS rebinding).
+    #[error("{0}")]
+    MisdirectedRequest(String),
     /// The body exceeds the configured limit.
     #[error("request body exceeds the limit of {limit} bytes")]
     PayloadTooLarge {
@@ -201,6 +211,8 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::MisdirectedRequest(_) => "misdirected_request",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden { .. } => "forbidden",
@@ -227,6 +239,8 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::MisdirectedRequest(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } | ApiError::PolicyViolation { .. } => StatusCode::FORBIDDEN,
@@ -362,6 +376,8 @@ mod tests {
             ApiError::NotFound("x".into()),
             ApiError::MethodNotAllowed("x".into()),
             ApiError::PayloadTooLarge { limit: 1 },
+            ApiError::UnsupportedMediaType("x".into()),
+            ApiError::MisdirectedRequest("x".into()),
             ApiError::Unavailable("x".into()),
             ApiError::Unauthorized,
             ApiError::Forbidden {

@@ -23,6 +23,8 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_state",
     "not_leader",
     "payload_too_large",
+    "unsupported_media_type",
+    "misdirected_request",
     "unknown_submitter",
     "submitter_protected",
     "paused",

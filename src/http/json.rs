@@ -86,7 +86,7 @@ fn quoted_field(message: &str) -> Option<String> {
 }
 
 /// True for `application/json` and `application/*+json`, parameters ignored.
-fn is_json(headers: &HeaderMap) -> bool {
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     let Some(content_type) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())

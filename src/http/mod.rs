@@ -2,8 +2,10 @@
 //! transactions back.
 //!
 //! ```text
-//! request ─► creates counted ─► errors normalised ─► timeout ─► body limit ─► auth ─► router
-//!   ├─ API routes (≤ http.max_concurrent_requests at once, else 503 busy)
+//! request ─► creates counted ─► errors normalised ─► timeout ─► body limit
+//!   ─► Host (tokenless) ─► auth ─► router
+//!   ├─ API routes (≤ http.max_concurrent_requests at once, else 503 busy;
+//!   │    a POST needs Content-Type: application/json, else 415)
 //!   │    ├─ POST /v1/transactions ─► Submissions::create
 //!   │    └─ GET  /v1/transactions… ─► store::tx_query
 //!   └─ /healthz /readyz /metrics (a small limit of their own)
@@ -18,6 +20,7 @@
 //! a socket, so tests drive it with `tower::ServiceExt::oneshot`.
 
 pub mod auth;
+mod browser_guard;
 mod capacity;
 mod completion_notifier;
 mod completions;
@@ -66,6 +69,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::config::HttpConfig;
 
+pub use browser_guard::LocalHosts;
 pub use capacity::PageBudget;
 pub use completion_notifier::CompletionNotifier;
 pub use direct::DirectSubmissions;
@@ -200,8 +204,14 @@ pub fn app(state: AppState) -> Router {
     let auth = middleware::from_fn_with_state(state.clone(), auth::require_token);
     let api_limit = capacity::shed_beyond(limits.max_concurrent_requests, "API requests");
     let probe_limit = capacity::shed_beyond(capacity::PROBE_CONCURRENCY, "probe requests");
+    let host_check = middleware::from_fn_with_state(state.clone(), browser_guard::check_host);
     let (routes, mut doc) = OpenApiRouter::with_openapi(openapi::base())
-        .merge(api_routes().route_layer(api_limit))
+        .merge(
+            api_routes()
+                .route_layer(api_limit)
+                // Before a concurrency permit is taken.
+                .route_layer(middleware::from_fn(browser_guard::require_json)),
+        )
         .merge(probe_routes().route_layer(probe_limit))
         .split_for_parts();
     openapi::complete(&mut doc);
@@ -214,6 +224,7 @@ pub fn app(state: AppState) -> Router {
         // this router serves.
         .layer(Extension(PageBudget::new(&limits)))
         .layer(auth)
+        .layer(host_check)
         .with_state(state)
         // The extractor's own default (2 MiB) would contradict the configured
         // limit; the tower-http layer below is the one limit.

@@ -107,15 +107,25 @@ pub fn document() -> utoipa::openapi::OpenApi {
 /// marks the open paths as needing no token.
 pub(crate) fn complete(doc: &mut utoipa::openapi::OpenApi) {
     for (path, item) in &mut doc.paths.paths {
-        let operations = [
-            &mut item.get,
+        let reads = [&mut item.get];
+        let changes = [
             &mut item.put,
             &mut item.post,
             &mut item.delete,
             &mut item.patch,
         ];
-        for operation in operations.into_iter().flatten() {
+        for operation in reads.into_iter().flatten() {
             edge_responses(path, operation);
+        }
+        for operation in changes.into_iter().flatten() {
+            edge_responses(path, operation);
+            add_error(
+                operation,
+                415,
+                "unsupported_media_type: no `Content-Type: application/json` (required on \
+                 every POST, even with an empty body, so that no web page can send it \
+                 cross-site)",
+            );
         }
     }
 }
@@ -154,6 +164,13 @@ fn edge_responses(path: &str, operation: &mut Operation) {
         operation,
         413,
         "payload_too_large: the request body exceeds `http.body_limit_bytes`",
+    );
+    add_error(
+        operation,
+        421,
+        "misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is \
+         not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or \
+         `http.listen`): DNS rebinding",
     );
     add_error(
         operation,

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 
-use super::{auth::Auth, readiness::Readiness};
+use super::{auth::Auth, browser_guard::LocalHosts, readiness::Readiness};
 use crate::config::{ConfigError, DEFAULT_HEARTBEAT_INTERVAL};
 
 /// Re-reads the configuration and applies it to the running node
@@ -60,6 +60,9 @@ pub struct OpsState {
     pub heartbeat_interval: Duration,
     /// The node's recent history for the ops page's charts.
     pub history: Arc<super::history::NodeHistory>,
+    /// The `Host` values answered while no tokens are configured (README
+    /// "Security": DNS rebinding).
+    pub local_hosts: LocalHosts,
 }
 
 impl Default for OpsState {
@@ -72,6 +75,7 @@ impl Default for OpsState {
             reloader: None,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             history: Arc::default(),
+            local_hosts: LocalHosts::new(None),
         }
     }
 }

@@ -51,7 +51,7 @@ impl Reply {
 
 pub(crate) async fn call(app: &Router, method: &str, uri: &str, body: Option<Value>) -> Reply {
     let mut request = Request::builder().method(method).uri(uri);
-    if body.is_some() {
+    if body.is_some() || method == "POST" {
         request = request.header("content-type", "application/json");
     }
     let body = body.map_or_else(Body::empty, |json| Body::from(json.to_string()));

@@ -177,9 +177,15 @@ async fn bad_input_is_refused_with_code_and_field_and_writes_nothing() {
         assert_eq!(reply.json["error"]["field"].as_str(), field, "{shown}");
     }
 
+    // No Content-Type (what a cross-site page can send): refused before
+    // the body is read.
     api.post_raw(transfer("r").to_string(), &[])
         .await
-        .assert_error(StatusCode::BAD_REQUEST, "invalid_request", None);
+        .assert_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            None,
+        );
     let mut stranger = transfer("r");
     stranger["submitter"] = json!(BOB);
     api.post(stranger).await.assert_error(

@@ -4,16 +4,25 @@
 //! client without a certificate is refused while one holding a certificate
 //! of the CA is ready-checked and can create a transaction; and a key that
 //! does not match the certificate stops `txmgr run` with an error naming
-//! `http.tls`.
+//! `http.tls`. Idle sockets that never start a handshake keep no client out,
+//! not even one from their own address: they are closed at the handshake
+//! deadline, and a full house of pending handshakes sheds the oldest first.
 
-use std::{process::Stdio, time::Duration};
+use std::{
+    process::Stdio,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
 
 use crate::common::{
     daemon::{key_var, Daemon, DEV_KEYS},
     free_port,
     node::{config_toml, KEY_VAR},
     tls::{https_client, Issued, TestCa},
-    Anvil, TestDb,
+    wait_until, Anvil, TestDb,
 };
 use serde_json::json;
 
@@ -195,16 +204,78 @@ async fn a_key_that_does_not_match_the_certificate_stops_the_node() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_sockets_from_one_address_do_not_keep_the_api_from_others() {
-    use tokio::io::AsyncReadExt;
+/// Idle TCP connections to the daemon's port, each watched by a task that
+/// records when the daemon closed it.
+struct IdleSockets {
+    /// Per socket, in connect order: closed by the daemon yet.
+    closed: Vec<Arc<AtomicBool>>,
+    /// The first `connect` began here: no socket was accepted earlier.
+    opened_at: Instant,
+    _watchers: Vec<tokio::task::JoinHandle<()>>,
+}
 
+impl IdleSockets {
+    /// Opens `count` connections to `port` from `source` (loopback), one
+    /// after the other, and never sends a byte on them.
+    async fn open(source: [u8; 4], port: u16, count: usize) -> IdleSockets {
+        use tokio::io::AsyncReadExt;
+        let server: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+        let opened_at = Instant::now();
+        let mut closed = Vec::new();
+        let mut watchers = Vec::new();
+        for _ in 0..count {
+            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+            socket
+                .bind((source, 0).into())
+                .expect("bind a loopback address");
+            let mut stream = socket.connect(server).await.expect("connect");
+            let flag = Arc::new(AtomicBool::new(false));
+            let seen = flag.clone();
+            watchers.push(tokio::spawn(async move {
+                let mut byte = [0u8; 1];
+                // EOF or a reset: the daemon closed it. It never sends data
+                // on a connection whose handshake has not started.
+                let _ = stream.read(&mut byte).await;
+                seen.store(true, Ordering::SeqCst);
+            }));
+            closed.push(flag);
+        }
+        IdleSockets {
+            closed,
+            opened_at,
+            _watchers: watchers,
+        }
+    }
+
+    /// The indexes (connect order) of the sockets the daemon has closed.
+    fn closed(&self) -> Vec<usize> {
+        (0..self.closed.len())
+            .filter(|&i| self.closed[i].load(Ordering::SeqCst))
+            .collect()
+    }
+}
+
+/// `GET /healthz` over HTTPS with a fresh client; how long it took.
+async fn healthz(ca: &TestCa, url: String) -> Duration {
+    let client = https_client(&ca.ca_file, None);
+    let started = Instant::now();
+    let answer = client
+        .get(url)
+        .send()
+        .await
+        .expect("/healthz over https while idle sockets are open");
+    assert_eq!(answer.status().as_u16(), 200);
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_from_one_address_do_not_keep_that_address_out() {
     let db = TestDb::migrated().await;
     let anvil = Anvil::start().await;
-    let ca = TestCa::new("https-idle");
+    let ca = TestCa::new("https-nat");
     let port = free_port();
-    let node = config(&db, &anvil, "https-idle", port, &ca.server("api"), None);
-    let daemon = Daemon::start("https-idle", port, &node).await;
+    let node = config(&db, &anvil, "https-nat", port, &ca.server("api"), None);
+    let daemon = Daemon::start("https-nat", port, &node).await;
     let _log = LogOnPanic(&daemon);
     daemon
         .ready_at(
@@ -213,46 +284,59 @@ async fn idle_sockets_from_one_address_do_not_keep_the_api_from_others() {
         )
         .await;
 
-    // 300 connections from 127.0.0.2 that never start a handshake (more
-    // than the node's handshake permits).
-    let server: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-    let mut idle = Vec::new();
-    for _ in 0..300 {
-        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-        socket
-            .bind(([127, 0, 0, 2], 0).into())
-            .expect("bind 127.0.0.2");
-        idle.push(socket.connect(server).await.expect("connect"));
-    }
-
-    // A client from another address is served at once, well within the
-    // 10 s an idle handshake may hold its permit (before: it waited behind
-    // them, the accept loop blocked on a permit).
-    let fresh = reqwest::Client::builder()
-        .tls_backend_preconfigured(crate::common::tls::client_config(&ca.ca_file, None))
-        .timeout(Duration::from_secs(3))
-        .build()
-        .expect("client");
-    let answer = fresh
-        .get(format!("https://127.0.0.1:{port}/healthz"))
-        .send()
-        .await
-        .expect("/healthz over https while 300 idle sockets are open");
-    assert_eq!(answer.status().as_u16(), 200);
-
-    // Beyond the address's share, the node closed the idle connections at
-    // once instead of queueing them.
-    let mut closed = 0;
-    for stream in &mut idle {
-        let mut byte = [0u8; 1];
-        if let Ok(Ok(0) | Err(_)) =
-            tokio::time::timeout(Duration::from_millis(50), stream.read(&mut byte)).await
-        {
-            closed += 1;
-        }
-    }
+    // The verified scenario: 300 sockets from 127.0.0.1 that never start a
+    // handshake (a slow client behind the same NAT, load balancer or
+    // sidecar as everyone else), then an HTTPS request from 127.0.0.1.
+    // Before: the address's 16 handshakes were taken and the request was
+    // closed at once.
+    let idle = IdleSockets::open([127, 0, 0, 1], port, 300).await;
+    let took = healthz(&ca, format!("https://localhost:{port}/healthz")).await;
     assert!(
-        closed >= 250,
-        "only {closed} of 300 idle sockets were closed"
+        took < Duration::from_secs(1),
+        "/healthz took {took:?} with 300 idle sockets from the same address"
     );
+    // Well within the node-wide capacity: none of them was shed...
+    assert_eq!(idle.closed(), Vec::<usize>::new(), "shed below capacity");
+    // ...and every one is closed once the handshake deadline (5 s) passed.
+    wait_until(Duration::from_secs(15), || async {
+        idle.closed().len() == 300
+    })
+    .await;
+    let after = idle.opened_at.elapsed();
+    assert!(
+        after >= Duration::from_secs(5),
+        "idle sockets were closed after {after:?}, before the 5 s handshake deadline"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_house_of_pending_handshakes_sheds_the_oldest_first() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let ca = TestCa::new("https-shed");
+    let port = free_port();
+    let node = config(&db, &anvil, "https-shed", port, &ca.server("api"), None)
+        + "max_pending_handshakes = 64\nhandshake_timeout = \"30s\"\n";
+    let daemon = Daemon::start("https-shed", port, &node).await;
+    let _log = LogOnPanic(&daemon);
+    daemon
+        .ready_at(
+            &https_client(&ca.ca_file, None),
+            format!("https://localhost:{port}"),
+        )
+        .await;
+
+    // 300 idle sockets from 127.0.0.2 against 64 pending handshakes: each
+    // newcomer beyond 64 closes the oldest one pending, at once (the
+    // deadline is 30 s away).
+    let idle = IdleSockets::open([127, 0, 0, 2], port, 300).await;
+    let oldest: Vec<usize> = (0..236).collect();
+    wait_until(Duration::from_secs(5), || async { idle.closed() == oldest }).await;
+
+    // A client from another address is served at once: it sheds the oldest
+    // idle socket left (no. 236), not the newest.
+    let took = healthz(&ca, format!("https://127.0.0.1:{port}/healthz")).await;
+    assert!(took < Duration::from_secs(1), "/healthz took {took:?}");
+    let shed: Vec<usize> = (0..237).collect();
+    wait_until(Duration::from_secs(5), || async { idle.closed() == shed }).await;
 }

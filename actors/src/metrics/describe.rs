@@ -138,7 +138,7 @@ pub fn describe() {
     describe_counter!(
         TLS_REFUSED,
         Unit::Count,
-        "HTTPS connections closed before their handshake, by reason (busy, per_peer)."
+        "HTTPS connections closed before their handshake, by reason (busy, per_peer: shed as the oldest pending; timeout)."
     );
     describe_counter!(
         FILLERS,

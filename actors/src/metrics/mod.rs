@@ -313,6 +313,8 @@ pub const FUNDS_EVENTS: &str = "txmgr_funds_events_total";
 pub const TOP_UPS: &str = "txmgr_top_ups_total";
 
 /// Counter: HTTPS connections closed before their handshake, label `reason` =
-/// `busy` (every handshake permit taken) | `per_peer` (the peer address holds
-/// its share already).
+/// `busy` (the oldest pending one, shed for a newcomer at
+/// `http.tls.max_pending_handshakes`) | `per_peer` (the same at the address's
+/// `max_handshakes_per_peer`) | `timeout` (not done within
+/// `http.tls.handshake_timeout`).
 pub const TLS_REFUSED: &str = "txmgr_tls_connections_refused_total";

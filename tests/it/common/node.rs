@@ -207,13 +207,12 @@ impl TestNode {
         if let Some(token) = token {
             builder = builder.header("authorization", format!("Bearer {token}"));
         }
-        let body = match body {
-            Some(json) => {
-                builder = builder.header("content-type", "application/json");
-                Body::from(json.to_string())
-            }
-            None => Body::empty(),
-        };
+        // Every POST says JSON, an empty body included, as the API requires
+        // (a page cannot send that cross-site).
+        if body.is_some() || method == "POST" {
+            builder = builder.header("content-type", "application/json");
+        }
+        let body = body.map_or_else(Body::empty, |json| Body::from(json.to_string()));
         let (status, bytes) = self.send(builder.body(body).expect("request")).await;
         let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         (status, json)
