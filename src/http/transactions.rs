@@ -17,6 +17,8 @@ use txmgr_actors::{
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::config::Role;
+
 use super::{
     auth::Caller,
     create_trace::CreateTrace,
@@ -120,6 +122,11 @@ pub(crate) async fn create(
     result
 }
 
+/// What a client token's 423 `paused` says instead of the operator's reason
+/// (ops views keep the reason).
+const CLIENT_PAUSE_MESSAGE: &str =
+    "an operator paused this submitter and it accepts no creates meanwhile; retry later";
+
 /// The `chain` label of a create refused before it named a served chain.
 const NO_CHAIN: &str = "none";
 
@@ -175,6 +182,11 @@ async fn create_inner(
                     chain.chain_id, chain.name
                 ),
             ));
+        }
+        // The operator's pause reason is free text for operators (names,
+        // incidents): a client learns only that the submitter is paused.
+        Err(CreateError::Paused(_)) if caller.role != Role::Ops => {
+            return Err(ApiError::Paused(CLIENT_PAUSE_MESSAGE.to_owned()));
         }
         other => other?,
     };

@@ -64,6 +64,7 @@ mod ops_roles;
 mod ops_scope;
 mod page_budget;
 mod pause;
+mod pause_reason;
 mod pg_tls;
 mod pipeline;
 mod pipeline_cluster;
