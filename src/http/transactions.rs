@@ -221,7 +221,8 @@ pub(crate) async fn get_one(
 ) -> ApiResult<Json<TxView>> {
     let tx_id =
         Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
-    let view = tx_query::get(&state.pool, &state.chains.ids(), tx_id)
+    // Any chain: an intent of a chain a reload removed stays readable.
+    let view = tx_query::get(&state.pool, None, tx_id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no transaction {tx_id}")))?;
     if let Ok(address) = view.submitter.parse::<Address>() {
@@ -388,7 +389,16 @@ pub(crate) async fn query(
         // token scoped to one chain lists that chain).
         chain_ids.retain(|chain_id| caller.may_use_on(*chain_id, &address));
         if chain_ids.is_empty() {
-            caller.check_submitter(&address)?;
+            // None of the chains served is one the token may use it on
+            // (its chain may have been removed by a reload): refused, as
+            // naming such a chain is.
+            return Err(ApiError::Forbidden {
+                message: format!(
+                    "token {:?} may not use submitter {address:#x} on any chain served here",
+                    &*caller.name
+                ),
+                field: Some("submitter".to_owned()),
+            });
         }
     }
     for chain_id in &chain_ids {
@@ -406,6 +416,9 @@ pub(crate) async fn query(
                 ))
             }
         };
+        // The chain the lookup reads, checked itself: with no chain named it
+        // is the only one served, which need not be one the token may use.
+        caller.check_submitter_on(chain.chain_id, &address)?;
         let submitter = SubmitterKey::new(chain.chain_id, address);
         if query.state.is_some() || query.limit.is_some() || query.after.is_some() {
             return Err(ApiError::invalid(

@@ -73,19 +73,17 @@ struct ActionTarget {
     signed: bool,
 }
 
-/// The submitter of transaction `tx_id` on this chain, if there is one:
-/// whose leader an action goes to, and whom the caller must be allowed to
-/// act for.
+/// The chain and submitter of transaction `tx_id` (on any chain), if there
+/// is one: whose leader an action goes to, whom the caller must be allowed
+/// to act for, and whether the answering node serves its chain.
 pub async fn submitter_of(
     pool: &sqlx::PgPool,
-    chain_ids: &[ChainId],
     tx_id: Uuid,
 ) -> StoreResult<Option<(ChainId, Address)>> {
     let row = sqlx::query!(
         r#"SELECT chain_id AS "chain_id: ChainId", submitter FROM managed_tx
-            WHERE tx_id = $1 AND chain_id = ANY($2)"#,
+            WHERE tx_id = $1"#,
         tx_id,
-        chain_ids as _,
     )
     .fetch_optional(pool)
     .await?;
