@@ -34,6 +34,7 @@ pub mod openapi;
 pub mod ops;
 mod ops_audit;
 pub mod ops_endpoints;
+mod ops_history;
 pub mod ops_pause;
 mod ops_state;
 pub mod ops_views;
@@ -175,8 +176,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(ops::reload))
         .routes(routes!(ops_webhooks::list))
         .routes(routes!(ops_webhooks::redeliver))
-        .routes(routes!(history::history))
-        .routes(routes!(history::submitter_history))
+        .routes(routes!(ops_history::history))
+        .routes(routes!(ops_history::submitter_history))
         .routes(routes!(tx_detail::detail))
         .routes(routes!(openapi::serve))
         .routes(routes!(dashboard::page))

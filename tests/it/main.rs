@@ -62,6 +62,7 @@ mod ops_page_views;
 mod ops_reload;
 mod ops_roles;
 mod ops_scope;
+mod ops_scope_reads;
 mod page_budget;
 mod pause;
 mod pause_reason;
