@@ -61,6 +61,14 @@ pub struct Requester<'a> {
     pub node_id: &'a str,
 }
 
+/// `last_error` of an intent cancelled at once on request. Not the token's
+/// name nor its reason: they are an operator's free text, and `last_error`
+/// reaches clients and webhook receivers; `ops_audit` keeps them.
+const CANCELLED_ON_REQUEST: &str = "cancelled on request (the ops audit says who and why)";
+
+/// `last_error` of an intent requeued on request (see [`CANCELLED_ON_REQUEST`]).
+const REQUEUED_ON_REQUEST: &str = "requeued on request (the ops audit says who and why)";
+
 /// The intent an action is asked for, row-locked.
 struct ActionTarget {
     submitter: String,
@@ -199,8 +207,9 @@ pub async fn request_at_most_every(
                   WHERE tx_id = $1 AND (state = 'QUEUED'
                         OR (state = 'STUCK' AND sub_state = $4))",
                 tx_id,
-                who.reason
-                    .map(|r| format!("cancelled by {}: {r}", who.name)),
+                // `last_error` reaches clients (reads, the feed, webhooks):
+                // who asked and why stay in `ops_audit`.
+                CANCELLED_ON_REQUEST,
                 SubState::CancelledByOperator as _,
                 SubState::NonceConsumedExternally as _,
             )
@@ -210,7 +219,7 @@ pub async fn request_at_most_every(
             ActionOutcome::Cancelled
         }
         (OperatorAction::Requeue, _) if lost_nonce => {
-            requeue_lost(&mut tx, tx_id, who).await?;
+            requeue_lost(&mut tx, tx_id).await?;
             ActionOutcome::Requeued
         }
         (OperatorAction::Requeue, _) => return refuse(
@@ -268,11 +277,7 @@ pub const RESUBMIT_SUFFIX: &str = "resubmit";
 /// nonce an outsider consumed: the leader gives it a fresh nonce like any
 /// new intent. Not fenced, like cancelling a QUEUED intent: it holds no
 /// nonce of ours.
-async fn requeue_lost(
-    tx: &mut sqlx::PgConnection,
-    tx_id: Uuid,
-    who: &Requester<'_>,
-) -> StoreResult<()> {
+async fn requeue_lost(tx: &mut sqlx::PgConnection, tx_id: Uuid) -> StoreResult<()> {
     sqlx::query!(
         "UPDATE managed_tx SET state = 'QUEUED', sub_state = $3, nonce = NULL,
                 last_error = $2, tx_hash = NULL, submit_attempts = 0, last_submit_at = NULL,
@@ -282,7 +287,7 @@ async fn requeue_lost(
           WHERE tx_id = $1 AND state = 'STUCK' AND sub_state = $4
             AND receipt IS NULL",
         tx_id,
-        format!("requeued by {}", who.name),
+        REQUEUED_ON_REQUEST,
         SubState::RequeuedByOperator as _,
         SubState::NonceConsumedExternally as _,
     )
