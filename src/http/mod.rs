@@ -47,6 +47,7 @@ mod text;
 mod transactions;
 pub mod tx_actions;
 pub mod tx_detail;
+mod tx_reads;
 
 use std::time::Duration;
 
@@ -159,8 +160,8 @@ pub(crate) fn documented_routes() -> OpenApiRouter<AppState> {
 /// The API proper: under `http.max_concurrent_requests`.
 fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(transactions::query, transactions::create))
-        .routes(routes!(transactions::get_one))
+        .routes(routes!(tx_reads::query, transactions::create))
+        .routes(routes!(tx_reads::get_one))
         .routes(routes!(tx_actions::cancel))
         .routes(routes!(tx_actions::speedup))
         .routes(routes!(tx_actions::rebroadcast))

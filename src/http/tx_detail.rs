@@ -26,7 +26,7 @@ use super::{
     error::{ApiError, ApiResult},
     intent_body::parse_address,
     path::ApiPath,
-    transactions::node_view,
+    tx_reads::node_view,
     AppState,
 };
 
