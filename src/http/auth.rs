@@ -187,6 +187,13 @@ impl Caller {
         })
     }
 
+    /// Whether the token is limited to some submitters: such a caller is
+    /// shown nothing that sums up every submitter (node-wide samples,
+    /// webhook statuses, `/metrics`).
+    pub fn is_scoped(&self) -> bool {
+        self.submitters.is_some()
+    }
+
     /// 403 `forbidden` unless the token is not limited to some submitters:
     /// `what` acts on the whole node or cluster (a reload), which a token
     /// scoped to a few submitters must not do.

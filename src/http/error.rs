@@ -12,6 +12,8 @@
 //! | `method_not_allowed`   | 405    | the route has no such method (`Allow` lists them) |
 //! | `idempotency_conflict` | 409    | same `request_id`, different body                 |
 //! | `not_leader`           | 409    | ops action must run on the node holding the lease |
+//! | `chain_not_served`     | 409    | an action on an intent of a chain this node does  |
+//! |                        |        | not serve (a reload removed it)                   |
 //! | `payload_too_large`    | 413    | body over `http.body_limit_bytes`                 |
 //! | `unsupported_media_type` | 415  | a POST without `Content-Type: application/json`   |
 //! | `misdirected_request`  | 421    | tokenless node, `Host` is not its own name        |
@@ -165,6 +167,11 @@ pub enum ApiError {
         /// The node holding the lease.
         owner: String,
     },
+    /// An action on an intent of a chain this node does not serve (a reload
+    /// removed it): nothing was recorded; the intent waits in the database
+    /// for a node that serves its chain.
+    #[error("{0}")]
+    ChainNotServed(String),
     /// A reload found the configuration file invalid; the running
     /// configuration stays. `field` is the first key at fault.
     #[error("the configuration was rejected; the running configuration stays: {}", issues.iter().map(|(k, r)| format!("{k}: {r}")).collect::<Vec<_>>().join("; "))]
@@ -220,6 +227,7 @@ impl ApiError {
             ApiError::Paused(_) => "paused",
             ApiError::InvalidState(_) => "invalid_state",
             ApiError::NotLeader { .. } => "not_leader",
+            ApiError::ChainNotServed(_) => "chain_not_served",
             ApiError::InvalidConfig { .. } => "invalid_config",
             ApiError::Internal => "internal",
         }
@@ -245,7 +253,7 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } | ApiError::PolicyViolation { .. } => StatusCode::FORBIDDEN,
             ApiError::InvalidState(_) => StatusCode::CONFLICT,
-            ApiError::NotLeader { .. } => StatusCode::CONFLICT,
+            ApiError::NotLeader { .. } | ApiError::ChainNotServed(_) => StatusCode::CONFLICT,
             ApiError::InvalidConfig { .. } => StatusCode::BAD_REQUEST,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -392,6 +400,7 @@ mod tests {
             ApiError::Paused("x".into()),
             ApiError::InvalidState("x".into()),
             ApiError::NotLeader { owner: "x".into() },
+            ApiError::ChainNotServed("x".into()),
             ApiError::InvalidConfig { issues: Vec::new() },
             ApiError::Internal,
         ];

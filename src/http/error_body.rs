@@ -22,6 +22,7 @@ pub const ERROR_CODES: &[&str] = &[
     "idempotency_conflict",
     "invalid_state",
     "not_leader",
+    "chain_not_served",
     "payload_too_large",
     "unsupported_media_type",
     "misdirected_request",

@@ -6,11 +6,12 @@ use axum::{
     extract::State,
     http::{header, StatusCode},
     response::{IntoResponse, Response},
-    Json,
+    Extension, Json,
 };
 use serde::Serialize;
 
 use super::{
+    auth::Caller,
     error::{ApiError, ErrorResponse},
     AppState,
 };
@@ -75,8 +76,18 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
 #[utoipa::path(get, path = "/metrics", tag = "meta",
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain"),
+        (status = 403, description = "forbidden: the token is limited to some submitters (the exposition lists every submitter's balance and spend)", body = ErrorResponse),
         (status = 503, description = "unavailable: no metrics recorder in this process", body = ErrorResponse)))]
-pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+pub(crate) async fn metrics(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+) -> Response {
+    // No caller: `http.metrics_public` opened the path to everyone.
+    if let Some(Extension(caller)) = caller {
+        if let Err(refused) = caller.check_unscoped("read /metrics (every submitter's series)") {
+            return refused.into_response();
+        }
+    }
     match &state.ops.metrics {
         Some(handle) => (
             [(

@@ -5,7 +5,7 @@
 //! queued and in-flight intents are the cluster's, read from PostgreSQL
 //! for the chains this node serves; RPC errors are this node's calls.
 //! Per submitter, the [`MAX_SUBMITTERS`] most recently active keep a ring
-//! too.
+//! too. The routes that serve it are in `ops_history.rs`.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -13,17 +13,11 @@ use std::{
     time::Duration,
 };
 
-use axum::{extract::State, Json};
 use serde::Serialize;
 use sqlx::PgPool;
 use txmgr_actors::{domain::ChainId, store::open_work};
 
-use super::{
-    error::{ApiError, ApiResult},
-    path::ApiPath,
-    served_chains::ServedChains,
-    AppState,
-};
+use super::served_chains::ServedChains;
 
 /// One sample per this period.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
@@ -195,7 +189,8 @@ impl NodeHistory {
         }
     }
 
-    fn submitter(&self, address: &str) -> Option<Vec<SubmitterSample>> {
+    /// The samples of `address` (lower-case hex), if it has a ring.
+    pub(super) fn submitter(&self, address: &str) -> Option<Vec<SubmitterSample>> {
         let rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
         rings
             .submitters
@@ -317,39 +312,6 @@ async fn sample(
     }
     history.push(node, submitters);
     Ok(now)
-}
-
-/// `GET /v1/ops/history`.
-#[utoipa::path(get, path = "/v1/ops/history", tag = "ops",
-    description = "This node's samples of the last hour (one every 10 s): creates and their acknowledgement p50/p99, confirmations, queued and in-flight intents, RPC errors; and the submitters with a history of their own.",
-    responses((status = 200, description = "the node's recent history", body = HistoryView)))]
-pub(crate) async fn history(State(state): State<AppState>) -> Json<HistoryView> {
-    Json(state.ops.history.view())
-}
-
-/// `GET /v1/ops/history/submitters/{address}`.
-#[utoipa::path(get, path = "/v1/ops/history/submitters/{address}", tag = "ops",
-    params(("address" = String, Path, description = "the submitter's address", pattern = "^0x[0-9a-fA-F]{40}$")),
-    responses(
-        (status = 200, description = "the submitter's samples of the last hour", body = SubmitterHistoryView),
-        (status = 400, description = "invalid_request: not an address", body = super::error_body::ErrorResponse),
-        (status = 404, description = "not_found: no history for this submitter on this node", body = super::error_body::ErrorResponse)))]
-pub(crate) async fn submitter_history(
-    State(state): State<AppState>,
-    ApiPath(address): ApiPath<String>,
-) -> ApiResult<Json<SubmitterHistoryView>> {
-    let parsed: alloy::primitives::Address = address.parse().map_err(|_| {
-        ApiError::invalid("address", "address must be 0x followed by 40 hex digits")
-    })?;
-    let submitter = format!("{parsed:#x}");
-    let samples = state.ops.history.submitter(&submitter).ok_or_else(|| {
-        ApiError::NotFound(format!("no history for submitter {submitter} on this node"))
-    })?;
-    Ok(Json(SubmitterHistoryView {
-        submitter,
-        interval_seconds: SAMPLE_EVERY.as_secs(),
-        samples,
-    }))
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ pub mod openapi;
 pub mod ops;
 mod ops_audit;
 pub mod ops_endpoints;
+mod ops_history;
 pub mod ops_pause;
 mod ops_state;
 pub mod ops_views;
@@ -50,6 +51,7 @@ mod text;
 mod transactions;
 pub mod tx_actions;
 pub mod tx_detail;
+mod tx_reads;
 
 use std::time::Duration;
 
@@ -163,8 +165,8 @@ pub(crate) fn documented_routes() -> OpenApiRouter<AppState> {
 /// The API proper: under `http.max_concurrent_requests`.
 fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(transactions::query, transactions::create))
-        .routes(routes!(transactions::get_one))
+        .routes(routes!(tx_reads::query, transactions::create))
+        .routes(routes!(tx_reads::get_one))
         .routes(routes!(tx_actions::cancel))
         .routes(routes!(tx_actions::speedup))
         .routes(routes!(tx_actions::rebroadcast))
@@ -180,8 +182,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(ops::reload))
         .routes(routes!(ops_webhooks::list))
         .routes(routes!(ops_webhooks::redeliver))
-        .routes(routes!(history::history))
-        .routes(routes!(history::submitter_history))
+        .routes(routes!(ops_history::history))
+        .routes(routes!(ops_history::submitter_history))
         .routes(routes!(tx_detail::detail))
         .routes(routes!(openapi::serve))
         .routes(routes!(dashboard::page))

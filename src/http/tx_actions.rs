@@ -87,6 +87,11 @@ enum ActionAnswers {
     )]
     InvalidState(ErrorResponse),
     #[response(
+        status = 409,
+        description = "chain_not_served: the transaction's chain is not served by this node (a reload removed it); nothing was recorded"
+    )]
+    ChainNotServed(ErrorResponse),
+    #[response(
         status = 429,
         description = "rate_limited: (speedup with a client token) this intent was sped up less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds"
     )]
@@ -198,13 +203,19 @@ async fn act(
         Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
     let body = parse_body(&body)?;
     let not_found = || ApiError::NotFound(format!("no transaction {tx_id}"));
-    let (chain_id, address) = actions::submitter_of(&state.pool, &state.chains.ids(), tx_id)
+    let (chain_id, address) = actions::submitter_of(&state.pool, tx_id)
         .await?
         .ok_or_else(not_found)?;
     // Another submitter's transaction is reported as absent (as by GET):
     // its id alone must not reveal that it exists or whose it is.
     if caller.check_submitter_on(chain_id, &address).is_err() {
         return Err(not_found());
+    }
+    // Readable, but no leader here acts on it: nothing is recorded.
+    if state.chains.by_id(chain_id).is_none() {
+        return Err(ApiError::ChainNotServed(format!(
+            "transaction {tx_id} is on chain {chain_id}, which this node does not serve (a reload removed it); it waits unchanged for a node that serves the chain"
+        )));
     }
     let name = caller.name.to_string();
     let node_id = super::ops_audit::node_name(&state);

@@ -91,7 +91,11 @@ async fn charts_have_points_and_the_transaction_view_lists_both_attempts_of_a_bu
     })
     .await;
     let (status, detail) = node
-        .request("GET", "/v1/ops/transactions/view-0", None)
+        .request(
+            "GET",
+            &format!("/v1/ops/transactions/view-0?submitter={DEV}"),
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{detail}");
     let hashes: Vec<String> = detail["attempts"]
@@ -119,7 +123,7 @@ async fn charts_have_points_and_the_transaction_view_lists_both_attempts_of_a_bu
     let server = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    let url = format!("{base}#tx=view-0");
+    let url = format!("{base}#tx=view-0&submitter={DEV}");
     let mut dom = String::new();
     for _ in 0..5 {
         dom = dump_dom(browser, &url, 8000).await;

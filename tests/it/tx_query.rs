@@ -113,7 +113,7 @@ async fn queued_intent_reads_back_with_the_api_shape() {
     )
     .await;
 
-    let view = tx_query::get(&db.pool, &[CHAIN.into()], tx_id)
+    let view = tx_query::get(&db.pool, Some(&[CHAIN.into()]), tx_id)
         .await
         .expect("get")
         .expect("row exists");
@@ -179,14 +179,21 @@ async fn queued_intent_reads_back_with_the_api_shape() {
 async fn get_is_scoped_to_the_chain_and_misses_cleanly() {
     let db = TestDb::migrated().await;
     let tx_id = create(&db.pool, alice(), "r-1", transfer(1)).await;
-    assert!(tx_query::get(&db.pool, &[(CHAIN + 1).into()], tx_id)
+    assert!(tx_query::get(&db.pool, Some(&[(CHAIN + 1).into()]), tx_id)
         .await
         .expect("get")
         .is_none());
-    assert!(tx_query::get(&db.pool, &[CHAIN.into()], Uuid::now_v7())
+    // Without a chain filter: any chain's.
+    assert!(tx_query::get(&db.pool, None, tx_id)
         .await
         .expect("get")
-        .is_none());
+        .is_some());
+    assert!(
+        tx_query::get(&db.pool, Some(&[CHAIN.into()]), Uuid::now_v7())
+            .await
+            .expect("get")
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -197,7 +204,7 @@ async fn contract_creation_has_no_recipient() {
         ..transfer(0)
     };
     let tx_id = create(&db.pool, alice(), "deploy", intent).await;
-    let view = tx_query::get(&db.pool, &[CHAIN.into()], tx_id)
+    let view = tx_query::get(&db.pool, Some(&[CHAIN.into()]), tx_id)
         .await
         .expect("get")
         .expect("row");
@@ -259,7 +266,7 @@ async fn odd_receipt_json_degrades_to_nulls_not_errors() {
         json!({"status": true, "gasUsed": "lots"}),
     )
     .await;
-    let view = tx_query::get(&db.pool, &[CHAIN.into()], tx_id)
+    let view = tx_query::get(&db.pool, Some(&[CHAIN.into()]), tx_id)
         .await
         .expect("get")
         .expect("row");

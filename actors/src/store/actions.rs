@@ -61,6 +61,14 @@ pub struct Requester<'a> {
     pub node_id: &'a str,
 }
 
+/// `last_error` of an intent cancelled at once on request. Not the token's
+/// name nor its reason: they are an operator's free text, and `last_error`
+/// reaches clients and webhook receivers; `ops_audit` keeps them.
+const CANCELLED_ON_REQUEST: &str = "cancelled on request (the ops audit says who and why)";
+
+/// `last_error` of an intent requeued on request (see [`CANCELLED_ON_REQUEST`]).
+const REQUEUED_ON_REQUEST: &str = "requeued on request (the ops audit says who and why)";
+
 /// The intent an action is asked for, row-locked.
 struct ActionTarget {
     submitter: String,
@@ -73,19 +81,17 @@ struct ActionTarget {
     signed: bool,
 }
 
-/// The submitter of transaction `tx_id` on this chain, if there is one:
-/// whose leader an action goes to, and whom the caller must be allowed to
-/// act for.
+/// The chain and submitter of transaction `tx_id` (on any chain), if there
+/// is one: whose leader an action goes to, whom the caller must be allowed
+/// to act for, and whether the answering node serves its chain.
 pub async fn submitter_of(
     pool: &sqlx::PgPool,
-    chain_ids: &[ChainId],
     tx_id: Uuid,
 ) -> StoreResult<Option<(ChainId, Address)>> {
     let row = sqlx::query!(
         r#"SELECT chain_id AS "chain_id: ChainId", submitter FROM managed_tx
-            WHERE tx_id = $1 AND chain_id = ANY($2)"#,
+            WHERE tx_id = $1"#,
         tx_id,
-        chain_ids as _,
     )
     .fetch_optional(pool)
     .await?;
@@ -201,8 +207,9 @@ pub async fn request_at_most_every(
                   WHERE tx_id = $1 AND (state = 'QUEUED'
                         OR (state = 'STUCK' AND sub_state = $4))",
                 tx_id,
-                who.reason
-                    .map(|r| format!("cancelled by {}: {r}", who.name)),
+                // `last_error` reaches clients (reads, the feed, webhooks):
+                // who asked and why stay in `ops_audit`.
+                CANCELLED_ON_REQUEST,
                 SubState::CancelledByOperator as _,
                 SubState::NonceConsumedExternally as _,
             )
@@ -212,7 +219,7 @@ pub async fn request_at_most_every(
             ActionOutcome::Cancelled
         }
         (OperatorAction::Requeue, _) if lost_nonce => {
-            requeue_lost(&mut tx, tx_id, who).await?;
+            requeue_lost(&mut tx, tx_id).await?;
             ActionOutcome::Requeued
         }
         (OperatorAction::Requeue, _) => return refuse(
@@ -270,11 +277,7 @@ pub const RESUBMIT_SUFFIX: &str = "resubmit";
 /// nonce an outsider consumed: the leader gives it a fresh nonce like any
 /// new intent. Not fenced, like cancelling a QUEUED intent: it holds no
 /// nonce of ours.
-async fn requeue_lost(
-    tx: &mut sqlx::PgConnection,
-    tx_id: Uuid,
-    who: &Requester<'_>,
-) -> StoreResult<()> {
+async fn requeue_lost(tx: &mut sqlx::PgConnection, tx_id: Uuid) -> StoreResult<()> {
     sqlx::query!(
         "UPDATE managed_tx SET state = 'QUEUED', sub_state = $3, nonce = NULL,
                 last_error = $2, tx_hash = NULL, submit_attempts = 0, last_submit_at = NULL,
@@ -284,7 +287,7 @@ async fn requeue_lost(
           WHERE tx_id = $1 AND state = 'STUCK' AND sub_state = $4
             AND receipt IS NULL",
         tx_id,
-        format!("requeued by {}", who.name),
+        REQUEUED_ON_REQUEST,
         SubState::RequeuedByOperator as _,
         SubState::NonceConsumedExternally as _,
     )

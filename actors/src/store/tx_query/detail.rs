@@ -8,7 +8,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::{domain::ChainId, store::StoreResult};
+use crate::store::StoreResult;
 
 /// One signed attempt.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -93,40 +93,15 @@ pub struct TxDetail {
     pub audit: Vec<AuditView>,
 }
 
-/// The transaction `key` names on `chain_ids`: its id, a hash of any of its
-/// attempts, or a request id (the newest transaction with it).
-pub async fn find(pool: &PgPool, chain_ids: &[ChainId], key: &str) -> StoreResult<Option<Uuid>> {
-    if let Ok(tx_id) = Uuid::parse_str(key) {
-        return Ok(sqlx::query_scalar!(
-            "SELECT tx_id FROM managed_tx WHERE tx_id = $1 AND chain_id = ANY($2)",
-            tx_id,
-            chain_ids as _,
-        )
-        .fetch_optional(pool)
-        .await?);
-    }
-    let hash = key.to_ascii_lowercase();
-    if hash.len() == 66
-        && hash.starts_with("0x")
-        && hash[2..].bytes().all(|b| b.is_ascii_hexdigit())
-    {
-        return Ok(sqlx::query_scalar!(
-            "SELECT a.tx_id FROM tx_attempt a JOIN managed_tx m ON m.tx_id = a.tx_id
-              WHERE a.tx_hash = $1 AND m.chain_id = ANY($2)",
-            hash,
-            chain_ids as _,
-        )
-        .fetch_optional(pool)
-        .await?);
-    }
-    Ok(sqlx::query_scalar!(
-        "SELECT tx_id FROM managed_tx WHERE request_id = $1 AND chain_id = ANY($2)
-          ORDER BY created_at DESC LIMIT 1",
-        key,
-        chain_ids as _,
+/// The transaction one of whose attempts has this hash (lower-case `0x`
+/// hex), on any chain: reads are not limited to the chains a node serves
+/// (an intent of a chain a reload removed stays readable).
+pub async fn find_by_attempt_hash(pool: &PgPool, hash: &str) -> StoreResult<Option<Uuid>> {
+    Ok(
+        sqlx::query_scalar!("SELECT tx_id FROM tx_attempt WHERE tx_hash = $1", hash,)
+            .fetch_optional(pool)
+            .await?,
     )
-    .fetch_optional(pool)
-    .await?)
 }
 
 /// The attempts, feed rows, dead letters and audit rows of `tx_id`.

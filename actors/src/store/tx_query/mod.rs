@@ -15,7 +15,9 @@ mod list;
 
 use super::{StoreError, StoreResult};
 use crate::domain::{ChainId, Intent, SubState, SubmitterKey, TxState};
-pub use detail::{detail, find, AttemptView, AuditView, DeadLetterView, FeedRowView, TxDetail};
+pub use detail::{
+    detail, find_by_attempt_hash, AttemptView, AuditView, DeadLetterView, FeedRowView, TxDetail,
+};
 pub use list::{list, list_within};
 
 /// One managed transaction as the API shows it — exactly the `GET
@@ -246,9 +248,14 @@ fn receipt_status(value: Option<&serde_json::Value>) -> Option<u8> {
     }
 }
 
-/// One transaction by id on one of `chain_ids` (the chains served here);
-/// `None` if there is none.
-pub async fn get(pool: &PgPool, chain_ids: &[ChainId], tx_id: Uuid) -> StoreResult<Option<TxView>> {
+/// One transaction by id, on one of `chain_ids` when given, else on any
+/// chain (the API reads every chain's rows: an intent of a chain a reload
+/// removed stays readable); `None` if there is none.
+pub async fn get(
+    pool: &PgPool,
+    chain_ids: Option<&[ChainId]>,
+    tx_id: Uuid,
+) -> StoreResult<Option<TxView>> {
     let row = sqlx::query_as!(
         TxRow,
         r#"SELECT m.chain_id AS "chain_id: ChainId", m.tx_id, m.submitter, m.request_id, m.state, CASE WHEN m.state = 'QUEUED' AND EXISTS (
@@ -259,7 +266,8 @@ pub async fn get(pool: &PgPool, chain_ids: &[ChainId], tx_id: Uuid) -> StoreResu
                   m.receipt_block_number, m.receipt_block_hash, m.created_at, m.updated_at,
                   m.confirmed_at, m.ingress_seq,
                   (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = m.tx_id) AS "attempts!"
-             FROM managed_tx m WHERE m.tx_id = $1 AND m.chain_id = ANY($2)"#,
+             FROM managed_tx m
+            WHERE m.tx_id = $1 AND ($2::bigint[] IS NULL OR m.chain_id = ANY($2))"#,
         tx_id,
         chain_ids as _,
     )
