@@ -86,6 +86,7 @@ mod rpc_proxy;
 mod rpc_secrets;
 mod secret_rotation;
 mod speedup_bounds;
+mod spend_ledger_retention;
 mod spend_limit;
 mod tls_rpc;
 mod token_rate;

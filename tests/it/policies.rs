@@ -179,8 +179,8 @@ policy = {{ allowed_to = ["{PAYEE}"], allowed_selectors = {{ "{TOKEN}" = ["0xa90
 }
 
 #[test]
-fn a_spend_limit_needs_an_amount_and_a_window_the_ledger_keeps() {
-    let config = |limit: &str| {
+fn a_spend_limit_needs_an_amount_and_a_window_whatever_the_feed_retention() {
+    let config = |retain: &str, limit: &str| {
         format!(
             r#"
 [database]
@@ -189,29 +189,35 @@ url = "postgres://localhost/x"
 rpc_url = "http://127.0.0.1:8545"
 chain_id = 31337
 [feed]
-retain = "7days"
+retain = "{retain}"
 [submitters."{DEV}"]
 signer = {{ kind = "env", env = "K" }}
 policy = {{ spend_limit = {limit} }}
 "#
         )
     };
-    let refused = |limit: &str| {
-        txmgr::config::Config::from_toml_str(&config(limit), std::iter::empty::<(String, String)>())
-            .expect_err("refused")
-            .to_string()
+    let load = |retain: &str, limit: &str| {
+        txmgr::config::Config::from_toml_str(
+            &config(retain, limit),
+            std::iter::empty::<(String, String)>(),
+        )
     };
-    let text = refused(r#"{ window = "1h" }"#);
+    let text = load("7days", r#"{ window = "1h" }"#)
+        .expect_err("refused")
+        .to_string();
     assert!(text.contains("policy.spend_limit"), "{text}");
     assert!(text.contains("`value`, `fees` or both"), "{text}");
-    let text = refused(r#"{ fees = "1", window = "8days" }"#);
+    let text = load("7days", r#"{ fees = "1", window = "101years" }"#)
+        .expect_err("refused")
+        .to_string();
     assert!(text.contains("policy.spend_limit.window"), "{text}");
-    assert!(text.contains("feed.retain"), "{text}");
-    txmgr::config::Config::from_toml_str(
-        &config(r#"{ fees = "1", window = "7days" }"#),
-        std::iter::empty::<(String, String)>(),
-    )
-    .expect("a fee limit alone, over the whole retention");
+    // The ledger keeps its rows for the longest window any node runs, not
+    // for `feed.retain`: neither a shorter feed nor one kept forever
+    // (`0s`) refuses a window.
+    for retain in ["7days", "1h", "0s"] {
+        load(retain, r#"{ fees = "1", window = "8days" }"#)
+            .unwrap_or_else(|e| panic!("feed.retain {retain}: {e}"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

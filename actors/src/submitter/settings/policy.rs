@@ -104,6 +104,11 @@ pub struct SpendLimit {
     pub window: std::time::Duration,
 }
 
+/// Longest `spend_limit.window` accepted (100 years): the ledger's window
+/// arithmetic (`now() - window`) would overflow the database's timestamps.
+pub(super) const MAX_SPEND_WINDOW: std::time::Duration =
+    std::time::Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Default `spend_wait`.
 pub const DEFAULT_SPEND_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 

@@ -3,7 +3,7 @@
 //! are warnings — `config check` prints them, start and reload log them —
 //! about rules a client can step around with a request the policy accepts.
 
-use super::Policy;
+use super::{policy::MAX_SPEND_WINDOW, Policy};
 
 impl Policy {
     /// Why this policy cannot work, as `(key, reason)` with keys relative
@@ -21,6 +21,15 @@ impl Policy {
             issues.push((
                 "policy.spend_limit.window",
                 "must be greater than zero".to_owned(),
+            ));
+        }
+        if self
+            .spend_limit
+            .is_some_and(|l| l.window > MAX_SPEND_WINDOW)
+        {
+            issues.push((
+                "policy.spend_limit.window",
+                "must be at most 100 years (the database's interval arithmetic)".to_owned(),
             ));
         }
         if self
