@@ -27,6 +27,7 @@ mod feed;
 mod funds;
 mod http_tls;
 mod overrides;
+mod policy_warnings;
 mod sections;
 mod settings_checks;
 mod signer;
@@ -172,6 +173,8 @@ impl Config {
         let mut config: Config = figment.extract().map_err(ConfigError::from_figment)?;
         config.warnings = warnings;
         let mut issues = validate::normalise_and_validate(&mut config);
+        let policy_bypasses = policy_warnings::policy_warnings(&config);
+        config.warnings.extend(policy_bypasses);
         issues.extend(refused_variables);
         issues.extend(config.feed.validate());
         issues.extend(config.telemetry.validate());
@@ -200,7 +203,8 @@ impl Config {
             .map_err(|issues| ConfigError { issues })
     }
 
-    /// Keys that loaded but deserve attention (deprecated names), as
+    /// Keys that loaded but deserve attention (deprecated names, policy
+    /// rules a request can step around, insecure transport allowed), as
     /// `key: reason`.
     pub fn warnings(&self) -> &[ConfigIssue] {
         &self.warnings

@@ -309,6 +309,9 @@ pub struct PolicyOverride {
     /// Overrides `policy.deny_contract_creation`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deny_contract_creation: Option<bool>,
+    /// Overrides `policy.allow_contract_creation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_contract_creation: Option<bool>,
     /// Overrides `policy.max_value_per_tx`.
     #[serde(
         default,
@@ -352,6 +355,9 @@ impl PolicyOverride {
             deny_contract_creation: self
                 .deny_contract_creation
                 .unwrap_or(base.deny_contract_creation),
+            allow_contract_creation: self
+                .allow_contract_creation
+                .unwrap_or(base.allow_contract_creation),
             max_value_per_tx: self.max_value_per_tx.or(base.max_value_per_tx),
             max_fee_per_tx: self.max_fee_per_tx.or(base.max_fee_per_tx),
             spend_limit: self.spend_limit.or(base.spend_limit),

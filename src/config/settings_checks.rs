@@ -11,28 +11,15 @@ use txmgr_actors::{
 };
 
 /// Checks resolved settings; returns `(field path, reason)` pairs relative
-/// to the settings table. `ledger_retain` is `feed.retain`: how long the
-/// spend ledger keeps its rows.
-pub(crate) fn check_settings(
-    s: &SubmitterSettings,
-    ledger_retain: std::time::Duration,
-) -> Vec<(&'static str, String)> {
+/// to the settings table.
+pub(crate) fn check_settings(s: &SubmitterSettings) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     if s.max_in_flight == 0 {
         out.push(("max_in_flight", "must be >= 1".to_string()));
     }
+    // A spend window is not bounded by `feed.retain`: the ledger keeps its
+    // rows for the longest window any node runs (`daemon::ledger_retention`).
     out.extend(s.policy.issues());
-    if let Some(limit) = s.policy.spend_limit {
-        if limit.window > ledger_retain {
-            out.push((
-                "policy.spend_limit.window",
-                format!(
-                    "must not exceed feed.retain ({}): the spend ledger keeps its rows that long",
-                    humantime::format_duration(ledger_retain)
-                ),
-            ));
-        }
-    }
     if !(1..=MAX_BATCH_SIZE).contains(&s.batch_size) {
         out.push((
             "batch_size",

@@ -84,7 +84,7 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
         ));
     }
 
-    let default_issues = check_settings(&config.defaults, config.feed.retain);
+    let default_issues = check_settings(&config.defaults);
     for (field, reason) in &default_issues {
         issues.push(ConfigIssue::new(
             format!("defaults.{field}"),
@@ -103,7 +103,7 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
     for chain in config.chains() {
         if let Some(overrides) = &chain.config.defaults {
             let settings = overrides.merged_settings(&config.defaults);
-            for (field, reason) in check_settings(&settings, config.feed.retain) {
+            for (field, reason) in check_settings(&settings) {
                 if !reported.iter().any(|(f, r)| *f == field && *r == reason) {
                     let key = chain.key_of(&format!("defaults.{field}"));
                     issues.push(ConfigIssue::new(key, reason.clone()));
@@ -126,7 +126,7 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
             if let Some(issue) = super::chains::check_private_sends(&chain, &prefix, &resolved) {
                 issues.push(issue);
             }
-            for (field, reason) in check_settings(&resolved.settings, config.feed.retain) {
+            for (field, reason) in check_settings(&resolved.settings) {
                 if !reported.iter().any(|(f, r)| *f == field && *r == reason) {
                     let key = match entry.on.get(chain.name) {
                         Some(on) if on.has_overrides() => {
@@ -393,6 +393,6 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         let defaults = txmgr_actors::submitter::SubmitterSettings::default();
-        assert!(check_settings(&defaults, Duration::from_secs(86_400)).is_empty());
+        assert!(check_settings(&defaults).is_empty());
     }
 }

@@ -227,6 +227,11 @@ impl ChainHost {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The node's database pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// The chains running now.
     pub fn running(&self) -> Vec<ChainRuntime> {
         self.lock_running().clone()

@@ -8,6 +8,7 @@ mod chains;
 mod counting_chain;
 mod engine;
 pub mod https;
+mod ledger_retention;
 mod observe;
 mod pending_handshakes;
 mod registration;
@@ -48,7 +49,7 @@ pub use reload::Reloader;
 pub use restart_keys::needs_restart;
 pub use webhooks::{start_chain_webhooks, wake_on_completions};
 
-/// Period of the feed retention rounds (`feed.retain`).
+/// Period of the feed and spend ledger retention rounds.
 const FEED_RETENTION_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Period of the gauges refreshed from the database and the engine.
@@ -178,6 +179,14 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     let http_addr = bound.to_string();
     let mut registration = NodeRegistration::claim(&pool, &config, &http_addr).await?;
     let owner = registration.owner().clone();
+    // Before any chain starts: from now on no node prunes a ledger row this
+    // node's windows count.
+    if let Err(err) = ledger_retention::register(&pool, &config).await {
+        if let Err(cleanup) = registration.leave().await {
+            tracing::warn!(error = %cleanup, "removing the node row failed");
+        }
+        return Err(anyhow::Error::new(err).context("registering the spend ledger horizon"));
+    }
     let counting: WrapClient<'_> = &|name, client| CountingChain::wrap(name, client);
     let chains = match start_chains(&config, &owner, &pool, counting).await {
         Ok(chains) => chains,
@@ -239,6 +248,11 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             FEED_RETENTION_INTERVAL,
         ))
     });
+    // The spend ledger's own retention, whatever `feed.retain` is.
+    let ledger_retention = tokio::spawn(ledger_retention::ledger_retention_loop(
+        pool.clone(),
+        FEED_RETENTION_INTERVAL,
+    ));
     let completions =
         CompletionNotifier::listen(pool.clone(), &chain_ids, config.http.max_long_polls);
     host.follow(Some(completions.clone()), Some(webhooks.clone()));
@@ -288,6 +302,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     if let Some(retention) = retention {
         retention.abort();
     }
+    ledger_retention.abort();
     webhook_wakes.abort();
     webhooks.shutdown(lease_duration).await;
     host.stop_all(lease_duration).await;

@@ -286,9 +286,9 @@ fn refresh_engine(chain: &str, engine: &Engine) {
 }
 
 /// Deletes feed rows older than `feed.retain` (see
-/// `store::feed_retention`), and spend ledger rows as old, every `every`, a
-/// bounded number of batches per round. Every node runs it: the deletes
-/// are idempotent.
+/// `store::feed_retention`) every `every`, a bounded number of batches per
+/// round. Every node runs it: the deletes are idempotent. (The spend ledger
+/// has its own retention: `ledger_retention`.)
 pub async fn feed_retention_loop(pool: PgPool, retain: Duration, every: Duration) {
     /// Batches per round at most (each looks at 1,000 rows).
     const MAX_BATCHES: u32 = 100;
@@ -306,30 +306,5 @@ pub async fn feed_retention_loop(pool: PgPool, retain: Duration, every: Duration
                 tracing::warn!(target: "txmgr::feed", error = %err, "feed retention round failed")
             }
         }
-        prune_spend_ledger(&pool, retain, MAX_BATCHES).await;
-    }
-}
-
-/// Deletes spend ledger rows older than `retain` (every spend window is at
-/// most `feed.retain`), at most `max_batches` batches.
-async fn prune_spend_ledger(pool: &PgPool, retain: Duration, max_batches: u32) {
-    use txmgr_actors::store::spend::{prune_batch, PRUNE_BATCH};
-    let mut rows = 0u64;
-    for _ in 0..max_batches {
-        match prune_batch(pool, retain).await {
-            Ok(deleted) => {
-                rows += deleted;
-                if deleted < PRUNE_BATCH as u64 {
-                    break;
-                }
-            }
-            Err(err) => {
-                tracing::warn!(target: "txmgr::feed", error = %err, "spend ledger retention batch failed");
-                break;
-            }
-        }
-    }
-    if rows > 0 {
-        tracing::info!(target: "txmgr::feed", rows, "spend ledger retention: old rows deleted");
     }
 }

@@ -10,6 +10,8 @@
 //!                      ├─ chains added: connected (an endpoint on another chain id
 //!                      │  rejects all), started, served; removed: no longer served,
 //!                      │  drained (leases released, rows kept)
+//!                      ├─ longest spend window ─► spend_ledger_horizon (the longer of
+//!                      │  old and new while the actors switch; then the new one)
 //!                      ├─ [[webhooks]] (secrets re-read) ─► Webhooks::apply
 //!                      └─ keys that need a restart (restart_keys: node-level
 //!                         sections, a running chain's endpoints, ingress_capacity) ─► reported
@@ -32,7 +34,7 @@ use async_trait::async_trait;
 use tokio::sync::Mutex;
 use txmgr_actors::{node::SubmitterSpec, signer::build_signer, webhook::Webhooks};
 
-use super::{restart_keys::restart_keys, ChainHost};
+use super::{ledger_retention::HorizonChange, restart_keys::restart_keys, ChainHost};
 use crate::{
     config::{Config, ConfigError, ResolvedSubmitter},
     http::{Reload, ReloadReport},
@@ -251,6 +253,11 @@ impl Reload for Reloader {
             connected.push(chain);
         }
 
+        // The spend ledger keeps the longer of the old and new windows
+        // while the running actors switch; the new one once they have.
+        let horizon = HorizonChange::between(&running, &new);
+        horizon.widen(self.host.pool()).await?;
+
         // Removed first: a chain id may move to a chain of another name.
         for name in &chains_removed {
             self.host.remove(name, running.lease.duration).await;
@@ -297,6 +304,7 @@ impl Reload for Reloader {
         }
         // Applied every time: a rotated secret (same file) takes effect too.
         self.webhooks.apply(webhooks);
+        horizon.settle(self.host.pool()).await;
         *running = new;
         tracing::info!(target: "txmgr::reload", updated = report.updated.len(), added = report.added.len(),
             removed = report.removed.len(), chains_added = ?report.chains_added, chains_removed = ?report.chains_removed,

@@ -1,8 +1,8 @@
 //! Bounded feed work (README "Completion feed" and "Webhooks"): a webhook's
 //! lag is counted up to a cap however long the feed is, and `feed.retain`
 //! deletes old rows except those a live webhook cursor or a dead letter
-//! still needs, and the cursor rows of webhooks gone from every config;
-//! spend ledger rows as old go too.
+//! still needs, and the cursor rows of webhooks gone from every config.
+//! The spend ledger prunes by the longest window any node registered.
 
 use std::time::{Duration, Instant};
 
@@ -132,9 +132,10 @@ async fn retention_keeps_what_a_live_cursor_or_a_dead_letter_needs() {
 }
 
 #[tokio::test]
-async fn spend_ledger_rows_older_than_the_retention_go_in_batches() {
+async fn spend_ledger_rows_older_than_every_registered_window_go_in_batches() {
+    use txmgr_actors::store::spend_retention;
     let db = TestDb::migrated().await;
-    for (count, days_ago) in [(1_500i32, 40i32), (5, 1)] {
+    for (count, days_ago) in [(1_500i32, 40i32), (5, 20), (5, 1)] {
         sqlx::query(
             "INSERT INTO spend_ledger (tx_id, chain_id, submitter, value, at)
              SELECT gen_random_uuid(), 31337, $1, 1, now() - $2 * interval '1 day'
@@ -147,9 +148,27 @@ async fn spend_ledger_rows_older_than_the_retention_go_in_batches() {
         .await
         .expect("ledger rows");
     }
-    let prune = || txmgr_actors::store::spend::prune_batch(&db.pool, MONTH);
+    let prune = || spend_retention::prune_batch(&db.pool);
+    assert_eq!(prune().await.expect("prune"), 0, "no node registered: none");
+    // One node counts 2-day windows, another 30-day ones: the longest holds.
+    let day = Duration::from_secs(24 * 3600);
+    spend_retention::register(&db.pool, "short", 2 * day)
+        .await
+        .expect("register");
+    spend_retention::register(&db.pool, "long", MONTH)
+        .await
+        .expect("register");
     assert_eq!(prune().await.expect("prune"), 1_000, "one full batch");
     assert_eq!(prune().await.expect("prune"), 500, "the rest: fewer, done");
     assert_eq!(prune().await.expect("prune"), 0);
+    assert_eq!(db.count("SELECT count(*) FROM spend_ledger").await, 10);
+    // The long one is re-registered shorter (a reload): its rows go.
+    spend_retention::register(&db.pool, "long", day)
+        .await
+        .expect("register");
+    assert_eq!(
+        spend_retention::prune(&db.pool, 10).await.expect("prune"),
+        5
+    );
     assert_eq!(db.count("SELECT count(*) FROM spend_ledger").await, 5);
 }

@@ -96,6 +96,7 @@ mod rpc_secrets;
 mod rule_texts;
 mod secret_rotation;
 mod speedup_bounds;
+mod spend_ledger_retention;
 mod spend_limit;
 mod tls_rpc;
 mod token_rate;

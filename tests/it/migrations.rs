@@ -134,6 +134,7 @@ async fn migrations_apply_to_an_empty_database_and_are_idempotent() {
             "managed_tx",
             "ops_audit",
             "spend_ledger",
+            "spend_ledger_horizon",
             "submitter_funds",
             "submitter_lease",
             "submitter_nonce_cursor",

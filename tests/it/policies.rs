@@ -179,8 +179,8 @@ policy = {{ allowed_to = ["{PAYEE}"], allowed_selectors = {{ "{TOKEN}" = ["0xa90
 }
 
 #[test]
-fn a_spend_limit_needs_an_amount_and_a_window_the_ledger_keeps() {
-    let config = |limit: &str| {
+fn a_spend_limit_needs_an_amount_and_a_window_whatever_the_feed_retention() {
+    let config = |retain: &str, limit: &str| {
         format!(
             r#"
 [database]
@@ -189,29 +189,35 @@ url = "postgres://localhost/x"
 rpc_url = "http://127.0.0.1:8545"
 chain_id = 31337
 [feed]
-retain = "7days"
+retain = "{retain}"
 [submitters."{DEV}"]
 signer = {{ kind = "env", env = "K" }}
 policy = {{ spend_limit = {limit} }}
 "#
         )
     };
-    let refused = |limit: &str| {
-        txmgr::config::Config::from_toml_str(&config(limit), std::iter::empty::<(String, String)>())
-            .expect_err("refused")
-            .to_string()
+    let load = |retain: &str, limit: &str| {
+        txmgr::config::Config::from_toml_str(
+            &config(retain, limit),
+            std::iter::empty::<(String, String)>(),
+        )
     };
-    let text = refused(r#"{ window = "1h" }"#);
+    let text = load("7days", r#"{ window = "1h" }"#)
+        .expect_err("refused")
+        .to_string();
     assert!(text.contains("policy.spend_limit"), "{text}");
     assert!(text.contains("`value`, `fees` or both"), "{text}");
-    let text = refused(r#"{ fees = "1", window = "8days" }"#);
+    let text = load("7days", r#"{ fees = "1", window = "101years" }"#)
+        .expect_err("refused")
+        .to_string();
     assert!(text.contains("policy.spend_limit.window"), "{text}");
-    assert!(text.contains("feed.retain"), "{text}");
-    txmgr::config::Config::from_toml_str(
-        &config(r#"{ fees = "1", window = "7days" }"#),
-        std::iter::empty::<(String, String)>(),
-    )
-    .expect("a fee limit alone, over the whole retention");
+    // The ledger keeps its rows for the longest window any node runs, not
+    // for `feed.retain`: neither a shorter feed nor one kept forever
+    // (`0s`) refuses a window.
+    for retain in ["7days", "1h", "0s"] {
+        load(retain, r#"{ fees = "1", window = "8days" }"#)
+            .unwrap_or_else(|e| panic!("feed.retain {retain}: {e}"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -234,6 +240,10 @@ async fn an_intent_stored_before_a_rule_was_tightened_is_rejected_at_allocation(
     assert_eq!(status, 200, "{answer}");
     let (status, answer) = create(&node, body("stored-before", Some(STRANGER), "1", "0x")).await;
     assert_eq!(status, 202, "{answer}");
+    // A contract creation stored before `allowed_to` was set: no `to`, so
+    // only the listed destinations' rule can stop it.
+    let (status, answer) = create(&node, body("created-before", None, "1000", &drain())).await;
+    assert_eq!(status, 202, "{answer}");
     let tightened = format!("policy = {{ allowed_to = [\"{PAYEE}\"] }}");
     reload(&node, &file, policy_toml(&db, &anvil, &tightened)).await;
     let (status, answer) = create(&node, body("allowed", Some(PAYEE), "1", "0x")).await;
@@ -251,19 +261,134 @@ async fn an_intent_stored_before_a_rule_was_tightened_is_rejected_at_allocation(
         1,
     )
     .await;
-    let (state, nonce, reason): (String, Option<i64>, Option<String>) = sqlx::query_as(
-        "SELECT state, nonce, last_error FROM managed_tx WHERE request_id = 'stored-before'",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .expect("row");
-    assert_eq!(state, "REJECTED");
-    assert_eq!(nonce, None, "no nonce drawn against the rule");
-    assert!(
-        reason
-            .as_deref()
-            .is_some_and(|r| r.starts_with("policy_violation: policy allowed_to")),
-        "{reason:?}"
-    );
+    for request_id in ["stored-before", "created-before"] {
+        let (state, nonce, reason): (String, Option<i64>, Option<String>) =
+            sqlx::query_as("SELECT state, nonce, last_error FROM managed_tx WHERE request_id = $1")
+                .bind(request_id)
+                .fetch_one(&db.pool)
+                .await
+                .expect("row");
+        assert_eq!(state, "REJECTED", "{request_id}");
+        assert_eq!(nonce, None, "{request_id}: no nonce drawn against the rule");
+        assert!(
+            reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("policy_violation: policy allowed_to")),
+            "{request_id}: {reason:?}"
+        );
+    }
     node.stop().await;
+}
+
+/// Init code that self-destructs at once, sending the intent's `value` to
+/// `STRANGER`: `PUSH20 <STRANGER>; SELFDESTRUCT`.
+fn drain() -> String {
+    format!("0x73{}ff", STRANGER.trim_start_matches("0x"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_contract_creation_is_refused_where_the_policy_lists_destinations() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let file = ConfigFile(
+        std::env::temp_dir().join(format!("txmgr-policy-{}.toml", uuid::Uuid::new_v4())),
+    );
+    let only = |rules: &str| policy_toml(&db, &anvil, &format!("policy = {{ {rules} }}"));
+    std::fs::write(&file.0, only(&format!("allowed_to = [\"{PAYEE}\"]"))).expect("write");
+    let node = TestNode::start_file(&file.0).await;
+    let (status, answer) = create(&node, body("drain-1", None, "1000", &drain())).await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["error"]["code"], "policy_violation", "{answer}");
+    assert_eq!(answer["error"]["field"], "to", "{answer}");
+    assert_eq!(answer["error"]["rule"], "allowed_to", "{answer}");
+    assert_eq!(db.count("SELECT count(*) FROM managed_tx").await, 0);
+    // (A selector list alone refuses creations too: unit-tested in
+    // `policy`, not here, where its refusal would add to the process-wide
+    // counter the test above reads.)
+
+    // Allowed in so many words: created, sent and confirmed (with room
+    // for a creation's gas under `max_fee_per_tx`).
+    reload(
+        &node,
+        &file,
+        only(&format!(
+            "allowed_to = [\"{PAYEE}\"], allow_contract_creation = true, \
+             max_fee_per_tx = \"1000000000000000\""
+        )),
+    )
+    .await;
+    let (status, answer) = create(&node, body("drain-3", None, "1000", &drain())).await;
+    assert_eq!(status, 202, "{answer}");
+    let settled = || async {
+        sqlx::query_as::<_, (String, Option<String>)>(
+            "SELECT state, last_error FROM managed_tx WHERE request_id = 'drain-3'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .expect("row")
+    };
+    crate::common::wait_until(std::time::Duration::from_secs(30), || async {
+        matches!(
+            settled().await.0.as_str(),
+            "CONFIRMED" | "FAILED" | "REJECTED"
+        )
+    })
+    .await;
+    let (state, reason) = settled().await;
+    assert_eq!(state, "CONFIRMED", "{reason:?}");
+    node.stop().await;
+}
+
+#[test]
+fn config_check_warns_of_a_policy_a_request_can_step_around() {
+    let file = ConfigFile(
+        std::env::temp_dir().join(format!("txmgr-policy-{}.toml", uuid::Uuid::new_v4())),
+    );
+    let toml = format!(
+        r#"
+[database]
+url = "postgres://localhost/x"
+[chain]
+rpc_url = "http://127.0.0.1:8545"
+chain_id = 31337
+[defaults.policy]
+allowed_selectors = {{ "{TOKEN}" = ["0xa9059cbb"] }}
+[submitters."{DEV}"]
+signer = {{ kind = "env", env = "K" }}
+policy = {{ allowed_to = ["{PAYEE}", "{TOKEN}"], allow_contract_creation = true }}
+"#
+    );
+    std::fs::write(&file.0, &toml).expect("write");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_txmgr"))
+        .args(["config", "check", "--config"])
+        .arg(&file.0)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run txmgr");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: submitters.{DEV}.policy.allow_contract_creation: contract creations are accepted"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("warning: defaults.policy.allowed_selectors: without policy.allowed_to"),
+        "{stderr}"
+    );
+    // Creation both allowed and denied is an error.
+    let contradiction = toml.replace(
+        "allow_contract_creation = true",
+        "allow_contract_creation = true, deny_contract_creation = true",
+    );
+    let err = txmgr::config::Config::from_toml_str(
+        &contradiction,
+        std::iter::empty::<(String, String)>(),
+    )
+    .expect_err("refused");
+    assert!(
+        err.to_string().contains("policy.allow_contract_creation"),
+        "{err}"
+    );
 }

@@ -36,6 +36,7 @@ pub mod queue_read;
 pub mod resubmit_claims;
 mod schema;
 pub mod spend;
+pub mod spend_retention;
 pub mod trace_context;
 pub mod tracking;
 pub mod tx_query;

@@ -1,7 +1,7 @@
 //! Reads of the spend ledger for the ops view and the gauges (README
 //! "Guardrails"): per submitter with a spend limit, the value drawn and the
 //! fees counted in its window, and the intents waiting for room. The writes are the
-//! allocation's (`group::spend`).
+//! allocation's (`group::spend`), the pruning `spend_retention`'s.
 
 use std::time::Duration;
 
@@ -73,24 +73,4 @@ pub async fn windows(
             })
         })
         .collect()
-}
-
-/// Ledger rows looked at per prune batch.
-pub const PRUNE_BATCH: i64 = 1_000;
-
-/// Deletes one batch of ledger rows older than `retain` (`feed.retain`,
-/// which every spend window is at most: configuration refuses a longer
-/// one, so no window can still count them); returns how many. Fewer than
-/// [`PRUNE_BATCH`] means none is left.
-pub async fn prune_batch(pool: &PgPool, retain: Duration) -> StoreResult<u64> {
-    let deleted = sqlx::query!(
-        "DELETE FROM spend_ledger WHERE tx_id IN (
-             SELECT tx_id FROM spend_ledger
-              WHERE at < now() - $1::bigint * interval '1 millisecond' LIMIT $2)",
-        millis(retain),
-        PRUNE_BATCH,
-    )
-    .execute(pool)
-    .await?;
-    Ok(deleted.rows_affected())
 }

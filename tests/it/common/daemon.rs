@@ -105,6 +105,13 @@ impl Daemon {
         self.child = Some(command.spawn().expect("spawn txmgr"));
     }
 
+    /// Rewrites the daemon's configuration file through `edit` (for a
+    /// reload; a restart reads it too).
+    pub(crate) fn edit_config(&self, edit: impl FnOnce(String) -> String) {
+        let text = std::fs::read_to_string(&self.config).expect("read daemon config");
+        std::fs::write(&self.config, edit(text)).expect("write daemon config");
+    }
+
     /// `http://127.0.0.1:<port>`.
     pub(crate) fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)

@@ -17,6 +17,7 @@
 
 pub mod file_format;
 mod policy;
+mod policy_issues;
 
 pub use policy::{Policy, PolicyViolation, Selector, SpendLimit, DEFAULT_SPEND_WAIT};
 

@@ -2,7 +2,15 @@
 //! The rules decided by the request alone — destination, selector,
 //! contract creation, value — are checked when an intent is created, before
 //! anything is stored; a create they refuse is a 403 `policy_violation`
-//! naming the field and the rule.
+//! naming the field and the rule. The leader checks them again before it
+//! draws nonces (`submitter::cycle`), with the same function.
+//!
+//! A contract creation has no destination, and its init code runs with the
+//! intent's `value` and may call or pay anything (a constructor that
+//! self-destructs to an address moves the value there). So a policy that
+//! lists destinations (`allowed_to` or `allowed_selectors`) refuses
+//! creations unless `allow_contract_creation` says otherwise: otherwise
+//! every destination rule could be stepped around by a creation.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -29,9 +37,17 @@ pub struct Policy {
     /// with one of its selectors (a call without data is refused).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_selectors: Option<Arc<BTreeMap<Address, Vec<Selector>>>>,
-    /// Refuse intents without `to` (contract creation).
+    /// Refuse intents without `to` (contract creation), whatever else the
+    /// policy says.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub deny_contract_creation: bool,
+    /// Accept contract creations although `allowed_to` or
+    /// `allowed_selectors` is set (they refuse them otherwise: init code
+    /// can send the value and call anything, past those lists). Without
+    /// either list creations are accepted anyway (unless
+    /// `deny_contract_creation`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_contract_creation: bool,
     /// The most `value` (wei) one intent may send.
     #[serde(
         with = "file_format::wei_option",
@@ -89,6 +105,11 @@ pub struct SpendLimit {
     pub window: std::time::Duration,
 }
 
+/// Longest `spend_limit.window` accepted (100 years): the ledger's window
+/// arithmetic (`now() - window`) would overflow the database's timestamps.
+pub(super) const MAX_SPEND_WINDOW: std::time::Duration =
+    std::time::Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Default `spend_wait`.
 pub const DEFAULT_SPEND_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
@@ -106,6 +127,7 @@ impl Default for Policy {
             allowed_to: None,
             allowed_selectors: None,
             deny_contract_creation: false,
+            allow_contract_creation: false,
             max_value_per_tx: None,
             max_fee_per_tx: None,
             spend_limit: None,
@@ -128,6 +150,19 @@ impl Policy {
                     rule: "deny_contract_creation",
                     field: "to",
                     detail: "contract creation (no `to`) is not allowed for this submitter".into(),
+                });
+            }
+            if let Some(rule) = self
+                .destination_rule()
+                .filter(|_| !self.allow_contract_creation)
+            {
+                return Err(PolicyViolation {
+                    rule,
+                    field: "to",
+                    detail: format!(
+                        "contract creation (no `to`) is refused: this submitter's {rule} lists \
+                         its destinations and policy.allow_contract_creation is not set"
+                    ),
                 });
             }
             self.check_fee(intent)?;
@@ -157,6 +192,18 @@ impl Policy {
             }
         }
         self.check_value(intent.value)
+    }
+
+    /// The rule that lists this policy's destinations (`allowed_to` first),
+    /// if any: a creation would step around it.
+    pub fn destination_rule(&self) -> Option<&'static str> {
+        if self.allowed_to.is_some() {
+            Some("allowed_to")
+        } else if self.allowed_selectors.is_some() {
+            Some("allowed_selectors")
+        } else {
+            None
+        }
     }
 
     /// `max_fee_per_tx` against a request that fixes both its gas limit
@@ -198,46 +245,6 @@ impl Policy {
             }),
             _ => Ok(()),
         }
-    }
-
-    /// Why this policy cannot work, as `(key, reason)` with keys relative
-    /// to the settings table: selectors for a destination that `allowed_to`
-    /// does not allow.
-    pub fn issues(&self) -> Vec<(&'static str, String)> {
-        let mut issues = Vec::new();
-        if self.max_fee_per_tx.is_some_and(|max| max < 21_000) {
-            issues.push((
-                "policy.max_fee_per_tx",
-                "must be at least 21000 wei (1 wei per gas of a plain transfer)".to_owned(),
-            ));
-        }
-        if self.spend_limit.is_some_and(|l| l.window.is_zero()) {
-            issues.push((
-                "policy.spend_limit.window",
-                "must be greater than zero".to_owned(),
-            ));
-        }
-        if self
-            .spend_limit
-            .is_some_and(|l| l.value.is_none() && l.fees.is_none())
-        {
-            issues.push((
-                "policy.spend_limit",
-                "needs `value`, `fees` or both".to_owned(),
-            ));
-        }
-        if self.spend_wait.is_zero() {
-            issues.push(("policy.spend_wait", "must be greater than zero".to_owned()));
-        }
-        if let (Some(allowed), Some(selectors)) = (&self.allowed_to, &self.allowed_selectors) {
-            for to in selectors.keys().filter(|to| !allowed.contains(to)) {
-                issues.push((
-                    "policy.allowed_selectors",
-                    format!("{to:#x} is not in policy.allowed_to: its calls could never be sent"),
-                ));
-            }
-        }
-        issues
     }
 }
 
@@ -320,15 +327,38 @@ mod tests {
     }
 
     #[test]
-    fn selectors_of_a_destination_allowed_to_refuses_are_an_issue() {
-        let p: Policy = serde_json::from_value(serde_json::json!({
-            "allowed_to": [PAYEE],
+    fn a_policy_listing_destinations_refuses_creations_unless_allowed() {
+        // PUSH20 <payee>; SELFDESTRUCT: the value goes to the payee.
+        let mut init = vec![0x73];
+        init.extend_from_slice(PAYEE.as_slice());
+        init.push(0xff);
+        let create = intent(None, 1000, &init);
+        let listed =
+            |rules: serde_json::Value| -> Policy { serde_json::from_value(rules).expect("policy") };
+        let allowed_to = listed(serde_json::json!({ "allowed_to": [TOKEN] }));
+        assert_eq!(rule(&allowed_to, &create), Some(("allowed_to", "to")));
+        let selectors = listed(serde_json::json!({
             "allowed_selectors": { TOKEN.to_string(): ["0xa9059cbb"] },
-        }))
-        .expect("policy");
-        let issues = p.issues();
-        assert_eq!(issues.len(), 1, "{issues:?}");
-        assert_eq!(issues[0].0, "policy.allowed_selectors");
-        assert!(issues[0].1.starts_with("0x1111"), "{issues:?}");
+        }));
+        assert_eq!(rule(&selectors, &create), Some(("allowed_selectors", "to")));
+        let opted_in = listed(serde_json::json!({
+            "allowed_to": [TOKEN], "allow_contract_creation": true, "max_value_per_tx": "999",
+        }));
+        assert_eq!(
+            rule(&opted_in, &intent(None, 999, &init)),
+            None,
+            "explicitly allowed"
+        );
+        assert_eq!(
+            rule(&opted_in, &create),
+            Some(("max_value_per_tx", "value")),
+            "the other rules still hold"
+        );
+        let value_only = listed(serde_json::json!({ "max_value_per_tx": "1000" }));
+        assert_eq!(
+            rule(&value_only, &create),
+            None,
+            "no list: nothing to step around"
+        );
     }
 }
