@@ -203,7 +203,6 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             () = superseded => {}
         }
     };
-    let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
     // From here on the running chains belong to the host: a reload may add
     // or remove one, and every view below follows.
     let host = Arc::new(ChainHost::new(
@@ -229,9 +228,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             FEED_RETENTION_INTERVAL,
         ))
     });
-    let completions =
-        CompletionNotifier::listen(pool.clone(), &chain_ids, config.http.max_long_polls);
-    host.follow(Some(completions.clone()), Some(webhooks.clone()));
+    let completions = CompletionNotifier::listen(pool.clone(), config.http.max_long_polls);
     let webhook_wakes = wake_on_completions(&completions, webhooks.clone());
     let limits = Limits::from_config(&config.http);
     let lease_duration = config.lease.duration;

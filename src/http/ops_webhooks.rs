@@ -44,8 +44,7 @@ pub(crate) async fn list(
 ) -> ApiResult<Json<WebhooksView>> {
     let scope = caller.scope_on(&state.chains.ids());
     Ok(Json(WebhooksView {
-        webhooks: webhooks::statuses(&state.pool, state.chains.home(), &state.chains.ids(), None)
-            .await?,
+        webhooks: webhooks::statuses(&state.pool, state.chains.home(), None).await?,
         dead_letters: webhooks::dead_letters(
             &state.pool,
             state.chains.home(),

@@ -15,6 +15,7 @@ mod bounded_tracker;
 mod cli;
 mod cluster_balance;
 mod cluster_faults;
+mod cluster_feed_chains;
 mod cluster_node_id;
 mod cluster_webhooks;
 mod completions;
