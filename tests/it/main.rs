@@ -7,6 +7,7 @@
 
 mod common;
 
+mod action_bounds;
 mod actor_tree;
 mod allocated_escalation;
 mod batch_sends;
