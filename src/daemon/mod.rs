@@ -3,6 +3,7 @@
 //! Shutdown flows top-down from one signal: HTTP stops accepting, the engine
 //! drains and releases its leases, then the node deregisters.
 
+mod audit_retention;
 mod chain;
 mod chains;
 mod engine;
@@ -29,6 +30,7 @@ use crate::{
     },
 };
 
+pub use audit_retention::audit_retention_loop;
 pub use chain::{connect_chain, connect_named_chain, endpoint_settings};
 pub use chains::{
     served_chains, start_chains, stop_chains, ChainHost, ChainRuntime, ConnectedChain, WrapAdded,
@@ -228,6 +230,14 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             FEED_RETENTION_INTERVAL,
         ))
     });
+    // Audit retention, beside the feed's: `0s` keeps every row.
+    let audit_retention = (!config.feed.audit_retain.is_zero()).then(|| {
+        tokio::spawn(audit_retention_loop(
+            pool.clone(),
+            config.feed.audit_retain,
+            FEED_RETENTION_INTERVAL,
+        ))
+    });
     let completions = CompletionNotifier::listen(pool.clone(), config.http.max_long_polls);
     let webhook_wakes = wake_on_completions(&completions, webhooks.clone());
     let limits = Limits::from_config(&config.http);
@@ -270,7 +280,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     work_listener.abort();
     hangups.abort();
     gauges.abort();
-    if let Some(retention) = retention {
+    for retention in [retention, audit_retention].into_iter().flatten() {
         retention.abort();
     }
     webhook_wakes.abort();

@@ -10,6 +10,7 @@ mod common;
 mod action_bounds;
 mod actor_tree;
 mod allocated_escalation;
+mod audit_bounds;
 mod batch_sends;
 mod bounded;
 mod bounded_tracker;

@@ -15,7 +15,9 @@ mod list;
 
 use super::{StoreError, StoreResult};
 use crate::domain::{ChainId, Intent, SubState, SubmitterKey, TxState};
-pub use detail::{detail, find, AttemptView, AuditView, DeadLetterView, FeedRowView, TxDetail};
+pub use detail::{
+    detail, find, AttemptView, AuditView, DeadLetterView, FeedRowView, TxDetail, AUDIT_ROWS_SHOWN,
+};
 pub use list::{list, list_within};
 
 /// One managed transaction as the API shows it — exactly the `GET
