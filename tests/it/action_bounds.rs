@@ -117,6 +117,14 @@ async fn fifteen_cancels_of_one_intent_replace_it_once() {
         answers.push(act(&node, CLIENT, tx_id, "cancel").await);
     }
     assert!(started.elapsed() < Duration::from_secs(5), "within 5 s");
+    // The claim clears the request before the cancel is signed: wait for it.
+    wait_until(WAIT, || async {
+        attempts(&db.pool, tx_id)
+            .await
+            .iter()
+            .any(|a| a.kind == "cancel")
+    })
+    .await;
     settled(&db, tx_id).await;
     // And an operator's cancel once the cancel is out changes nothing either.
     answers.push(act(&node, OPS, tx_id, "cancel").await);
@@ -177,13 +185,16 @@ async fn a_client_rebroadcasts_an_intent_once_per_resubmit_interval() {
     }
     assert_eq!(statuses, [[202].as_slice(), &[429; 9]].concat());
     settled(&db, tx_id).await;
-    let sent_after: i32 =
-        sqlx::query_scalar("SELECT submit_attempts FROM managed_tx WHERE tx_id = $1")
+    let sent = || async {
+        sqlx::query_scalar::<_, i32>("SELECT submit_attempts FROM managed_tx WHERE tx_id = $1")
             .bind(tx_id)
             .fetch_one(&db.pool)
             .await
-            .expect("submit_attempts");
-    assert_eq!(sent_after, sent_before + 1, "one re-broadcast");
+            .expect("submit_attempts")
+    };
+    // The claim clears the request before the bytes go out: wait for the send.
+    wait_until(WAIT, || async { sent().await > sent_before }).await;
+    assert_eq!(sent().await, sent_before + 1, "one re-broadcast");
     assert_eq!(audited(&db, tx_id, "tx_rebroadcast").await, 1);
     assert_eq!(resubmits(&db, tx_id).await, 1, "it counts as a resubmit");
     node.stop().await;
