@@ -1,5 +1,5 @@
-//! `[feed]`: how long the completion feed keeps its rows (README
-//! "Completion feed").
+//! `[feed]`: how long the completion feed keeps its rows, and the audit
+//! table its (README "Completion feed" and "Operations").
 
 use std::time::Duration;
 
@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 /// Default `feed.retain`: 30 days.
 pub const DEFAULT_FEED_RETAIN: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Default `feed.audit_retain`: 90 days (an audit trail outlives the feed).
+pub const DEFAULT_AUDIT_RETAIN: Duration = Duration::from_secs(90 * 24 * 3600);
 
 /// The `[feed]` section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,6 +21,12 @@ pub struct FeedConfig {
     /// `GET /v1/completions` must not fall further behind than this.
     #[serde(with = "humantime_serde")]
     pub retain: Duration,
+    /// `ops_audit` rows (who did what, why) older than this are deleted in
+    /// bounded batches, except those of an intent still open; `0s` keeps
+    /// them forever. Every client cancel or re-broadcast writes one, so the
+    /// table must not grow without end.
+    #[serde(with = "humantime_serde")]
+    pub audit_retain: Duration,
 }
 
 /// Longest `feed.retain` accepted (100 years): beyond it the database's
@@ -27,14 +36,16 @@ const MAX_RETAIN: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 impl FeedConfig {
     /// The issues of this section.
     pub(crate) fn validate(&self) -> Vec<super::ConfigIssue> {
-        if self.retain > MAX_RETAIN {
-            vec![super::ConfigIssue::new(
-                "feed.retain",
-                "must be at most 100 years (0s keeps every row)",
-            )]
-        } else {
-            Vec::new()
-        }
+        [
+            ("feed.retain", self.retain),
+            ("feed.audit_retain", self.audit_retain),
+        ]
+        .into_iter()
+        .filter(|(_, retain)| *retain > MAX_RETAIN)
+        .map(|(key, _)| {
+            super::ConfigIssue::new(key, "must be at most 100 years (0s keeps every row)")
+        })
+        .collect()
     }
 }
 
@@ -42,6 +53,7 @@ impl Default for FeedConfig {
     fn default() -> Self {
         Self {
             retain: DEFAULT_FEED_RETAIN,
+            audit_retain: DEFAULT_AUDIT_RETAIN,
         }
     }
 }

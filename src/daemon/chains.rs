@@ -28,7 +28,7 @@ use super::{
 };
 use crate::{
     config::{Config, NamedChain},
-    http::{CompletionNotifier, ServedChain, ServedChains},
+    http::{ServedChain, ServedChains},
 };
 
 /// One chain running on this node.
@@ -158,8 +158,9 @@ pub type WrapAdded = fn(&str, Arc<dyn ChainClient>) -> Arc<dyn ChainClient>;
 
 /// The chains running on this node, and everything that follows the set:
 /// the API's [`ServedChains`] (also the work listener's, the gauges' and
-/// readiness's view), the completion notifier's chains, and the webhooks'
-/// feed. A reload adds and removes chains through it.
+/// readiness's view). A reload adds and removes chains through it. The
+/// completion feed and the webhooks do not follow it: they carry every
+/// chain's rows whatever this node serves.
 pub struct ChainHost {
     owner: LeaseOwner,
     pool: PgPool,
@@ -168,8 +169,6 @@ pub struct ChainHost {
     services: Option<NodeServices>,
     running: std::sync::Mutex<Vec<ChainRuntime>>,
     served: ServedChains,
-    notifier: std::sync::Mutex<Option<CompletionNotifier>>,
-    webhooks: std::sync::Mutex<Option<txmgr_actors::webhook::Webhooks>>,
 }
 
 /// A chain a reload adds, connected but not started yet.
@@ -203,24 +202,12 @@ impl ChainHost {
             services: chains.first().map(|chain| chain.engine.services()),
             served: ServedChains::with_home(served_list(&chains), webhook_chain),
             running: std::sync::Mutex::new(chains),
-            notifier: std::sync::Mutex::new(None),
-            webhooks: std::sync::Mutex::new(None),
         }
     }
 
     /// The API's view of the chains, kept current.
     pub fn served(&self) -> ServedChains {
         self.served.clone()
-    }
-
-    /// Keeps `notifier`'s and `webhooks`' chains current from now on.
-    pub fn follow(
-        &self,
-        notifier: Option<CompletionNotifier>,
-        webhooks: Option<txmgr_actors::webhook::Webhooks>,
-    ) {
-        *self.notifier.lock().unwrap_or_else(|e| e.into_inner()) = notifier;
-        *self.webhooks.lock().unwrap_or_else(|e| e.into_inner()) = webhooks;
     }
 
     fn lock_running(&self) -> std::sync::MutexGuard<'_, Vec<ChainRuntime>> {
@@ -309,14 +296,5 @@ impl ChainHost {
 
     fn publish(&self, running: &[ChainRuntime]) {
         self.served.replace(served_list(running));
-        let ids: Vec<u64> = running.iter().map(|chain| chain.chain_id).collect();
-        if let Some(notifier) = &*self.notifier.lock().unwrap_or_else(|e| e.into_inner()) {
-            notifier.set_chains(&ids);
-        }
-        if let Some(webhooks) = &*self.webhooks.lock().unwrap_or_else(|e| e.into_inner()) {
-            webhooks
-                .feed_chains()
-                .set(ids.into_iter().map(Into::into).collect());
-        }
     }
 }

@@ -3,6 +3,7 @@
 //! Shutdown flows top-down from one signal: HTTP stops accepting, the engine
 //! drains and releases its leases, then the node deregisters.
 
+mod audit_retention;
 mod chain;
 mod chains;
 mod counting_chain;
@@ -33,6 +34,7 @@ use crate::{
     },
 };
 
+pub use audit_retention::audit_retention_loop;
 pub use chain::{connect_chain, connect_named_chain, endpoint_settings};
 pub use chains::{
     served_chains, start_chains, stop_chains, ChainHost, ChainRuntime, ConnectedChain, WrapAdded,
@@ -222,7 +224,6 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             () = superseded => {}
         }
     };
-    let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
     // From here on the running chains belong to the host: a reload may add
     // or remove one, and every view below follows.
     let host = Arc::new(ChainHost::new(
@@ -253,9 +254,15 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         pool.clone(),
         FEED_RETENTION_INTERVAL,
     ));
-    let completions =
-        CompletionNotifier::listen(pool.clone(), &chain_ids, config.http.max_long_polls);
-    host.follow(Some(completions.clone()), Some(webhooks.clone()));
+    // Audit retention, beside the feed's: `0s` keeps every row.
+    let audit_retention = (!config.feed.audit_retain.is_zero()).then(|| {
+        tokio::spawn(audit_retention_loop(
+            pool.clone(),
+            config.feed.audit_retain,
+            FEED_RETENTION_INTERVAL,
+        ))
+    });
+    let completions = CompletionNotifier::listen(pool.clone(), config.http.max_long_polls);
     let webhook_wakes = wake_on_completions(&completions, webhooks.clone());
     let limits = Limits::from_config(&config.http);
     let lease_duration = config.lease.duration;
@@ -299,7 +306,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     work_listener.abort();
     hangups.abort();
     gauges.abort();
-    if let Some(retention) = retention {
+    for retention in [retention, audit_retention].into_iter().flatten() {
         retention.abort();
     }
     ledger_retention.abort();

@@ -125,9 +125,8 @@ pub async fn gauge_loop(
             }
         }
         if let Some(webhooks) = &webhooks {
-            let ids: Vec<ChainId> = served.iter().map(|c| c.chain_id).collect();
             let configured = webhooks.configured();
-            if let Err(err) = refresh_webhooks(&pool, (chains.home(), &ids), &configured).await {
+            if let Err(err) = refresh_webhooks(&pool, chains.home(), &configured).await {
                 tracing::debug!(error = %err, "webhook gauges not refreshed");
             }
         }
@@ -206,10 +205,11 @@ async fn refresh_states(pool: &PgPool, chain: &str, chain_id: ChainId) -> Result
 }
 
 /// Lag and open dead letters of every configured webhook (one query; the
-/// lag count is capped, see `store::webhooks::LAG_COUNT_CAP`).
+/// lag count is capped, see `store::webhooks::LAG_COUNT_CAP`), over every
+/// chain's events whatever this node serves.
 async fn refresh_webhooks(
     pool: &PgPool,
-    (home, feed_chains): (ChainId, &[ChainId]),
+    home: ChainId,
     configured: &[String],
 ) -> Result<(), StoreError> {
     use txmgr_actors::metrics::{
@@ -218,8 +218,7 @@ async fn refresh_webhooks(
     if configured.is_empty() {
         return Ok(());
     }
-    let statuses =
-        txmgr_actors::store::webhooks::statuses(pool, home, feed_chains, Some(configured)).await?;
+    let statuses = txmgr_actors::store::webhooks::statuses(pool, home, Some(configured)).await?;
     for status in statuses {
         let webhook = status.name;
         metrics::gauge!(WEBHOOK_LAG_EVENTS, "webhook" => webhook.clone())

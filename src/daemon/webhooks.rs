@@ -9,7 +9,7 @@ use txmgr_actors::{
     node::Engine,
     store::{webhooks, LeaseOwner},
     submitter::LeaseTiming,
-    webhook::{FeedChains, WebhookEnv, Webhooks},
+    webhook::{WebhookEnv, Webhooks},
 };
 
 use super::ChainRuntime;
@@ -19,8 +19,9 @@ use crate::{config::Config, http::CompletionNotifier};
 const WEBHOOK_TICK: Duration = Duration::from_millis(250);
 
 /// Starts one actor per `[[webhooks]]` entry (secrets read now): each
-/// delivers the events of every chain, its rows keyed by the chain that
-/// already keys them ([`webhooks::keyed_chain`]), else the first chain.
+/// delivers the events of every chain — whatever chains this node serves —
+/// its rows keyed by the chain that already keys them
+/// ([`webhooks::keyed_chain`]), else the first chain.
 pub async fn start_chain_webhooks(
     config: &Config,
     owner: &LeaseOwner,
@@ -37,21 +38,20 @@ async fn start_webhooks_over(
     owner: &LeaseOwner,
     pool: PgPool,
     engine: &Engine,
-    feed_chains: Vec<ChainId>,
+    served: Vec<ChainId>,
 ) -> anyhow::Result<Webhooks> {
     let settings = config.resolved_webhooks()?;
-    let first = *feed_chains.first().context("chains: no chain")?;
+    let first = *served.first().context("chains: no chain")?;
     // The rows already there keep their key, whatever chains were added,
     // removed or renamed since; a first start keys them by the first chain.
     let names: Vec<String> = settings.iter().map(|s| s.name.clone()).collect();
-    let home = webhooks::keyed_chain(&pool, &feed_chains, &names)
+    let home = webhooks::keyed_chain(&pool, &served, &names)
         .await
         .context("reading the webhooks' rows")?
         .unwrap_or(first);
     let env = WebhookEnv {
         pool,
         chain_id: home,
-        feed_chains: FeedChains::new(feed_chains),
         owner: owner.clone(),
         lease: LeaseTiming {
             duration: config.lease.duration,

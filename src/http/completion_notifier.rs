@@ -18,7 +18,7 @@ const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 /// What the listener task publishes to waiting requests.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Signal {
-    /// Bumped on every completion of this chain, and whenever notifications
+    /// Bumped on every completion, and whenever notifications
     /// may have been lost (connect, reconnect): any change means "read again".
     pub(crate) generation: u64,
     /// False while the listener has no connection: waiters cannot rely on a
@@ -26,8 +26,9 @@ pub(crate) struct Signal {
     pub(crate) listening: bool,
 }
 
-/// Wakes long-polling `GET /v1/completions` requests when a completion of this
-/// chain commits, and bounds how many wait at once. One per process, shared
+/// Wakes long-polling `GET /v1/completions` requests when a completion of any
+/// chain commits (the feed serves every chain's rows, whatever this node
+/// serves), and bounds how many wait at once. One per process, shared
 /// through [`AppState`]: a single `LISTEN` connection serves every waiting
 /// request, and reconnects on failure. Cheap to clone; the listener stops
 /// when the last clone is dropped.
@@ -47,9 +48,6 @@ struct NotifierInner {
     waiters: Arc<Semaphore>,
     /// The number of those permits.
     max_waiters: usize,
-    /// The chain ids (as in the payload) whose completions wake waiters;
-    /// replaced when a reload adds or removes a chain.
-    ours: Arc<std::sync::RwLock<Vec<String>>>,
 }
 
 impl Drop for NotifierInner {
@@ -59,16 +57,13 @@ impl Drop for NotifierInner {
 }
 
 impl CompletionNotifier {
-    /// Starts the process's listener on [`COMPLETION_CHANNEL`] for the chains
-    /// `chain_ids` (it holds one connection of `pool`); at most `max_waiters` requests
-    /// wait at once (`http.max_long_polls`). Must be called inside a Tokio
-    /// runtime. Until the listener is connected, waiters poll on the interval.
-    pub fn listen(pool: PgPool, chain_ids: &[u64], max_waiters: usize) -> Self {
+    /// Starts the process's listener on [`COMPLETION_CHANNEL`] (it holds one
+    /// connection of `pool`); at most `max_waiters` requests wait at once
+    /// (`http.max_long_polls`). Must be called inside a Tokio runtime. Until
+    /// the listener is connected, waiters poll on the interval.
+    pub fn listen(pool: PgPool, max_waiters: usize) -> Self {
         let (sender, signal) = watch::channel(Signal::default());
-        let ours = Arc::new(std::sync::RwLock::new(
-            chain_ids.iter().map(u64::to_string).collect(),
-        ));
-        let listener = tokio::spawn(listen_loop(pool, ours.clone(), sender));
+        let listener = tokio::spawn(listen_loop(pool, sender));
         let max_waiters = max_waiters.clamp(1, Semaphore::MAX_PERMITS);
         let waiters = Arc::new(Semaphore::new(max_waiters));
         Self {
@@ -77,16 +72,8 @@ impl CompletionNotifier {
                 listener,
                 waiters,
                 max_waiters,
-                ours,
             }),
         }
-    }
-
-    /// From now on wakes waiters for the completions of `chain_ids` (a
-    /// reload added or removed a chain).
-    pub fn set_chains(&self, chain_ids: &[u64]) {
-        let mut ours = self.inner.ours.write().unwrap_or_else(|e| e.into_inner());
-        *ours = chain_ids.iter().map(u64::to_string).collect();
     }
 
     /// Requests waiting for a completion now (tests wait for one to be
@@ -101,7 +88,7 @@ impl CompletionNotifier {
         self.inner.waiters.clone().try_acquire_owned().ok()
     }
 
-    /// Calls `wake` after every completion commit of this chain (and after
+    /// Calls `wake` after every completion commit (and after
     /// every reconnect, when some may have been missed), until the process ends.
     pub fn on_each_completion(
         &self,
@@ -123,19 +110,9 @@ impl CompletionNotifier {
     }
 }
 
-/// The listener task: `LISTEN`, publish every matching notification, and
-/// reconnect after failures until the pool is closed.
-async fn listen_loop(
-    pool: PgPool,
-    ours: Arc<std::sync::RwLock<Vec<String>>>,
-    sender: watch::Sender<Signal>,
-) {
-    let is_ours = |payload: &str| {
-        ours.read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .any(|id| id == payload)
-    };
+/// The listener task: `LISTEN`, publish every notification (whatever its
+/// chain), and reconnect after failures until the pool is closed.
+async fn listen_loop(pool: PgPool, sender: watch::Sender<Signal>) {
     while !pool.is_closed() {
         match subscribe_channel(&pool).await {
             Ok(mut listener) => {
@@ -147,10 +124,9 @@ async fn listen_loop(
                 });
                 loop {
                     match listener.try_recv().await {
-                        Ok(Some(notification)) if is_ours(notification.payload()) => {
+                        Ok(Some(_)) => {
                             sender.send_modify(|signal| signal.generation += 1);
                         }
-                        Ok(Some(_)) => {}
                         // The connection dropped and was re-established
                         // (LISTEN included); what came in between is lost.
                         Ok(None) => {

@@ -20,6 +20,12 @@
 //! Pages are bounded in bytes as well as rows (`http.page_max_bytes`): a page
 //! ends early and `next_after` continues after its last row.
 //!
+//! Every chain's rows, whatever this node serves: the cursor is one for the
+//! whole feed, and serving a row needs no chain RPC, so any node behind a
+//! load balancer answers the same page, and a reload that adds or removes a
+//! chain changes nothing. Only the request's `chain_id`s and the token's
+//! scope filter what is shown.
+//!
 //! Why re-check after a wake-up: the feed serves only rows below the snapshot
 //! `xmin` (see `txmgr_actors::store::completions`), so a completion whose
 //! transaction has committed may still be held back while an older transaction
@@ -55,7 +61,8 @@ const RECHECK_INTERVAL: Duration = Duration::from_millis(200);
 /// Query parameters, checked by hand so that each problem names its parameter.
 #[derive(Debug)]
 struct FeedQuery {
-    /// Only these chains (`chain_id`, repeatable); every chain when empty.
+    /// Only these chains (`chain_id`, repeatable, served here or not); every
+    /// chain when empty.
     chain_ids: Vec<u64>,
     after: Option<FeedCursor>,
     limit: u32,
@@ -167,7 +174,7 @@ impl FeedPage {
 #[utoipa::path(get, path = "/v1/completions", tag = "transactions",
     description = "Every terminal transition and every entry into STUCK (and, with `funds=true`, every balance crossing of a submitter's `min_balance`), in commit order; long-polls up to `wait` when nothing is new. A page also ends once its items reach `http.page_max_bytes` of JSON; `next_after` continues after its last row.",
     params(
-        ("chain_id" = Option<Vec<u64>>, Query, description = "only these chains (repeatable; default every chain served): a filter on the one feed, whose cursor covers every chain", explode = true),
+        ("chain_id" = Option<Vec<u64>>, Query, description = "only these chains (repeatable; default every chain): a filter on the one feed, whose cursor covers every chain; any chain id, whether or not the answering node serves it", explode = true),
         ("after" = Option<String>, Query, description = "the `next_after` of the previous page; absent = from the beginning", pattern = "^[0-9]+-[0-9]+$"),
         ("limit" = Option<u32>, Query, description = "page size (default 100)", minimum = 1, maximum = 1000),
         ("wait" = Option<String>, Query, description = "long poll when nothing is new, e.g. `30s`; at most 60 s and 90 % of `http.request_timeout`"),
@@ -186,8 +193,6 @@ pub(crate) async fn feed(
     let Query(pairs) =
         pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
     let query = FeedQuery::parse(pairs)?;
-    let chosen = state.chains.filter(&query.chain_ids, "chain_id")?;
-    let served = state.chains.ids();
     // Answer an ordinary empty page before the request timeout would turn
     // the long poll into a 503.
     let timeout = state.limits.request_timeout;
@@ -200,7 +205,7 @@ pub(crate) async fn feed(
     // Taken before the first wait, kept until the answer.
     let mut waiting: Option<OwnedSemaphorePermit> = None;
     let visible = |row: &CompletionRow| {
-        chosen.iter().any(|c| c.get() == row.chain_id)
+        (query.chain_ids.is_empty() || query.chain_ids.contains(&row.chain_id))
             && (query.funds || !row.state.is_funds())
             && row
                 .submitter
@@ -211,7 +216,7 @@ pub(crate) async fn feed(
         // The page's bytes count against the node's budget from the read to
         // the send; a long poll holds nothing while it waits.
         let permit = pages.reserve()?;
-        let (rows, _) = completions::read(&state.pool, &served, query.after, query.limit).await?;
+        let (rows, _) = completions::read(&state.pool, query.after, query.limit).await?;
         if !rows.is_empty() || Instant::now() >= deadline {
             let page = FeedPage::fill(rows, query.after, visible, state.limits.page_max_bytes);
             return Ok(super::capacity::json_holding(&page, permit));

@@ -48,7 +48,7 @@ pub(crate) async fn list(
     let statuses = if caller.is_scoped() {
         Vec::new()
     } else {
-        webhooks::statuses(&state.pool, state.chains.home(), &state.chains.ids(), None).await?
+        webhooks::statuses(&state.pool, state.chains.home(), None).await?
     };
     Ok(Json(WebhooksView {
         webhooks: statuses,

@@ -57,11 +57,14 @@ pub struct ActionAccepted {
     /// `cancel` | `speedup` | `rebroadcast` | `requeue`.
     #[schema(pattern = "^(cancel|speedup|rebroadcast|requeue)$")]
     pub action: String,
-    /// `done` (a QUEUED intent was cancelled, or an intent requeued) or
-    /// `requested` (the leader acts next).
-    #[schema(pattern = "^(done|requested)$")]
+    /// `done` (a QUEUED intent was cancelled, or an intent requeued),
+    /// `requested` (the leader acts next; answered 202) or `unchanged` (a
+    /// cancel of an intent already being cancelled: nothing was recorded;
+    /// answered 200).
+    #[schema(pattern = "^(done|requested|unchanged)$")]
     pub status: String,
-    /// The state after the request (CANCELLED when done).
+    /// The state after the request (CANCELLED when done; the current state
+    /// when unchanged).
     pub state: TxState,
 }
 
@@ -71,6 +74,11 @@ pub struct ActionAccepted {
 enum ActionAnswers {
     #[response(status = 202, description = "accepted")]
     Accepted(ActionAccepted),
+    #[response(
+        status = 200,
+        description = "unchanged: a cancel of an intent already being cancelled (a cancel asked for or sent); nothing recorded, the current state"
+    )]
+    Unchanged(ActionAccepted),
     #[response(
         status = 400,
         description = "invalid_request: tx_id is not a UUID, or a bad body (`field` names it)"
@@ -93,7 +101,7 @@ enum ActionAnswers {
     ChainNotServed(ErrorResponse),
     #[response(
         status = 429,
-        description = "rate_limited: (speedup with a client token) this intent was sped up less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds"
+        description = "rate_limited: (client token) the same action on this intent was asked for less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds"
     )]
     RateLimited(ErrorResponse),
     #[response(
@@ -224,20 +232,20 @@ async fn act(
         reason: body.reason.as_deref(),
         node_id: &node_id,
     };
-    // A client's speed-ups of one intent are bounded (each raises the fees
-    // by at least 10 %): one per resubmit interval. Operators are not.
-    let speedup_every =
-        (action == OperatorAction::Speedup && caller.role == Role::Client).then(|| {
-            state
-                .chains
-                .by_id(chain_id)
-                .and_then(|chain| chain.engine.clone())
-                .and_then(|engine| engine.settings(address))
-                .map_or(DEFAULT_RESUBMIT_INTERVAL, |s| s.resubmit_interval)
-        });
+    // A client's actions on one intent are bounded (a speed-up or a cancel
+    // raises the fees by at least 10 %, a re-broadcast goes to every
+    // endpoint): each action once per resubmit interval. Operators are not;
+    // every action carried out counts towards `max_resubmits` either way.
+    let every = (caller.role == Role::Client).then(|| {
+        state
+            .chains
+            .by_id(chain_id)
+            .and_then(|chain| chain.engine.clone())
+            .and_then(|engine| engine.settings(address))
+            .map_or(DEFAULT_RESUBMIT_INTERVAL, |s| s.resubmit_interval)
+    });
     let outcome =
-        actions::request_at_most_every(&state.pool, chain_id, tx_id, action, &who, speedup_every)
-            .await?;
+        actions::request_at_most_every(&state.pool, chain_id, tx_id, action, &who, every).await?;
     tracing::info!(target: "txmgr::audit", who = %name, action = action.as_str(), %tx_id,
         submitter = %format!("{address:#x}"), reason = body.reason.as_deref(), node_id = %node_id,
         outcome = ?outcome, "operator action on a transaction");
@@ -245,6 +253,15 @@ async fn act(
         ActionOutcome::Cancelled => ("done", TxState::Cancelled),
         ActionOutcome::Requeued => ("done", TxState::Queued),
         ActionOutcome::Requested { state } => ("requested", state),
+        ActionOutcome::Unchanged { state } => {
+            return Ok((StatusCode::OK, Json(ActionAccepted {
+                tx_id,
+                action: action.as_str().to_owned(),
+                status: "unchanged".to_owned(),
+                state,
+            }))
+            .into_response())
+        }
         ActionOutcome::NotAllowed { state, reason } => {
             return Err(ApiError::InvalidState(format!(
                 "cannot {} transaction {tx_id} in state {}: {reason}",
@@ -256,7 +273,8 @@ async fn act(
         ActionOutcome::TooSoon { retry_after } => {
             return Err(ApiError::RateLimited {
                 message: format!(
-                    "transaction {tx_id} was sped up less than its resubmit interval ago; a client may speed an intent up once per interval"
+                    "a {} of transaction {tx_id} was asked for less than its resubmit interval ago; a client may ask for each action on an intent once per interval",
+                    action.as_str()
                 ),
                 retry_after,
             })

@@ -41,8 +41,10 @@ pub struct TxDetailView {
     pub feed: Vec<FeedRowView>,
     /// Deliveries of those rows that failed for good.
     pub dead_letters: Vec<DeadLetterView>,
-    /// Operators' actions on it, oldest first.
+    /// Operators' actions on it: the newest 50, oldest first.
     pub audit: Vec<AuditView>,
+    /// How many actions it has in all (more than `audit` holds when over 50).
+    pub audit_total: i64,
 }
 
 /// What the path's `key` is.
@@ -165,6 +167,7 @@ pub(crate) async fn detail(
         feed: detail.feed,
         dead_letters: detail.dead_letters,
         audit: detail.audit,
+        audit_total: detail.audit_total,
     }))
 }
 

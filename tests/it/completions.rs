@@ -73,7 +73,7 @@ async fn read(
     after: Option<FeedCursor>,
     limit: u32,
 ) -> (Vec<CompletionRow>, Option<FeedCursor>) {
-    completions::read(pool, &[CHAIN.into()], after, limit)
+    completions::read(pool, after, limit)
         .await
         .expect("read feed")
 }

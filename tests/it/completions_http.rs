@@ -34,7 +34,7 @@ fn router(db: &TestDb, request_timeout: Duration) -> Router {
 /// [`router`], and its notifier (to see long polls waiting).
 fn router_with(db: &TestDb, request_timeout: Duration) -> (Router, CompletionNotifier) {
     let known = [SUBMITTER.parse::<Address>().expect("address literal")];
-    let completions = CompletionNotifier::listen(db.pool.clone(), &[CHAIN], DEFAULT_MAX_LONG_POLLS);
+    let completions = CompletionNotifier::listen(db.pool.clone(), DEFAULT_MAX_LONG_POLLS);
     let app = app(AppState {
         pool: db.pool.clone(),
         chains: ServedChains::single(
@@ -175,9 +175,19 @@ async fn long_poll_answers_empty_at_the_deadline() {
     })
     .await;
     let after = first["next_after"].as_str().expect("cursor").to_owned();
+    // Another chain's completion is served too, though this node serves
+    // only CHAIN: the feed is one stream whatever the node serves.
+    let other = complete(&db.pool, OTHER_CHAIN, None).await;
+    let second = eventually(SERVED_WITHIN, POLL_INTERVAL, || async {
+        let (_, body) = get(&app, &format!("/v1/completions?after={after}")).await;
+        (!items(&body).is_empty()).then_some(body)
+    })
+    .await;
+    assert_eq!(items(&second)[0]["tx_id"], other.to_string(), "{second}");
+    assert_eq!(items(&second)[0]["chain_id"], OTHER_CHAIN, "{second}");
+    let after = second["next_after"].as_str().expect("cursor").to_owned();
 
-    // Another chain's completion neither wakes nor feeds this one.
-    complete(&db.pool, OTHER_CHAIN, None).await;
+    // Nothing new: the long poll waits until its deadline.
     let started = Instant::now();
     let (status, body) = get(&app, &format!("/v1/completions?after={after}&wait=1s")).await;
     let elapsed = started.elapsed();
@@ -207,27 +217,42 @@ async fn cursors_round_trip_through_the_api() {
     let db = TestDb::migrated().await;
     let app = router(&db, Duration::from_secs(10));
     let mut ids = Vec::new();
+    let mut others = Vec::new();
     for i in 0..3 {
         ids.push(complete(&db.pool, CHAIN, Some(&format!("r-{i}"))).await);
-        complete(&db.pool, OTHER_CHAIN, None).await;
+        others.push(complete(&db.pool, OTHER_CHAIN, None).await);
     }
     // The feed serves a row only once no older transaction anywhere on the
-    // server is still running (other tests' included): wait until all three
+    // server is still running (other tests' included): wait until all six
     // are served; from then on every read below is stable.
     eventually(SERVED_WITHIN, POLL_INTERVAL, || async {
         let (_, body) = get(&app, "/v1/completions?limit=100").await;
-        (items(&body).len() == 3).then_some(())
+        (items(&body).len() == 6).then_some(())
     })
     .await;
-    let (_, first) = get(&app, "/v1/completions?limit=2").await;
+    // A chain this node does not serve is a valid filter: its rows only.
+    let (status, other) = get(&app, &format!("/v1/completions?chain_id={OTHER_CHAIN}")).await;
+    assert_eq!(status, StatusCode::OK, "{other}");
+    let served: Vec<&Value> = items(&other).iter().map(|row| &row["tx_id"]).collect();
+    let want: Vec<Value> = others
+        .iter()
+        .map(|id| Value::from(id.to_string()))
+        .collect();
+    assert_eq!(served, want.iter().collect::<Vec<_>>());
+    // Paging below filters on CHAIN: the other chain's rows move the
+    // cursor without being shown.
+    let only = format!("chain_id={CHAIN}");
+    // Three rows read (ids[0], others[0], ids[1]), two shown.
+    let (_, first) = get(&app, &format!("/v1/completions?{only}&limit=3")).await;
     let page = items(&first);
+    assert_eq!(page.len(), 2, "{first}");
     assert_eq!(page[0]["tx_id"], ids[0].to_string());
     assert_eq!(page[1]["tx_id"], ids[1].to_string());
     assert_eq!(first["next_after"], page[1]["cursor"]);
 
     // Any row's cursor continues right after that row.
     let from_first = page[0]["cursor"].as_str().expect("cursor");
-    let (_, body) = get(&app, &format!("/v1/completions?after={from_first}")).await;
+    let (_, body) = get(&app, &format!("/v1/completions?after={from_first}&{only}")).await;
     let rest: Vec<&Value> = items(&body).iter().map(|row| &row["tx_id"]).collect();
     assert_eq!(
         rest,
@@ -238,19 +263,28 @@ async fn cursors_round_trip_through_the_api() {
     );
 
     let next = first["next_after"].as_str().expect("cursor");
-    let (status, second) = get(&app, &format!("/v1/completions?after={next}&limit=2")).await;
+    let (status, second) = get(
+        &app,
+        &format!("/v1/completions?after={next}&{only}&limit=2"),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         items(&second).len(),
         1,
-        "other chains are not served: {second}"
+        "the filtered chain's rows are not shown: {second}"
     );
     assert_eq!(items(&second)[0]["tx_id"], ids[2].to_string());
     let last = second["next_after"].as_str().expect("cursor");
-    let (_, end) = get(&app, &format!("/v1/completions?after={last}")).await;
+    // Only a hidden row is left: nothing shown, the cursor moves past it.
+    let (_, end) = get(&app, &format!("/v1/completions?after={last}&{only}")).await;
+    assert!(items(&end).is_empty());
+    let past = end["next_after"].as_str().expect("cursor");
+    assert_ne!(past, last, "moved past the other chain's last row");
+    let (_, end) = get(&app, &format!("/v1/completions?after={past}&{only}")).await;
     assert!(items(&end).is_empty());
     assert_eq!(
-        end["next_after"], last,
+        end["next_after"], past,
         "an empty page hands the cursor back"
     );
 }

@@ -356,11 +356,7 @@ async fn engine_refusals_map_to_their_codes() {
                 request_timeout: Duration::from_millis(200),
                 ..limits()
             },
-            completions: CompletionNotifier::listen(
-                db.pool.clone(),
-                &[CHAIN],
-                DEFAULT_MAX_LONG_POLLS,
-            ),
+            completions: CompletionNotifier::listen(db.pool.clone(), DEFAULT_MAX_LONG_POLLS),
             ops: Default::default(),
         };
         let request = Request::post("/v1/transactions")

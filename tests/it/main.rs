@@ -7,14 +7,17 @@
 
 mod common;
 
+mod action_bounds;
 mod actor_tree;
 mod allocated_escalation;
+mod audit_bounds;
 mod batch_sends;
 mod bounded;
 mod bounded_tracker;
 mod cli;
 mod cluster_balance;
 mod cluster_faults;
+mod cluster_feed_chains;
 mod cluster_node_id;
 mod cluster_webhooks;
 mod completions;

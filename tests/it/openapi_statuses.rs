@@ -57,7 +57,7 @@ async fn authenticated_app(db: &TestDb) -> Router {
             request_timeout: Duration::from_secs(10),
             ..Limits::default()
         },
-        completions: CompletionNotifier::listen(db.pool.clone(), &[CHAIN], DEFAULT_MAX_LONG_POLLS),
+        completions: CompletionNotifier::listen(db.pool.clone(), DEFAULT_MAX_LONG_POLLS),
         ops: OpsState {
             auth: Arc::new(auth),
             metrics_public: false,

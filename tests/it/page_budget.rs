@@ -33,7 +33,7 @@ fn router(db: &TestDb) -> Router {
             page_bytes_in_flight: page,
             ..Limits::default()
         },
-        completions: CompletionNotifier::listen(db.pool.clone(), &[31337], DEFAULT_MAX_LONG_POLLS),
+        completions: CompletionNotifier::listen(db.pool.clone(), DEFAULT_MAX_LONG_POLLS),
         ops: Default::default(),
     })
 }

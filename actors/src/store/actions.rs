@@ -33,6 +33,13 @@ pub enum ActionOutcome {
         /// The state the intent was in.
         state: TxState,
     },
+    /// A cancel of an intent already being cancelled (a cancel is asked for,
+    /// or a cancel attempt is signed): nothing was recorded or changed, so
+    /// repeating a cancel never replaces the intent again.
+    Unchanged {
+        /// The state the intent is in.
+        state: TxState,
+    },
     /// The state does not allow it (terminal, already mined, not broadcast yet).
     NotAllowed {
         /// The state the intent is in.
@@ -40,7 +47,7 @@ pub enum ActionOutcome {
         /// Why, for the 409 message.
         reason: String,
     },
-    /// A speed-up of this intent was asked for less than the caller's
+    /// The same action on this intent was asked for less than the caller's
     /// minimum interval ago; nothing was done.
     TooSoon {
         /// When the next one may be asked for.
@@ -79,6 +86,9 @@ struct ActionTarget {
     lost_nonce: bool,
     /// An attempt is signed at its nonce.
     signed: bool,
+    /// A cancel is asked for, claimed (sub-state `cancelling`) or signed
+    /// (a cancel attempt at its nonce).
+    cancelling: bool,
 }
 
 /// The chain and submitter of transaction `tx_id` (on any chain), if there
@@ -116,18 +126,22 @@ pub async fn request(
     request_at_most_every(pool, chain_id, tx_id, action, who, None).await
 }
 
-/// [`request`], where a speed-up is refused ([`ActionOutcome::TooSoon`])
-/// when one of the same intent was recorded less than `speedup_every` ago:
-/// each speed-up raises the fees by at least 10 %, so a caller who may not
-/// choose the fee must not compound them at will. Checked under the
-/// intent's row lock, so concurrent requests cannot both pass.
+/// [`request`], where a cancel, speed-up or re-broadcast is refused
+/// ([`ActionOutcome::TooSoon`]) when the same action on the same intent was
+/// recorded less than `every` ago: each speed-up or cancel raises the fees
+/// by at least 10 % and each re-broadcast goes to every endpoint, so a caller
+/// who may not choose the fee must not repeat them at will. Checked under
+/// the intent's row lock, so concurrent requests cannot both pass.
+///
+/// Whoever asks, a cancel of an intent already being cancelled changes
+/// nothing ([`ActionOutcome::Unchanged`]).
 pub async fn request_at_most_every(
     pool: &sqlx::PgPool,
     chain_id: ChainId,
     tx_id: Uuid,
     action: OperatorAction,
     who: &Requester<'_>,
-    speedup_every: Option<std::time::Duration>,
+    every: Option<std::time::Duration>,
 ) -> StoreResult<ActionOutcome> {
     let mut tx = pool.begin().await?;
     if matches!(action, OperatorAction::Requeue) {
@@ -141,11 +155,16 @@ pub async fn request_at_most_every(
         r#"SELECT submitter, state, receipt IS NOT NULL AS "mined!",
                 sub_state IS NOT DISTINCT FROM $3 AS "lost_nonce!",
                 EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id AND a.nonce = m.nonce)
-                    AS "signed!"
+                    AS "signed!",
+                (m.requested_action IS NOT DISTINCT FROM 'cancel'
+                 OR m.sub_state IS NOT DISTINCT FROM $4
+                 OR EXISTS (SELECT 1 FROM tx_attempt a WHERE a.tx_id = m.tx_id
+                               AND a.nonce = m.nonce AND a.kind = 'cancel')) AS "cancelling!"
            FROM managed_tx m WHERE tx_id = $1 AND chain_id = $2 FOR UPDATE"#,
         tx_id,
         chain_id as _,
         SubState::NonceConsumedExternally as _,
+        SubState::Cancelling as _,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -155,6 +174,7 @@ pub async fn request_at_most_every(
         mined,
         lost_nonce,
         signed,
+        cancelling,
     }) = row
     else {
         return Ok(ActionOutcome::NotFound);
@@ -179,11 +199,16 @@ pub async fn request_at_most_every(
             "its nonce was consumed by a transaction that is not ours; it can only be cancelled or requeued",
         );
     }
-    if let (OperatorAction::Speedup, Some(every)) = (action, speedup_every) {
+    if action == OperatorAction::Cancel && cancelling && !lost_nonce {
+        return Ok(ActionOutcome::Unchanged { state });
+    }
+    let bounded = !matches!(action, OperatorAction::Requeue);
+    if let (true, Some(every)) = (bounded, every) {
         let since = sqlx::query_scalar!(
             "SELECT EXTRACT(EPOCH FROM now() - max(at))::float8 FROM ops_audit
-              WHERE tx_id = $1 AND action = 'tx_speedup' AND outcome = 'done'",
+              WHERE tx_id = $1 AND action = $2 AND outcome = 'done'",
             tx_id,
+            format!("tx_{}", action.as_str()),
         )
         .fetch_one(&mut *tx)
         .await?;

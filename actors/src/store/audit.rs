@@ -91,3 +91,34 @@ pub async fn set_outcome(pool: &PgPool, id: i64, outcome: AuditOutcome) -> Store
     .await?;
     Ok(())
 }
+
+/// Oldest audit rows looked at per [`prune_batch`].
+pub const PRUNE_BATCH: i64 = 1_000;
+
+/// Deletes one batch of `ops_audit` rows older than `retain`
+/// (`feed.audit_retain`); returns how many. A batch that deletes fewer than
+/// [`PRUNE_BATCH`] means the round is done.
+///
+/// The rows of an intent still open (QUEUED, ALLOCATED, TRACKING, STUCK)
+/// stay whatever their age: the limit on a client's actions reads them, and
+/// an operator looking at a live intent needs its history. They are not
+/// candidates, so they cannot stall the rows behind them; once the intent
+/// is final its rows go with the next round.
+pub async fn prune_batch(pool: &PgPool, retain: std::time::Duration) -> StoreResult<u64> {
+    let retain_ms = i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
+    let deleted = sqlx::query!(
+        "WITH oldest AS (
+             SELECT a.id FROM ops_audit a
+              WHERE a.at < now() - make_interval(secs => $1::bigint::float8 / 1000)
+                AND NOT EXISTS (SELECT 1 FROM managed_tx m
+                                 WHERE m.tx_id = a.tx_id
+                                   AND m.state IN ('QUEUED', 'ALLOCATED', 'TRACKING', 'STUCK'))
+              ORDER BY a.at LIMIT $2)
+         DELETE FROM ops_audit a USING oldest o WHERE a.id = o.id",
+        retain_ms,
+        PRUNE_BATCH,
+    )
+    .execute(pool)
+    .await?;
+    Ok(deleted.rows_affected())
+}

@@ -208,9 +208,16 @@ impl FeedRow {
     }
 }
 
-/// Up to `limit` completions of the chains `chain_ids` after `after` (from the beginning
-/// when `None`), in `(xid, seq)` order, and the cursor to pass next time: the
-/// last row's, or `after` itself when nothing is ready yet.
+/// Up to `limit` completions after `after` (from the beginning when `None`),
+/// of every chain, in `(xid, seq)` order, and the cursor to pass next time:
+/// the last row's, or `after` itself when nothing is ready yet.
+///
+/// Every chain's rows, whatever the reading node serves: the cursor is one
+/// for the whole feed, so a reader that skipped another chain's rows would
+/// move past them for good (a webhook held by a node serving fewer chains,
+/// a client behind a load balancer, a reload that adds or removes a chain).
+/// Serving a row needs no chain RPC; callers filter by the request's chains
+/// and the caller's scope, and still move the cursor past what they hide.
 ///
 /// Only rows whose writing transaction is below the snapshot's `xmin` are
 /// served — see the module documentation for why, and for the caveat that a
@@ -218,7 +225,6 @@ impl FeedRow {
 /// The horizon and the rows come from one statement, hence one snapshot.
 pub async fn read(
     pool: &PgPool,
-    chain_ids: &[ChainId],
     after: Option<FeedCursor>,
     limit: u32,
 ) -> StoreResult<(Vec<CompletionRow>, Option<FeedCursor>)> {
@@ -232,11 +238,9 @@ pub async fn read(
                 min_balance_wei::text AS "min_balance_wei?", completed_at
              FROM tx_completion
             WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-              AND (xid, seq) > ($2::text::xid8, $3::bigint)
-              AND chain_id = ANY($1)
+              AND (xid, seq) > ($1::text::xid8, $2::bigint)
             ORDER BY xid, seq
-            LIMIT $4"#,
-        chain_ids as _,
+            LIMIT $3"#,
         from.xid().to_string(),
         from.seq(),
         i64::from(limit.max(1)),
@@ -256,10 +260,10 @@ pub async fn read(
 /// One submitter's feed rows from `from` (inclusive) to `to` (inclusive),
 /// in feed order, at most `limit`: a webhook holder reads again the events
 /// of a submitter it parked (more were waiting than it keeps in memory).
-/// Rows up to `to` were served before, so all of them are visible.
+/// Rows up to `to` were served before, so all of them are visible. Every
+/// chain's, as [`read`] serves them.
 pub async fn read_submitter(
     pool: &PgPool,
-    chain_ids: &[ChainId],
     submitter: &str,
     from: FeedCursor,
     to: FeedCursor,
@@ -271,11 +275,19 @@ pub async fn read_submitter(
                 tx_hash, block_number, nonce, reason, balance_wei::text AS "balance_wei?",
                 min_balance_wei::text AS "min_balance_wei?", completed_at
              FROM tx_completion
-            WHERE chain_id = ANY($1) AND submitter = $2
-              AND (xid, seq) >= ($3::text::xid8, $4::bigint)
-              AND (xid, seq) <= ($5::text::xid8, $6::bigint)
-            ORDER BY xid, seq LIMIT $7"#,
-        chain_ids as _,
+            -- Every chain in the feed, found by a loose scan of the
+            -- submitter index (a few probes), so the index serves the rest.
+            WHERE chain_id = ANY(ARRAY(
+                    WITH RECURSIVE chains(c) AS (
+                        SELECT min(chain_id) FROM tx_completion
+                        UNION ALL
+                        SELECT (SELECT min(chain_id) FROM tx_completion WHERE chain_id > chains.c)
+                          FROM chains WHERE chains.c IS NOT NULL)
+                    SELECT c FROM chains WHERE c IS NOT NULL))
+              AND submitter = $1
+              AND (xid, seq) >= ($2::text::xid8, $3::bigint)
+              AND (xid, seq) <= ($4::text::xid8, $5::bigint)
+            ORDER BY xid, seq LIMIT $6"#,
         submitter,
         from.xid().to_string(),
         from.seq(),
@@ -289,10 +301,9 @@ pub async fn read_submitter(
 }
 
 /// The feed rows with these `seq`s (dead letters being redelivered), in feed
-/// order, with their cursors.
+/// order, with their cursors, whatever their chain (as [`read`]).
 pub async fn read_seqs(
     pool: &PgPool,
-    chain_ids: &[ChainId],
     seqs: &[i64],
 ) -> StoreResult<Vec<(FeedCursor, CompletionRow)>> {
     let rows = sqlx::query_as!(
@@ -301,8 +312,7 @@ pub async fn read_seqs(
                 tx_hash, block_number, nonce, reason, balance_wei::text AS "balance_wei?",
                 min_balance_wei::text AS "min_balance_wei?", completed_at
              FROM tx_completion
-            WHERE chain_id = ANY($1) AND seq = ANY($2) ORDER BY xid, seq"#,
-        chain_ids as _,
+            WHERE seq = ANY($1) ORDER BY xid, seq"#,
         seqs,
     )
     .fetch_all(pool)

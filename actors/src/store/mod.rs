@@ -34,6 +34,7 @@ pub mod pause;
 pub mod pipeline;
 pub mod queue_read;
 pub mod resubmit_claims;
+mod resubmit_schedule;
 mod schema;
 pub mod spend;
 pub mod spend_retention;

@@ -8,8 +8,9 @@ use alloy::primitives::{Bytes, B256};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+pub use super::resubmit_schedule::{head_of_line, schedule};
 use super::{millis, FencedTx, StoreError, StoreResult};
-use crate::domain::{AttemptKind, Intent, SubState, SubmitterKey, TxState};
+use crate::domain::{AttemptKind, Intent, SubState, TxState};
 
 /// What an operator asked for on one transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +81,9 @@ pub struct ClaimedResubmit {
     pub since_allocated: Option<Duration>,
     /// The operator's request, if that is why it is due.
     pub requested: Option<OperatorAction>,
+    /// Its scheduled resubmit time had come (else only the request made it
+    /// due).
+    pub on_schedule: bool,
     /// Who asked (token name), with the request.
     pub requested_by: Option<String>,
     /// The newest attempt's hash (replacements are priced from it).
@@ -108,6 +112,7 @@ struct ClaimRow {
     allocated_ms: Option<i64>,
     requested_action: Option<String>,
     requested_by: Option<String>,
+    on_schedule: bool,
     tx_hash: String,
     raw_tx: Vec<u8>,
     kind: String,
@@ -139,10 +144,14 @@ fn kind_of(name: &str) -> StoreResult<AttemptKind> {
 
 /// Claims the submitter's intents that are due for a resubmit — accepted,
 /// unmined, `next_resubmit_at` passed — and those an operator asked about,
-/// restricted to `only` when given. The claim moves `next_resubmit_at` on by
-/// `interval`, counts the resubmit and takes the operator's request, all in
-/// the caller's fenced transaction: a competing claimer (the sweep, a timer,
-/// a stale leader) finds nothing to send.
+/// restricted to `only` when given. The claim moves `next_resubmit_at` to
+/// `interval` from now, counts the resubmit and takes the operator's
+/// request, all in the caller's fenced transaction: a competing claimer
+/// (the sweep, a timer, a stale leader) finds nothing to send.
+///
+/// Every claim counts towards `max_resubmits`, an operator's request too,
+/// and restarts the schedule: requests cannot resubmit without bound, and a
+/// scheduled bump does not follow an operator's bump at once.
 pub async fn claim_due(
     ftx: &mut FencedTx,
     only: Option<&[Uuid]>,
@@ -156,7 +165,9 @@ pub async fn claim_due(
     let rows = sqlx::query_as!(
         ClaimRow,
         r#"WITH due AS (
-             SELECT m.tx_id, m.requested_action, m.requested_by FROM managed_tx m
+             SELECT m.tx_id, m.requested_action, m.requested_by,
+                    COALESCE(m.next_resubmit_at <= now(), false) AS on_schedule
+               FROM managed_tx m
               WHERE m.chain_id = $1 AND m.submitter = $2 AND m.receipt IS NULL
                 AND ($6::uuid[] IS NULL OR m.tx_id = ANY($6))
                 -- A nonce another key consumed: nothing to resubmit, ever.
@@ -166,25 +177,31 @@ pub async fn claim_due(
                 AND EXISTS (SELECT 1 FROM tx_attempt t WHERE t.tx_id = m.tx_id AND t.nonce = m.nonce)
               ORDER BY m.nonce LIMIT $3 FOR UPDATE SKIP LOCKED),
          claimed AS (
-             -- Only a due resubmit counts towards max_resubmits (an operator's
-             -- request does not). An ALLOCATED intent (no node accepted it
+             -- Every claim counts towards max_resubmits, an operator's
+             -- request too. An ALLOCATED intent (no node accepted it
              -- yet) escalates on the same schedule; the pipeline's short
              -- broadcast retry (retry_at) goes on beside it.
              UPDATE managed_tx m
-                SET next_resubmit_at = CASE WHEN m.next_resubmit_at <= now()
-                                            THEN now() + $4::bigint * interval '1 millisecond'
-                                            ELSE m.next_resubmit_at END,
-                    resubmits = m.resubmits + CASE WHEN m.next_resubmit_at <= now() THEN 1 ELSE 0 END,
+                SET next_resubmit_at = CASE WHEN m.next_resubmit_at IS NULL THEN NULL
+                                            ELSE now() + $4::bigint * interval '1 millisecond' END,
+                    resubmits = m.resubmits + 1,
+                    -- A claimed cancel marks the intent at once, before its
+                    -- attempt is signed, so a cancel asked for meanwhile sees
+                    -- it and changes nothing (store::actions).
+                    sub_state = CASE WHEN due.requested_action = 'cancel' THEN $8
+                                     ELSE m.sub_state END,
                     requested_action = NULL, requested_by = NULL,
                     fencing_token = $5, updated_at = now()
                FROM due WHERE m.tx_id = due.tx_id
              RETURNING m.tx_id, m.nonce, m.state, m.intent, m.resubmits, m.first_broadcast_at,
-                       m.allocated_at, m.accepted_hash, due.requested_action, due.requested_by)
+                       m.allocated_at, m.accepted_hash, due.requested_action, due.requested_by,
+                       due.on_schedule)
          SELECT c.tx_id AS "tx_id!", c.nonce AS "nonce!", c.state AS "state!",
                 c.intent AS "intent!", c.resubmits AS "resubmits!",
                 (EXTRACT(EPOCH FROM (now() - c.first_broadcast_at)) * 1000)::bigint AS "since_ms?",
                 (EXTRACT(EPOCH FROM (now() - c.allocated_at)) * 1000)::bigint AS "allocated_ms?",
                 c.requested_action AS "requested_action?", c.requested_by AS "requested_by?",
+                c.on_schedule AS "on_schedule!",
                 a.tx_hash AS "tx_hash!", a.raw_tx AS "raw_tx!", a.kind AS "kind!",
                 a.max_fee_per_gas::text AS "max_fee?", a.max_priority_fee_per_gas::text AS "priority_fee?",
                 a.gas_price::text AS "gas_price?", a.gas_limit AS "gas_limit!",
@@ -211,6 +228,7 @@ pub async fn claim_due(
         token,
         only.as_deref(),
         SubState::NonceConsumedExternally as _,
+        SubState::Cancelling as _,
     )
     .fetch_all(ftx.conn())
     .await?;
@@ -236,6 +254,7 @@ fn claimed_from_row(row: ClaimRow) -> StoreResult<ClaimedResubmit> {
             .map(OperatorAction::parse)
             .transpose()?,
         requested_by: row.requested_by,
+        on_schedule: row.on_schedule,
         latest_hash: row.tx_hash.parse().map_err(corrupt)?,
         latest_raw: row.raw_tx.into(),
         resend_hash: row.resend_hash.parse().map_err(corrupt)?,
@@ -340,67 +359,6 @@ pub async fn set_sub_state(
     .execute(ftx.conn())
     .await?;
     Ok(())
-}
-
-/// When each of the submitter's accepted, unmined intents is next due
-/// (restricted to `only` when given): what the resubmit timers hold — its
-/// next resubmit, or its `valid_until` when that comes first.
-pub async fn schedule(
-    pool: &PgPool,
-    key: SubmitterKey,
-    only: Option<&[Uuid]>,
-) -> StoreResult<Vec<(Uuid, Duration)>> {
-    let only = only.map(<[Uuid]>::to_vec);
-    let rows = sqlx::query!(
-        r#"SELECT tx_id,
-                  GREATEST(0, (EXTRACT(EPOCH FROM (
-                      -- A deadline still ahead comes first: its pass cancels
-                      -- the intent then (README "Guardrails"); LEAST skips NULL.
-                      LEAST(next_resubmit_at,
-                            CASE WHEN (intent->>'valid_until')::timestamptz > now()
-                                 THEN (intent->>'valid_until')::timestamptz END)
-                      - now())) * 1000)::bigint) AS "due_ms!"
-             FROM managed_tx
-            WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-              AND phase = 1 AND receipt IS NULL AND next_resubmit_at IS NOT NULL
-              AND ($3::uuid[] IS NULL OR tx_id = ANY($3))"#,
-        key.chain_id as _,
-        key.address_hex(),
-        only.as_deref(),
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            let ms = u64::try_from(r.due_ms).unwrap_or(0);
-            (r.tx_id, Duration::from_millis(ms))
-        })
-        .collect())
-}
-
-/// The lowest-nonce open, unmined intent of the submitter and its state: the
-/// head of the nonce line, which blocks every later nonce on chain.
-pub async fn head_of_line(pool: &PgPool, key: SubmitterKey) -> StoreResult<Option<(u64, TxState)>> {
-    let row = sqlx::query!(
-        r#"SELECT nonce AS "nonce!", state FROM managed_tx
-            WHERE chain_id = $1 AND submitter = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
-              AND phase = 1 AND receipt IS NULL AND sub_state IS DISTINCT FROM $3
-            ORDER BY nonce LIMIT 1"#,
-        key.chain_id as _,
-        key.address_hex(),
-        SubState::NonceConsumedExternally as _,
-    )
-    .fetch_optional(pool)
-    .await?;
-    row.map(|r| (r.nonce, r.state))
-        .map(|(nonce, state)| {
-            Ok((
-                u64::try_from(nonce).map_err(corrupt)?,
-                state.parse().map_err(corrupt)?,
-            ))
-        })
-        .transpose()
 }
 
 /// Puts back an operator's request the leader claimed but could not carry

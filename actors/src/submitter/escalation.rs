@@ -41,6 +41,10 @@ pub(crate) fn plan(
             kind: AttemptKind::Cancel,
             multiplier: settings.gas_bump.multiplier,
         },
+        // A cancel asked for again while one is out (the request raced the
+        // first one's signing): nothing new to sign unless the schedule is
+        // due anyway, so repeated cancels never climb the fees.
+        Some(OperatorAction::Cancel) if !claimed.on_schedule => Plan::Rebroadcast,
         Some(OperatorAction::Speedup) => Plan::Replace {
             kind: follow_up,
             multiplier: settings.gas_bump.multiplier,
@@ -142,6 +146,7 @@ mod tests {
             since_allocated: Some(Duration::from_secs(1)),
             requested: None,
             requested_by: None,
+            on_schedule: true,
             latest_hash: B256::ZERO,
             latest_raw: Bytes::new(),
             resend_hash: B256::ZERO,
@@ -218,6 +223,24 @@ mod tests {
         assert_eq!(
             plan(&c, &settings(Some(1.5), false), Some(9)),
             Plan::Rebroadcast
+        );
+    }
+
+    #[test]
+    fn a_cancel_asked_again_while_one_is_out_signs_nothing_new_off_schedule() {
+        let s = settings(Some(1.2), false);
+        let mut c = claimed(TxState::Tracking, AttemptKind::Cancel);
+        c.requested = Some(OperatorAction::Cancel);
+        c.on_schedule = false;
+        assert_eq!(plan(&c, &s, Some(4)), Plan::Rebroadcast);
+        // Due on schedule as well: the cancel is bumped as any due one.
+        c.on_schedule = true;
+        assert_eq!(
+            plan(&c, &s, Some(4)),
+            Plan::Replace {
+                kind: AttemptKind::Cancel,
+                multiplier: 1.2
+            }
         );
     }
 

@@ -10,6 +10,8 @@
 //! (same rules as submitter leases, balanced over live nodes) decides which
 //! node delivers. Delivery is at least once, in order per submitter, never
 //! skipping: the cursor moves only past events delivered or dead-lettered.
+//! The holder delivers every chain's events, whatever chains its node
+//! serves: a feed row needs no chain RPC, and the cursor is one for the feed.
 
 mod actor;
 mod attempt;
@@ -35,29 +37,6 @@ use crate::{
     supervisor::restart_backoff::{ended_child, Restarts},
 };
 
-/// The chains whose feed events the webhooks deliver: every chain the node
-/// serves, replaced when a reload adds or removes one. Cheap to clone; the
-/// clones share the set.
-#[derive(Debug, Clone, Default)]
-pub struct FeedChains(Arc<std::sync::RwLock<Vec<ChainId>>>);
-
-impl FeedChains {
-    /// The set `chains`.
-    pub fn new(chains: Vec<ChainId>) -> Self {
-        Self(Arc::new(std::sync::RwLock::new(chains)))
-    }
-
-    /// The chains now.
-    pub fn get(&self) -> Vec<ChainId> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Delivers the events of `chains` from now on.
-    pub fn set(&self, chains: Vec<ChainId>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = chains;
-    }
-}
-
 /// What every webhook actor of a node shares.
 #[derive(Debug)]
 pub struct WebhookEnv {
@@ -66,8 +45,6 @@ pub struct WebhookEnv {
     /// The chain the webhook rows (cursor, lease, dead letters) are keyed
     /// by: the one that already keys them, else the first chain at start.
     pub chain_id: ChainId,
-    /// The chains whose feed events are delivered (every chain served).
-    pub feed_chains: FeedChains,
     /// This process (the lease owner).
     pub owner: LeaseOwner,
     /// Lease length, renewal and skew: the submitters' settings.
@@ -247,8 +224,6 @@ pub struct Webhooks {
     supervisor: ActorRef<WebhookSupervisorMsg>,
     /// The names configured now (the gauges report only these).
     configured: Arc<std::sync::RwLock<Vec<String>>>,
-    /// The chains delivered, shared with every webhook actor.
-    feed_chains: FeedChains,
     /// The chain id the webhook rows are keyed by.
     key_chain: ChainId,
 }
@@ -259,13 +234,11 @@ impl Webhooks {
         env: WebhookEnv,
         settings: Vec<WebhookSettings>,
     ) -> Result<Webhooks, ractor::SpawnErr> {
-        let feed_chains = env.feed_chains.clone();
         let key_chain = env.chain_id;
         let (supervisor, _) = Actor::spawn(None, WebhookSupervisor, Arc::new(env)).await?;
         let webhooks = Webhooks {
             supervisor,
             configured: Arc::default(),
-            feed_chains,
             key_chain,
         };
         webhooks.apply(settings);
@@ -280,12 +253,6 @@ impl Webhooks {
         let _ = self
             .supervisor
             .send_message(WebhookSupervisorMsg::Apply(settings));
-    }
-
-    /// The chains whose events are delivered: every chain served (a reload
-    /// that adds or removes a chain replaces them).
-    pub fn feed_chains(&self) -> &FeedChains {
-        &self.feed_chains
     }
 
     /// The chain id the webhook rows (cursor, lease, dead letters) are

@@ -134,10 +134,7 @@ impl TestNode {
             webhooks.key_chain(),
         ));
         let listener = tokio::spawn(listen_for_served(pool.clone(), host.served()));
-        let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
-        let completions =
-            CompletionNotifier::listen(pool.clone(), &chain_ids, config.http.max_long_polls);
-        host.follow(Some(completions.clone()), Some(webhooks.clone()));
+        let completions = CompletionNotifier::listen(pool.clone(), config.http.max_long_polls);
         let wakes = txmgr::daemon::wake_on_completions(&completions, webhooks.clone());
         let reloader = file.map(|path| -> Arc<dyn txmgr::http::Reload> {
             Arc::new(Reloader::new(

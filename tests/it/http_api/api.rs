@@ -76,11 +76,7 @@ impl Api {
                 Arc::new(DirectSubmissions::new(db.pool.clone(), known)),
             ),
             limits: limits(),
-            completions: CompletionNotifier::listen(
-                db.pool.clone(),
-                &[CHAIN],
-                DEFAULT_MAX_LONG_POLLS,
-            ),
+            completions: CompletionNotifier::listen(db.pool.clone(), DEFAULT_MAX_LONG_POLLS),
             ops: Default::default(),
         };
         Api {

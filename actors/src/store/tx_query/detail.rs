@@ -89,9 +89,16 @@ pub struct TxDetail {
     pub feed: Vec<FeedRowView>,
     /// Failed deliveries of those rows.
     pub dead_letters: Vec<DeadLetterView>,
-    /// Oldest first.
+    /// The newest [`AUDIT_ROWS_SHOWN`], oldest first.
     pub audit: Vec<AuditView>,
+    /// How many audit rows the transaction has in all.
+    pub audit_total: i64,
 }
+
+/// Audit rows a transaction view shows at most (the newest): actions on one
+/// intent are many when an operator repeats them, and a view must not load
+/// them all.
+pub const AUDIT_ROWS_SHOWN: i64 = 50;
 
 /// The transaction one of whose attempts has this hash (lower-case `0x`
 /// hex), on any chain: reads are not limited to the chains a node serves
@@ -140,17 +147,28 @@ pub async fn detail(pool: &PgPool, tx_id: Uuid) -> StoreResult<TxDetail> {
     )
     .fetch_all(pool)
     .await?;
-    let audit = sqlx::query_as!(
+    // The newest rows along the (tx_id, at) index, then oldest first.
+    let mut audit = sqlx::query_as!(
         AuditView,
-        "SELECT at, actor, action, reason, outcome FROM ops_audit WHERE tx_id = $1 ORDER BY at, id",
+        "SELECT at, actor, action, reason, outcome FROM ops_audit WHERE tx_id = $1
+          ORDER BY at DESC, id DESC LIMIT $2",
         tx_id,
+        AUDIT_ROWS_SHOWN,
     )
     .fetch_all(pool)
+    .await?;
+    audit.reverse();
+    let audit_total = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM ops_audit WHERE tx_id = $1"#,
+        tx_id
+    )
+    .fetch_one(pool)
     .await?;
     Ok(TxDetail {
         attempts,
         feed,
         dead_letters,
         audit,
+        audit_total,
     })
 }

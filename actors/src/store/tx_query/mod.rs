@@ -17,6 +17,7 @@ use super::{StoreError, StoreResult};
 use crate::domain::{ChainId, Intent, SubState, SubmitterKey, TxState};
 pub use detail::{
     detail, find_by_attempt_hash, AttemptView, AuditView, DeadLetterView, FeedRowView, TxDetail,
+    AUDIT_ROWS_SHOWN,
 };
 pub use list::{list, list_within};
 

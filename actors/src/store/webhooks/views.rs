@@ -43,14 +43,14 @@ pub const LAG_COUNT_CAP: i64 = 10_000;
 
 /// The status of every webhook with a row (delivery started at least once),
 /// or of those named in `only`: webhook rows keyed by `chain_id`, their lag
-/// counted over the feed events of `feed_chains` (every chain served).
+/// counted over the feed events of every chain (a webhook delivers them all,
+/// whatever chains the node asking serves).
 /// Bounded work per webhook: the lag is counted up to [`LAG_COUNT_CAP`]
 /// rows, and its age is that of the first row after the cursor, both along
 /// the feed's `(xid, seq)` index.
 pub async fn statuses(
     pool: &PgPool,
     chain_id: ChainId,
-    feed_chains: &[ChainId],
     only: Option<&[String]>,
 ) -> StoreResult<Vec<WebhookStatus>> {
     Ok(sqlx::query_as!(
@@ -60,11 +60,11 @@ pub async fn statuses(
                   w.cursor_xid::text || '-' || w.cursor_seq AS "cursor!",
                   (SELECT count(*) FROM (
                       SELECT 1 FROM tx_completion c
-                       WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq) AND c.chain_id = ANY($4)
+                       WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq)
                        LIMIT $3) capped) AS "lag_events!",
                   COALESCE((SELECT EXTRACT(EPOCH FROM now() - c.completed_at)::float8
                               FROM tx_completion c
-                             WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq) AND c.chain_id = ANY($4)
+                             WHERE (c.xid, c.seq) > (w.cursor_xid, w.cursor_seq)
                              ORDER BY c.xid, c.seq LIMIT 1), 0) AS "lag_seconds!",
                   w.delivered, w.failed_attempts, w.last_error AS "last_error?",
                   w.last_delivered_at AS "last_delivered_at?",
@@ -77,7 +77,6 @@ pub async fn statuses(
         chain_id as _,
         only,
         LAG_COUNT_CAP,
-        feed_chains as _,
     )
     .fetch_all(pool)
     .await?)

@@ -14,9 +14,7 @@ impl WebhookState {
         if room > 0 {
             let limit = READ_PAGE.min(u32::try_from(room).unwrap_or(READ_PAGE));
             let after = Some(self.window.read_to());
-            let (rows, _) =
-                completions::read(&self.env.pool, &self.env.feed_chains.get(), after, limit)
-                    .await?;
+            let (rows, _) = completions::read(&self.env.pool, after, limit).await?;
             let traces = self.traces_of(rows.iter()).await;
             let mut passed_over = false;
             for row in rows {
@@ -60,9 +58,7 @@ impl WebhookState {
                 .collect();
             if !new.is_empty() {
                 let seqs: Vec<i64> = new.iter().map(|a| a.feed_seq).collect();
-                let rows =
-                    completions::read_seqs(&self.env.pool, &self.env.feed_chains.get(), &seqs)
-                        .await?;
+                let rows = completions::read_seqs(&self.env.pool, &seqs).await?;
                 let traces = self.traces_of(rows.iter().map(|(_, row)| row)).await;
                 for asked in new {
                     if let Some((cursor, row)) =
@@ -86,7 +82,6 @@ impl WebhookState {
         for (submitter, from) in self.window.due_for_refill() {
             let rows = completions::read_submitter(
                 &self.env.pool,
-                &self.env.feed_chains.get(),
                 &submitter,
                 from,
                 self.window.read_to(),

@@ -287,13 +287,8 @@ impl Node {
             .map(|c| (c.chain_id, c.engine.clone()))
             .collect();
         let work_listener = tokio::spawn(listen_for_chains(pool.clone(), engines));
-        let chain_ids: Vec<u64> = chains.iter().map(|c| c.chain_id).collect();
         let router = app(AppState {
-            completions: CompletionNotifier::listen(
-                pool.clone(),
-                &chain_ids,
-                config.http.max_long_polls,
-            ),
+            completions: CompletionNotifier::listen(pool.clone(), config.http.max_long_polls),
             pool,
             chains: served_chains(&chains),
             limits: Limits::from_config(&config.http),

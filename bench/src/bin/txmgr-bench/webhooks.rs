@@ -183,7 +183,6 @@ pub(crate) async fn run(
     let env = WebhookEnv {
         pool,
         chain_id: 31337u64.into(),
-        feed_chains: txmgr_actors::webhook::FeedChains::new(vec![31337u64.into()]),
         owner: LeaseOwner::for_this_process("bench"),
         lease: LeaseTiming {
             duration: Duration::from_secs(10),
