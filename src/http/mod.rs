@@ -21,6 +21,7 @@
 
 pub mod auth;
 mod browser_guard;
+mod caller;
 mod capacity;
 mod completion_notifier;
 mod completions;
@@ -36,6 +37,7 @@ mod intent_body;
 mod json;
 pub mod openapi;
 pub mod ops;
+mod ops_actions;
 mod ops_audit;
 pub mod ops_endpoints;
 mod ops_history;
@@ -175,11 +177,11 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(ops::actors))
         .routes(routes!(ops::cluster))
         .routes(routes!(ops_endpoints::endpoints))
-        .routes(routes!(ops::restart))
-        .routes(routes!(ops::unprotect))
+        .routes(routes!(ops_actions::restart))
+        .routes(routes!(ops_actions::unprotect))
         .routes(routes!(ops_pause::pause))
         .routes(routes!(ops_pause::resume))
-        .routes(routes!(ops::reload))
+        .routes(routes!(ops_actions::reload))
         .routes(routes!(ops_webhooks::list))
         .routes(routes!(ops_webhooks::redeliver))
         .routes(routes!(ops_history::history))
