@@ -116,67 +116,61 @@ enum ActionAnswers {
     Unavailable(ErrorResponse),
 }
 
-/// `POST /v1/transactions/{tx_id}/cancel`.
-#[utoipa::path(post, path = "/v1/transactions/{tx_id}/cancel", tag = "transactions",
-    description = "QUEUED: cancelled at once, no nonce used. ALLOCATED (signed), TRACKING, STUCK: the leader replaces it with a 0-value self-transfer at its nonce; it ends CANCELLED if that is final, CONFIRMED if the original wins.",
-    params(("tx_id" = Uuid, Path, description = "the transaction")),
-    request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
-    responses(ActionAnswers))]
-pub(crate) async fn cancel(
-    state: State<AppState>,
-    caller: Caller,
-    path: ApiPath<String>,
-    body: Bytes,
-) -> ApiResult<Response> {
-    act(state, caller, path, body, OperatorAction::Cancel).await
+/// One action route: its handler, registered at the path of its
+/// `#[utoipa::path]`, reads the path and body and hands them to [`act`]. The
+/// four differ only in path, description and action.
+macro_rules! action_route {
+    ($(#[doc = $doc:literal])* $name:ident, $path:literal, $description:literal, $action:expr) => {
+        $(#[doc = $doc])*
+        #[utoipa::path(post, path = $path, tag = "transactions",
+            description = $description,
+            params(("tx_id" = Uuid, Path, description = "the transaction")),
+            request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
+            responses(ActionAnswers))]
+        pub(crate) async fn $name(
+            state: State<AppState>,
+            caller: Caller,
+            path: ApiPath<String>,
+            body: Bytes,
+        ) -> ApiResult<Response> {
+            act(state, caller, path, body, $action).await
+        }
+    };
 }
 
-/// `POST /v1/transactions/{tx_id}/speedup`.
-#[utoipa::path(post, path = "/v1/transactions/{tx_id}/speedup", tag = "transactions",
-    description = "TRACKING or STUCK, not mined: the leader signs a fee bump now, within the caps.",
-    params(("tx_id" = Uuid, Path, description = "the transaction")),
-    request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
-    responses(ActionAnswers))]
-pub(crate) async fn speedup(
-    state: State<AppState>,
-    caller: Caller,
-    path: ApiPath<String>,
-    body: Bytes,
-) -> ApiResult<Response> {
-    act(state, caller, path, body, OperatorAction::Speedup).await
-}
+action_route!(
+    /// `POST /v1/transactions/{tx_id}/cancel`.
+    cancel,
+    "/v1/transactions/{tx_id}/cancel",
+    "QUEUED: cancelled at once, no nonce used. ALLOCATED (signed), TRACKING, STUCK: the leader replaces it with a 0-value self-transfer at its nonce; it ends CANCELLED if that is final, CONFIRMED if the original wins.",
+    OperatorAction::Cancel
+);
 
-/// `POST /v1/transactions/{tx_id}/rebroadcast`.
-#[utoipa::path(post, path = "/v1/transactions/{tx_id}/rebroadcast", tag = "transactions",
-    description = "TRACKING or STUCK, not mined: the leader re-broadcasts the newest attempt's identical bytes now.",
-    params(("tx_id" = Uuid, Path, description = "the transaction")),
-    request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
-    responses(ActionAnswers))]
-pub(crate) async fn rebroadcast(
-    state: State<AppState>,
-    caller: Caller,
-    path: ApiPath<String>,
-    body: Bytes,
-) -> ApiResult<Response> {
-    act(state, caller, path, body, OperatorAction::Rebroadcast).await
-}
+action_route!(
+    /// `POST /v1/transactions/{tx_id}/speedup`.
+    speedup,
+    "/v1/transactions/{tx_id}/speedup",
+    "TRACKING or STUCK, not mined: the leader signs a fee bump now, within the caps.",
+    OperatorAction::Speedup
+);
 
-/// `POST /v1/transactions/{tx_id}/requeue`: an intent whose nonce a
-/// transaction that is not ours consumed (STUCK, `nonce_consumed_externally`)
-/// is sent again with a fresh nonce.
-#[utoipa::path(post, path = "/v1/transactions/{tx_id}/requeue", tag = "transactions",
-    description = "STUCK with sub_state nonce_consumed_externally (a transaction that is not ours took its nonce; it never executed): back to QUEUED at once, sent again with a fresh nonce.",
-    params(("tx_id" = Uuid, Path, description = "the transaction")),
-    request_body(content = Option<ActionBody>, description = "optional: empty, `null` or `{\"reason\": \"...\"}`"),
-    responses(ActionAnswers))]
-pub(crate) async fn requeue(
-    state: State<AppState>,
-    caller: Caller,
-    path: ApiPath<String>,
-    body: Bytes,
-) -> ApiResult<Response> {
-    act(state, caller, path, body, OperatorAction::Requeue).await
-}
+action_route!(
+    /// `POST /v1/transactions/{tx_id}/rebroadcast`.
+    rebroadcast,
+    "/v1/transactions/{tx_id}/rebroadcast",
+    "TRACKING or STUCK, not mined: the leader re-broadcasts the newest attempt's identical bytes now.",
+    OperatorAction::Rebroadcast
+);
+
+action_route!(
+    /// `POST /v1/transactions/{tx_id}/requeue`: an intent whose nonce a
+    /// transaction that is not ours consumed (STUCK, `nonce_consumed_externally`)
+    /// is sent again with a fresh nonce.
+    requeue,
+    "/v1/transactions/{tx_id}/requeue",
+    "STUCK with sub_state nonce_consumed_externally (a transaction that is not ours took its nonce; it never executed): back to QUEUED at once, sent again with a fresh nonce.",
+    OperatorAction::Requeue
+);
 
 fn parse_body(body: &Bytes) -> ApiResult<ActionBody> {
     if body.iter().all(u8::is_ascii_whitespace) {
