@@ -18,4 +18,5 @@ URL="${ADMIN_URL%/*}/txmgr_sqlx_prepare_$$"
 trap 'DATABASE_URL="$URL" sqlx database drop -y >/dev/null 2>&1 || true' EXIT
 DATABASE_URL="$URL" sqlx database create
 DATABASE_URL="$URL" sqlx migrate run --source migrations >/dev/null
-SQLX_OFFLINE=false DATABASE_URL="$URL" cargo sqlx prepare --workspace
+# `-- --all-targets`: as scripts/test.sh checks it.
+SQLX_OFFLINE=false DATABASE_URL="$URL" cargo sqlx prepare --workspace -- --all-targets

@@ -129,6 +129,37 @@ fn reason(body: &PauseBody) -> ApiResult<&str> {
     Ok(reason)
 }
 
+/// The refusals a pause and a resume document (one list for both routes).
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Only its derive is used: it describes, it is never built.
+enum PauseRefusals {
+    #[response(
+        status = 400,
+        description = "invalid_request: not an address, a bad query parameter, or a missing or bad reason (`field` names it)"
+    )]
+    Invalid(ErrorResponse),
+    #[response(
+        status = 403,
+        description = "forbidden: the token may not use this submitter (`field` = submitter)"
+    )]
+    Forbidden(ErrorResponse),
+    #[response(
+        status = 422,
+        description = "unknown_submitter: not configured on this node"
+    )]
+    UnknownSubmitter(ErrorResponse),
+    #[response(
+        status = 500,
+        description = "internal: a database error; nothing was changed"
+    )]
+    Internal(ErrorResponse),
+    #[response(
+        status = 503,
+        description = "unavailable: no engine in this process, or the database is unavailable; nothing was changed"
+    )]
+    Unavailable(ErrorResponse),
+}
+
 /// `POST /v1/ops/submitters/{address}/pause?halt_resubmits=` with `{reason}`.
 #[utoipa::path(post, path = "/v1/ops/submitters/{address}/pause", tag = "ops",
     description = "Pauses the submitter's sending on the chain, cluster-wide and durably: the pause and its audit row commit together, and from then on no allocation draws a nonce for it, on whichever node its leader runs. Intents already allocated keep being tracked, re-broadcast and bumped (stopping them would strand their nonces) unless `halt_resubmits=true`. Creates stay accepted and wait QUEUED, or get 423 `paused` where `pause_accepts_creates = false`. Pausing a paused submitter updates its reason and `halt_resubmits`.",
@@ -136,13 +167,7 @@ fn reason(body: &PauseBody) -> ApiResult<&str> {
         ("chain_id" = Option<u64>, Query, description = "the chain; required when several chains are served"),
         ("halt_resubmits" = Option<bool>, Query, description = "also stop re-broadcasts and fee bumps of in-flight intents (they may then sit unmined in pools until the resume); default false")),
     request_body = PauseBody,
-    responses(
-        (status = 200, description = "paused", body = PauseView),
-        (status = 400, description = "invalid_request: not an address, a bad query parameter, or a missing or bad reason (`field` names it)", body = ErrorResponse),
-        (status = 403, description = "forbidden: the token may not use this submitter (`field` = submitter)", body = ErrorResponse),
-        (status = 422, description = "unknown_submitter: not configured on this node", body = ErrorResponse),
-        (status = 500, description = "internal: a database error; nothing was changed", body = ErrorResponse),
-        (status = 503, description = "unavailable: no engine in this process, or the database is unavailable; nothing was changed", body = ErrorResponse)))]
+    responses((status = 200, description = "paused", body = PauseView), PauseRefusals))]
 pub(crate) async fn pause(
     State(state): State<AppState>,
     caller: Caller,
@@ -196,13 +221,7 @@ pub(crate) async fn pause(
     params(("address" = String, Path, description = "the submitter", pattern = "^0x[0-9a-fA-F]{40}$"),
         ("chain_id" = Option<u64>, Query, description = "the chain; required when several chains are served")),
     request_body = PauseBody,
-    responses(
-        (status = 200, description = "resumed (or was not paused)", body = PauseView),
-        (status = 400, description = "invalid_request: not an address, a bad query parameter, or a missing or bad reason (`field` names it)", body = ErrorResponse),
-        (status = 403, description = "forbidden: the token may not use this submitter (`field` = submitter)", body = ErrorResponse),
-        (status = 422, description = "unknown_submitter: not configured on this node", body = ErrorResponse),
-        (status = 500, description = "internal: a database error; nothing was changed", body = ErrorResponse),
-        (status = 503, description = "unavailable: no engine in this process, or the database is unavailable; nothing was changed", body = ErrorResponse)))]
+    responses((status = 200, description = "resumed (or was not paused)", body = PauseView), PauseRefusals))]
 pub(crate) async fn resume(
     State(state): State<AppState>,
     caller: Caller,
