@@ -10,22 +10,18 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::config::Config;
+use crate::config::{Config, TOP_LEVEL_KEYS};
 
-/// Sections that only take effect at start.
-const NODE_LEVEL: &[&str] = &[
-    "node_id",
-    "database",
-    "http",
-    "chain",
-    "chains",
-    "lease",
-    "node",
-    "auth",
-    "log",
-    "feed",
-    "telemetry",
-];
+/// Top-level sections a reload applies. Every other section an environment
+/// variable may set ([`TOP_LEVEL_KEYS`], the one list of sections) takes
+/// effect only at start; `webhooks`, which no variable may set, is applied
+/// by a reload too.
+const RELOADED: &[&str] = &["defaults", "submitters"];
+
+/// Whether `section` takes effect only at start.
+fn node_level(section: &str) -> bool {
+    TOP_LEVEL_KEYS.contains(&section) && !RELOADED.contains(&section)
+}
 
 /// The one per-submitter setting a reload does not apply to a running
 /// submitter: its ingress queue keeps the capacity it was made with.
@@ -39,7 +35,7 @@ const FIXED_SETTING: &str = "ingress_capacity";
 pub fn needs_restart(key: &str) -> bool {
     let section = key.split(['.', '[']).next().unwrap_or(key);
     let leaf = key.rsplit('.').next().unwrap_or(key);
-    leaf == FIXED_SETTING || (NODE_LEVEL.contains(&section) && !is_chain_defaults_key(key))
+    leaf == FIXED_SETTING || (node_level(section) && !is_chain_defaults_key(key))
 }
 
 /// Keys that differ between `old` and `new` and need a restart (names
