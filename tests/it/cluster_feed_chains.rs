@@ -7,6 +7,7 @@
 //! Two real daemon processes on one database: n2 serves only the local
 //! chain and holds the webhook's lease; n1 serves the local chain and base.
 
+use crate::common::node::{FAST_LEASE, FAST_NODE};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -41,12 +42,8 @@ url = "{db_url}"
 max_connections = 10
 [http]
 listen = "127.0.0.1:{port}"
-[lease]
-duration = "3s"
-renew_interval = "1s"
-clock_skew_allowance = "500ms"
-[node]
-discovery_interval = "1s"
+{FAST_LEASE}
+{FAST_NODE}
 heartbeat_interval = "1s"
 rebalance = false
 [defaults]

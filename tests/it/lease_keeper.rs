@@ -3,6 +3,7 @@
 //! release their leases and renew nothing, a create brings one back at once,
 //! and a node killed while holding many leases has them all taken over.
 
+use crate::common::node::{FAST_LEASE, FAST_NODE, FAST_POLL};
 use std::time::Duration;
 
 use crate::common::{
@@ -32,15 +33,10 @@ max_connections = 8
 [chain]
 rpc_url = "{rpc}"
 chain_id = 31337
-poll_interval = "200ms"
-sweep_interval = "1s"
-[lease]
-duration = "3s"
-renew_interval = "1s"
-clock_skew_allowance = "500ms"
+{FAST_POLL}
+{FAST_LEASE}
 idle_release_after = "{idle}"
-[node]
-discovery_interval = "1s"
+{FAST_NODE}
 rebalance = false
 [defaults]
 finality = {{ confirmations = 1 }}

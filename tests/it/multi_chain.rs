@@ -1,6 +1,7 @@
 //! Several chains in one deployment: the same key on two anvils with
 //! different chain ids, one node serving both (README "Several chains").
 
+use crate::common::node::{FAST_LEASE, FAST_NODE, FAST_POLL};
 use serde_json::{json, Value};
 
 use crate::common::{invariants, node::TestNode, Anvil, TestDb, DEV, DEV_ADDRESS_0};
@@ -23,20 +24,14 @@ max_connections = 12
 [chains.local]
 rpc_url = "{local}"
 chain_id = 31337
-poll_interval = "200ms"
-sweep_interval = "1s"
+{FAST_POLL}
 [chains.base]
 rpc_url = "{base}"
 chain_id = {BASE_ID}
-poll_interval = "200ms"
-sweep_interval = "1s"
+{FAST_POLL}
 defaults = {{ finality = {{ confirmations = 2 }} }}
-[lease]
-duration = "3s"
-renew_interval = "1s"
-clock_skew_allowance = "500ms"
-[node]
-discovery_interval = "1s"
+{FAST_LEASE}
+{FAST_NODE}
 [defaults]
 max_in_flight = 64
 finality = {{ confirmations = 1 }}

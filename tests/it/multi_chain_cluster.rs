@@ -2,6 +2,7 @@
 //! SIGKILLed node's (chain, submitter) leases are each taken over within the
 //! fail-over bound, and nothing acknowledged is lost on either chain.
 
+use crate::common::node::{FAST_LEASE, FAST_NODE, FAST_POLL};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -37,19 +38,13 @@ listen = "127.0.0.1:{port}"
 [chains.local]
 rpc_url = "{local}"
 chain_id = 31337
-poll_interval = "200ms"
-sweep_interval = "1s"
+{FAST_POLL}
 [chains.base]
 rpc_url = "{base}"
 chain_id = {BASE_ID}
-poll_interval = "200ms"
-sweep_interval = "1s"
-[lease]
-duration = "3s"
-renew_interval = "1s"
-clock_skew_allowance = "500ms"
-[node]
-discovery_interval = "1s"
+{FAST_POLL}
+{FAST_LEASE}
+{FAST_NODE}
 heartbeat_interval = "1s"
 [defaults]
 max_in_flight = 32

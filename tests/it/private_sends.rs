@@ -4,6 +4,7 @@
 //! sends, re-broadcasts and fee bumps — reach the send-only proxy and never
 //! the public one.
 
+use crate::common::node::{FAST_LEASE, FAST_POLL};
 use std::{collections::HashSet, time::Duration};
 
 use serde_json::{json, Value};
@@ -29,12 +30,8 @@ max_connections = 8
 chain_id = 31337
 rpc_urls = [{{ name = "public", url = "{public}" }},
             {{ name = "relay", url = "{relay}", role = "send_only" }}]
-poll_interval = "200ms"
-sweep_interval = "1s"
-[lease]
-duration = "3s"
-renew_interval = "1s"
-clock_skew_allowance = "500ms"
+{FAST_POLL}
+{FAST_LEASE}
 [defaults]
 finality = {{ confirmations = 1 }}
 resubmit_interval = "300ms"

@@ -22,6 +22,18 @@ use txmgr_actors::{chain::ChainClient, node::Engine};
 /// The environment variable that holds anvil's first dev key in tests.
 pub(crate) const KEY_VAR: &str = "TXMGR_TEST_DEV_KEY_0";
 
+/// A chain table's fast polling, as every test node uses (inside
+/// `[chain]` or `[chains.<name>]`).
+pub(crate) const FAST_POLL: &str = "poll_interval = \"200ms\"\nsweep_interval = \"1s\"\n";
+
+/// Short leases, so that fail-over tests take seconds; more `[lease]` keys
+/// may follow it.
+pub(crate) const FAST_LEASE: &str =
+    "[lease]\nduration = \"3s\"\nrenew_interval = \"1s\"\nclock_skew_allowance = \"500ms\"\n";
+
+/// A fast scan for unled work; more `[node]` keys may follow it.
+pub(crate) const FAST_NODE: &str = "[node]\ndiscovery_interval = \"1s\"\n";
+
 /// Base configuration: fast timers so tests finish quickly.
 pub(crate) fn config_toml(
     db_url: &str,
@@ -38,14 +50,9 @@ max_connections = 8
 [chain]
 rpc_url = "{rpc_url}"
 chain_id = 31337
-poll_interval = "200ms"
-sweep_interval = "1s"
-[lease]
-duration = "3s"
-renew_interval = "1s"
-clock_skew_allowance = "500ms"
-[node]
-discovery_interval = "1s"
+{FAST_POLL}
+{FAST_LEASE}
+{FAST_NODE}
 [submitters."{address}"]
 signer = {{ kind = "env", env = "{KEY_VAR}" }}
 {submitter_extra}
