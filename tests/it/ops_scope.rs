@@ -3,34 +3,21 @@
 //! cluster views, and webhook dead letters and their redelivery — and it
 //! cannot reload the whole node.
 
+use crate::common::node::token_toml;
 use crate::common::{
     node::{config_toml, TestNode},
     transfer_from, wait_until, Anvil, TestDb, DEV,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
-use txmgr::http::auth::token_hash_hex;
 
 const OTHER: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
 const OPS_TOKEN: &str = "full-ops-token-for-tests";
 const SCOPED_OPS_TOKEN: &str = "scoped-ops-token-for-tests";
 
 fn auth_toml() -> String {
-    format!(
-        r#"
-[[auth.tokens]]
-name = "ops"
-role = "ops"
-sha256 = "{}"
-[[auth.tokens]]
-name = "ops-other"
-role = "ops"
-sha256 = "{}"
-submitters = ["{OTHER}"]
-"#,
-        token_hash_hex(OPS_TOKEN),
-        token_hash_hex(SCOPED_OPS_TOKEN),
-    )
+    token_toml("ops", "ops", OPS_TOKEN, &[])
+        + &token_toml("ops-other", "ops", SCOPED_OPS_TOKEN, &[OTHER])
 }
 
 /// The submitters listed under `key` (`submitters` of the actors view,

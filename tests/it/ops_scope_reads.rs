@@ -6,13 +6,13 @@
 //! withheld, and `/metrics` (every balance and spend window) needs an
 //! unscoped token.
 
+use crate::common::node::token_toml;
 use crate::common::{
     node::{config_toml, TestNode},
     transfer_from, wait_until, Anvil, TestDb, DEV,
 };
 use serde_json::Value;
 use std::time::Duration;
-use txmgr::http::auth::token_hash_hex;
 
 const OTHER: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
 const OPS_TOKEN: &str = "reads-full-ops-token";
@@ -20,27 +20,9 @@ const OTHERS_OPS_TOKEN: &str = "reads-ops-token-of-other";
 const DEVS_OPS_TOKEN: &str = "reads-ops-token-of-dev";
 
 fn auth_toml() -> String {
-    format!(
-        r#"
-[[auth.tokens]]
-name = "ops"
-role = "ops"
-sha256 = "{}"
-[[auth.tokens]]
-name = "ops-other"
-role = "ops"
-sha256 = "{}"
-submitters = ["{OTHER}"]
-[[auth.tokens]]
-name = "ops-dev"
-role = "ops"
-sha256 = "{}"
-submitters = ["{DEV}"]
-"#,
-        token_hash_hex(OPS_TOKEN),
-        token_hash_hex(OTHERS_OPS_TOKEN),
-        token_hash_hex(DEVS_OPS_TOKEN),
-    )
+    token_toml("ops", "ops", OPS_TOKEN, &[])
+        + &token_toml("ops-other", "ops", OTHERS_OPS_TOKEN, &[OTHER])
+        + &token_toml("ops-dev", "ops", DEVS_OPS_TOKEN, &[DEV])
 }
 
 fn strings(body: &Value, key: &str) -> Vec<String> {

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::common::node::token_toml;
 use serde_json::Value;
-use txmgr::http::auth::token_hash_hex;
 
 use crate::{
     common::{node::TestNode, wait_until, Anvil, TestDb, DEV_ADDRESS_0},
@@ -26,21 +26,13 @@ impl Drop for ConfigFile {
 }
 
 fn auth_toml(dev: &str) -> String {
-    format!(
-        r#"
-[[auth.tokens]]
-name = "ops"
-role = "ops"
-sha256 = "{}"
-[[auth.tokens]]
-name = "base-only"
-role = "client"
-sha256 = "{}"
-submitters = ["base:{dev}"]
-"#,
-        token_hash_hex(OPS_TOKEN),
-        token_hash_hex(BASE_CLIENT_TOKEN),
-    )
+    token_toml("ops", "ops", OPS_TOKEN, &[])
+        + &token_toml(
+            "base-only",
+            "client",
+            BASE_CLIENT_TOKEN,
+            &[&format!("base:{dev}")],
+        )
 }
 
 /// A node serving `local` and `base` (base never mines), with one DEV

@@ -24,15 +24,29 @@ pub(crate) const KEY_VAR: &str = "TXMGR_TEST_DEV_KEY_0";
 
 /// A chain table's fast polling, as every test node uses (inside
 /// `[chain]` or `[chains.<name>]`).
-pub(crate) const FAST_POLL: &str = "poll_interval = \"200ms\"\nsweep_interval = \"1s\"\n";
+pub(crate) const FAST_POLL: &str = "poll_interval = \"200ms\"\nsweep_interval = \"1s\"";
 
 /// Short leases, so that fail-over tests take seconds; more `[lease]` keys
 /// may follow it.
 pub(crate) const FAST_LEASE: &str =
-    "[lease]\nduration = \"3s\"\nrenew_interval = \"1s\"\nclock_skew_allowance = \"500ms\"\n";
+    "[lease]\nduration = \"3s\"\nrenew_interval = \"1s\"\nclock_skew_allowance = \"500ms\"";
 
 /// A fast scan for unled work; more `[node]` keys may follow it.
-pub(crate) const FAST_NODE: &str = "[node]\ndiscovery_interval = \"1s\"\n";
+pub(crate) const FAST_NODE: &str = "[node]\ndiscovery_interval = \"1s\"";
+
+/// One `[[auth.tokens]]` entry: `token` (stored as its hash) named `name`
+/// with `role`, limited to `submitters` when any are given.
+pub(crate) fn token_toml(name: &str, role: &str, token: &str, submitters: &[&str]) -> String {
+    let mut entry = format!(
+        "[[auth.tokens]]\nname = \"{name}\"\nrole = \"{role}\"\nsha256 = \"{}\"\n",
+        txmgr::http::auth::token_hash_hex(token)
+    );
+    if !submitters.is_empty() {
+        let list: Vec<String> = submitters.iter().map(|s| format!("\"{s}\"")).collect();
+        entry.push_str(&format!("submitters = [{}]\n", list.join(", ")));
+    }
+    entry
+}
 
 /// Base configuration: fast timers so tests finish quickly.
 pub(crate) fn config_toml(
