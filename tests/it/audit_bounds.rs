@@ -105,6 +105,7 @@ audit_retain = "30days"
     let done = create_transfer_at(&client, &daemon.base(), "done").await;
     let answer = client
         .post(format!("{}/v1/transactions/{done}/cancel", daemon.base()))
+        .header("content-type", "application/json")
         .send()
         .await
         .expect("cancel");
