@@ -165,12 +165,18 @@ impl TestNode {
                 config.clone(),
             ))
         });
+        let mut ops = ops_state(&config, &pool, &host.served(), reloader).await;
+        // The router is called in-process or served on whatever port a test
+        // binds, not on `http.listen`: a tokenless test node answers a
+        // loopback `Host` with any port (a daemon, only with the port it
+        // bound; tests/it/cross_site.rs checks that on real daemons).
+        ops.local_hosts = txmgr::http::LocalHosts::new(None);
         let app = app(AppState {
             completions,
             pool: pool.clone(),
             chains: host.served(),
             limits: Limits::from_config(&config.http),
-            ops: ops_state(&config, &pool, &host.served(), reloader).await,
+            ops,
         });
         TestNode {
             engine,
