@@ -8,7 +8,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-scripts/install-cargo-deb.sh
+# Its progress goes to stderr: stdout is the package's path alone
+# (package-smoke.sh reads it).
+scripts/install-cargo-deb.sh >&2
 PROFILE="${PACKAGE_PROFILE:-release}"
 args=(--profile "$PROFILE" --output target/debian/)
 if [[ "${1:-}" == "--no-build" ]]; then
