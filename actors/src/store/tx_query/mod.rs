@@ -283,6 +283,11 @@ pub async fn find_by_request_id(
     submitter: SubmitterKey,
     request_id: &str,
 ) -> StoreResult<Option<TxView>> {
+    if submitter.chain_id.to_db().is_err() {
+        // No row carries a chain id above BIGINT; binding one would fail
+        // (callers may pass any chain id, served here or not).
+        return Ok(None);
+    }
     let row = sqlx::query_as!(
         TxRow,
         r#"SELECT m.chain_id AS "chain_id: ChainId", m.tx_id, m.submitter, m.request_id, m.state,
