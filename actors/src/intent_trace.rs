@@ -33,6 +33,11 @@ pub use crate::domain::TraceParent;
 /// The instrumentation scope of every span the engine records.
 pub const SCOPE: &str = "txmgr";
 
+/// The `tracing` target whose spans the daemon exports (and only those):
+/// the HTTP create and its durable insert. Here, below both the HTTP edge
+/// that records them and the daemon that installs the exporter.
+pub const OTEL_TARGET: &str = "txmgr::otel";
+
 /// How long a context stays in this node's memory after it was last
 /// stored; older ones are read from the database again when needed.
 const REMEMBER_FOR: std::time::Duration = std::time::Duration::from_secs(600);

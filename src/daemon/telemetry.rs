@@ -31,9 +31,7 @@ use txmgr_actors::metrics::{TRACE_SPANS_DROPPED, TRACE_SPANS_EXPORTED};
 
 use crate::config::{LogConfig, LogFormat, TelemetryConfig};
 
-/// The `tracing` target whose spans are exported (and only those): the
-/// HTTP create and its durable insert.
-pub const OTEL_TARGET: &str = "txmgr::otel";
+pub use txmgr_actors::intent_trace::OTEL_TARGET;
 
 /// What must outlive the daemon's work: flushes and stops the exporter.
 #[derive(Debug)]

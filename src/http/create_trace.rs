@@ -7,10 +7,8 @@ use axum::http::HeaderMap;
 use opentelemetry::trace::{Status, TraceContextExt as _};
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-use txmgr_actors::intent_trace::{self, TraceParent};
+use txmgr_actors::intent_trace::{self, TraceParent, OTEL_TARGET};
 use uuid::Uuid;
-
-use crate::daemon::OTEL_TARGET;
 
 /// The header of the caller's trace context.
 const TRACEPARENT: &str = "traceparent";

@@ -1,4 +1,4 @@
-//! The engine's top-level modules form a DAG (DESIGN.md §3: domain at the
+//! The engine's (and the daemon's) top-level modules form a DAG (DESIGN.md §3: domain at the
 //! bottom, node at the top; a type two modules share lives in the lower
 //! one). Every `crate::<module>` path in `actors/src` — `use` lines,
 //! brace groups and inline paths, comments left out — is an edge; a circle
@@ -15,6 +15,11 @@ type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
 fn engine_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("actors/src")
+}
+
+/// The daemon's sources (`src/`: config, http, daemon).
+fn daemon_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -122,8 +127,7 @@ fn referenced_modules(source: &str) -> BTreeSet<String> {
     found
 }
 
-fn module_graph() -> (BTreeSet<String>, Graph) {
-    let root = engine_src();
+fn module_graph(root: PathBuf) -> (BTreeSet<String>, Graph) {
     let mut files = Vec::new();
     rust_files(&root, &mut files);
     let top_of = |path: &Path| -> String {
@@ -138,12 +142,12 @@ fn module_graph() -> (BTreeSet<String>, Graph) {
     let modules: BTreeSet<String> = files
         .iter()
         .map(|f| top_of(f))
-        .filter(|m| m != "lib")
+        .filter(|m| m != "lib" && m != "main")
         .collect();
     let mut graph = Graph::new();
     for file in &files {
         let from = top_of(file);
-        if from == "lib" {
+        if from == "lib" || from == "main" {
             continue;
         }
         let source = fs::read_to_string(file).expect("a readable source file");
@@ -196,7 +200,7 @@ fn find_cycle(modules: &BTreeSet<String>, graph: &Graph) -> Option<Vec<String>> 
 
 #[test]
 fn the_engines_top_level_modules_form_a_dag() {
-    let (modules, graph) = module_graph();
+    let (modules, graph) = module_graph(engine_src());
     assert!(
         modules.contains("domain") && modules.contains("node") && modules.len() > 8,
         "the walk found the engine's modules: {modules:?}"
@@ -222,8 +226,18 @@ fn the_engines_top_level_modules_form_a_dag() {
 }
 
 #[test]
+fn the_daemons_top_level_modules_form_a_dag() {
+    let (modules, graph) = module_graph(daemon_src());
+    assert!(
+        modules.contains("http") && modules.contains("daemon"),
+        "the walk found the daemon's modules: {modules:?}"
+    );
+    assert_eq!(find_cycle(&modules, &graph), None, "edges: {graph:?}");
+}
+
+#[test]
 fn the_domain_module_depends_on_no_other_engine_module() {
-    let (_, graph) = module_graph();
+    let (_, graph) = module_graph(engine_src());
     let uses: Vec<&String> = graph
         .get("domain")
         .into_iter()
