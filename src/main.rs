@@ -48,6 +48,18 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Database tools.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DbCommand {
+    /// Print every table's rows and bytes, its largest index, and history
+    /// retention's progress.
+    Stats,
 }
 
 #[derive(Debug, Subcommand)]
@@ -120,6 +132,9 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run { no_migrate } => daemon::run(config, cli.config, !no_migrate).await,
             Command::Migrate => daemon::migrate_only(&config).await,
+            Command::Db {
+                command: DbCommand::Stats,
+            } => daemon::print_db_stats(&config).await,
             Command::Config { .. } | Command::Token { .. } => Ok(()),
         }
     });

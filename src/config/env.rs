@@ -37,6 +37,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "auth",
     "log",
     "feed",
+    "history",
     "telemetry",
 ];
 

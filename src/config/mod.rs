@@ -25,6 +25,7 @@ mod env;
 mod error;
 mod feed;
 mod funds;
+mod history;
 mod http_tls;
 mod overrides;
 mod policy_warnings;
@@ -55,6 +56,7 @@ pub use endpoints::{EndpointRole, RpcEndpointConfig};
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
 pub use feed::{FeedConfig, DEFAULT_AUDIT_RETAIN, DEFAULT_FEED_RETAIN};
+pub use history::{HistoryConfig, DEFAULT_HISTORY_INTERVAL, DEFAULT_HISTORY_RETAIN};
 pub use http_tls::{HttpTlsConfig, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_PENDING_HANDSHAKES};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SettingsOverrides, SubmitterConfig};
 pub use sections::*;
@@ -105,6 +107,9 @@ pub struct Config {
     /// Completion feed retention.
     #[serde(default)]
     pub feed: FeedConfig,
+    /// How long finished intents stay (`[history]`).
+    #[serde(default)]
+    pub history: HistoryConfig,
     /// OpenTelemetry traces (off unless `otlp_endpoint` is set).
     #[serde(default)]
     pub telemetry: TelemetryConfig,
@@ -177,6 +182,7 @@ impl Config {
         config.warnings.extend(policy_bypasses);
         issues.extend(refused_variables);
         issues.extend(config.feed.validate());
+        issues.extend(config.history.validate(&config.feed));
         issues.extend(config.telemetry.validate());
         if let Some(tls) = &config.http.tls {
             issues.extend(tls.validate());

@@ -7,7 +7,9 @@ mod audit_retention;
 mod chain;
 mod chains;
 mod counting_chain;
+mod db_stats;
 mod engine;
+mod history_retention;
 pub mod https;
 mod ledger_retention;
 mod observe;
@@ -35,6 +37,7 @@ use crate::{
 };
 
 pub use audit_retention::audit_retention_loop;
+pub use db_stats::print_db_stats;
 pub use chain::{connect_chain, connect_named_chain, endpoint_settings};
 pub use chains::{
     served_chains, start_chains, stop_chains, ChainHost, ChainRuntime, ConnectedChain, WrapAdded,
@@ -81,6 +84,7 @@ pub async fn ops_state(
             counting_chain::rpc_errors_total,
         ),
         local_hosts: crate::http::LocalHosts::new(Some(config.http.listen)),
+        history_retain: config.history.retain,
     }
 }
 pub use telemetry::{init_tracing, TracingGuard, OTEL_TARGET};
@@ -262,6 +266,17 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             FEED_RETENTION_INTERVAL,
         ))
     });
+    // History retention (`0s` keeps every intent: the loop then only
+    // refreshes the table gauges).
+    let history_retention = tokio::spawn(history_retention::history_retention_loop(
+        pool.clone(),
+        history_retention::HistoryRetention {
+            node_id: config.node_id.clone(),
+            retain: config.history.retain,
+            audit_retain: config.feed.audit_retain,
+            every: config.history.interval,
+        },
+    ));
     let completions = CompletionNotifier::listen(pool.clone(), config.http.max_long_polls);
     let webhook_wakes = wake_on_completions(&completions, webhooks.clone());
     let limits = Limits::from_config(&config.http);
@@ -310,6 +325,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         retention.abort();
     }
     ledger_retention.abort();
+    history_retention.abort();
     webhook_wakes.abort();
     webhooks.shutdown(lease_duration).await;
     host.stop_all(lease_duration).await;

@@ -116,6 +116,8 @@ fn keep_node_level(new: &mut Config, running: &Config) {
     new.auth = running.auth.clone();
     new.log = running.log.clone();
     new.telemetry = running.telemetry.clone();
+    new.feed = running.feed;
+    new.history = running.history;
 }
 
 /// The configuration key of the chain `name`: `chain` for the shorthand.

@@ -9,6 +9,8 @@
 //! | `policy_violation`     | 403    | the submitter's policy refuses it (`field`,       |
 //! |                        |        | `rule`); nothing stored                           |
 //! | `not_found`            | 404    | no such transaction / route                       |
+//! | `aged_out`             | 404    | no such transaction, and its id is older than     |
+//! |                        |        | `history.retain`: retention may have removed it   |
 //! | `method_not_allowed`   | 405    | the route has no such method (`Allow` lists them) |
 //! | `idempotency_conflict` | 409    | same `request_id`, different body                 |
 //! | `not_leader`           | 409    | ops action must run on the node holding the lease |
@@ -99,6 +101,10 @@ pub enum ApiError {
     /// The thing asked for does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// No such transaction, and its id was made before the cutoff of the
+    /// last completed history retention pass: it may have been removed.
+    #[error("{0}")]
+    AgedOut(String),
     /// The route exists but not with this method; the `Allow` header lists
     /// the methods it has.
     #[error("{0}")]
@@ -216,6 +222,7 @@ impl ApiError {
             ApiError::Busy { .. } => "busy",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::NotFound(_) => "not_found",
+            ApiError::AgedOut(_) => "aged_out",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
@@ -244,7 +251,7 @@ impl ApiError {
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::NotFound(_) | ApiError::AgedOut(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -382,6 +389,7 @@ mod tests {
                 retry_after: Duration::ZERO,
             },
             ApiError::NotFound("x".into()),
+            ApiError::AgedOut("x".into()),
             ApiError::MethodNotAllowed("x".into()),
             ApiError::PayloadTooLarge { limit: 1 },
             ApiError::UnsupportedMediaType("x".into()),

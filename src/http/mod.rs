@@ -40,6 +40,7 @@ pub mod ops;
 mod ops_actions;
 mod ops_audit;
 pub mod ops_endpoints;
+pub mod ops_database;
 mod ops_history;
 pub mod ops_pause;
 mod ops_state;
@@ -176,6 +177,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(completions::feed))
         .routes(routes!(ops::actors))
         .routes(routes!(ops::cluster))
+        .routes(routes!(ops_database::database))
         .routes(routes!(ops_endpoints::endpoints))
         .routes(routes!(ops_actions::restart))
         .routes(routes!(ops_actions::unprotect))

@@ -40,6 +40,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/completions"),
     ("get", "/v1/ops/actors"),
     ("get", "/v1/ops/cluster"),
+    ("get", "/v1/ops/database"),
     ("get", "/v1/ops/endpoints"),
     ("post", "/v1/ops/submitters/{address}/restart"),
     ("post", "/v1/ops/submitters/{address}/unprotect"),

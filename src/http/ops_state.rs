@@ -63,6 +63,9 @@ pub struct OpsState {
     /// The `Host` values answered while no tokens are configured (README
     /// "Security": DNS rebinding).
     pub local_hosts: LocalHosts,
+    /// `history.retain` (the database view tells whether retention is
+    /// behind).
+    pub history_retain: Duration,
 }
 
 impl Default for OpsState {
@@ -76,6 +79,7 @@ impl Default for OpsState {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             history: Arc::default(),
             local_hosts: LocalHosts::new(None),
+            history_retain: Duration::ZERO,
         }
     }
 }

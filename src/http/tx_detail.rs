@@ -117,7 +117,7 @@ impl Narrowing {
     responses(
         (status = 200, description = "the transaction and its history", body = TxDetailView),
         (status = 400, description = "invalid_request: a request id without `submitter`, or a bad or unknown parameter (`field` names it); missing_field: `chain_id` with a request id when several chains are served", body = super::error_body::ErrorResponse),
-        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = super::error_body::ErrorResponse)))]
+        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list); aged_out: no transaction with this tx id, and the id is older than history.retain (retention may have removed it)", body = super::error_body::ErrorResponse)))]
 pub(crate) async fn detail(
     State(state): State<AppState>,
     caller: Caller,
@@ -148,9 +148,13 @@ pub(crate) async fn detail(
             tx_query::find_by_request_id(&state.pool, key, &request_id).await?
         }
     };
-    let view = found
-        .filter(|view| narrowing.admits(view))
-        .ok_or_else(not_found)?;
+    let view = match found {
+        Some(view) => Some(view).filter(|view| narrowing.admits(view)).ok_or_else(not_found)?,
+        None => match Key::parse(&key) {
+            Key::TxId(tx_id) => return Err(super::tx_reads::missing(&state, tx_id).await),
+            _ => return Err(not_found()),
+        },
+    };
     // Another submitter's transaction is absent to a token limited to some
     // submitters: its attempts, feed and audit rows are not the token's.
     let visible = view

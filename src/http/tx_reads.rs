@@ -13,7 +13,10 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use txmgr_actors::{
     domain::{SubmitterKey, TxState},
-    store::tx_query::{self, Cursor, TxView},
+    store::{
+        history_retention,
+        tx_query::{self, Cursor, TxView},
+    },
 };
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -37,7 +40,7 @@ pub(crate) const MAX_LIST_LIMIT: u32 = 500;
     responses(
         (status = 200, description = "the transaction", body = TxView),
         (status = 400, description = "invalid_request: tx_id is not a UUID", body = ErrorResponse),
-        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list)", body = ErrorResponse),
+        (status = 404, description = "not_found: no such transaction (or another submitter's, for a token with an allow-list); aged_out: no such transaction, and the id is older than history.retain (retention may have removed it)", body = ErrorResponse),
         (status = 500, description = "internal: corrupt data; details only in the node's log", body = ErrorResponse),
         (status = 503, description = "unavailable: the database is unavailable", body = ErrorResponse)))]
 pub(crate) async fn get_one(
@@ -48,9 +51,9 @@ pub(crate) async fn get_one(
     let tx_id =
         Uuid::parse_str(&tx_id).map_err(|_| ApiError::invalid("tx_id", "tx_id must be a UUID"))?;
     // Any chain: an intent of a chain a reload removed stays readable.
-    let view = tx_query::get(&state.pool, None, tx_id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no transaction {tx_id}")))?;
+    let Some(view) = tx_query::get(&state.pool, None, tx_id).await? else {
+        return Err(missing(&state, tx_id).await);
+    };
     if let Ok(address) = view.submitter.parse::<Address>() {
         // Another submitter's transaction is reported as absent: its id
         // alone must not reveal that it exists.
@@ -62,6 +65,19 @@ pub(crate) async fn get_one(
         }
     }
     Ok(Json(node_view(&state, view)))
+}
+
+/// The error for an id no row carries: `aged_out` when retention may have
+/// removed it (its UUIDv7 time is before the last completed pass's
+/// cutoff), `not_found` otherwise.
+pub(crate) async fn missing(state: &AppState, tx_id: Uuid) -> ApiError {
+    match history_retention::aged_out(&state.pool, tx_id).await {
+        Ok(true) => ApiError::AgedOut(format!(
+            "no transaction {tx_id}: it is older than history.retain, so retention may have removed it"
+        )),
+        Ok(false) => ApiError::NotFound(format!("no transaction {tx_id}")),
+        Err(err) => err.into(),
+    }
 }
 
 /// A stored view as this node answers it: `confirmations` from its head,

@@ -246,6 +246,36 @@ pub fn describe() {
         Unit::Count,
         "Messages waiting, by kind (submitter mailboxes, ingress)."
     );
+    describe_counter!(
+        HISTORY_REMOVED,
+        Unit::Count,
+        "Rows history retention removed on this node, by table."
+    );
+    describe_counter!(
+        HISTORY_ROUNDS,
+        Unit::Count,
+        "History retention rounds on this node, by result (ran, behind, skipped, failed)."
+    );
+    describe_gauge!(
+        HISTORY_RETAIN,
+        Unit::Seconds,
+        "history.retain in seconds (0: every intent is kept)."
+    );
+    describe_gauge!(
+        HISTORY_OLDEST_FINAL_AGE,
+        Unit::Seconds,
+        "Age of the oldest final intent still stored (cluster-wide)."
+    );
+    describe_gauge!(
+        DB_TABLE_ROWS,
+        Unit::Count,
+        "Rows of each txmgr table (PostgreSQL's estimate)."
+    );
+    describe_gauge!(
+        DB_TABLE_BYTES,
+        Unit::Bytes,
+        "Bytes of each txmgr table with its indexes and TOAST."
+    );
     describe_gauge!(
         OLDEST_PENDING_AGE,
         Unit::Seconds,

@@ -157,6 +157,12 @@ pub const NODE_LEVEL: &[&str] = &[
     WEBHOOK_LAG_SECONDS,
     WEBHOOK_DEAD_LETTERS_OPEN,
     WEBHOOK_PENDING,
+    HISTORY_REMOVED,
+    HISTORY_ROUNDS,
+    HISTORY_RETAIN,
+    HISTORY_OLDEST_FINAL_AGE,
+    DB_TABLE_ROWS,
+    DB_TABLE_BYTES,
 ];
 
 /// Sets to zero the counters a dashboard or alert reads before anything
@@ -318,3 +324,29 @@ pub const TOP_UPS: &str = "txmgr_top_ups_total";
 /// `max_handshakes_per_peer`) | `timeout` (not done within
 /// `http.tls.handshake_timeout`).
 pub const TLS_REFUSED: &str = "txmgr_tls_connections_refused_total";
+
+/// Counter: rows history retention removed on this node, label `table` =
+/// `managed_tx` | `tx_attempt` | `tx_completion` | `webhook_dead_letter` |
+/// `ops_audit` | `funds_top_up`.
+pub const HISTORY_REMOVED: &str = "txmgr_history_removed_total";
+
+/// Counter: history retention rounds on this node, label `result` = `ran`
+/// (the pass reached its cutoff) | `behind` (it stopped at its batch bound;
+/// the next round goes on at once) | `skipped` (another node ran one) |
+/// `failed`.
+pub const HISTORY_ROUNDS: &str = "txmgr_history_retention_rounds_total";
+
+/// Gauge: `history.retain` in seconds (0: every intent is kept).
+pub const HISTORY_RETAIN: &str = "txmgr_history_retain_seconds";
+
+/// Gauge: age in seconds of the oldest final intent still stored
+/// (cluster-wide, from the database; 0 when there is none).
+pub const HISTORY_OLDEST_FINAL_AGE: &str = "txmgr_history_oldest_final_age_seconds";
+
+/// Gauge: rows of each txmgr table, label `table` (PostgreSQL's estimate,
+/// `pg_class.reltuples`, as of the last vacuum or analyze).
+pub const DB_TABLE_ROWS: &str = "txmgr_db_table_rows";
+
+/// Gauge: bytes of each txmgr table with its indexes and TOAST, label
+/// `table`.
+pub const DB_TABLE_BYTES: &str = "txmgr_db_table_bytes";

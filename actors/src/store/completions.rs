@@ -5,20 +5,23 @@
 //!
 //! ```text
 //! writer txn:  UPDATE managed_tx … ─► record() ─► INSERT tx_completion + NOTIFY ─► COMMIT
-//! reader:      read(after) ─► rows with xid < snapshot xmin, (xid, seq) > after ─► next_after
+//! reader:      read(after) ─► rows with xid < horizon, (xid, seq) > after ─► next_after
 //! ```
 //!
-//! Why `(xid, seq)` and the xmin horizon: `seq` is drawn at insert time but a
+//! Why `(xid, seq)` and the horizon: `seq` is drawn at insert time but a
 //! row becomes visible at commit time, so a reader paging by `seq` alone can
 //! move past a lower `seq` whose transaction commits later, and never return to
-//! it. Serving only rows whose writing transaction id is below the current
-//! snapshot's `xmin` means every transaction that could still add a row sorts
-//! after everything served, so a cursor never has to go back.
+//! it. Serving only rows whose writing transaction id is below the horizon —
+//! the oldest transaction of the reading snapshot that may belong to this
+//! database (`txmgr_feed_horizon()`, migration `20261206000002`, which
+//! writes the race analysis down) — means every transaction that could still
+//! add a row sorts after everything served, so a cursor never has to go back.
 //!
-//! **Caveat:** `xmin` is cluster-wide. A long-running write transaction
-//! anywhere on the PostgreSQL server — any table, any database — holds the feed
-//! back: rows committed after it began are not served until it ends. The feed
-//! is delayed, never wrong.
+//! A long-running write transaction in *this* database holds the feed back:
+//! rows committed after it began are not served until it ends (delayed, never
+//! wrong). One in another database on the same server does not (until
+//! migration `20261206000002` the horizon was the snapshot's server-wide
+//! `xmin`, and it did).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -219,9 +222,9 @@ impl FeedRow {
 /// Serving a row needs no chain RPC; callers filter by the request's chains
 /// and the caller's scope, and still move the cursor past what they hide.
 ///
-/// Only rows whose writing transaction is below the snapshot's `xmin` are
+/// Only rows whose writing transaction is below the feed's horizon are
 /// served — see the module documentation for why, and for the caveat that a
-/// long-running write transaction anywhere on the server holds the feed back.
+/// long-running write transaction in this database holds the feed back.
 /// The horizon and the rows come from one statement, hence one snapshot.
 pub async fn read(
     pool: &PgPool,
@@ -237,7 +240,7 @@ pub async fn read(
                 tx_hash, block_number, nonce, reason, balance_wei::text AS "balance_wei?",
                 min_balance_wei::text AS "min_balance_wei?", completed_at
              FROM tx_completion
-            WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
+            WHERE xid < (SELECT txmgr_feed_horizon())
               AND (xid, seq) > ($1::text::xid8, $2::bigint)
             ORDER BY xid, seq
             LIMIT $3"#,

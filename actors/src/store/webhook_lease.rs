@@ -102,7 +102,7 @@ pub async fn acquire_or_renew(
                          -- The end of the feed over every chain: one
                          -- webhook's cursor covers them all.
                          WHERE $6::boolean
-                           AND xid < pg_snapshot_xmin(pg_current_snapshot())
+                           AND xid < (SELECT txmgr_feed_horizon())
                          ORDER BY xid DESC, seq DESC LIMIT 1) e ON true
                  ON CONFLICT (chain_id, webhook) DO NOTHING
                  RETURNING fencing_token",
