@@ -40,7 +40,8 @@ impl HistoryConfig {
     /// The issues of this section, `feed` being the `[feed]` it must cover.
     pub(crate) fn validate(&self, feed: &FeedConfig) -> Vec<ConfigIssue> {
         let mut issues = Vec::new();
-        if self.interval < Duration::from_secs(1) || self.interval > Duration::from_secs(24 * 3600) {
+        if self.interval < Duration::from_secs(1) || self.interval > Duration::from_secs(24 * 3600)
+        {
             issues.push(ConfigIssue::new(
                 "history.interval",
                 "must be between 1s and 24h",

@@ -17,7 +17,9 @@ use crate::config::Config;
 /// Connects with `config`'s `[database]` and prints the report.
 pub async fn print_db_stats(config: &Config) -> anyhow::Result<()> {
     let pool = connect(config).await?;
-    let tables = table_stats::tables(&pool).await.context("reading table sizes")?;
+    let tables = table_stats::tables(&pool)
+        .await
+        .context("reading table sizes")?;
     let status = history_retention::status(&pool)
         .await
         .context("reading history retention")?;
@@ -84,7 +86,8 @@ fn report(
         "server memory: shared_buffers {shared_buffers}, effective_cache_size {effective_cache_size}"
     );
     let _ = writeln!(out);
-    let when = |at: Option<chrono::DateTime<Utc>>| at.map_or("never".to_owned(), |at| at.to_rfc3339());
+    let when =
+        |at: Option<chrono::DateTime<Utc>>| at.map_or("never".to_owned(), |at| at.to_rfc3339());
     if retain.is_zero() {
         let _ = writeln!(out, "history retention: off (history.retain = 0s)");
     } else {
@@ -97,7 +100,9 @@ fn report(
     let _ = writeln!(
         out,
         "  running pass cutoff:  {}",
-        status.pass_cutoff.map_or("none".to_owned(), |at| at.to_rfc3339())
+        status
+            .pass_cutoff
+            .map_or("none".to_owned(), |at| at.to_rfc3339())
     );
     let _ = writeln!(
         out,
@@ -112,7 +117,11 @@ fn report(
         status.last_round_node.as_deref().unwrap_or("-"),
         status.last_round_rows
     );
-    let _ = writeln!(out, "  removed in total:     {} intents", status.removed_total);
+    let _ = writeln!(
+        out,
+        "  removed in total:     {} intents",
+        status.removed_total
+    );
     let _ = writeln!(
         out,
         "  oldest final intent:  {}",

@@ -111,7 +111,8 @@ async fn refresh_gauges(pool: &PgPool) {
     match table_stats::tables(pool).await {
         Ok(tables) => {
             for table in tables {
-                metrics::gauge!(DB_TABLE_ROWS, "table" => table.table.clone()).set(table.rows as f64);
+                metrics::gauge!(DB_TABLE_ROWS, "table" => table.table.clone())
+                    .set(table.rows as f64);
                 metrics::gauge!(DB_TABLE_BYTES, "table" => table.table.clone())
                     .set(table.total_bytes() as f64);
             }
@@ -120,11 +121,13 @@ async fn refresh_gauges(pool: &PgPool) {
     }
     match history_retention::status(pool).await {
         Ok(status) => {
-            let age = status
-                .oldest_final_created_at
-                .map_or(0.0, |at| (Utc::now() - at).num_milliseconds().max(0) as f64 / 1000.0);
+            let age = status.oldest_final_created_at.map_or(0.0, |at| {
+                (Utc::now() - at).num_milliseconds().max(0) as f64 / 1000.0
+            });
             metrics::gauge!(HISTORY_OLDEST_FINAL_AGE).set(age);
         }
-        Err(err) => tracing::debug!(target: "txmgr::history", error = %err, "retention status not read"),
+        Err(err) => {
+            tracing::debug!(target: "txmgr::history", error = %err, "retention status not read")
+        }
     }
 }

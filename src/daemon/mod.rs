@@ -37,13 +37,13 @@ use crate::{
 };
 
 pub use audit_retention::audit_retention_loop;
-pub use db_stats::print_db_stats;
 pub use chain::{connect_chain, connect_named_chain, endpoint_settings};
 pub use chains::{
     served_chains, start_chains, stop_chains, ChainHost, ChainRuntime, ConnectedChain, WrapAdded,
     WrapClient,
 };
 pub use counting_chain::CountingChain;
+pub use db_stats::print_db_stats;
 pub use engine::{
     listen_for_chains, listen_for_served, listen_for_work, start_chain_engine, start_engine,
     EngineSubmissions,

@@ -149,7 +149,9 @@ pub(crate) async fn detail(
         }
     };
     let view = match found {
-        Some(view) => Some(view).filter(|view| narrowing.admits(view)).ok_or_else(not_found)?,
+        Some(view) => Some(view)
+            .filter(|view| narrowing.admits(view))
+            .ok_or_else(not_found)?,
         None => match Key::parse(&key) {
             Key::TxId(tx_id) => return Err(super::tx_reads::missing(&state, tx_id).await),
             _ => return Err(not_found()),

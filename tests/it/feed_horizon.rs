@@ -21,7 +21,10 @@ const SERVED_WITHIN: Duration = Duration::from_secs(10);
 /// (as a writer does), left open until it is dropped or ended.
 async fn open_writer(url: &str) -> sqlx::PgConnection {
     let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
-    sqlx::query("BEGIN").execute(&mut conn).await.expect("begin");
+    sqlx::query("BEGIN")
+        .execute(&mut conn)
+        .await
+        .expect("begin");
     sqlx::query("SELECT pg_current_xact_id()")
         .execute(&mut conn)
         .await
@@ -54,12 +57,19 @@ async fn a_long_transaction_in_another_database_does_not_hold_the_feed_back() {
         tokio::time::sleep(POLL_INTERVAL).await;
     }
     eprintln!("served after {:?}", started.elapsed());
-    let still_open: bool = sqlx::query_scalar("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")
-        .fetch_one(&mut long)
+    let still_open: bool =
+        sqlx::query_scalar("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")
+            .fetch_one(&mut long)
+            .await
+            .expect("the long transaction");
+    assert!(
+        still_open,
+        "the other database's transaction was open throughout"
+    );
+    sqlx::query("ROLLBACK")
+        .execute(&mut long)
         .await
-        .expect("the long transaction");
-    assert!(still_open, "the other database's transaction was open throughout");
-    sqlx::query("ROLLBACK").execute(&mut long).await.expect("end");
+        .expect("end");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,7 +88,10 @@ async fn a_long_transaction_in_our_database_still_holds_the_feed_back() {
     sqlx::query("COMMIT").execute(&mut long).await.expect("end");
     let deadline = Instant::now() + SERVED_WITHIN;
     while !served(&db).await.contains(&tx_id) {
-        assert!(Instant::now() < deadline, "not served after the transaction ended");
+        assert!(
+            Instant::now() < deadline,
+            "not served after the transaction ended"
+        );
         tokio::time::sleep(POLL_INTERVAL).await;
     }
 }

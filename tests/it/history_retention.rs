@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use txmgr_actors::store::history_retention::{self, RetentionRules, Round, BATCH};
+use txmgr_actors::store::history_retention::{self, RetentionRules, Round, BATCH, ROUND_LOCK};
 use uuid::Uuid;
 
 use crate::common::{
@@ -124,8 +124,9 @@ async fn until_pass_completed(db: &TestDb, max_batches: u32) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_final_intents_leave_with_their_rows_and_nothing_still_needed_does() {
     let db = TestDb::migrated().await;
-    let old = history(&db, 20, "CONFIRMED", 40, 0).await;
+    // Feed order: the rejected ones' rows first, then old's.
     let rejected = history(&db, 3, "REJECTED", 40, 0).await;
+    let old = history(&db, 20, "CONFIRMED", 40, 0).await;
     let open = history(&db, 2, "TRACKING", 40, 20).await;
     let young = history(&db, 3, "CONFIRMED", 10, 22).await;
     // A live webhook (written today) has delivered up to old[14]'s feed row:
@@ -155,11 +156,6 @@ async fn old_final_intents_leave_with_their_rows_and_nothing_still_needed_does()
         .await
         .expect("dead letter");
     }
-    let cursor_before: i64 = db
-        .count("SELECT next_nonce FROM submitter_nonce_cursor")
-        .await
-        .max(0);
-    assert_eq!(cursor_before, 0, "no cursor row yet");
     sqlx::query(
         "INSERT INTO submitter_nonce_cursor (chain_id, submitter, next_nonce, fencing_token)
          VALUES (31337, $1, 0, 1)",
@@ -203,7 +199,9 @@ async fn old_final_intents_leave_with_their_rows_and_nothing_still_needed_does()
     // The nonce floor is past every nonce that left: the derived next
     // nonce never goes back.
     assert!(
-        db.count("SELECT next_nonce FROM submitter_nonce_cursor").await >= 14,
+        db.count("SELECT next_nonce FROM submitter_nonce_cursor")
+            .await
+            >= 14,
         "the floor rose past the removed nonces"
     );
     let status = history_retention::status(&db.pool).await.expect("status");
@@ -212,7 +210,9 @@ async fn old_final_intents_leave_with_their_rows_and_nothing_still_needed_does()
     assert_eq!(status.last_round_node.as_deref(), Some("n1"));
     // The oldest final intent still stored: old[4] (its dead letter keeps it).
     assert!(status.oldest_final_created_at.is_some());
-    assert!(history_retention::aged_out(&db.pool, old[0]).await.expect("aged out"));
+    assert!(history_retention::aged_out(&db.pool, old[0])
+        .await
+        .expect("aged out"));
     assert!(!history_retention::aged_out(&db.pool, Uuid::now_v7())
         .await
         .expect("aged out"));
@@ -223,7 +223,10 @@ async fn a_round_stops_at_its_bound_and_the_next_goes_on_where_it_stopped() {
     let db = TestDb::migrated().await;
     let total = 2 * BATCH + 300;
     history(&db, total, "CANCELLED", 40, 0).await;
-    match history_retention::round(&db.pool, "n1", rules(1)).await.expect("round") {
+    match history_retention::round(&db.pool, "n1", rules(1))
+        .await
+        .expect("round")
+    {
         Round::Ran {
             removed,
             batches,
@@ -249,16 +252,20 @@ async fn one_node_at_a_time_runs_a_round() {
     history(&db, total, "CONFIRMED", 40, 0).await;
     // Another node's round holds the lock: this one does nothing.
     let mut other = db.pool.acquire().await.expect("connection");
-    sqlx::query("SELECT pg_advisory_lock(0x74786d6772686973)")
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(ROUND_LOCK)
         .execute(&mut *other)
         .await
         .expect("lock");
     assert_eq!(
-        history_retention::round(&db.pool, "n1", rules(100)).await.expect("round"),
+        history_retention::round(&db.pool, "n1", rules(100))
+            .await
+            .expect("round"),
         Round::Skipped
     );
     assert_eq!(db.count("SELECT count(*) FROM managed_tx").await, total);
-    sqlx::query("SELECT pg_advisory_unlock(0x74786d6772686973)")
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(ROUND_LOCK)
         .execute(&mut *other)
         .await
         .expect("unlock");
@@ -304,16 +311,25 @@ async fn a_removed_intent_reads_as_aged_out_and_its_request_id_can_be_used_again
         max_batches: 10,
     };
     wait_until(WAIT, || async {
-        history_retention::round(&db.pool, "n1", short).await.expect("round");
+        history_retention::round(&db.pool, "n1", short)
+            .await
+            .expect("round");
         !exists(&db, first).await
     })
     .await;
     // The pass that removed it may still be open: finish it.
     wait_until(WAIT, || async {
         matches!(
-            history_retention::round(&db.pool, "n1", short).await.expect("round"),
-            Round::Ran { pass_completed: true, .. }
-        ) && history_retention::aged_out(&db.pool, first).await.expect("aged")
+            history_retention::round(&db.pool, "n1", short)
+                .await
+                .expect("round"),
+            Round::Ran {
+                pass_completed: true,
+                ..
+            }
+        ) && history_retention::aged_out(&db.pool, first)
+            .await
+            .expect("aged")
     })
     .await;
 
@@ -331,7 +347,11 @@ async fn a_removed_intent_reads_as_aged_out_and_its_request_id_can_be_used_again
     let (status, body) = node
         .request("GET", &format!("/v1/transactions/{}", Uuid::now_v7()), None)
         .await;
-    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")), "{body}");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
 
     // The request id is free again: a new intent, not a replay.
     let (status, body) = node
@@ -342,7 +362,10 @@ async fn a_removed_intent_reads_as_aged_out_and_its_request_id_can_be_used_again
         )
         .await;
     assert_eq!(status, 202, "{body}");
-    let second: Uuid = body["tx_id"].as_str().and_then(|id| id.parse().ok()).expect("tx_id");
+    let second: Uuid = body["tx_id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .expect("tx_id");
     assert_ne!(second, first, "a new intent under the old request id");
     wait_state(&db.pool, second, "TRACKING", WAIT).await;
 
@@ -350,14 +373,20 @@ async fn a_removed_intent_reads_as_aged_out_and_its_request_id_can_be_used_again
     let (status, body) = node.request("GET", "/v1/ops/database", None).await;
     assert_eq!(status, 200, "{body}");
     assert!(body["retention"]["completed_cutoff"].is_string(), "{body}");
-    assert!(body["retention"]["removed_total"].as_i64() >= Some(1), "{body}");
+    assert!(
+        body["retention"]["removed_total"].as_i64() >= Some(1),
+        "{body}"
+    );
     let tables: Vec<&str> = body["tables"]
         .as_array()
         .expect("tables")
         .iter()
         .filter_map(|t| t["table"].as_str())
         .collect();
-    assert!(tables.contains(&"managed_tx") && tables.contains(&"tx_attempt"), "{body}");
+    assert!(
+        tables.contains(&"managed_tx") && tables.contains(&"tx_attempt"),
+        "{body}"
+    );
     node.stop().await;
 }
 
@@ -409,7 +438,11 @@ retain = "7days"
     }
     assert!(!exists(&db, old[0]).await);
     let status = history_retention::status(&db.pool).await.expect("status");
-    assert_eq!(status.removed_total, old.len() as i64, "each removed once: {status:?}");
+    assert_eq!(
+        status.removed_total,
+        old.len() as i64,
+        "each removed once: {status:?}"
+    );
     let text = client
         .get(format!("{}/metrics", daemons[0].base()))
         .send()

@@ -51,9 +51,8 @@ pub const BATCH: i64 = 1_000;
 pub const LOCK_TIMEOUT_MS: i64 = 200;
 
 /// The session advisory lock that makes one node at a time run a round
-/// (`hashtextextended('txmgr.history_retention', 0)`, fixed here so every
-/// version takes the same one).
-const ROUND_LOCK: i64 = 0x7478_6d67_7268_6973;
+/// ("txmgrhis" in ASCII; fixed, so every version takes the same one).
+pub const ROUND_LOCK: i64 = 0x7478_6d67_7268_6973;
 
 /// What a round is told to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,16 +137,22 @@ pub struct RetentionStatus {
 /// batches over the intents created before `now() - rules.retain`.
 pub async fn round(pool: &PgPool, node_id: &str, rules: RetentionRules) -> StoreResult<Round> {
     let mut conn = pool.acquire().await?;
-    let locked: bool = sqlx::query_scalar!(r#"SELECT pg_try_advisory_lock($1) AS "locked!""#, ROUND_LOCK)
-        .fetch_one(&mut *conn)
-        .await?;
+    let locked: bool = sqlx::query_scalar!(
+        r#"SELECT pg_try_advisory_lock($1) AS "locked!""#,
+        ROUND_LOCK
+    )
+    .fetch_one(&mut *conn)
+    .await?;
     if !locked {
         return Ok(Round::Skipped);
     }
     let outcome = locked_round(&mut conn, node_id, rules).await;
-    let unlocked = sqlx::query_scalar!(r#"SELECT pg_advisory_unlock($1) AS "unlocked!""#, ROUND_LOCK)
-        .fetch_one(&mut *conn)
-        .await;
+    let unlocked = sqlx::query_scalar!(
+        r#"SELECT pg_advisory_unlock($1) AS "unlocked!""#,
+        ROUND_LOCK
+    )
+    .fetch_one(&mut *conn)
+    .await;
     if !matches!(unlocked, Ok(true)) {
         // A session lock must not go back to the pool: closing the
         // connection releases it.

@@ -71,7 +71,11 @@ pub async fn tables(pool: &PgPool) -> StoreResult<Vec<TableStats>> {
             toast_bytes: row.toast_bytes,
             index_bytes: row.index_bytes,
             last_autovacuum: row.last_autovacuum,
-            indexes: row.index_names.into_iter().zip(row.index_bytes_each).collect(),
+            indexes: row
+                .index_names
+                .into_iter()
+                .zip(row.index_bytes_each)
+                .collect(),
         })
         .collect())
 }

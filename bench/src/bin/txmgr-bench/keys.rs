@@ -46,6 +46,10 @@ const TXMGR_SPEND_ONE_BASE: u64 = 800_000;
 const TXMGR_SPEND_MANY_BASE: u64 = 900_000;
 /// First key index of the idle daemon's submitters.
 pub(crate) const IDLE_BASE: u64 = 1_000_000;
+/// Phase "history": two key sets per history size (plain, with
+/// retention), `HISTORY_SPAN` apart, each a "one" key and "many" slots.
+const HISTORY_BASE: u64 = 2_000_000;
+const HISTORY_SPAN: u64 = 200_000;
 
 /// Keys of one many-submitter phase; consecutive phases are this far apart.
 pub(crate) const MAX_KEYS_PER_SLOT: usize = 1_000;
@@ -100,6 +104,9 @@ pub(crate) struct KeyPlan {
     pub(crate) txmgr_spend: TxmgrKeys,
     /// Phase "chains" (empty when it does not run).
     pub(crate) chains: ChainKeys,
+    /// Phase "history": per size, the plain run's keys and the retention
+    /// run's.
+    pub(crate) history: Vec<(TxmgrKeys, TxmgrKeys)>,
 }
 
 /// The submitters of one node: one for the "one" phase, one set per
@@ -151,6 +158,7 @@ impl KeyPlan {
         rpc_tls: bool,
         spend_limit: bool,
         chain_submitters: usize,
+        history_sizes: usize,
     ) -> anyhow::Result<KeyPlan> {
         anyhow::ensure!(
             chain_submitters <= MAX_KEYS_PER_SLOT * MAX_SLOTS,
@@ -179,6 +187,15 @@ impl KeyPlan {
                 raw: bench_keys(CHAINS_RAW_BASE, chain_submitters)?,
                 txmgr: bench_keys(CHAINS_TXMGR_BASE, chain_submitters)?,
             },
+            history: (0..history_sizes as u64)
+                .map(|i| {
+                    let set = |k: u64| {
+                        let one = HISTORY_BASE + k * HISTORY_SPAN;
+                        TxmgrKeys::new(one, one + HISTORY_SPAN / 2, counts)
+                    };
+                    Ok((set(2 * i)?, set(2 * i + 1)?))
+                })
+                .collect::<anyhow::Result<_>>()?,
         })
     }
 
@@ -187,6 +204,10 @@ impl KeyPlan {
         let mut all = self.txmgr.submitters();
         all.extend(self.txmgr_tls.submitters());
         all.extend(self.txmgr_spend.submitters());
+        for (plain, retention) in &self.history {
+            all.extend(plain.submitters());
+            all.extend(retention.submitters());
+        }
         all.extend(
             self.chains
                 .txmgr

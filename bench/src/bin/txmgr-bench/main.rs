@@ -25,6 +25,7 @@ mod chain_stats;
 mod chains;
 mod cpu;
 mod daemon;
+mod history;
 mod idle;
 mod idle_failover;
 mod idle_report;
@@ -159,6 +160,21 @@ pub(crate) struct Args {
     /// Phase "chains": submitters (and raw keys), the same on every chain.
     #[arg(long, default_value_t = 10)]
     chains_submitters: usize,
+    /// Phase "history": for each size N (comma separated, e.g.
+    /// `1000000,10000000`), a fresh database loaded with N final intents
+    /// (bench/sql/history.sql), then the txmgr phases on it, side by side
+    /// with the same phases on the run's empty database.
+    #[arg(long, value_delimiter = ',')]
+    history: Vec<u64>,
+    /// Phase "history": also run "many" again while history retention
+    /// deletes the oldest of the history's 31 days (retain 30 days).
+    #[arg(long)]
+    history_retention: bool,
+    /// Phase "history": drop the OS page cache (root) after the load, so
+    /// the phases start from disk (with a small `shared_buffers`, the
+    /// working set is out of memory).
+    #[arg(long)]
+    history_drop_caches: bool,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -206,7 +222,13 @@ fn main() -> ExitCode {
     } else {
         0
     };
-    let plan = match KeyPlan::new(&counts, args.rpc_tls, args.spend_limit, chain_submitters) {
+    let plan = match KeyPlan::new(
+        &counts,
+        args.rpc_tls,
+        args.spend_limit,
+        chain_submitters,
+        args.history.len(),
+    ) {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("txmgr-bench: {e:#}");
@@ -312,6 +334,7 @@ async fn run_phases(
         webhooks: None,
         signers: None,
         chains: None,
+        history: Vec::new(),
     };
     if args.phases.contains(&Phase::Raw) {
         anvil::fund(anvil, &keys::addresses(&plan.raw_one)).await?;
@@ -382,6 +405,9 @@ async fn run_phases(
     }
     if args.phases.contains(&Phase::Chains) {
         report.chains = Some(chains::run(args, &plan.chains, admin_url).await?);
+    }
+    if !args.history.is_empty() {
+        report.history = history::run(args, &plan.history, anvil, admin_url).await?;
     }
     if args.phases.contains(&Phase::Idle) {
         report.idle = Some(idle::run(args, anvil, admin_url).await?);

@@ -186,4 +186,6 @@ pub(crate) struct Report {
     pub(crate) signers: Option<crate::signers::SignerPhase>,
     /// Phase "chains": raw and txmgr at each K of `--chains`.
     pub(crate) chains: Option<crate::chains::ChainsReport>,
+    /// Phase "history": the txmgr phases on databases holding a history.
+    pub(crate) history: Vec<crate::history::HistoryRun>,
 }

@@ -95,6 +95,10 @@ impl Report {
         if let Some(chains) = &self.chains {
             chains.print();
         }
+        let empty: Vec<&TxmgrPhase> = self.one.iter().chain(&self.many).collect();
+        for run in &self.history {
+            run.print(&empty, self.ack.as_ref());
+        }
     }
 
     /// Rows grouped by key count: raw, then txmgr, then txmgr over HTTPS,

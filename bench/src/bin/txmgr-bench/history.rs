@@ -1,0 +1,417 @@
+//! Phase "history" (`--history N,…`): the txmgr phases on a database that
+//! already holds N final intents, side by side with the same phases on the
+//! empty database of the run (README "Benchmark", issue 48).
+//!
+//! ```text
+//!  per N:  fresh database ─► bench/sql/history.sql (N final intents over
+//!          1,000 submitters × 3 chains, 31 days, with attempts, feed and
+//!          audit rows; generate_series, no API) ─► VACUUM (FREEZE, ANALYZE)
+//!          ─► sizes ─► [drop the OS page cache] ─► one, many, ack
+//!          ─► many again while history retention (retain 30 days) deletes
+//!             the oldest day
+//! ```
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+use txmgr_actors::store::{
+    history_retention::{self, RetentionRules, Round},
+    table_stats,
+};
+
+use crate::{
+    anvil::Anvil,
+    keys::TxmgrKeys,
+    node::BenchDb,
+    report::{AckPhase, TxmgrPhase},
+    session::{run_txmgr, RpcTarget},
+    Args,
+};
+
+/// The loader (tokens `:N`, `:SUBMITTERS`, `:CHAINS`, `:DAYS`).
+const LOAD_SQL: &str = include_str!("../../../sql/history.sql");
+/// Run after the load, as a statement of its own.
+const VACUUM_SQL: &str = include_str!("../../../sql/history-vacuum.sql");
+
+/// Submitters the history is spread over (per chain).
+const SUBMITTERS: u64 = 1_000;
+/// Chains of the history (ids 900001…, never the bench's live chain).
+const CHAINS: u64 = 3;
+/// Days the history spans; retention keeps 30, so one day is due.
+const DAYS: u64 = 31;
+/// What retention keeps during the retention run.
+const RETAIN: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// One table's size after the load.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct TableSize {
+    /// Table name.
+    pub(crate) table: String,
+    /// Rows (estimate after ANALYZE).
+    pub(crate) rows: i64,
+    /// Heap bytes.
+    pub(crate) heap_bytes: i64,
+    /// TOAST bytes.
+    pub(crate) toast_bytes: i64,
+    /// Index bytes.
+    pub(crate) index_bytes: i64,
+    /// Its largest index and that index's bytes.
+    pub(crate) largest_index: Option<(String, i64)>,
+}
+
+/// The retention run: the "many" phases again while retention deletes.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RetentionRun {
+    /// The phases, measured while retention ran.
+    pub(crate) many: Vec<TxmgrPhase>,
+    /// Intents retention removed while they ran.
+    pub(crate) removed_intents: u64,
+    /// Rounds it ran (each up to 20 batches of 1,000).
+    pub(crate) rounds: u64,
+    /// `removed_intents` over the phases' wall time.
+    pub(crate) removed_per_s: f64,
+}
+
+/// One history size.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct HistoryRun {
+    /// Final intents loaded.
+    pub(crate) intents: u64,
+    /// Seconds the load took (rows, indexes, VACUUM).
+    pub(crate) load_s: f64,
+    /// The tables after the load, largest first.
+    pub(crate) tables: Vec<TableSize>,
+    /// Bytes of `managed_tx`, `tx_attempt`, `tx_completion` and `ops_audit`
+    /// (heap, TOAST, indexes) per loaded intent.
+    pub(crate) bytes_per_intent: f64,
+    /// The largest index of the database and its bytes.
+    pub(crate) largest_index: Option<(String, i64)>,
+    /// The database's bytes over the machine's memory (`MemTotal`).
+    pub(crate) database_vs_memory: f64,
+    /// `shared_buffers` of the server.
+    pub(crate) shared_buffers: String,
+    /// The OS page cache was dropped before the phases.
+    pub(crate) caches_dropped: bool,
+    /// Phase "one" on this database.
+    pub(crate) one: Option<TxmgrPhase>,
+    /// Phases "many" on this database.
+    pub(crate) many: Vec<TxmgrPhase>,
+    /// The open-loop creates on this database.
+    pub(crate) ack: Option<AckPhase>,
+    /// "many" again while retention deletes the oldest day.
+    pub(crate) retention: Option<RetentionRun>,
+}
+
+/// Runs the history phase for every size of `--history`.
+pub(crate) async fn run(
+    args: &Args,
+    keys: &[(TxmgrKeys, TxmgrKeys)],
+    anvil: &Anvil,
+    admin_url: &str,
+) -> anyhow::Result<Vec<HistoryRun>> {
+    let mut runs = Vec::new();
+    for (size, (plain_keys, retention_keys)) in args.history.iter().zip(keys) {
+        let db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
+        let run = run_one(args, *size, plain_keys, retention_keys, anvil, &db).await;
+        if let Err(e) = db.drop_db().await {
+            eprintln!("txmgr-bench: warning: {e:#}");
+        }
+        runs.push(run?);
+    }
+    Ok(runs)
+}
+
+async fn run_one(
+    args: &Args,
+    intents: u64,
+    plain_keys: &TxmgrKeys,
+    retention_keys: &TxmgrKeys,
+    anvil: &Anvil,
+    db: &BenchDb,
+) -> anyhow::Result<HistoryRun> {
+    eprintln!("txmgr-bench: loading a history of {intents} final intents…");
+    let started = Instant::now();
+    load(db, intents).await?;
+    let load_s = started.elapsed().as_secs_f64();
+    eprintln!("txmgr-bench: history loaded in {load_s:.0} s");
+    let (tables, shared_buffers) = sizes(db).await?;
+    let history_bytes: i64 = tables
+        .iter()
+        .filter(|t| {
+            ["managed_tx", "tx_attempt", "tx_completion", "ops_audit"].contains(&t.table.as_str())
+        })
+        .map(|t| t.heap_bytes + t.toast_bytes + t.index_bytes)
+        .sum();
+    let all_bytes: i64 = tables
+        .iter()
+        .map(|t| t.heap_bytes + t.toast_bytes + t.index_bytes)
+        .sum();
+    let largest_index = tables
+        .iter()
+        .filter_map(|t| t.largest_index.clone())
+        .max_by_key(|(_, bytes)| *bytes);
+    let caches_dropped = args.history_drop_caches && drop_page_cache();
+    let rpc = RpcTarget {
+        url: anvil.rpc_url(),
+        ca_file: None,
+    };
+    let phases = run_txmgr(args, plain_keys, &rpc, anvil, db, true, false).await?;
+    let retention = if args.history_retention {
+        Some(with_retention(args, retention_keys, &rpc, anvil, db).await?)
+    } else {
+        None
+    };
+    Ok(HistoryRun {
+        intents,
+        load_s,
+        tables,
+        bytes_per_intent: history_bytes as f64 / intents.max(1) as f64,
+        largest_index,
+        database_vs_memory: all_bytes as f64 / mem_total_bytes().max(1) as f64,
+        shared_buffers,
+        caches_dropped,
+        one: phases.one,
+        many: phases.many,
+        ack: phases.ack,
+        retention,
+    })
+}
+
+/// Loads the history: the script with its tokens replaced, then VACUUM.
+async fn load(db: &BenchDb, intents: u64) -> anyhow::Result<()> {
+    let script = LOAD_SQL
+        .replace(":SUBMITTERS", &SUBMITTERS.to_string())
+        .replace(":CHAINS", &CHAINS.to_string())
+        .replace(":DAYS", &DAYS.to_string())
+        .replace(":N", &intents.to_string());
+    let mut conn: sqlx::PgConnection = sqlx::Connection::connect(&db.url)
+        .await
+        .context("connecting to load the history")?;
+    sqlx::raw_sql(&script)
+        .execute(&mut conn)
+        .await
+        .context("loading the history (bench/sql/history.sql)")?;
+    for statement in VACUUM_SQL
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        sqlx::raw_sql(statement)
+            .execute(&mut conn)
+            .await
+            .with_context(|| format!("after the load: {statement}"))?;
+    }
+    sqlx::Connection::close(conn).await.ok();
+    Ok(())
+}
+
+/// Every table's size, and `shared_buffers`.
+async fn sizes(db: &BenchDb) -> anyhow::Result<(Vec<TableSize>, String)> {
+    let tables = table_stats::tables(&db.pool)
+        .await
+        .context("reading table sizes")?
+        .into_iter()
+        .map(|t| TableSize {
+            largest_index: t.indexes.first().cloned(),
+            table: t.table,
+            rows: t.rows,
+            heap_bytes: t.heap_bytes,
+            toast_bytes: t.toast_bytes,
+            index_bytes: t.index_bytes,
+        })
+        .collect();
+    let shared_buffers: String = sqlx::query_scalar("SELECT current_setting('shared_buffers')")
+        .fetch_one(&db.pool)
+        .await
+        .context("reading shared_buffers")?;
+    Ok((tables, shared_buffers))
+}
+
+/// "many" again (other keys) while a retention loop runs as a node's would:
+/// rounds of 20 batches, the next at once while behind.
+async fn with_retention(
+    args: &Args,
+    keys: &TxmgrKeys,
+    rpc: &RpcTarget,
+    anvil: &Anvil,
+    db: &BenchDb,
+) -> anyhow::Result<RetentionRun> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&db.url)
+        .await
+        .context("retention pool")?;
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let rules = RetentionRules {
+        retain: RETAIN,
+        audit_retain: Duration::ZERO,
+        max_batches: 20,
+    };
+    let retention = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            let (mut removed, mut rounds) = (0u64, 0u64);
+            while !*stopped.borrow() {
+                let behind = match history_retention::round(&pool, "bench", rules).await {
+                    Ok(Round::Ran {
+                        removed: r,
+                        pass_completed,
+                        ..
+                    }) => {
+                        removed += r.intents;
+                        rounds += 1;
+                        !pass_completed
+                    }
+                    Ok(Round::Skipped) => false,
+                    Err(e) => {
+                        eprintln!("txmgr-bench: retention round: {e}");
+                        false
+                    }
+                };
+                let pause = if behind { 200 } else { 1_000 };
+                tokio::select! {
+                    _ = stopped.changed() => {}
+                    () = tokio::time::sleep(Duration::from_millis(pause)) => {}
+                }
+            }
+            (removed, rounds)
+        }
+    });
+    let started = Instant::now();
+    let phases = run_txmgr(args, keys, rpc, anvil, db, false, false).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = stop.send(true);
+    let (removed_intents, rounds) = retention.await.context("retention task")?;
+    pool.close().await;
+    let phases = phases?;
+    Ok(RetentionRun {
+        many: phases.one.into_iter().chain(phases.many).collect(),
+        removed_intents,
+        rounds,
+        removed_per_s: removed_intents as f64 / elapsed.max(1e-9),
+    })
+}
+
+/// `sync` and drop the OS page cache (needs root); whether it was dropped.
+fn drop_page_cache() -> bool {
+    let synced = std::process::Command::new("sync")
+        .status()
+        .is_ok_and(|s| s.success());
+    let dropped = std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok();
+    if !dropped {
+        eprintln!("txmgr-bench: warning: cannot drop the page cache (root needed)");
+    }
+    synced && dropped
+}
+
+/// The machine's memory from `/proc/meminfo`.
+fn mem_total_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|line| line.starts_with("MemTotal:"))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+impl HistoryRun {
+    /// Prints this size next to the empty database's figures.
+    pub(crate) fn print(&self, empty_phases: &[&TxmgrPhase], empty_ack: Option<&AckPhase>) {
+        println!(
+            "\nhistory: {} final intents loaded in {:.0} s; {:.0} bytes per intent \
+             (managed_tx + tx_attempt + tx_completion + ops_audit); database {:.2} × memory; \
+             shared_buffers {}{}",
+            self.intents,
+            self.load_s,
+            self.bytes_per_intent,
+            self.database_vs_memory,
+            self.shared_buffers,
+            if self.caches_dropped {
+                "; OS page cache dropped before the phases"
+            } else {
+                ""
+            }
+        );
+        if let Some((name, bytes)) = &self.largest_index {
+            println!("  largest index: {name} ({} MB)", bytes / (1024 * 1024));
+        }
+        for t in self.tables.iter().filter(|t| t.rows > 0) {
+            println!(
+                "  {:<22} rows {:>11}  heap {:>6} MB  toast {:>5} MB  indexes {:>6} MB{}",
+                t.table,
+                t.rows,
+                t.heap_bytes / (1024 * 1024),
+                t.toast_bytes / (1024 * 1024),
+                t.index_bytes / (1024 * 1024),
+                t.largest_index
+                    .as_ref()
+                    .map(|(n, b)| format!("  (largest {n}: {} MB)", b / (1024 * 1024)))
+                    .unwrap_or_default()
+            );
+        }
+        let cpu = |p: &TxmgrPhase| p.cpu.bench_ms_per_tx + p.cpu.postgres_ms_per_tx;
+        for phase in self.one.iter().chain(&self.many) {
+            let empty = empty_phases
+                .iter()
+                .find(|e| e.submitters == phase.submitters)
+                .copied();
+            let ratio = |a: f64, b: Option<f64>| {
+                b.filter(|b| *b > 0.0)
+                    .map_or("-".to_owned(), |b| format!("{:.2}", a / b))
+            };
+            println!(
+                "  {} submitters: {:.0} tx/s ({} × empty), bench+pg CPU {:.3} ms/intent ({} × empty), \
+                 ack p99 {:.1} ms ({} × empty), WAL {:.0} B/intent ({} × empty)",
+                phase.submitters,
+                phase.e2e_tx_per_s,
+                ratio(phase.e2e_tx_per_s, empty.map(|e| e.e2e_tx_per_s)),
+                cpu(phase),
+                ratio(cpu(phase), empty.map(cpu)),
+                phase.ack_latency.p99_ms,
+                ratio(phase.ack_latency.p99_ms, empty.map(|e| e.ack_latency.p99_ms)),
+                phase.wal_bytes_per_intent,
+                ratio(
+                    phase.wal_bytes_per_intent,
+                    empty.map(|e| e.wal_bytes_per_intent)
+                ),
+            );
+        }
+        if let (Some(ack), Some(empty)) = (&self.ack, empty_ack) {
+            println!(
+                "  open-loop creates at {:.0}/s: ack p99 {:.1} ms (empty {:.1} ms)",
+                ack.rate_per_s, ack.ack_latency.p99_ms, empty.ack_latency.p99_ms
+            );
+        }
+        if let Some(r) = &self.retention {
+            for phase in &r.many {
+                let plain = self
+                    .one
+                    .iter()
+                    .chain(&self.many)
+                    .find(|p| p.submitters == phase.submitters);
+                println!(
+                    "  while retention deleted ({} intents in {} rounds, {:.0}/s): {} submitters \
+                     {:.0} tx/s ({} × without), bench+pg CPU {:.3} ms/intent",
+                    r.removed_intents,
+                    r.rounds,
+                    r.removed_per_s,
+                    phase.submitters,
+                    phase.e2e_tx_per_s,
+                    plain.map_or("-".to_owned(), |p| format!(
+                        "{:.2}",
+                        phase.e2e_tx_per_s / p.e2e_tx_per_s.max(1e-9)
+                    )),
+                    cpu(phase),
+                );
+            }
+        }
+    }
+}
