@@ -25,8 +25,10 @@ pub struct HistoryConfig {
     /// and last changed longer ago than this are deleted, with their
     /// attempts, feed rows, dead letters and top-up records, in bounded
     /// batches by one node at a time; their `request_id` may then be used
-    /// again. `0s` keeps every intent forever. At least `feed.retain`
-    /// (an intent's feed row leaves with it).
+    /// again. `0s` keeps every intent forever. A value shorter than
+    /// `feed.retain` counts as `feed.retain`, and `feed.retain = 0s` keeps
+    /// every intent too (an intent's feed row leaves with it): see
+    /// [`HistoryConfig::effective_retain`].
     #[serde(with = "humantime_serde")]
     pub retain: Duration,
     /// Time between retention rounds once a round found nothing more to do
@@ -37,8 +39,40 @@ pub struct HistoryConfig {
 }
 
 impl HistoryConfig {
-    /// The issues of this section, `feed` being the `[feed]` it must cover.
-    pub(crate) fn validate(&self, feed: &FeedConfig) -> Vec<ConfigIssue> {
+    /// The retention that applies: `retain`, but never shorter than
+    /// `feed.retain` (an intent's feed row leaves with it, and the feed
+    /// keeps its rows that long), and zero (every intent kept) when the
+    /// feed keeps its rows forever.
+    pub fn effective_retain(&self, feed: &FeedConfig) -> Duration {
+        if self.retain.is_zero() || feed.retain.is_zero() {
+            Duration::ZERO
+        } else {
+            self.retain.max(feed.retain)
+        }
+    }
+
+    /// What deserves a warning: a `retain` that `feed.retain` overrides.
+    pub(crate) fn warnings(&self, feed: &FeedConfig) -> Vec<ConfigIssue> {
+        let effective = self.effective_retain(feed);
+        if effective == self.retain {
+            return Vec::new();
+        }
+        let why = if effective.is_zero() {
+            "feed.retain = 0s keeps every feed row, and an intent's feed row leaves with it: \
+             every intent is kept"
+                .to_owned()
+        } else {
+            format!(
+                "shorter than feed.retain ({}), which applies instead: an intent's feed row \
+                 leaves with it",
+                humantime::format_duration(feed.retain)
+            )
+        };
+        vec![ConfigIssue::new("history.retain", why)]
+    }
+
+    /// The issues of this section.
+    pub(crate) fn validate(&self) -> Vec<ConfigIssue> {
         let mut issues = Vec::new();
         if self.interval < Duration::from_secs(1) || self.interval > Duration::from_secs(24 * 3600)
         {
@@ -52,16 +86,6 @@ impl HistoryConfig {
                 "history.retain",
                 "must be at most 100 years (0s keeps every intent)",
             ));
-        } else if !self.retain.is_zero() && (feed.retain.is_zero() || self.retain < feed.retain) {
-            issues.push(ConfigIssue::new(
-                "history.retain",
-                format!(
-                    "must be at least feed.retain ({}): an intent's feed row leaves with it, \
-                     so a shorter history would cut the feed a client may still page \
-                     (0s keeps every intent)",
-                    humantime::format_duration(feed.retain)
-                ),
-            ));
         }
         issues
     }
@@ -73,5 +97,43 @@ impl Default for HistoryConfig {
             retain: DEFAULT_HISTORY_RETAIN,
             interval: DEFAULT_HISTORY_INTERVAL,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+
+    fn feed(retain: Duration) -> FeedConfig {
+        FeedConfig {
+            retain,
+            ..FeedConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_feed_bounds_the_retention_from_below_and_keeping_it_forever_keeps_every_intent() {
+        let history = |retain| HistoryConfig {
+            retain,
+            ..HistoryConfig::default()
+        };
+        assert_eq!(history(40 * DAY).effective_retain(&feed(30 * DAY)), 40 * DAY);
+        assert!(history(40 * DAY).warnings(&feed(30 * DAY)).is_empty());
+        assert_eq!(history(7 * DAY).effective_retain(&feed(30 * DAY)), 30 * DAY);
+        assert_eq!(history(7 * DAY).warnings(&feed(30 * DAY)).len(), 1);
+        assert_eq!(history(7 * DAY).effective_retain(&feed(Duration::ZERO)), Duration::ZERO);
+        assert_eq!(history(Duration::ZERO).effective_retain(&feed(30 * DAY)), Duration::ZERO);
+        assert!(history(Duration::ZERO).warnings(&feed(Duration::ZERO)).is_empty());
+        assert_eq!(
+            HistoryConfig {
+                interval: Duration::from_millis(10),
+                ..HistoryConfig::default()
+            }
+            .validate()
+            .len(),
+            1
+        );
     }
 }

@@ -182,7 +182,9 @@ impl Config {
         config.warnings.extend(policy_bypasses);
         issues.extend(refused_variables);
         issues.extend(config.feed.validate());
-        issues.extend(config.history.validate(&config.feed));
+        issues.extend(config.history.validate());
+        let history = config.history.warnings(&config.feed);
+        config.warnings.extend(history);
         issues.extend(config.telemetry.validate());
         if let Some(tls) = &config.http.tls {
             issues.extend(tls.validate());

@@ -84,7 +84,7 @@ pub async fn ops_state(
             counting_chain::rpc_errors_total,
         ),
         local_hosts: crate::http::LocalHosts::new(Some(config.http.listen)),
-        history_retain: config.history.retain,
+        history_retain: config.history.effective_retain(&config.feed),
     }
 }
 pub use telemetry::{init_tracing, TracingGuard, OTEL_TARGET};
@@ -272,7 +272,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         pool.clone(),
         history_retention::HistoryRetention {
             node_id: config.node_id.clone(),
-            retain: config.history.retain,
+            retain: config.history.effective_retain(&config.feed),
             audit_retain: config.feed.audit_retain,
             every: config.history.interval,
         },

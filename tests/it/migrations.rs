@@ -131,6 +131,7 @@ async fn migrations_apply_to_an_empty_database_and_are_idempotent() {
         tables,
         [
             "funds_top_up",
+            "history_retention",
             "managed_tx",
             "ops_audit",
             "spend_ledger",

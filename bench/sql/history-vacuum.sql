@@ -1,0 +1,17 @@
+-- txmgr-bench: run once after bench/sql/history.sql, as a statement of its
+-- own: VACUUM cannot run inside a transaction block, a function or a
+-- multi-statement query string, so send this file alone (its own
+-- sqlx::raw_sql call) after the load's call has returned.
+--
+-- Sets the hint bits and the visibility map of the loaded pages, so the
+-- phase that follows does not dirty history pages on its first reads and
+-- index-only scans skip the heap. Not FREEZE: every loaded row carries the
+-- load's one transaction id, so there is nothing to protect from
+-- wraparound, and freezing would write a WAL record, most with a full-page
+-- image, for every page (2.3 GB of WAL for a million intents instead of a
+-- few MB). The load analyzed the tables already.
+--
+-- Then, if the role may (superuser or pg_checkpoint), send `CHECKPOINT`
+-- as a further statement of its own, so the phase does not pay for
+-- writing the load's dirty pages.
+VACUUM managed_tx, tx_attempt, tx_completion, ops_audit, submitter_nonce_cursor;
