@@ -119,13 +119,24 @@ mod tests {
             retain,
             ..HistoryConfig::default()
         };
-        assert_eq!(history(40 * DAY).effective_retain(&feed(30 * DAY)), 40 * DAY);
+        assert_eq!(
+            history(40 * DAY).effective_retain(&feed(30 * DAY)),
+            40 * DAY
+        );
         assert!(history(40 * DAY).warnings(&feed(30 * DAY)).is_empty());
         assert_eq!(history(7 * DAY).effective_retain(&feed(30 * DAY)), 30 * DAY);
         assert_eq!(history(7 * DAY).warnings(&feed(30 * DAY)).len(), 1);
-        assert_eq!(history(7 * DAY).effective_retain(&feed(Duration::ZERO)), Duration::ZERO);
-        assert_eq!(history(Duration::ZERO).effective_retain(&feed(30 * DAY)), Duration::ZERO);
-        assert!(history(Duration::ZERO).warnings(&feed(Duration::ZERO)).is_empty());
+        assert_eq!(
+            history(7 * DAY).effective_retain(&feed(Duration::ZERO)),
+            Duration::ZERO
+        );
+        assert_eq!(
+            history(Duration::ZERO).effective_retain(&feed(30 * DAY)),
+            Duration::ZERO
+        );
+        assert!(history(Duration::ZERO)
+            .warnings(&feed(Duration::ZERO))
+            .is_empty());
         assert_eq!(
             HistoryConfig {
                 interval: Duration::from_millis(10),

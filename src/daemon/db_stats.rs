@@ -31,7 +31,12 @@ pub async fn print_db_stats(config: &Config) -> anyhow::Result<()> {
     .context("reading the server's memory settings")?;
     print!(
         "{}",
-        report(&tables, &status, config.history.effective_retain(&config.feed), &memory)
+        report(
+            &tables,
+            &status,
+            config.history.effective_retain(&config.feed),
+            &memory
+        )
     );
     Ok(())
 }

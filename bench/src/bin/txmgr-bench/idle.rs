@@ -47,7 +47,7 @@ const MAX_WORK_CONCURRENCY: usize = 256;
 pub(crate) const OPEN_STATES: [&str; 4] = ["QUEUED", "ALLOCATED", "TRACKING", "STUCK"];
 
 /// Flags of the idle phase.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct IdleArgs {
     /// Submitters configured on the idle daemon.
     #[arg(long, default_value_t = 10_000)]

@@ -46,8 +46,8 @@ const TXMGR_SPEND_ONE_BASE: u64 = 800_000;
 const TXMGR_SPEND_MANY_BASE: u64 = 900_000;
 /// First key index of the idle daemon's submitters.
 pub(crate) const IDLE_BASE: u64 = 1_000_000;
-/// Phase "history": two key sets per history size (plain, with
-/// retention), `HISTORY_SPAN` apart, each a "one" key and "many" slots.
+/// Phase "history": three key sets per history size (plain, cold cache,
+/// with retention), `HISTORY_SPAN` apart, each a "one" key and "many" slots.
 const HISTORY_BASE: u64 = 2_000_000;
 const HISTORY_SPAN: u64 = 200_000;
 
@@ -104,9 +104,9 @@ pub(crate) struct KeyPlan {
     pub(crate) txmgr_spend: TxmgrKeys,
     /// Phase "chains" (empty when it does not run).
     pub(crate) chains: ChainKeys,
-    /// Phase "history": per size, the plain run's keys and the retention
-    /// run's.
-    pub(crate) history: Vec<(TxmgrKeys, TxmgrKeys)>,
+    /// Phase "history": per size, the plain run's keys, the cold-cache
+    /// run's and the retention run's (the soak's too).
+    pub(crate) history: Vec<[TxmgrKeys; 3]>,
 }
 
 /// The submitters of one node: one for the "one" phase, one set per
@@ -193,7 +193,7 @@ impl KeyPlan {
                         let one = HISTORY_BASE + k * HISTORY_SPAN;
                         TxmgrKeys::new(one, one + HISTORY_SPAN / 2, counts)
                     };
-                    Ok((set(2 * i)?, set(2 * i + 1)?))
+                    Ok([set(3 * i)?, set(3 * i + 1)?, set(3 * i + 2)?])
                 })
                 .collect::<anyhow::Result<_>>()?,
         })
@@ -204,9 +204,10 @@ impl KeyPlan {
         let mut all = self.txmgr.submitters();
         all.extend(self.txmgr_tls.submitters());
         all.extend(self.txmgr_spend.submitters());
-        for (plain, retention) in &self.history {
-            all.extend(plain.submitters());
-            all.extend(retention.submitters());
+        for sets in &self.history {
+            for set in sets {
+                all.extend(set.submitters());
+            }
         }
         all.extend(
             self.chains

@@ -71,7 +71,7 @@ const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres"
 pub(crate) const TRANSFER_GAS: u64 = 21_000;
 
 /// Benchmark txmgr end to end against the raw-send ceiling.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "txmgr-bench", about, long_about = None)]
 pub(crate) struct Args {
     /// Transfers per phase.
@@ -170,11 +170,21 @@ pub(crate) struct Args {
     /// deletes the oldest of the history's 31 days (retain 30 days).
     #[arg(long)]
     history_retention: bool,
-    /// Phase "history": drop the OS page cache (root) after the load, so
-    /// the phases start from disk (with a small `shared_buffers`, the
-    /// working set is out of memory).
+    /// Phase "history": run the phases once more after dropping the OS
+    /// page cache (root), so they start from disk: with a database larger
+    /// than `shared_buffers`, the working set is out of memory.
     #[arg(long)]
     history_drop_caches: bool,
+    /// Phase "history", last size: a sustained run of this long (e.g.
+    /// `10m`) at `--soak-rate` open-loop creates, blocks mined every second
+    /// so intents finish, while retention deletes old history at the rate
+    /// the run creates; then dead rows and bloat of the hot tables
+    /// (`pg_stat_user_tables`, `pgstattuple`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    soak: Option<Duration>,
+    /// Open-loop creates per second of `--soak`.
+    #[arg(long, default_value_t = 200.0)]
+    soak_rate: f64,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
