@@ -5,7 +5,7 @@
 //! ```text
 //!  per N:  fresh database ─► bench/sql/history.sql (N final intents over
 //!          1,000 submitters × 3 chains, 31 days, with attempts, feed and
-//!          audit rows; generate_series, no API) ─► VACUUM (FREEZE, ANALYZE)
+//!          audit rows; generate_series, no API) ─► VACUUM, CHECKPOINT
 //!          ─► sizes ─► [drop the OS page cache] ─► one, many, ack
 //!          ─► many again while history retention (retain 30 days) deletes
 //!             the oldest day
@@ -264,6 +264,11 @@ async fn load(db: &BenchDb, intents: u64) -> anyhow::Result<()> {
             .execute(&mut conn)
             .await
             .with_context(|| format!("after the load: {statement}"))?;
+    }
+    // The load's dirty pages written out now, not during the phases
+    // (superuser or pg_checkpoint; without it the phases pay for them).
+    if let Err(e) = sqlx::raw_sql("CHECKPOINT").execute(&mut conn).await {
+        eprintln!("txmgr-bench: warning: CHECKPOINT after the load: {e}");
     }
     sqlx::Connection::close(conn).await.ok();
     Ok(())
