@@ -2,12 +2,13 @@
 //! order and a randomized stress (`GET /v1/completions` and its long polls
 //! are in `completions_http`).
 //!
-//! The feed serves only rows below the snapshot `xmin`, which is
-//! cluster-wide: a transaction held open by one test holds back every other
-//! feed on the server. The feed tests therefore run one at a time: under
-//! nextest by the `feed` test group (`.config/nextest.toml`, one process
-//! per test), under `cargo test` by [`SERIAL`] (one process). A slow
-//! transaction elsewhere on the server can only delay a feed, so every
+//! The feed serves only rows below its horizon, per database since
+//! migration `20261206000002` (before, the server-wide snapshot `xmin`: a
+//! transaction held open by one test held back every other feed on the
+//! server). The feed tests still run one at a time — under nextest by the
+//! `feed` test group (`.config/nextest.toml`, one process per test), under
+//! `cargo test` by [`SERIAL`] (one process) — so that their many writers do
+//! not compete on two cores. A slow transaction can only delay a feed, so every
 //! "eventually served" assertion waits with a deadline.
 
 use std::{collections::HashSet, sync::Arc, time::Duration};

@@ -463,3 +463,43 @@ retain = "7days"
         daemon.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_stats_prints_the_tables_and_retention() {
+    let db = TestDb::migrated().await;
+    history(&db, 50, "CONFIRMED", 40, 0).await;
+    sqlx::query("ANALYZE")
+        .execute(&db.pool)
+        .await
+        .expect("analyze");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_txmgr"))
+        .args(["db", "stats", "--config"])
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml"))
+        .env("TXMGR_DATABASE__URL", &db.url)
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .expect("run txmgr db stats");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for expected in [
+        "managed_tx",
+        "tx_attempt",
+        "largest index",
+        "bytes per intent",
+        "history retention: history.retain = 30days",
+        "oldest final intent",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} missing:\n{stdout}");
+    }
+    // The managed_tx line carries the estimated 50 rows after ANALYZE.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("managed_tx "))
+        .expect("managed_tx line");
+    assert!(line.split_whitespace().nth(1) == Some("50"), "{line}");
+}
