@@ -244,7 +244,7 @@ impl<'a> TxmgrBench<'a> {
                         percentile_cont(0.99) WITHIN GROUP
                           (ORDER BY extract(epoch FROM last_submit_at - created_at)::float8)
                    FROM managed_tx
-                  WHERE submitter = ANY($1) AND request_id LIKE $2",
+                  WHERE chain_id < 900000 AND submitter = ANY($1) AND request_id LIKE $2",
         )
         .bind(submitters)
         .bind(request_ids)
@@ -252,7 +252,8 @@ impl<'a> TxmgrBench<'a> {
         .await
         .context("reading pipeline statistics")?;
         let rows: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM managed_tx WHERE submitter = ANY($1) AND request_id LIKE $2",
+            "SELECT count(*) FROM managed_tx
+              WHERE chain_id < 900000 AND submitter = ANY($1) AND request_id LIKE $2",
         )
         .bind(submitters)
         .bind(request_ids)
