@@ -18,6 +18,7 @@ pub const ERROR_CODES: &[&str] = &[
     "forbidden",
     "policy_violation",
     "not_found",
+    "aged_out",
     "method_not_allowed",
     "idempotency_conflict",
     "invalid_state",
