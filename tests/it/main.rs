@@ -40,6 +40,7 @@ mod group_commit;
 mod hardhat_errors;
 mod harness;
 mod history_retention;
+mod history_retention_nodes;
 mod hot_acceptance;
 mod http_api;
 mod https_api;

@@ -10,6 +10,7 @@ mod state;
 mod sub_state;
 mod submitter;
 mod trace_parent;
+pub mod tx_id_time;
 
 pub use chain_id::{ChainId, ChainIdOutOfRange};
 pub use feed_event::{FeedEvent, UnknownFeedEvent};

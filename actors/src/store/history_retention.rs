@@ -42,6 +42,7 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::StoreResult;
+use crate::domain::tx_id_time::{uuid_v7_floor, uuid_v7_millis};
 
 /// Ids looked at per batch.
 pub const BATCH: i64 = 1_000;
@@ -377,53 +378,6 @@ pub async fn aged_out(pool: &PgPool, tx_id: Uuid) -> StoreResult<bool> {
     Ok(cutoff.is_some_and(|cutoff| created < cutoff.timestamp_millis()))
 }
 
-/// The smallest UUIDv7 of `at`'s millisecond: every id created before it
-/// sorts below it (UUIDs compare byte by byte, and a v7 id starts with its
-/// 48-bit Unix time in milliseconds).
-pub fn uuid_v7_floor(at: DateTime<Utc>) -> Uuid {
-    let millis = u64::try_from(at.timestamp_millis()).unwrap_or(0) & 0xFFFF_FFFF_FFFF;
-    let mut bytes = [0u8; 16];
-    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
-    Uuid::from_bytes(bytes)
-}
-
-/// The creation time (Unix milliseconds) a UUIDv7 carries; None for any
-/// other version.
-fn uuid_v7_millis(id: Uuid) -> Option<i64> {
-    if id.get_version_num() != 7 {
-        return None;
-    }
-    let bytes = id.as_bytes();
-    let mut millis = [0u8; 8];
-    millis[2..].copy_from_slice(&bytes[..6]);
-    i64::try_from(u64::from_be_bytes(millis)).ok()
-}
-
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_floor_sorts_between_ids_of_earlier_and_later_milliseconds() {
-        let at = DateTime::from_timestamp_millis(1_800_000_000_123).expect("time");
-        let floor = uuid_v7_floor(at);
-        let before = Uuid::new_v7(uuid::Timestamp::from_unix(
-            uuid::NoContext,
-            1_800_000_000,
-            122_000_000,
-        ));
-        let same = Uuid::new_v7(uuid::Timestamp::from_unix(
-            uuid::NoContext,
-            1_800_000_000,
-            123_000_000,
-        ));
-        assert!(before < floor, "{before} < {floor}");
-        assert!(floor <= same, "{floor} <= {same}");
-        assert_eq!(uuid_v7_millis(same), Some(1_800_000_000_123));
-        assert_eq!(uuid_v7_millis(Uuid::new_v4()), None);
-    }
 }

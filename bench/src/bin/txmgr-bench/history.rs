@@ -39,9 +39,9 @@ const SUBMITTERS: u64 = 1_000;
 /// Chains of the history (ids 900001…, never the bench's live chain).
 const CHAINS: u64 = 3;
 /// Days the history spans; retention keeps 30, so one day is due.
-const DAYS: u64 = 31;
+pub(crate) const DAYS: u64 = 31;
 /// What retention keeps during the retention run.
-const RETAIN: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const RETAIN: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// One table's size after the load.
 #[derive(Debug, Clone, Serialize)]
@@ -105,48 +105,9 @@ pub(crate) struct HistoryRun {
     /// "many" again while retention deletes the oldest day.
     pub(crate) retention: Option<RetentionRun>,
     /// The sustained run (`--soak`, last size only).
-    pub(crate) soak: Option<Soak>,
+    pub(crate) soak: Option<crate::history_soak::Soak>,
 }
 
-/// `--soak`: a sustained open-loop run with retention sweeping the history
-/// at the rate the run creates, and what it left for vacuum.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Soak {
-    /// Seconds it ran.
-    pub(crate) seconds: f64,
-    /// The open-loop creates and their acknowledgements.
-    pub(crate) ack: AckPhase,
-    /// Intents retention removed meanwhile.
-    pub(crate) removed_intents: u64,
-    /// Intents that reached CONFIRMED meanwhile.
-    pub(crate) confirmed: i64,
-    /// The hot tables afterwards.
-    pub(crate) tables: Vec<Bloat>,
-}
-
-/// One table (or index) after the soak: `pg_stat_user_tables` and
-/// `pgstattuple` / `pgstatindex`.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Bloat {
-    /// Table or index name.
-    pub(crate) relation: String,
-    /// Live rows (`n_live_tup`; tables only).
-    pub(crate) live_rows: i64,
-    /// Dead rows (`n_dead_tup`; tables only).
-    pub(crate) dead_rows: i64,
-    /// Autovacuum runs during the run (tables only).
-    pub(crate) autovacuums: i64,
-    /// `pgstattuple`: dead tuple and free space percent of the table's
-    /// bytes; for an index, `pgstatindex`'s 100 − average leaf density and
-    /// its leaf fragmentation.
-    pub(crate) dead_percent: f64,
-    /// Free space percent (tables) or leaf fragmentation (indexes).
-    pub(crate) free_percent: f64,
-    /// Bytes.
-    pub(crate) bytes: i64,
-}
-
-/// Runs the history phase for every size of `--history`.
 pub(crate) async fn run(
     args: &Args,
     keys: &[[TxmgrKeys; 3]],
@@ -162,7 +123,14 @@ pub(crate) async fn run(
         if let Err(e) = db.drop_db().await {
             eprintln!("txmgr-bench: warning: {e:#}");
         }
-        runs.push(run?);
+        let run = run?;
+        // Printed at once as well: a later phase that fails must not take
+        // an hour's load and measurement with it.
+        match serde_json::to_string(&run) {
+            Ok(json) => eprintln!("txmgr-bench: history run: {json}"),
+            Err(e) => eprintln!("txmgr-bench: warning: history run: {e}"),
+        }
+        runs.push(run);
     }
     Ok(runs)
 }
@@ -214,9 +182,18 @@ async fn run_one(
         None
     };
     let soak = match soak {
-        Some(duration) => {
-            Some(sustained(args, retention_keys, &rpc, anvil, db, intents, duration).await?)
-        }
+        Some(duration) => Some(
+            crate::history_soak::sustained(
+                args,
+                retention_keys,
+                &rpc,
+                anvil,
+                db,
+                intents,
+                duration,
+            )
+            .await?,
+        ),
         None => None,
     };
     Ok(HistoryRun {
@@ -361,188 +338,6 @@ async fn with_retention(
     })
 }
 
-/// `--soak`: open-loop creates at `--soak-rate` for `duration` over the
-/// retention run's submitters (their cursors live on in this database), a
-/// block mined every second so intents finish, and retention sweeping the
-/// history from its oldest end as fast as the run creates intents (its
-/// cutoff moves through the 31 days of history at that rate: a steady state
-/// in which as many intents leave as arrive).
-async fn sustained(
-    args: &Args,
-    keys: &TxmgrKeys,
-    rpc: &RpcTarget,
-    anvil: &Anvil,
-    db: &BenchDb,
-    intents: u64,
-    duration: Duration,
-) -> anyhow::Result<Soak> {
-    let before = bloat(db).await.unwrap_or_default();
-    let confirmed_before = confirmed(db).await?;
-    let mut soak_args = args.clone();
-    soak_args.phases.clear();
-    soak_args.ack_rate = Some(args.soak_rate);
-    soak_args.ack_duration = duration;
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&db.url)
-        .await
-        .context("retention pool")?;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    // History seconds per created intent: the cutoff moves this far per
-    // intent the run creates.
-    let history_s_per_intent = (DAYS * 24 * 3600) as f64 / intents.max(1) as f64;
-    let retention = tokio::spawn({
-        let (pool, mut stopped, rate) = (pool.clone(), stopped.clone(), args.soak_rate);
-        async move {
-            let started = Instant::now();
-            let mut removed = 0u64;
-            while !*stopped.borrow() {
-                let swept = started.elapsed().as_secs_f64() * rate * history_s_per_intent;
-                let retain = RETAIN.saturating_sub(Duration::from_secs_f64(swept));
-                let rules = RetentionRules {
-                    retain: retain.max(Duration::from_secs(1)),
-                    audit_retain: Duration::ZERO,
-                    max_batches: 20,
-                };
-                let behind = match history_retention::round(&pool, "bench", rules).await {
-                    Ok(Round::Ran {
-                        removed: r,
-                        pass_completed,
-                        ..
-                    }) => {
-                        removed += r.intents;
-                        !pass_completed
-                    }
-                    Ok(Round::Skipped) => false,
-                    Err(e) => {
-                        eprintln!("txmgr-bench: retention round: {e}");
-                        false
-                    }
-                };
-                let pause = if behind { 200 } else { 1_000 };
-                tokio::select! {
-                    _ = stopped.changed() => {}
-                    () = tokio::time::sleep(Duration::from_millis(pause)) => {}
-                }
-            }
-            removed
-        }
-    });
-    let miner = tokio::spawn({
-        let (url, mut stopped) = (anvil.rpc_url(), stopped);
-        async move {
-            let client = reqwest::Client::new();
-            let body =
-                serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "evm_mine", "params": []});
-            while !*stopped.borrow() {
-                let _ = client.post(&url).json(&body).send().await;
-                tokio::select! {
-                    _ = stopped.changed() => {}
-                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-            }
-        }
-    });
-    eprintln!(
-        "txmgr-bench: soak: {:.0} creates/s for {duration:?}…",
-        args.soak_rate
-    );
-    let started = Instant::now();
-    let phases = run_txmgr(&soak_args, keys, rpc, anvil, db, true, false).await;
-    let seconds = started.elapsed().as_secs_f64();
-    let _ = stop.send(true);
-    let removed_intents = retention.await.context("retention task")?;
-    miner.await.context("miner task")?;
-    pool.close().await;
-    let ack = phases?
-        .ack
-        .context("the soak's open-loop phase did not run")?;
-    let after = bloat(db).await?;
-    let tables = after
-        .into_iter()
-        .map(|mut b| {
-            if let Some(old) = before.iter().find(|o| o.relation == b.relation) {
-                b.autovacuums -= old.autovacuums;
-            }
-            b
-        })
-        .collect();
-    Ok(Soak {
-        seconds,
-        ack,
-        removed_intents,
-        confirmed: confirmed(db).await? - confirmed_before,
-        tables,
-    })
-}
-
-async fn confirmed(db: &BenchDb) -> anyhow::Result<i64> {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED' AND chain_id < 900000",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .context("counting confirmed intents")
-}
-
-/// The hot tables and their indexes: dead rows, bloat, autovacuum runs.
-async fn bloat(db: &BenchDb) -> anyhow::Result<Vec<Bloat>> {
-    sqlx::raw_sql("CREATE EXTENSION IF NOT EXISTS pgstattuple")
-        .execute(&db.pool)
-        .await
-        .context("CREATE EXTENSION pgstattuple (superuser, package postgresql-contrib)")?;
-    let tables: Vec<(String, i64, i64, i64, f64, f64, i64)> = sqlx::query_as(
-        "SELECT s.relname::text, s.n_live_tup, s.n_dead_tup, s.autovacuum_count,
-                t.dead_tuple_percent, t.free_percent, t.table_len
-           FROM pg_stat_user_tables s, LATERAL pgstattuple(s.relid) t
-          WHERE s.relname IN ('managed_tx', 'tx_attempt', 'tx_completion', 'ops_audit',
-                              'submitter_nonce_cursor', 'submitter_lease')
-          ORDER BY s.relname",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .context("reading pgstattuple")?;
-    let indexes: Vec<(String, f64, f64, i64)> = sqlx::query_as(
-        "SELECT c.relname::text, 100 - i.avg_leaf_density, i.leaf_fragmentation, i.index_size
-           FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
-           JOIN pg_class t ON t.oid = x.indrelid
-           JOIN pg_am a ON a.oid = c.relam AND a.amname = 'btree',
-           LATERAL pgstatindex(c.oid) i
-          WHERE t.relname IN ('managed_tx', 'tx_attempt', 'tx_completion')
-          ORDER BY c.relname",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .context("reading pgstatindex")?;
-    Ok(tables
-        .into_iter()
-        .map(
-            |(relation, live_rows, dead_rows, autovacuums, dead, free, bytes)| Bloat {
-                relation,
-                live_rows,
-                dead_rows,
-                autovacuums,
-                dead_percent: dead,
-                free_percent: free,
-                bytes,
-            },
-        )
-        .chain(
-            indexes
-                .into_iter()
-                .map(|(relation, empty, fragmented, bytes)| Bloat {
-                    relation,
-                    live_rows: 0,
-                    dead_rows: 0,
-                    autovacuums: 0,
-                    dead_percent: empty,
-                    free_percent: fragmented,
-                    bytes,
-                }),
-        )
-        .collect())
-}
-
 /// `sync` and drop the OS page cache (needs root); whether it was dropped.
 fn drop_page_cache() -> bool {
     let synced = std::process::Command::new("sync")
@@ -566,140 +361,4 @@ fn mem_total_bytes() -> u64 {
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
-}
-
-impl HistoryRun {
-    /// Prints this size next to the empty database's figures.
-    pub(crate) fn print(&self, empty_phases: &[&TxmgrPhase], empty_ack: Option<&AckPhase>) {
-        println!(
-            "\nhistory: {} final intents loaded in {:.0} s; {:.0} bytes per intent \
-             (managed_tx + tx_attempt + tx_completion + ops_audit); database {:.2} × memory; \
-             shared_buffers {}{}",
-            self.intents,
-            self.load_s,
-            self.bytes_per_intent,
-            self.database_vs_memory,
-            self.shared_buffers,
-            if self.caches_dropped {
-                "; OS page cache dropped before the phases"
-            } else {
-                ""
-            }
-        );
-        if let Some((name, bytes)) = &self.largest_index {
-            println!("  largest index: {name} ({} MB)", bytes / (1024 * 1024));
-        }
-        for t in self.tables.iter().filter(|t| t.rows > 0) {
-            println!(
-                "  {:<22} rows {:>11}  heap {:>6} MB  toast {:>5} MB  indexes {:>6} MB{}",
-                t.table,
-                t.rows,
-                t.heap_bytes / (1024 * 1024),
-                t.toast_bytes / (1024 * 1024),
-                t.index_bytes / (1024 * 1024),
-                t.largest_index
-                    .as_ref()
-                    .map(|(n, b)| format!("  (largest {n}: {} MB)", b / (1024 * 1024)))
-                    .unwrap_or_default()
-            );
-        }
-        let cpu = |p: &TxmgrPhase| p.cpu.bench_ms_per_tx + p.cpu.postgres_ms_per_tx;
-        for phase in self.one.iter().chain(&self.many) {
-            let empty = empty_phases
-                .iter()
-                .find(|e| e.submitters == phase.submitters)
-                .copied();
-            let ratio = |a: f64, b: Option<f64>| {
-                b.filter(|b| *b > 0.0)
-                    .map_or("-".to_owned(), |b| format!("{:.2}", a / b))
-            };
-            println!(
-                "  {} submitters: {:.0} tx/s ({} × empty), bench+pg CPU {:.3} ms/intent ({} × empty), \
-                 ack p99 {:.1} ms ({} × empty), WAL {:.0} B/intent ({} × empty)",
-                phase.submitters,
-                phase.e2e_tx_per_s,
-                ratio(phase.e2e_tx_per_s, empty.map(|e| e.e2e_tx_per_s)),
-                cpu(phase),
-                ratio(cpu(phase), empty.map(cpu)),
-                phase.ack_latency.p99_ms,
-                ratio(phase.ack_latency.p99_ms, empty.map(|e| e.ack_latency.p99_ms)),
-                phase.wal_bytes_per_intent,
-                ratio(
-                    phase.wal_bytes_per_intent,
-                    empty.map(|e| e.wal_bytes_per_intent)
-                ),
-            );
-        }
-        if let (Some(ack), Some(empty)) = (&self.ack, empty_ack) {
-            println!(
-                "  open-loop creates at {:.0}/s: ack p99 {:.1} ms (empty {:.1} ms)",
-                ack.rate_per_s, ack.ack_latency.p99_ms, empty.ack_latency.p99_ms
-            );
-        }
-        for phase in &self.cold {
-            let warm = self
-                .one
-                .iter()
-                .chain(&self.many)
-                .find(|p| p.submitters == phase.submitters);
-            println!(
-                "  page cache dropped: {} submitters {:.0} tx/s ({} × warm), bench+pg CPU {:.3} ms/intent, ack p99 {:.1} ms",
-                phase.submitters,
-                phase.e2e_tx_per_s,
-                warm.map_or("-".to_owned(), |w| format!(
-                    "{:.2}",
-                    phase.e2e_tx_per_s / w.e2e_tx_per_s.max(1e-9)
-                )),
-                cpu(phase),
-                phase.ack_latency.p99_ms,
-            );
-        }
-        if let Some(soak) = &self.soak {
-            println!(
-                "  soak: {:.0} s at {:.0} creates/s (ack p99 {:.1} ms); {} confirmed, {} old intents removed by retention",
-                soak.seconds,
-                soak.ack.rate_per_s,
-                soak.ack.ack_latency.p99_ms,
-                soak.confirmed,
-                soak.removed_intents
-            );
-            for b in &soak.tables {
-                if b.live_rows > 0 || b.dead_rows > 0 || b.autovacuums > 0 {
-                    println!(
-                        "    {:<28} live {:>10} dead {:>8} autovacuums {:>2}  dead {:>5.1} %  free {:>5.1} %  {:>6} MB",
-                        b.relation, b.live_rows, b.dead_rows, b.autovacuums, b.dead_percent,
-                        b.free_percent, b.bytes / (1024 * 1024)
-                    );
-                } else {
-                    println!(
-                        "    {:<28} index: empty leaf space {:>5.1} %  leaf fragmentation {:>5.1} %  {:>6} MB",
-                        b.relation, b.dead_percent, b.free_percent, b.bytes / (1024 * 1024)
-                    );
-                }
-            }
-        }
-        if let Some(r) = &self.retention {
-            for phase in &r.many {
-                let plain = self
-                    .one
-                    .iter()
-                    .chain(&self.many)
-                    .find(|p| p.submitters == phase.submitters);
-                println!(
-                    "  while retention deleted ({} intents in {} rounds, {:.0}/s): {} submitters \
-                     {:.0} tx/s ({} × without), bench+pg CPU {:.3} ms/intent",
-                    r.removed_intents,
-                    r.rounds,
-                    r.removed_per_s,
-                    phase.submitters,
-                    phase.e2e_tx_per_s,
-                    plain.map_or("-".to_owned(), |p| format!(
-                        "{:.2}",
-                        phase.e2e_tx_per_s / p.e2e_tx_per_s.max(1e-9)
-                    )),
-                    cpu(phase),
-                );
-            }
-        }
-    }
 }

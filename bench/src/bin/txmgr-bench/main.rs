@@ -26,6 +26,8 @@ mod chains;
 mod cpu;
 mod daemon;
 mod history;
+mod history_print;
+mod history_soak;
 mod idle;
 mod idle_failover;
 mod idle_report;
