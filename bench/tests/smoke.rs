@@ -50,6 +50,10 @@ fn a_small_run_of_every_closed_loop_phase_and_the_idle_phase_completes() {
         .args(["--tracking-timeout", "120s", "--deadline", "10m"])
         .args(["--idle-submitters", "12", "--idle-used", "3"])
         .args(["--idle-window", "2s", "--idle-ready-timeout", "2m"])
+        // The history phase on a small history, with its retention run and
+        // a short soak (blocks mined, retention sweeping, pgstattuple).
+        .args(["--history", "3000", "--history-retention"])
+        .args(["--soak", "3s", "--soak-rate", "20"])
         .arg("--txmgr")
         .arg(&txmgr)
         .arg("--json")
@@ -103,6 +107,19 @@ fn a_small_run_of_every_closed_loop_phase_and_the_idle_phase_completes() {
         );
     }
     assert_eq!(number(&report, "/many/0/submitters"), 4.0);
+
+    // The history phase: loaded, measured, and retention removed the oldest
+    // of its 31 days while "many" ran again; the soak read the hot tables.
+    assert_eq!(number(&report, "/history/0/intents"), 3000.0);
+    assert!(number(&report, "/history/0/bytes_per_intent") > 1000.0);
+    assert!(number(&report, "/history/0/many/0/e2e_tx_per_s") > 0.0);
+    assert!(number(&report, "/history/0/retention/removed_intents") > 0.0);
+    assert!(number(&report, "/history/0/soak/ack/accepted") > 0.0);
+    let soak_tables = report
+        .pointer("/history/0/soak/tables")
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("no soak tables: {report:#}"));
+    assert!(soak_tables.iter().any(|t| t["relation"] == "managed_tx"));
 
     // The idle phase: its used submitters' work became final, nothing is
     // left open once settled, and the second node took every lease over.

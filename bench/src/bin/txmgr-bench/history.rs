@@ -287,42 +287,8 @@ async fn with_retention(
         .connect(&db.url)
         .await
         .context("retention pool")?;
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let rules = RetentionRules {
-        retain: RETAIN,
-        audit_retain: Duration::ZERO,
-        max_batches: 20,
-    };
-    let retention = tokio::spawn({
-        let pool = pool.clone();
-        async move {
-            let (mut removed, mut rounds) = (0u64, 0u64);
-            while !*stopped.borrow() {
-                let behind = match history_retention::round(&pool, "bench", rules).await {
-                    Ok(Round::Ran {
-                        removed: r,
-                        pass_completed,
-                        ..
-                    }) => {
-                        removed += r.intents;
-                        rounds += 1;
-                        !pass_completed
-                    }
-                    Ok(Round::Skipped) => false,
-                    Err(e) => {
-                        eprintln!("txmgr-bench: retention round: {e}");
-                        false
-                    }
-                };
-                let pause = if behind { 200 } else { 1_000 };
-                tokio::select! {
-                    _ = stopped.changed() => {}
-                    () = tokio::time::sleep(Duration::from_millis(pause)) => {}
-                }
-            }
-            (removed, rounds)
-        }
-    });
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let retention = tokio::spawn(retention_rounds(pool.clone(), stopped, move |_| RETAIN));
     let started = Instant::now();
     let phases = run_txmgr(args, keys, rpc, anvil, db, false, false).await;
     let elapsed = started.elapsed().as_secs_f64();
@@ -336,6 +302,48 @@ async fn with_retention(
         rounds,
         removed_per_s: removed_intents as f64 / elapsed.max(1e-9),
     })
+}
+
+/// Retention rounds as a node runs them (20 batches each, the next at once
+/// while behind, else a second later) until `stopped`, with the `retain`
+/// that `retain_after` gives for the seconds since the start; the intents
+/// removed and the rounds run.
+pub(crate) async fn retention_rounds(
+    pool: sqlx::PgPool,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+    retain_after: impl Fn(f64) -> Duration,
+) -> (u64, u64) {
+    let started = Instant::now();
+    let (mut removed, mut rounds) = (0u64, 0u64);
+    while !*stopped.borrow() {
+        let rules = RetentionRules {
+            retain: retain_after(started.elapsed().as_secs_f64()).max(Duration::from_secs(1)),
+            audit_retain: Duration::ZERO,
+            max_batches: 20,
+        };
+        let behind = match history_retention::round(&pool, "bench", rules).await {
+            Ok(Round::Ran {
+                removed: r,
+                pass_completed,
+                ..
+            }) => {
+                removed += r.intents;
+                rounds += 1;
+                !pass_completed
+            }
+            Ok(Round::Skipped) => false,
+            Err(e) => {
+                eprintln!("txmgr-bench: retention round: {e}");
+                false
+            }
+        };
+        let pause = if behind { 200 } else { 1_000 };
+        tokio::select! {
+            _ = stopped.changed() => {}
+            () = tokio::time::sleep(Duration::from_millis(pause)) => {}
+        }
+    }
+    (removed, rounds)
 }
 
 /// `sync` and drop the OS page cache (needs root); whether it was dropped.

@@ -6,11 +6,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
-use txmgr_actors::store::history_retention::{self, RetentionRules, Round};
 
 use crate::{
     anvil::Anvil,
-    history::{DAYS, RETAIN},
+    history::{retention_rounds, DAYS, RETAIN},
     keys::TxmgrKeys,
     node::BenchDb,
     report::AckPhase,
@@ -90,43 +89,16 @@ pub(crate) async fn sustained(
     // History seconds per created intent: the cutoff moves this far per
     // intent the run creates.
     let history_s_per_intent = (DAYS * 24 * 3600) as f64 / intents.max(1) as f64;
-    let retention = tokio::spawn({
-        let (pool, mut stopped, rate) = (pool.clone(), stopped.clone(), args.soak_rate);
-        async move {
-            let started = Instant::now();
-            let mut removed = 0u64;
-            while !*stopped.borrow() {
-                let swept = started.elapsed().as_secs_f64() * rate * history_s_per_intent;
-                let retain = RETAIN.saturating_sub(Duration::from_secs_f64(swept));
-                let rules = RetentionRules {
-                    retain: retain.max(Duration::from_secs(1)),
-                    audit_retain: Duration::ZERO,
-                    max_batches: 20,
-                };
-                let behind = match history_retention::round(&pool, "bench", rules).await {
-                    Ok(Round::Ran {
-                        removed: r,
-                        pass_completed,
-                        ..
-                    }) => {
-                        removed += r.intents;
-                        !pass_completed
-                    }
-                    Ok(Round::Skipped) => false,
-                    Err(e) => {
-                        eprintln!("txmgr-bench: retention round: {e}");
-                        false
-                    }
-                };
-                let pause = if behind { 200 } else { 1_000 };
-                tokio::select! {
-                    _ = stopped.changed() => {}
-                    () = tokio::time::sleep(Duration::from_millis(pause)) => {}
-                }
-            }
-            removed
-        }
-    });
+    let rate = args.soak_rate;
+    let retention = tokio::spawn(retention_rounds(
+        pool.clone(),
+        stopped.clone(),
+        move |elapsed| {
+            RETAIN.saturating_sub(Duration::from_secs_f64(
+                elapsed * rate * history_s_per_intent,
+            ))
+        },
+    ));
     let miner = tokio::spawn({
         let (url, mut stopped) = (anvil.rpc_url(), stopped);
         async move {
@@ -150,7 +122,7 @@ pub(crate) async fn sustained(
     let phases = run_txmgr(&soak_args, keys, rpc, anvil, db, true, false).await;
     let seconds = started.elapsed().as_secs_f64();
     let _ = stop.send(true);
-    let removed_intents = retention.await.context("retention task")?;
+    let (removed_intents, _) = retention.await.context("retention task")?;
     miner.await.context("miner task")?;
     pool.close().await;
     let ack = phases?
