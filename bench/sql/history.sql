@@ -98,7 +98,7 @@ BEGIN
               FROM pg_constraint c
              WHERE c.conrelid IN ('managed_tx'::regclass, 'tx_attempt'::regclass,
                                   'tx_completion'::regclass, 'ops_audit'::regclass)
-               AND c.contype IN ('f', 'u')
+               AND c.contype IN ('f', 'u', 'x')
              ORDER BY c.contype DESC  -- unique before foreign (nothing references these)
         LOOP
             EXECUTE r.undo;

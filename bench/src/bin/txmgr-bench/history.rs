@@ -181,19 +181,26 @@ async fn run_one(
     } else {
         None
     };
+    // A failed soak costs its own figures only, not the load's and the
+    // phases' (an hour at 10 million).
     let soak = match soak {
-        Some(duration) => Some(
-            crate::history_soak::sustained(
-                args,
-                retention_keys,
-                &rpc,
-                anvil,
-                db,
-                intents,
-                duration,
-            )
-            .await?,
-        ),
+        Some(duration) => match crate::history_soak::sustained(
+            args,
+            retention_keys,
+            &rpc,
+            anvil,
+            db,
+            intents,
+            duration,
+        )
+        .await
+        {
+            Ok(soak) => Some(soak),
+            Err(e) => {
+                eprintln!("txmgr-bench: warning: the soak failed: {e:#}");
+                None
+            }
+        },
         None => None,
     };
     Ok(HistoryRun {

@@ -181,7 +181,7 @@ pub(crate) struct Args {
     /// `10m`) at `--soak-rate` open-loop creates, blocks mined every second
     /// so intents finish, while retention deletes old history at the rate
     /// the run creates; then dead rows and bloat of the hot tables
-    /// (`pg_stat_user_tables`, `pgstattuple`).
+    /// (`pg_stat_user_tables`, `pgstattuple_approx`).
     #[arg(long, value_parser = humantime::parse_duration)]
     soak: Option<Duration>,
     /// Open-loop creates per second of `--soak`.
