@@ -110,7 +110,7 @@ pub(crate) struct HistoryRun {
 
 pub(crate) async fn run(
     args: &Args,
-    keys: &[[TxmgrKeys; 3]],
+    keys: &[[TxmgrKeys; 4]],
     anvil: &Anvil,
     admin_url: &str,
 ) -> anyhow::Result<Vec<HistoryRun>> {
@@ -138,7 +138,7 @@ pub(crate) async fn run(
 async fn run_one(
     args: &Args,
     intents: u64,
-    [plain_keys, cold_keys, retention_keys]: &[TxmgrKeys; 3],
+    [plain_keys, cold_keys, retention_keys, soak_keys]: &[TxmgrKeys; 4],
     soak: Option<Duration>,
     anvil: &Anvil,
     db: &BenchDb,
@@ -185,13 +185,7 @@ async fn run_one(
     // phases' (an hour at 10 million).
     let soak = match soak {
         Some(duration) => match crate::history_soak::sustained(
-            args,
-            retention_keys,
-            &rpc,
-            anvil,
-            db,
-            intents,
-            duration,
+            args, soak_keys, &rpc, anvil, db, intents, duration,
         )
         .await
         {

@@ -101,6 +101,11 @@ impl HistoryRun {
                 soak.confirmed,
                 soak.removed_intents
             );
+            if !soak.autovacuum {
+                println!(
+                    "  autovacuum is off on this server (SHOW autovacuum): nothing below was vacuumed"
+                );
+            }
             for b in &soak.tables {
                 if b.live_rows > 0 || b.dead_rows > 0 || b.autovacuums > 0 {
                     println!(

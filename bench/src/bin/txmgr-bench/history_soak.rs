@@ -17,6 +17,9 @@ use crate::{
     Args,
 };
 
+/// Age of the loaded history's newest intent (bench/sql/history.sql).
+const HISTORY_NEWEST_AGE: Duration = Duration::from_secs(3600);
+
 /// `--soak`: a sustained open-loop run with retention sweeping the history
 /// at the rate the run creates, and what it left for vacuum.
 #[derive(Debug, Clone, Serialize)]
@@ -31,6 +34,9 @@ pub(crate) struct Soak {
     pub(crate) confirmed: i64,
     /// The hot tables afterwards.
     pub(crate) tables: Vec<Bloat>,
+    /// Whether the server ran autovacuum (`SHOW autovacuum`): off, the
+    /// dead rows are what the run left without it.
+    pub(crate) autovacuum: bool,
 }
 
 /// One table (or index) after the soak: `pg_stat_user_tables` and
@@ -55,10 +61,10 @@ pub(crate) struct Bloat {
     pub(crate) bytes: i64,
 }
 
-/// Runs the history phase for every size of `--history`.
-/// `--soak`: open-loop creates at `--soak-rate` for `duration` over the
-/// retention run's submitters (their cursors live on in this database), a
-/// block mined every second so intents finish, and retention sweeping the
+/// `--soak`: open-loop creates at `--soak-rate` for `duration` over
+/// submitters of its own (an earlier phase's submitters have intents whose
+/// transactions left the pool unmined: the soak's would queue behind those
+/// nonces and never be mined), a block mined every second so intents finish, and retention sweeping the
 /// history from its oldest end as fast as the run creates intents (its
 /// cutoff moves through the 31 days of history at that rate: a steady state
 /// in which as many intents leave as arrive).
@@ -93,10 +99,15 @@ pub(crate) async fn sustained(
     let retention = tokio::spawn(retention_rounds(
         pool.clone(),
         stopped.clone(),
+        // Never closer to now than the history's newest intent (an hour
+        // old): a small history would otherwise be swept within seconds
+        // and the cutoff would go on into the run's own intents.
         move |elapsed| {
-            RETAIN.saturating_sub(Duration::from_secs_f64(
-                elapsed * rate * history_s_per_intent,
-            ))
+            RETAIN
+                .saturating_sub(Duration::from_secs_f64(
+                    elapsed * rate * history_s_per_intent,
+                ))
+                .max(HISTORY_NEWEST_AGE)
         },
     ));
     let miner = tokio::spawn({
@@ -138,7 +149,12 @@ pub(crate) async fn sustained(
             b
         })
         .collect();
+    let autovacuum: String = sqlx::query_scalar("SHOW autovacuum")
+        .fetch_one(&db.pool)
+        .await
+        .context("SHOW autovacuum")?;
     Ok(Soak {
+        autovacuum: autovacuum == "on",
         seconds,
         ack,
         removed_intents,

@@ -46,8 +46,8 @@ const TXMGR_SPEND_ONE_BASE: u64 = 800_000;
 const TXMGR_SPEND_MANY_BASE: u64 = 900_000;
 /// First key index of the idle daemon's submitters.
 pub(crate) const IDLE_BASE: u64 = 1_000_000;
-/// Phase "history": three key sets per history size (plain, cold cache,
-/// with retention), `HISTORY_SPAN` apart, each a "one" key and "many" slots.
+/// Phase "history": four key sets per history size (plain, cold cache,
+/// with retention, the soak), `HISTORY_SPAN` apart, each a "one" key and "many" slots.
 const HISTORY_BASE: u64 = 2_000_000;
 const HISTORY_SPAN: u64 = 200_000;
 
@@ -105,8 +105,10 @@ pub(crate) struct KeyPlan {
     /// Phase "chains" (empty when it does not run).
     pub(crate) chains: ChainKeys,
     /// Phase "history": per size, the plain run's keys, the cold-cache
-    /// run's and the retention run's (the soak's too).
-    pub(crate) history: Vec<[TxmgrKeys; 3]>,
+    /// run's, the retention run's and the soak's (whose submitters must
+    /// start without intents of an earlier phase: those left the pool
+    /// unmined, and the soak's transactions would wait behind their nonces).
+    pub(crate) history: Vec<[TxmgrKeys; 4]>,
 }
 
 /// The submitters of one node: one for the "one" phase, one set per
@@ -193,7 +195,12 @@ impl KeyPlan {
                         let one = HISTORY_BASE + k * HISTORY_SPAN;
                         TxmgrKeys::new(one, one + HISTORY_SPAN / 2, counts)
                     };
-                    Ok([set(3 * i)?, set(3 * i + 1)?, set(3 * i + 2)?])
+                    Ok([
+                        set(4 * i)?,
+                        set(4 * i + 1)?,
+                        set(4 * i + 2)?,
+                        set(4 * i + 3)?,
+                    ])
                 })
                 .collect::<anyhow::Result<_>>()?,
         })
