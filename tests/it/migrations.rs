@@ -432,3 +432,60 @@ async fn managed_tx_has_its_index_set_and_the_queue_read_is_one_index_range() {
         "the queue read is not one ordered range of the open-work index:\n{plan}"
     );
 }
+
+#[tokio::test]
+async fn an_attempt_hash_stays_unique_and_is_found_through_its_hash_index() {
+    let db = TestDb::migrated().await;
+    let first = insert_tx(&db.pool, "TRACKING", Some(0))
+        .await
+        .expect("intent");
+    let second = insert_tx(&db.pool, "TRACKING", Some(1))
+        .await
+        .expect("intent");
+    let hash = format!("0x{:064x}", 0xabcdef_u64);
+    let insert = |tx_id: Uuid, nonce: i64| {
+        let (pool, hash) = (db.pool.clone(), hash.clone());
+        async move {
+            sqlx::query(
+                "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
+                     max_priority_fee_per_gas, gas_limit, kind, fencing_token)
+                 VALUES ($1, 1, $2, $3, '\\x01', 2, 1, 21000, 'original', 1)",
+            )
+            .bind(tx_id)
+            .bind(nonce)
+            .bind(hash)
+            .execute(&pool)
+            .await
+        }
+    };
+    insert(first, 0).await.expect("first attempt");
+    // The same signed bytes recorded twice: refused, as the unique B-tree
+    // refused it before migration 20261206000006 (now an exclusion
+    // constraint on the hash index: SQLSTATE 23P01).
+    match insert(second, 1)
+        .await
+        .expect_err("a second row with the hash")
+    {
+        sqlx::Error::Database(e) => {
+            assert_eq!(e.code().as_deref(), Some("23P01"), "{e}");
+            assert_eq!(e.constraint(), Some("tx_attempt_tx_hash_excl"));
+        }
+        other => panic!("expected a database error, got {other}"),
+    }
+    let mut conn = db.pool.acquire().await.expect("connection");
+    sqlx::query("SET enable_seqscan = off")
+        .execute(&mut *conn)
+        .await
+        .expect("set");
+    let plan: Vec<String> =
+        sqlx::query_scalar("EXPLAIN (COSTS OFF) SELECT tx_id FROM tx_attempt WHERE tx_hash = $1")
+            .bind(&hash)
+            .fetch_all(&mut *conn)
+            .await
+            .expect("explain");
+    let plan = plan.join("\n");
+    assert!(
+        plan.contains("tx_attempt_tx_hash_excl"),
+        "the lookup by hash does not use the hash index:\n{plan}"
+    );
+}

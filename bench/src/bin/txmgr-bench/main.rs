@@ -123,7 +123,9 @@ pub(crate) struct Args {
     /// Bound on reaching TRACKING, from the first POST of a phase.
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     tracking_timeout: Duration,
-    /// Bound on the whole run.
+    /// Bound on the whole run, plus the `--soak` length and 4 minutes per
+    /// million `--history` intents (a load of 10 million takes 20 to 30
+    /// minutes here): a long history run must not die at its end.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     deadline: Duration,
     /// Diagnostic only: `synchronous_commit = off` on the bench database, so
@@ -292,6 +294,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// The run's bound: `--deadline`, the soak's length and 4 minutes per
+/// million history intents.
+fn run_deadline(args: &Args) -> Duration {
+    let history: u64 = args.history.iter().sum();
+    args.deadline
+        + args.soak.unwrap_or_default()
+        + Duration::from_secs(history.div_ceil(1_000_000) * 240)
+}
+
 /// Starts anvil and the database, runs the phases under the global
 /// deadline, and drops the database whatever happened.
 async fn run(args: &Args, plan: &KeyPlan) -> anyhow::Result<Report> {
@@ -301,17 +312,14 @@ async fn run(args: &Args, plan: &KeyPlan) -> anyhow::Result<Report> {
         .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned());
     let anvil = anvil::start().await?;
     let db = BenchDb::create(&admin_url, args.unsafe_async_commit).await?;
-    let result = tokio::time::timeout(
-        args.deadline,
-        run_phases(args, plan, &anvil, &db, &admin_url),
-    )
-    .await
-    .unwrap_or_else(|_| {
-        Err(anyhow::anyhow!(
-            "global deadline of {:?} passed",
-            args.deadline
-        ))
-    });
+    let deadline = run_deadline(args);
+    let result = tokio::time::timeout(deadline, run_phases(args, plan, &anvil, &db, &admin_url))
+        .await
+        .unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "global deadline of {deadline:?} passed (--deadline)"
+            ))
+        });
     if let Err(e) = db.drop_db().await {
         eprintln!("txmgr-bench: warning: {e:#}");
     }
