@@ -64,10 +64,11 @@ pub(crate) struct Bloat {
 /// `--soak`: open-loop creates at `--soak-rate` for `duration` over
 /// submitters of its own (an earlier phase's submitters have intents whose
 /// transactions left the pool unmined: the soak's would queue behind those
-/// nonces and never be mined), a block mined every second so intents finish, and retention sweeping the
-/// history from its oldest end as fast as the run creates intents (its
-/// cutoff moves through the 31 days of history at that rate: a steady state
-/// in which as many intents leave as arrive).
+/// nonces and never be mined), a block mined every second so intents
+/// finish, and retention sweeping the history from its oldest end as fast
+/// as the run creates intents (its cutoff moves through the 31 days of
+/// history at that rate: a steady state in which as many intents leave as
+/// arrive).
 pub(crate) async fn sustained(
     args: &Args,
     keys: &TxmgrKeys,

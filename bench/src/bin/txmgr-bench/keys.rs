@@ -47,7 +47,8 @@ const TXMGR_SPEND_MANY_BASE: u64 = 900_000;
 /// First key index of the idle daemon's submitters.
 pub(crate) const IDLE_BASE: u64 = 1_000_000;
 /// Phase "history": four key sets per history size (plain, cold cache,
-/// with retention, the soak), `HISTORY_SPAN` apart, each a "one" key and "many" slots.
+/// with retention, the soak), `HISTORY_SPAN` apart, each a "one" key and
+/// "many" slots.
 const HISTORY_BASE: u64 = 2_000_000;
 const HISTORY_SPAN: u64 = 200_000;
 
