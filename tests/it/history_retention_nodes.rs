@@ -172,20 +172,31 @@ retain = "7days"
         old.len() as i64,
         "each removed once: {status:?}"
     );
-    let text = client
-        .get(format!("{}/metrics", daemons[0].base()))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    for metric in [
+    let expected = [
         "txmgr_history_retention_rounds_total",
         "txmgr_history_retain_seconds 604800",
         "txmgr_history_oldest_final_age_seconds",
         "txmgr_db_table_bytes{table=\"managed_tx\"}",
-    ] {
+    ];
+    let scrape = || async {
+        client
+            .get(format!("{}/metrics", daemons[0].base()))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text")
+    };
+    // The gauges are refreshed after the round's counters: the status can
+    // read complete a moment before the gauges exist.
+    wait_until(WAIT, || async {
+        let text = scrape().await;
+        expected.iter().all(|metric| text.contains(metric))
+    })
+    .await;
+    let text = scrape().await;
+    for metric in expected {
         assert!(text.contains(metric), "{metric} missing:\n{text}");
     }
     for daemon in &mut daemons {
