@@ -2,7 +2,7 @@
 //! `txmgr_actors::store::history_retention`), and the gauges that show how
 //! large the tables are and how old the oldest final intent is.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use sqlx::PgPool;
@@ -16,14 +16,6 @@ use txmgr_actors::{
         table_stats,
     },
 };
-
-/// Batches per round at most (each looks at
-/// [`history_retention::BATCH`] intents): about a second of deletes.
-const MAX_BATCHES: u32 = 20;
-
-/// Pause before the next round when a round stopped at its bound: catching
-/// up goes on at once, in short rounds, yielding the database in between.
-const CATCH_UP_PAUSE: Duration = Duration::from_millis(200);
 
 /// What the loop is told.
 #[derive(Debug, Clone)]
@@ -49,16 +41,18 @@ pub(crate) async fn history_retention_loop(pool: PgPool, task: HistoryRetention)
     let rules = RetentionRules {
         retain: task.retain,
         audit_retain: task.audit_retain,
-        max_batches: MAX_BATCHES,
+        max_batches: history_retention::ROUND_BATCHES,
     };
     loop {
+        let started = Instant::now();
         let behind = if task.retain.is_zero() {
             false
         } else {
             run_round(&pool, &task.node_id, rules).await
         };
+        let took = started.elapsed();
         refresh_gauges(&pool).await;
-        tokio::time::sleep(if behind { CATCH_UP_PAUSE } else { task.every }).await;
+        tokio::time::sleep(history_retention::pause_after(took, behind, task.every)).await;
     }
 }
 

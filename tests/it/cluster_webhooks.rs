@@ -77,6 +77,11 @@ async fn the_delivering_node_killed_mid_burst_hands_over_and_nothing_is_lost() {
         receiver.delivered().len() >= 30
     })
     .await;
+    // Balancing may be handing the webhook over right now: wait for a holder.
+    wait_until(Duration::from_secs(10), || async {
+        holder(&cluster, "hook").await.is_some()
+    })
+    .await;
     let victim = holder(&cluster, "hook").await.expect("a node delivers");
     cluster.node(&victim).kill().await;
     // The survivor takes the webhook over within the fail-over bound.

@@ -132,6 +132,8 @@ async fn a_crossing_is_reported_once_with_two_nodes_even_across_a_change_of_lead
     })
     .await;
     // Further sweeps, and the other node taking over, report nothing new.
+    // (Balancing may be handing the lease over right now: wait for a holder.)
+    wait_until(WITHIN, || async { leader(&db).await.is_some() }).await;
     let first = leader(&db).await.expect("a leader");
     let (stay, gone) = if first == "n1" { (n2, n1) } else { (n1, n2) };
     gone.stop().await;
@@ -326,6 +328,15 @@ async fn a_top_up_that_fails_is_sent_again_while_the_submitter_stays_low() {
         funds_events(&db, "BALANCE_RESTORED").await == 1
     })
     .await;
+    // The balance is read at `latest`: the restore can be recorded before
+    // the top-up is final, so its CONFIRMED is waited for on its own.
+    wait_until(WITHIN, || async {
+        top_up_states()
+            .await
+            .get(1)
+            .is_some_and(|(_, state)| state == "CONFIRMED")
+    })
+    .await;
     let states = top_up_states().await;
     assert_eq!(states.len(), 2, "{states:?}");
     assert_eq!(states[0].0, format!("txmgr-top-up:{DEV}:1"));
@@ -376,12 +387,23 @@ async fn a_top_up_request_id_cannot_be_taken_ahead_of_the_engine() {
         funds_events(&db, "BALANCE_RESTORED").await == 1
     })
     .await;
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT t.request_id, m.state FROM funds_top_up t JOIN managed_tx m USING (tx_id)",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .expect("top-ups");
+    let top_ups = || async {
+        sqlx::query_as::<_, (String, String)>(
+            "SELECT t.request_id, m.state FROM funds_top_up t JOIN managed_tx m USING (tx_id)",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .expect("top-ups")
+    };
+    // The restore can be recorded before the top-up is final (as above).
+    wait_until(WITHIN, || async {
+        top_ups()
+            .await
+            .iter()
+            .all(|(_, state)| state == "CONFIRMED")
+    })
+    .await;
+    let rows = top_ups().await;
     assert_eq!(rows, vec![(format!("{first}:1"), "CONFIRMED".to_owned())]);
     n1.stop().await;
     n2.stop().await;

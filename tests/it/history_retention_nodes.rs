@@ -166,6 +166,13 @@ retain = "7days"
         assert!(exists(&db, *tx_id).await, "a day-old intent stays");
     }
     assert!(!exists(&db, old[0]).await);
+    // The round adds to removed_total after its last batch commits.
+    wait_until(WAIT, || async {
+        history_retention::status(&db.pool)
+            .await
+            .is_ok_and(|s| s.removed_total >= old.len() as i64)
+    })
+    .await;
     let status = history_retention::status(&db.pool).await.expect("status");
     assert_eq!(
         status.removed_total,

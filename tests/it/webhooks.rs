@@ -170,7 +170,15 @@ async fn a_failing_receiver_gets_every_completion_in_order_with_stable_ids_and_v
             .as_str()
             .is_some_and(|id| id.starts_with('w')));
     }
-    let view = ops_webhooks(&scenario).await;
+    // The receiver answers before the daemon records the delivery: wait for
+    // the record, not just the request (a CI run read the view in between).
+    let view = eventually(CONFIRMED_WITHIN, Duration::from_millis(100), || async {
+        let view = ops_webhooks(&scenario).await;
+        find(&view, "hook")
+            .is_some_and(|s| s["delivered"] == 20 && s["lag_events"] == 0)
+            .then_some(view)
+    })
+    .await;
     let status = status_of(&view, "hook");
     assert_eq!(status["delivered"], 20, "{view}");
     assert_eq!(status["failed_attempts"], 3, "{view}");

@@ -15,13 +15,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
-use txmgr_actors::store::{
-    history_retention::{self, RetentionRules, Round},
-    table_stats,
-};
+use txmgr_actors::store::table_stats;
 
 use crate::{
     anvil::Anvil,
+    history_retention::RetentionLoop,
     keys::TxmgrKeys,
     node::BenchDb,
     report::{AckPhase, TxmgrPhase},
@@ -274,8 +272,8 @@ async fn sizes(db: &BenchDb) -> anyhow::Result<(Vec<TableSize>, String)> {
     Ok((tables, shared_buffers))
 }
 
-/// "many" again (other keys) while a retention loop runs as a node's would:
-/// rounds of 20 batches, the next at once while behind.
+/// "many" again (other keys) while a retention loop runs as a node's would
+/// ([`RetentionLoop`]).
 async fn with_retention(
     args: &Args,
     keys: &TxmgrKeys,
@@ -283,68 +281,18 @@ async fn with_retention(
     anvil: &Anvil,
     db: &BenchDb,
 ) -> anyhow::Result<RetentionRun> {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&db.url)
-        .await
-        .context("retention pool")?;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let retention = tokio::spawn(retention_rounds(pool.clone(), stopped, move |_| RETAIN));
+    let retention = RetentionLoop::start(db, |_| RETAIN).await?;
     let started = Instant::now();
     let phases = run_txmgr(args, keys, rpc, anvil, db, false, false).await;
     let elapsed = started.elapsed().as_secs_f64();
-    let _ = stop.send(true);
-    let (removed_intents, rounds) = retention.await.context("retention task")?;
-    pool.close().await;
+    let removal = retention.stop().await?;
     let phases = phases?;
     Ok(RetentionRun {
         many: phases.one.into_iter().chain(phases.many).collect(),
-        removed_intents,
-        rounds,
-        removed_per_s: removed_intents as f64 / elapsed.max(1e-9),
+        removed_intents: removal.intents,
+        rounds: removal.rounds,
+        removed_per_s: removal.intents as f64 / elapsed.max(1e-9),
     })
-}
-
-/// Retention rounds as a node runs them (20 batches each, the next at once
-/// while behind, else a second later) until `stopped`, with the `retain`
-/// that `retain_after` gives for the seconds since the start; the intents
-/// removed and the rounds run.
-pub(crate) async fn retention_rounds(
-    pool: sqlx::PgPool,
-    mut stopped: tokio::sync::watch::Receiver<bool>,
-    retain_after: impl Fn(f64) -> Duration,
-) -> (u64, u64) {
-    let started = Instant::now();
-    let (mut removed, mut rounds) = (0u64, 0u64);
-    while !*stopped.borrow() {
-        let rules = RetentionRules {
-            retain: retain_after(started.elapsed().as_secs_f64()).max(Duration::from_secs(1)),
-            audit_retain: Duration::ZERO,
-            max_batches: 20,
-        };
-        let behind = match history_retention::round(&pool, "bench", rules).await {
-            Ok(Round::Ran {
-                removed: r,
-                pass_completed,
-                ..
-            }) => {
-                removed += r.intents;
-                rounds += 1;
-                !pass_completed
-            }
-            Ok(Round::Skipped) => false,
-            Err(e) => {
-                eprintln!("txmgr-bench: retention round: {e}");
-                false
-            }
-        };
-        let pause = if behind { 200 } else { 1_000 };
-        tokio::select! {
-            _ = stopped.changed() => {}
-            () = tokio::time::sleep(Duration::from_millis(pause)) => {}
-        }
-    }
-    (removed, rounds)
 }
 
 /// `sync` and drop the OS page cache (needs root); whether it was dropped.

@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::{
     anvil::Anvil,
-    history::{retention_rounds, DAYS, RETAIN},
+    history::{DAYS, RETAIN},
+    history_retention::RetentionLoop,
     keys::TxmgrKeys,
     node::BenchDb,
     report::AckPhase,
@@ -87,32 +88,23 @@ pub(crate) async fn sustained(
     // The bound on reaching TRACKING counts from the first create: the
     // whole run, then the usual bound.
     soak_args.tracking_timeout = duration + args.tracking_timeout;
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&db.url)
-        .await
-        .context("retention pool")?;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
     // History seconds per created intent: the cutoff moves this far per
     // intent the run creates.
     let history_s_per_intent = (DAYS * 24 * 3600) as f64 / intents.max(1) as f64;
     let rate = args.soak_rate;
-    let retention = tokio::spawn(retention_rounds(
-        pool.clone(),
-        stopped.clone(),
-        // Never closer to now than the history's newest intent (an hour
-        // old): a small history would otherwise be swept within seconds
-        // and the cutoff would go on into the run's own intents.
-        move |elapsed| {
-            RETAIN
-                .saturating_sub(Duration::from_secs_f64(
-                    elapsed * rate * history_s_per_intent,
-                ))
-                .max(HISTORY_NEWEST_AGE)
-        },
-    ));
+    // Never closer to now than the history's newest intent (an hour old): a
+    // small history would otherwise be swept within seconds and the cutoff
+    // would go on into the run's own intents.
+    let retention = RetentionLoop::start(db, move |elapsed| {
+        RETAIN
+            .saturating_sub(Duration::from_secs_f64(
+                elapsed * rate * history_s_per_intent,
+            ))
+            .max(HISTORY_NEWEST_AGE)
+    })
+    .await?;
     let miner = tokio::spawn({
-        let (url, mut stopped) = (anvil.rpc_url(), stopped);
+        let (url, mut stopped) = (anvil.rpc_url(), retention.stopped());
         async move {
             let client = reqwest::Client::new();
             let body =
@@ -133,10 +125,8 @@ pub(crate) async fn sustained(
     let started = Instant::now();
     let phases = run_txmgr(&soak_args, keys, rpc, anvil, db, true, false).await;
     let seconds = started.elapsed().as_secs_f64();
-    let _ = stop.send(true);
-    let (removed_intents, _) = retention.await.context("retention task")?;
+    let removed_intents = retention.stop().await?.intents;
     miner.await.context("miner task")?;
-    pool.close().await;
     let ack = phases?
         .ack
         .context("the soak's open-loop phase did not run")?;

@@ -27,6 +27,7 @@ mod cpu;
 mod daemon;
 mod history;
 mod history_print;
+mod history_retention;
 mod history_soak;
 mod idle;
 mod idle_failover;
