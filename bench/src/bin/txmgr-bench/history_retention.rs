@@ -7,12 +7,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tokio::{sync::watch, task::JoinHandle};
+use txmgr::config::DEFAULT_HISTORY_INTERVAL;
 use txmgr_actors::store::history_retention::{self, RetentionRules, Round};
 
 use crate::node::BenchDb;
 
-/// The pause between rounds that found nothing more to do.
-const EVERY: Duration = Duration::from_secs(1);
+/// The pause between rounds that found nothing more to do, and the cap on
+/// a catch-up pause: the daemon's default `history.interval` (a cap of a
+/// second instead let retention run at full pace beside the phase).
+const EVERY: Duration = DEFAULT_HISTORY_INTERVAL;
 
 /// A running retention loop.
 pub(crate) struct RetentionLoop {
