@@ -13,6 +13,13 @@ pub const DEFAULT_HISTORY_RETAIN: Duration = Duration::from_secs(30 * 24 * 3600)
 /// Default `history.interval`: a minute.
 pub const DEFAULT_HISTORY_INTERVAL: Duration = Duration::from_secs(60);
 
+/// Default `history.delete_rate`: intents removed per second at most while
+/// retention catches up (86 million a day, ten times a steady 100/s).
+pub const DEFAULT_HISTORY_DELETE_RATE: u32 = 1_000;
+
+/// Largest `history.delete_rate` accepted.
+const MAX_DELETE_RATE: u32 = 1_000_000;
+
 /// Longest `history.retain` accepted (100 years): beyond it the database's
 /// interval arithmetic would overflow.
 const MAX_RETAIN: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -32,10 +39,16 @@ pub struct HistoryConfig {
     #[serde(with = "humantime_serde")]
     pub retain: Duration,
     /// Time between retention rounds once a round found nothing more to do
-    /// (a round that stops at its bound is followed at once by the next).
+    /// (a round that stops at its bound is followed sooner: see
+    /// `delete_rate`).
     /// Every node starts a round this often; one at a time runs it.
     #[serde(with = "humantime_serde")]
     pub interval: Duration,
+    /// Intents removed per second at most while retention is behind (a
+    /// backlog after retention is switched on over months of history, or
+    /// after the nodes were down): the rounds pause to keep to it, so the
+    /// deletes' write-ahead log never crowds out the engine's commits.
+    pub delete_rate: u32,
 }
 
 impl HistoryConfig {
@@ -81,6 +94,12 @@ impl HistoryConfig {
                 "must be between 1s and 24h",
             ));
         }
+        if self.delete_rate == 0 || self.delete_rate > MAX_DELETE_RATE {
+            issues.push(ConfigIssue::new(
+                "history.delete_rate",
+                format!("must be between 1 and {MAX_DELETE_RATE} intents per second"),
+            ));
+        }
         if self.retain > MAX_RETAIN {
             issues.push(ConfigIssue::new(
                 "history.retain",
@@ -96,6 +115,7 @@ impl Default for HistoryConfig {
         Self {
             retain: DEFAULT_HISTORY_RETAIN,
             interval: DEFAULT_HISTORY_INTERVAL,
+            delete_rate: DEFAULT_HISTORY_DELETE_RATE,
         }
     }
 }
@@ -146,5 +166,12 @@ mod tests {
             .len(),
             1
         );
+        for (rate, issues) in [(0, 1), (1, 0), (1_000_000, 0), (1_000_001, 1)] {
+            let config = HistoryConfig {
+                delete_rate: rate,
+                ..HistoryConfig::default()
+            };
+            assert_eq!(config.validate().len(), issues, "delete_rate {rate}");
+        }
     }
 }

@@ -56,7 +56,9 @@ pub use endpoints::{EndpointRole, RpcEndpointConfig};
 pub use env::{ENV_PREFIX, ENV_SEPARATOR, TOP_LEVEL_KEYS};
 pub use error::{ConfigError, ConfigIssue};
 pub use feed::{FeedConfig, DEFAULT_AUDIT_RETAIN, DEFAULT_FEED_RETAIN};
-pub use history::{HistoryConfig, DEFAULT_HISTORY_INTERVAL, DEFAULT_HISTORY_RETAIN};
+pub use history::{
+    HistoryConfig, DEFAULT_HISTORY_DELETE_RATE, DEFAULT_HISTORY_INTERVAL, DEFAULT_HISTORY_RETAIN,
+};
 pub use http_tls::{HttpTlsConfig, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_PENDING_HANDSHAKES};
 pub use overrides::{GasBumpOverride, ResolvedSubmitter, SettingsOverrides, SubmitterConfig};
 pub use sections::*;

@@ -12,7 +12,7 @@ use txmgr_actors::{
         HISTORY_ROUNDS,
     },
     store::{
-        history_retention::{self, Removed, RetentionRules, Round},
+        history_retention::{self, Pace, Removed, RetentionRules, Round},
         table_stats,
     },
 };
@@ -27,8 +27,8 @@ pub(crate) struct HistoryRetention {
     pub(crate) retain: Duration,
     /// `feed.audit_retain`.
     pub(crate) audit_retain: Duration,
-    /// Time between rounds that found nothing more to do.
-    pub(crate) every: Duration,
+    /// `history.interval` and `history.delete_rate`.
+    pub(crate) pace: Pace,
 }
 
 /// Runs retention rounds (one node at a time across the cluster: the others
@@ -45,23 +45,24 @@ pub(crate) async fn history_retention_loop(pool: PgPool, task: HistoryRetention)
     };
     loop {
         let started = Instant::now();
-        let behind = if task.retain.is_zero() {
-            false
+        let (behind, removed) = if task.retain.is_zero() {
+            (false, 0)
         } else {
             run_round(&pool, &task.node_id, rules).await
         };
         let took = started.elapsed();
         refresh_gauges(&pool).await;
-        tokio::time::sleep(history_retention::pause_after(took, behind, task.every)).await;
+        tokio::time::sleep(task.pace.pause_after(took, removed, behind)).await;
     }
 }
 
-/// One round; whether it stopped at its bound with more to do.
-async fn run_round(pool: &PgPool, node_id: &str, rules: RetentionRules) -> bool {
+/// One round; whether it stopped at its bound with more to do, and the
+/// intents it removed.
+async fn run_round(pool: &PgPool, node_id: &str, rules: RetentionRules) -> (bool, u64) {
     match history_retention::round(pool, node_id, rules).await {
         Ok(Round::Skipped) => {
             metrics::counter!(HISTORY_ROUNDS, "result" => "skipped").increment(1);
-            false
+            (false, 0)
         }
         Ok(Round::Ran {
             removed,
@@ -77,12 +78,12 @@ async fn run_round(pool: &PgPool, node_id: &str, rules: RetentionRules) -> bool 
                     dead_letters = removed.dead_letters, audit_rows = removed.audit_rows,
                     batches, pass_completed, "history retention: old intents removed");
             }
-            !pass_completed
+            (!pass_completed, removed.intents)
         }
         Err(err) => {
             metrics::counter!(HISTORY_ROUNDS, "result" => "failed").increment(1);
             tracing::warn!(target: "txmgr::history", error = %err, "history retention round failed");
-            false
+            (false, 0)
         }
     }
 }

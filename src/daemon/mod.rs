@@ -274,7 +274,10 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
             node_id: config.node_id.clone(),
             retain: config.history.effective_retain(&config.feed),
             audit_retain: config.feed.audit_retain,
-            every: config.history.interval,
+            pace: store::history_retention::Pace {
+                every: config.history.interval,
+                delete_rate: config.history.delete_rate,
+            },
         },
     ));
     let completions = CompletionNotifier::listen(pool.clone(), config.http.max_long_polls);

@@ -65,7 +65,7 @@ pub(crate) struct RetentionRun {
     pub(crate) many: Vec<TxmgrPhase>,
     /// Intents retention removed while they ran.
     pub(crate) removed_intents: u64,
-    /// Rounds it ran (each up to 20 batches of 1,000).
+    /// Rounds it ran (each up to `ROUND_BATCHES` batches of 1,000).
     pub(crate) rounds: u64,
     /// `removed_intents` over the phases' wall time.
     pub(crate) removed_per_s: f64,

@@ -1,21 +1,23 @@
 //! Retention while a phase runs (`--history-retention`, `--soak`): rounds as
 //! a node runs them — paced by
-//! [`history_retention::pause_after`] — on a pool of their own, until
+//! [`Pace::pause_after`] with the daemon's defaults — on a pool of their own, until
 //! stopped.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tokio::{sync::watch, task::JoinHandle};
-use txmgr::config::DEFAULT_HISTORY_INTERVAL;
-use txmgr_actors::store::history_retention::{self, RetentionRules, Round};
+use txmgr::config::{DEFAULT_HISTORY_DELETE_RATE, DEFAULT_HISTORY_INTERVAL};
+use txmgr_actors::store::history_retention::{self, Pace, RetentionRules, Round};
 
 use crate::node::BenchDb;
 
-/// The pause between rounds that found nothing more to do, and the cap on
-/// a catch-up pause: the daemon's default `history.interval` (a cap of a
-/// second instead let retention run at full pace beside the phase).
-const EVERY: Duration = DEFAULT_HISTORY_INTERVAL;
+/// The daemon's default pacing (a cap of a second on the pause instead let
+/// retention run at full pace beside the phase).
+const PACE: Pace = Pace {
+    every: DEFAULT_HISTORY_INTERVAL,
+    delete_rate: DEFAULT_HISTORY_DELETE_RATE,
+};
 
 /// A running retention loop.
 pub(crate) struct RetentionLoop {
@@ -78,7 +80,7 @@ async fn rounds(
             max_batches: history_retention::ROUND_BATCHES,
         };
         let round_started = Instant::now();
-        let behind = match history_retention::round(&pool, "bench", rules).await {
+        let (behind, removed) = match history_retention::round(&pool, "bench", rules).await {
             Ok(Round::Ran {
                 removed,
                 pass_completed,
@@ -86,15 +88,15 @@ async fn rounds(
             }) => {
                 removal.intents += removed.intents;
                 removal.rounds += 1;
-                !pass_completed
+                (!pass_completed, removed.intents)
             }
-            Ok(Round::Skipped) => false,
+            Ok(Round::Skipped) => (false, 0),
             Err(e) => {
                 eprintln!("txmgr-bench: retention round: {e}");
-                false
+                (false, 0)
             }
         };
-        let pause = history_retention::pause_after(round_started.elapsed(), behind, EVERY);
+        let pause = PACE.pause_after(round_started.elapsed(), removed, behind);
         tokio::select! {
             _ = stopped.changed() => {}
             () = tokio::time::sleep(pause) => {}
