@@ -1,7 +1,6 @@
 //! Retention while a phase runs (`--history-retention`, `--soak`): rounds as
-//! a node runs them — paced by
-//! [`Pace::pause_after`] with the daemon's defaults — on a pool of their own, until
-//! stopped.
+//! a node runs them, paced by [`Pace::pause_after`] with the daemon's
+//! defaults, on a pool of their own, until stopped.
 
 use std::time::{Duration, Instant};
 
