@@ -11,10 +11,14 @@
 //!             the oldest day
 //! ```
 
-use std::time::{Duration, Instant};
+use std::{
+    str::FromStr,
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 use serde::Serialize;
+use sqlx::{ConnectOptions, Connection};
 use txmgr_actors::store::table_stats;
 
 use crate::{
@@ -220,7 +224,12 @@ async fn load(db: &BenchDb, intents: u64) -> anyhow::Result<()> {
         .replace(":CHAINS", &CHAINS.to_string())
         .replace(":DAYS", &DAYS.to_string())
         .replace(":N", &intents.to_string());
-    let mut conn: sqlx::PgConnection = sqlx::Connection::connect(&db.url)
+    // The load runs for minutes by design: without this, sqlx warns of a
+    // slow statement and prints the whole 20 KB script into the report.
+    let options = sqlx::postgres::PgConnectOptions::from_str(&db.url)
+        .context("the database URL")?
+        .disable_statement_logging();
+    let mut conn = sqlx::postgres::PgConnection::connect_with(&options)
         .await
         .context("connecting to load the history")?;
     sqlx::raw_sql(&script)
