@@ -332,8 +332,8 @@ pub const HISTORY_REMOVED: &str = "txmgr_history_removed_total";
 
 /// Counter: history retention rounds on this node, label `result` = `ran`
 /// (the pass reached its cutoff) | `behind` (it stopped at its batch bound;
-/// the next round goes on at once) | `skipped` (another node ran one) |
-/// `failed`.
+/// the next round follows, paced by `history.delete_rate`) | `skipped`
+/// (another node ran one) | `failed`.
 pub const HISTORY_ROUNDS: &str = "txmgr_history_retention_rounds_total";
 
 /// Gauge: `history.retain` in seconds (0: every intent is kept).
