@@ -44,6 +44,7 @@ mod history_retention_nodes;
 mod hot_acceptance;
 mod http_api;
 mod https_api;
+mod idempotent_creates;
 mod kms_signer;
 mod kms_tls;
 mod lease;
