@@ -9,6 +9,7 @@
 //!          ─► sizes ─► [drop the OS page cache] ─► one, many, ack
 //!          ─► many again while history retention (retain 30 days) deletes
 //!             the oldest day
+//!          ─► [one, many, ack on a fresh empty database again]
 //! ```
 
 use std::{
@@ -75,6 +76,17 @@ pub(crate) struct RetentionRun {
     pub(crate) removed_per_s: f64,
 }
 
+/// The empty database's phases, run again after a size's.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct EmptyAgain {
+    /// Phase "one".
+    pub(crate) one: Option<TxmgrPhase>,
+    /// Phases "many".
+    pub(crate) many: Vec<TxmgrPhase>,
+    /// The open-loop creates.
+    pub(crate) ack: Option<AckPhase>,
+}
+
 /// One history size.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct HistoryRun {
@@ -106,13 +118,16 @@ pub(crate) struct HistoryRun {
     pub(crate) cold: Vec<TxmgrPhase>,
     /// "many" again while retention deletes the oldest day.
     pub(crate) retention: Option<RetentionRun>,
+    /// The phases on a fresh empty database after this size's
+    /// (`--history-rebaseline`).
+    pub(crate) empty_again: Option<EmptyAgain>,
     /// The sustained run (`--soak`, last size only).
     pub(crate) soak: Option<crate::history_soak::Soak>,
 }
 
 pub(crate) async fn run(
     args: &Args,
-    keys: &[[TxmgrKeys; 4]],
+    keys: &[[TxmgrKeys; 5]],
     anvil: &Anvil,
     admin_url: &str,
 ) -> anyhow::Result<Vec<HistoryRun>> {
@@ -121,7 +136,7 @@ pub(crate) async fn run(
     for (i, (size, keys)) in args.history.iter().zip(keys).enumerate() {
         let db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
         let soak = args.soak.filter(|_| i == last);
-        let run = run_one(args, *size, keys, soak, anvil, &db).await;
+        let run = run_one(args, *size, keys, soak, anvil, &db, admin_url).await;
         if let Err(e) = db.drop_db().await {
             eprintln!("txmgr-bench: warning: {e:#}");
         }
@@ -140,10 +155,11 @@ pub(crate) async fn run(
 async fn run_one(
     args: &Args,
     intents: u64,
-    [plain_keys, cold_keys, retention_keys, soak_keys]: &[TxmgrKeys; 4],
+    [plain_keys, cold_keys, retention_keys, soak_keys, again_keys]: &[TxmgrKeys; 5],
     soak: Option<Duration>,
     anvil: &Anvil,
     db: &BenchDb,
+    admin_url: &str,
 ) -> anyhow::Result<HistoryRun> {
     eprintln!("txmgr-bench: loading a history of {intents} final intents…");
     let started = Instant::now();
@@ -183,6 +199,11 @@ async fn run_one(
     } else {
         None
     };
+    let empty_again = if args.history_rebaseline {
+        Some(empty_again(args, again_keys, &rpc, anvil, admin_url).await?)
+    } else {
+        None
+    };
     // A failed soak costs its own figures only, not the load's and the
     // phases' (an hour at 10 million).
     let soak = match soak {
@@ -213,7 +234,29 @@ async fn run_one(
         ack: phases.ack,
         cold,
         retention,
+        empty_again,
         soak,
+    })
+}
+
+/// The plain phases on a fresh empty database (dropped after).
+async fn empty_again(
+    args: &Args,
+    keys: &TxmgrKeys,
+    rpc: &RpcTarget,
+    anvil: &Anvil,
+    admin_url: &str,
+) -> anyhow::Result<EmptyAgain> {
+    let db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
+    let phases = run_txmgr(args, keys, rpc, anvil, &db, true, false).await;
+    if let Err(e) = db.drop_db().await {
+        eprintln!("txmgr-bench: warning: {e:#}");
+    }
+    let phases = phases?;
+    Ok(EmptyAgain {
+        one: phases.one,
+        many: phases.many,
+        ack: phases.ack,
     })
 }
 

@@ -42,36 +42,69 @@ impl HistoryRun {
             );
         }
         let cpu = |p: &TxmgrPhase| p.cpu.bench_ms_per_tx + p.cpu.postgres_ms_per_tx;
+        let again: Vec<&TxmgrPhase> = self
+            .empty_again
+            .iter()
+            .flat_map(|a| a.one.iter().chain(&a.many))
+            .collect();
+        let baseline = if again.is_empty() {
+            "empty"
+        } else {
+            "empty, mean of before and after"
+        };
         for phase in self.one.iter().chain(&self.many) {
-            let empty = empty_phases
-                .iter()
-                .find(|e| e.submitters == phase.submitters)
-                .copied();
+            let same = |p: &&&TxmgrPhase| p.submitters == phase.submitters;
+            let before = empty_phases.iter().find(same).copied();
+            let after = again.iter().find(same).copied();
+            // The empty database's figure: the mean of the runs before and
+            // after this size's when both exist.
+            let base = |figure: fn(&TxmgrPhase) -> f64| -> Option<f64> {
+                let values: Vec<f64> = before.iter().chain(&after).map(|p| figure(p)).collect();
+                (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+            };
             let ratio = |a: f64, b: Option<f64>| {
                 b.filter(|b| *b > 0.0)
                     .map_or("-".to_owned(), |b| format!("{:.2}", a / b))
             };
             println!(
-                "  {} submitters: {:.0} tx/s ({} × empty), bench+pg CPU {:.3} ms/intent ({} × empty), \
-                 ack p99 {:.1} ms ({} × empty), WAL {:.0} B/intent ({} × empty)",
+                "  {} submitters: {:.0} tx/s ({} × {baseline}), bench+pg CPU {:.3} ms/intent ({} ×), \
+                 ack p99 {:.1} ms ({} ×), WAL {:.0} B/intent ({} ×)",
                 phase.submitters,
                 phase.e2e_tx_per_s,
-                ratio(phase.e2e_tx_per_s, empty.map(|e| e.e2e_tx_per_s)),
+                ratio(phase.e2e_tx_per_s, base(|p| p.e2e_tx_per_s)),
                 cpu(phase),
-                ratio(cpu(phase), empty.map(cpu)),
+                ratio(cpu(phase), base(cpu)),
                 phase.ack_latency.p99_ms,
-                ratio(phase.ack_latency.p99_ms, empty.map(|e| e.ack_latency.p99_ms)),
+                ratio(phase.ack_latency.p99_ms, base(|p| p.ack_latency.p99_ms)),
                 phase.wal_bytes_per_intent,
-                ratio(
-                    phase.wal_bytes_per_intent,
-                    empty.map(|e| e.wal_bytes_per_intent)
-                ),
+                ratio(phase.wal_bytes_per_intent, base(|p| p.wal_bytes_per_intent)),
             );
+            if let (Some(before), Some(after)) = (before, after) {
+                println!(
+                    "    the empty database before / after: {:.0} / {:.0} tx/s, CPU {:.3} / {:.3} ms, \
+                     ack p99 {:.1} / {:.1} ms, WAL {:.0} / {:.0} B",
+                    before.e2e_tx_per_s,
+                    after.e2e_tx_per_s,
+                    cpu(before),
+                    cpu(after),
+                    before.ack_latency.p99_ms,
+                    after.ack_latency.p99_ms,
+                    before.wal_bytes_per_intent,
+                    after.wal_bytes_per_intent,
+                );
+            }
         }
         if let (Some(ack), Some(empty)) = (&self.ack, empty_ack) {
+            let after = self.empty_again.as_ref().and_then(|a| a.ack.as_ref());
             println!(
-                "  open-loop creates at {:.0}/s: ack p99 {:.1} ms (empty {:.1} ms)",
-                ack.rate_per_s, ack.ack_latency.p99_ms, empty.ack_latency.p99_ms
+                "  open-loop creates at {:.0}/s: ack p99 {:.1} ms (empty {:.1} ms{})",
+                ack.rate_per_s,
+                ack.ack_latency.p99_ms,
+                empty.ack_latency.p99_ms,
+                after.map_or(String::new(), |a| format!(
+                    ", after {:.1} ms",
+                    a.ack_latency.p99_ms
+                ))
             );
         }
         for phase in &self.cold {

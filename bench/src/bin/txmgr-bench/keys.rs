@@ -46,9 +46,9 @@ const TXMGR_SPEND_ONE_BASE: u64 = 800_000;
 const TXMGR_SPEND_MANY_BASE: u64 = 900_000;
 /// First key index of the idle daemon's submitters.
 pub(crate) const IDLE_BASE: u64 = 1_000_000;
-/// Phase "history": four key sets per history size (plain, cold cache,
-/// with retention, the soak), `HISTORY_SPAN` apart, each a "one" key and
-/// "many" slots.
+/// Phase "history": five key sets per history size (plain, cold cache,
+/// with retention, the soak, the empty database again), `HISTORY_SPAN`
+/// apart, each a "one" key and "many" slots.
 const HISTORY_BASE: u64 = 2_000_000;
 const HISTORY_SPAN: u64 = 200_000;
 
@@ -108,8 +108,9 @@ pub(crate) struct KeyPlan {
     /// Phase "history": per size, the plain run's keys, the cold-cache
     /// run's, the retention run's and the soak's (whose submitters must
     /// start without intents of an earlier phase: those left the pool
-    /// unmined, and the soak's transactions would wait behind their nonces).
-    pub(crate) history: Vec<[TxmgrKeys; 4]>,
+    /// unmined, and the soak's transactions would wait behind their nonces),
+    /// and the empty database's again (`--history-rebaseline`).
+    pub(crate) history: Vec<[TxmgrKeys; 5]>,
 }
 
 /// The submitters of one node: one for the "one" phase, one set per
@@ -197,10 +198,11 @@ impl KeyPlan {
                         TxmgrKeys::new(one, one + HISTORY_SPAN / 2, counts)
                     };
                     Ok([
-                        set(4 * i)?,
-                        set(4 * i + 1)?,
-                        set(4 * i + 2)?,
-                        set(4 * i + 3)?,
+                        set(5 * i)?,
+                        set(5 * i + 1)?,
+                        set(5 * i + 2)?,
+                        set(5 * i + 3)?,
+                        set(5 * i + 4)?,
                     ])
                 })
                 .collect::<anyhow::Result<_>>()?,

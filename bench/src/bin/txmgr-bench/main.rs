@@ -180,6 +180,12 @@ pub(crate) struct Args {
     /// than `shared_buffers`, the working set is out of memory.
     #[arg(long)]
     history_drop_caches: bool,
+    /// Phase "history": after each size's phases (and its retention run),
+    /// the same phases once more on a fresh empty database, and each ratio
+    /// against the mean of the empty database before and after: the
+    /// machine's drift over the long run taken out of the comparison.
+    #[arg(long)]
+    history_rebaseline: bool,
     /// Phase "history", last size: a sustained run of this long (e.g.
     /// `10m`) at `--soak-rate` open-loop creates, blocks mined every second
     /// so intents finish, while retention deletes old history at the rate
