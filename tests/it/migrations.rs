@@ -399,7 +399,7 @@ async fn managed_tx_has_its_index_set_and_the_queue_read_is_one_index_range() {
             "managed_tx_nonce_key",
             "managed_tx_open_idx",
             "managed_tx_pkey",
-            "managed_tx_request_id_excl",
+            "managed_tx_request_id_key",
             "managed_tx_resubmit_idx",
         ]
     );
@@ -487,108 +487,5 @@ async fn an_attempt_hash_stays_unique_and_is_found_through_its_hash_index() {
     assert!(
         plan.contains("tx_attempt_tx_hash_excl"),
         "the lookup by hash does not use the hash index:\n{plan}"
-    );
-}
-
-/// A row of `managed_tx` under `(chain, submitter, request_id)`.
-async fn insert_keyed(
-    pool: &PgPool,
-    chain: i64,
-    submitter: &str,
-    request_id: Option<&str>,
-) -> Result<Uuid, sqlx::Error> {
-    let tx_id = Uuid::new_v4();
-    sqlx::query(
-        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state)
-         VALUES ($1, $2, $3, $4, $5, '{}'::jsonb, 'QUEUED')",
-    )
-    .bind(tx_id)
-    .bind(chain)
-    .bind(submitter)
-    .bind(request_id)
-    .bind(vec![0u8; 32])
-    .execute(pool)
-    .await?;
-    Ok(tx_id)
-}
-
-/// Migration 20261206000007 moved the request-id key from a unique B-tree
-/// on three columns to an exclusion constraint on a hash index of one
-/// expression of them: the same rows clash as before, and the lookup by
-/// request id is a scan of that index.
-#[tokio::test]
-async fn a_request_id_stays_unique_per_submitter_and_is_found_through_its_hash_index() {
-    let db = TestDb::migrated().await;
-    let other = "0x2222222222222222222222222222222222222222";
-    insert_keyed(&db.pool, 31337, SUBMITTER, Some("r-1"))
-        .await
-        .expect("first");
-    // The same id under another submitter or another chain is another key;
-    // ids without a request id never clash.
-    insert_keyed(&db.pool, 31337, other, Some("r-1"))
-        .await
-        .expect("another submitter");
-    insert_keyed(&db.pool, 1, SUBMITTER, Some("r-1"))
-        .await
-        .expect("another chain");
-    // A request id may hold the separator itself.
-    insert_keyed(&db.pool, 31337, SUBMITTER, Some("r-1/r-1"))
-        .await
-        .expect("an id holding a slash");
-    for _ in 0..2 {
-        insert_keyed(&db.pool, 31337, SUBMITTER, None)
-            .await
-            .expect("no request id");
-    }
-    match insert_keyed(&db.pool, 31337, SUBMITTER, Some("r-1"))
-        .await
-        .expect_err("a second row with the key")
-    {
-        sqlx::Error::Database(e) => {
-            assert_eq!(e.code().as_deref(), Some("23P01"), "{e}");
-            assert_eq!(e.constraint(), Some("managed_tx_request_id_excl"));
-        }
-        other => panic!("expected a database error, got {other}"),
-    }
-    // The arbiter of the creates' upsert skips the duplicate.
-    let skipped = sqlx::query(
-        "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state)
-         VALUES ($1, 31337, $2, 'r-1', $3, '{}'::jsonb, 'QUEUED')
-         ON CONFLICT ON CONSTRAINT managed_tx_request_id_excl DO NOTHING",
-    )
-    .bind(Uuid::new_v4())
-    .bind(SUBMITTER)
-    .bind(vec![0u8; 32])
-    .execute(&db.pool)
-    .await
-    .expect("upsert");
-    assert_eq!(skipped.rows_affected(), 0);
-    assert_eq!(
-        db.count("SELECT count(*) FROM managed_tx WHERE request_id = 'r-1'")
-            .await,
-        3
-    );
-
-    let mut conn = db.pool.acquire().await.expect("connection");
-    sqlx::query("SET enable_seqscan = off")
-        .execute(&mut *conn)
-        .await
-        .expect("set");
-    let plan: Vec<String> = sqlx::query_scalar(
-        "EXPLAIN (COSTS OFF) SELECT tx_id FROM managed_tx m
-          WHERE m.chain_id::text || '/' || m.submitter || '/' || m.request_id
-              = $1::bigint::text || '/' || $2 || '/' || $3
-            AND m.chain_id = $1 AND m.submitter = $2 AND m.request_id = $3",
-    )
-    .bind(31337_i64)
-    .bind(SUBMITTER)
-    .bind("r-1")
-    .fetch_all(&mut *conn)
-    .await
-    .expect("explain");
-    let plan = plan.join("\n");
-    assert!(
-        plan.contains("managed_tx_request_id_excl"),
-        "the lookup by request id does not use the hash index:\n{plan}"
     );
 }

@@ -96,7 +96,7 @@ pub async fn create(
                         state, sub_state, nonce, fencing_token, allocated_at, retry_at, next_resubmit_at)
                  VALUES ($1, $2, $3, $4, $5, $6, 'ALLOCATED', $10, $7, $8, now(), now(),
                          now() + $9::bigint * interval '1 millisecond')
-                 ON CONFLICT ON CONSTRAINT managed_tx_request_id_excl DO NOTHING",
+                 ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING",
                 tx_id,
                 key.chain_id as _,
                 key.address_hex(),

@@ -211,7 +211,7 @@ pub async fn queue_top_up(
     let inserted = sqlx::query_scalar!(
         "INSERT INTO managed_tx (tx_id, chain_id, submitter, request_id, request_hash, intent, state)
          VALUES ($1, $2, $3, $4, $5, $6, 'QUEUED')
-         ON CONFLICT ON CONSTRAINT managed_tx_request_id_excl DO NOTHING
+         ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING
          RETURNING tx_id",
         intent.tx_id,
         intent.submitter.chain_id as _,

@@ -28,8 +28,8 @@ struct RequestOwner {
 
 /// Persists a batch of creates in one transaction (group commit) and answers
 /// each: created, an idempotent replay, or a conflict. Concurrent duplicates
-/// settle on the `(chain_id, submitter, request_id)` key (an exclusion
-/// constraint on a hash index), never on an error. Sends one `NOTIFY txmgr_work` per submitter that got new rows.
+/// settle on the `(chain_id, submitter, request_id)` unique index, never on an
+/// error. Sends one `NOTIFY txmgr_work` per submitter that got new rows.
 pub async fn insert_queued(pool: &PgPool, batch: &[NewIntent]) -> StoreResult<Vec<CreateOutcome>> {
     insert_queued_quiet(pool, batch, &[]).await
 }
@@ -74,7 +74,7 @@ pub async fn insert_queued_quiet(
            FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[], $7::text[])
                 WITH ORDINALITY AS t(tx_id, chain_id, submitter, request_id, request_hash, intent, trace_context, ord)
           ORDER BY t.ord
-         ON CONFLICT ON CONSTRAINT managed_tx_request_id_excl DO NOTHING
+         ON CONFLICT (chain_id, submitter, request_id) WHERE request_id IS NOT NULL DO NOTHING
          RETURNING tx_id",
         &ids,
         // ChainId and the optional request ids are bound as they are; the
@@ -106,10 +106,7 @@ pub async fn insert_queued_quiet(
                       m.request_id AS "request_id!", m.tx_id, m.request_hash AS "request_hash!", m.state
                  FROM managed_tx m
                  JOIN UNNEST($1::bigint[], $2::text[], $3::text[]) AS k(chain_id, submitter, request_id)
-                   -- The key's expression, as its hash index has it.
-                   ON m.chain_id::text || '/' || m.submitter || '/' || m.request_id
-                    = k.chain_id::text || '/' || k.submitter || '/' || k.request_id
-                  AND m.chain_id = k.chain_id AND m.submitter = k.submitter AND m.request_id = k.request_id"#,
+                   ON m.chain_id = k.chain_id AND m.submitter = k.submitter AND m.request_id = k.request_id"#,
             &lost_chains as _,
             &lost_submitters,
             &lost_request_ids as _,

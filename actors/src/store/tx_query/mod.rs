@@ -300,10 +300,7 @@ pub async fn find_by_request_id(
                   m.confirmed_at, m.ingress_seq,
                   (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = m.tx_id) AS "attempts!"
              FROM managed_tx m
-            -- The key's expression, as its hash index has it.
-            WHERE m.chain_id::text || '/' || m.submitter || '/' || m.request_id
-                = $1::bigint::text || '/' || $2 || '/' || $3
-              AND m.chain_id = $1 AND m.submitter = $2 AND m.request_id = $3"#,
+            WHERE m.chain_id = $1 AND m.submitter = $2 AND m.request_id = $3"#,
         submitter.chain_id as _,
         submitter.address_hex(),
         request_id,
