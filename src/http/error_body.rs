@@ -66,6 +66,10 @@ pub struct ErrorDetail {
     /// The policy rule that refused the request (`policy_violation` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<&'static str>,
+    /// The intent that holds the request id (`idempotency_conflict` only):
+    /// a client that lost the first answer reads it by this id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_id: Option<uuid::Uuid>,
 }
 
 /// One problem of a rejected configuration.
@@ -95,6 +99,11 @@ impl ApiError {
             ApiError::InvalidConfig { issues } => issues.first().map(|(key, _)| key.clone()),
             ApiError::MissingField { field, .. } => Some(field.clone()),
             ApiError::PolicyViolation { field, .. } => Some((*field).to_owned()),
+            ApiError::IdempotencyConflict { .. } => Some("request_id".to_owned()),
+            _ => None,
+        };
+        let tx_id = match self {
+            ApiError::IdempotencyConflict { tx_id } => Some(*tx_id),
             _ => None,
         };
         let rule = match self {
@@ -125,6 +134,7 @@ impl ApiError {
                 issues,
                 owner,
                 rule,
+                tx_id,
             },
         }
     }

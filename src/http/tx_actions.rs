@@ -59,8 +59,8 @@ pub struct ActionAccepted {
     pub action: String,
     /// `done` (a QUEUED intent was cancelled, or an intent requeued),
     /// `requested` (the leader acts next; answered 202) or `unchanged` (a
-    /// cancel of an intent already being cancelled: nothing was recorded;
-    /// answered 200).
+    /// cancel of an intent already being cancelled or already CANCELLED:
+    /// nothing was recorded; answered 200).
     #[schema(pattern = "^(done|requested|unchanged)$")]
     pub status: String,
     /// The state after the request (CANCELLED when done; the current state
@@ -76,7 +76,7 @@ enum ActionAnswers {
     Accepted(ActionAccepted),
     #[response(
         status = 200,
-        description = "unchanged: a cancel of an intent already being cancelled (a cancel asked for or sent); nothing recorded, the current state"
+        description = "unchanged: a cancel of an intent already being cancelled (a cancel asked for or sent) or already CANCELLED; nothing recorded, the current state"
     )]
     Unchanged(ActionAccepted),
     #[response(

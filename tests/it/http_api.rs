@@ -61,9 +61,14 @@ async fn replay_answers_200_and_conflict_409_without_new_rows() {
 
     let mut different = transfer("r-1");
     different["value"] = json!("2000");
-    api.post(different)
-        .await
-        .assert_error(StatusCode::CONFLICT, "idempotency_conflict", None);
+    let conflict = api.post(different).await;
+    conflict.assert_error(
+        StatusCode::CONFLICT,
+        "idempotency_conflict",
+        Some("request_id"),
+    );
+    // The intent that holds the id, for a client whose first answer was lost.
+    assert_eq!(conflict.json["error"]["tx_id"], first.json["tx_id"]);
     assert_eq!(api.rows().await, 1);
 }
 

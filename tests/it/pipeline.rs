@@ -101,7 +101,7 @@ async fn a_hundred_concurrent_creates_with_one_request_id_make_one_intent_and_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_conflict_answers_409_and_consumes_no_nonce() {
     let Scenario { db, anvil, node } = Scenario::single_node("").await;
-    let (status, _) = node
+    let (status, first) = node
         .request("POST", "/v1/transactions", Some(transfer("k")))
         .await;
     assert_eq!(status, 202);
@@ -110,6 +110,9 @@ async fn an_idempotency_conflict_answers_409_and_consumes_no_nonce() {
     let (status, body) = node.request("POST", "/v1/transactions", Some(other)).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "idempotency_conflict");
+    // The answer names the field and the intent that holds the id.
+    assert_eq!(body["error"]["field"], "request_id", "{body}");
+    assert_eq!(body["error"]["tx_id"], first["tx_id"], "{body}");
     let (status, _) = node
         .request("POST", "/v1/transactions", Some(transfer("k2")))
         .await;

@@ -78,12 +78,24 @@ async fn cancelling_a_queued_intent_uses_no_nonce_and_the_queue_continues_withou
             Some("not needed".to_owned())
         )]
     );
-    // Final states refuse every action.
+    // A cancel repeated (its first answer lost) is answered as done before,
+    // and records nothing; every other action on a final state is refused.
     let (status, body) = action(&node, queued, "cancel", None).await;
+    assert_eq!(status, 200, "{body}");
     assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("invalid_state"))
+        (body["status"].as_str(), body["state"].as_str()),
+        (Some("unchanged"), Some("CANCELLED"))
     );
+    assert_eq!(ops_audit_rows(&db, queued).await.len(), 1);
+    assert_eq!(completion_states(&db.pool, queued).await, ["CANCELLED"]);
+    for refused in ["speedup", "rebroadcast", "requeue"] {
+        let (status, body) = action(&node, queued, refused, None).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (409, Some("invalid_state")),
+            "{refused}: {body}"
+        );
+    }
 
     let next = create_transfer(&node, "next", 3).await;
     anvil.mine().await;

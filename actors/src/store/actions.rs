@@ -34,8 +34,9 @@ pub enum ActionOutcome {
         state: TxState,
     },
     /// A cancel of an intent already being cancelled (a cancel is asked for,
-    /// or a cancel attempt is signed): nothing was recorded or changed, so
-    /// repeating a cancel never replaces the intent again.
+    /// or a cancel attempt is signed) or already CANCELLED: nothing was
+    /// recorded or changed, so repeating a cancel never replaces the intent
+    /// again.
     Unchanged {
         /// The state the intent is in.
         state: TxState,
@@ -188,6 +189,11 @@ pub async fn request_at_most_every(
             reason: reason.to_string(),
         })
     };
+    // A cancel repeated after the intent ended cancelled (a retry of one
+    // whose answer was lost) is answered as a cancel in progress is.
+    if action == OperatorAction::Cancel && state == TxState::Cancelled {
+        return Ok(ActionOutcome::Unchanged { state });
+    }
     if state.is_terminal() {
         return refuse("the transaction is final");
     }
