@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use crate::common::TestDb;
-use alloy::primitives::{Address, Bytes, B256, U256};
+use crate::common::{txs::transfer_intent, TestDb};
+use alloy::primitives::{Address, Bytes, B256};
 use txmgr_actors::{
-    domain::{AttemptKind, CreateOutcome, Intent, NewIntent},
+    domain::{AttemptKind, CreateOutcome, NewIntent},
     store::{
         self,
         group::{self, Answer, Write},
@@ -20,7 +20,6 @@ use txmgr_actors::{
 };
 use uuid::Uuid;
 
-const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 const RESUBMIT: Duration = Duration::from_secs(60);
 
 fn submitter(i: u8) -> SubmitterKey {
@@ -65,19 +64,7 @@ async fn leader_without_cursor(
         .expect("lease");
     let lease = outcome.lease().cloned().expect("a leads");
     let new: Vec<NewIntent> = (0..n)
-        .map(|i| {
-            let intent = Intent {
-                to: Some(TO.parse().expect("address")),
-                value: U256::from(1),
-                data: Default::default(),
-                gas_limit: Some(21_000),
-                max_fee_per_gas: None,
-                max_priority_fee_per_gas: None,
-                private: false,
-                valid_until: None,
-            };
-            NewIntent::new(key, Some(format!("r{i}")), intent)
-        })
+        .map(|i| NewIntent::new(key, Some(format!("r{i}")), transfer_intent(1)))
         .collect();
     let ids = intents::insert_queued(&db.pool, &new)
         .await

@@ -8,32 +8,18 @@ use std::{
     sync::Arc,
 };
 
-use crate::common::TestDb;
-use alloy::primitives::{Address, U256};
+use crate::common::{txs::transfer_intent as transfer, TestDb};
+use alloy::primitives::Address;
 use tokio::sync::Barrier;
 use txmgr_actors::{
-    domain::{CreateOutcome, Intent, NewIntent},
+    domain::{CreateOutcome, NewIntent},
     store::intents,
     SubmitterKey,
 };
 use uuid::Uuid;
 
-const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 const WRITERS: usize = 8;
 const ROUNDS: usize = 15;
-
-fn transfer(value: u64) -> Intent {
-    Intent {
-        to: Some(TO.parse().expect("address")),
-        value: U256::from(value),
-        data: Default::default(),
-        gas_limit: Some(21_000),
-        max_fee_per_gas: None,
-        max_priority_fee_per_gas: None,
-        private: false,
-        valid_until: None,
-    }
-}
 
 /// Round `round`'s batch: four request ids under each of two submitters
 /// on two chains, in one order for every writer (opposite orders in two

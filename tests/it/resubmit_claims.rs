@@ -197,7 +197,7 @@ async fn someone_waits_on_a_lock(db: &TestDb) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_queued_cancel_racing_the_allocation_never_leaves_a_nonce_gap() {
     use txmgr_actors::{
-        domain::{CreateOutcome, Intent, NewIntent},
+        domain::{CreateOutcome, NewIntent},
         store::{
             actions::{self, ActionOutcome, Requester},
             intents, nonce_cursor, pipeline,
@@ -213,16 +213,7 @@ async fn a_queued_cancel_racing_the_allocation_never_leaves_a_nonce_gap() {
                 NewIntent::new(
                     submitter,
                     Some((*name).to_owned()),
-                    Intent {
-                        to: Some(crate::common::txs::TO.parse().expect("address")),
-                        value: alloy::primitives::U256::from(1),
-                        data: Default::default(),
-                        gas_limit: Some(21_000),
-                        max_fee_per_gas: None,
-                        max_priority_fee_per_gas: None,
-                        private: false,
-                        valid_until: None,
-                    },
+                    crate::common::txs::transfer_intent(1),
                 )
             })
             .collect();

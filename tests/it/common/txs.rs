@@ -15,6 +15,21 @@ pub(crate) const GWEI: u128 = 1_000_000_000;
 /// A transfer recipient (anvil dev account 1).
 pub(crate) const TO: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
+/// A 21,000-gas transfer of `value` wei to [`TO`] at the market's fees,
+/// as the store-level tests queue it.
+pub(crate) fn transfer_intent(value: u64) -> txmgr_actors::domain::Intent {
+    txmgr_actors::domain::Intent {
+        to: Some(TO.parse().expect("address")),
+        value: alloy::primitives::U256::from(value),
+        data: Default::default(),
+        gas_limit: Some(21_000),
+        max_fee_per_gas: None,
+        max_priority_fee_per_gas: None,
+        private: false,
+        valid_until: None,
+    }
+}
+
 /// One row of `tx_attempt`.
 #[derive(Debug, Clone)]
 pub(crate) struct AttemptRow {
