@@ -227,16 +227,17 @@ async fn a_part_that_breaks_the_shared_transaction_fails_alone() {
         let answer = group::write_together(&db.pool, vec![(lease.clone(), allocate(ids))]).await;
         assert!(answer[0].is_ok(), "{answer:?}");
     }
-    // The bad part repeats a hash already stored: the unique constraint
-    // fails the merged insert, so the batch is rolled back and retried part
-    // by part.
-    let taken = B256::repeat_byte(0xaa);
+    // The bad part's attempt breaks a CHECK constraint (a gas limit of
+    // zero): it fails the merged insert, so the batch is rolled back and
+    // retried part by part.
+    let mut broken = attempt(bad_ids[0], 0, B256::repeat_byte(0xcc));
+    broken.gas_limit = 0;
     let answer = group::write_together(
         &db.pool,
         vec![(
             good.clone(),
             Write::PersistAttempts {
-                attempts: vec![attempt(good_ids[0], 0, taken)],
+                attempts: vec![attempt(good_ids[0], 0, B256::repeat_byte(0xaa))],
                 refused: Vec::new(),
             },
         )],
@@ -249,7 +250,7 @@ async fn a_part_that_breaks_the_shared_transaction_fails_alone() {
             (
                 bad.clone(),
                 Write::PersistAttempts {
-                    attempts: vec![attempt(bad_ids[0], 0, taken)],
+                    attempts: vec![broken],
                     refused: Vec::new(),
                 },
             ),

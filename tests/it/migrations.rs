@@ -434,58 +434,98 @@ async fn managed_tx_has_its_index_set_and_the_queue_read_is_one_index_range() {
 }
 
 #[tokio::test]
-async fn an_attempt_hash_stays_unique_and_is_found_through_its_hash_index() {
+async fn an_attempt_is_found_by_its_hash_whatever_hour_it_was_signed_in() {
     let db = TestDb::migrated().await;
-    let first = insert_tx(&db.pool, "TRACKING", Some(0))
+    let old = insert_tx(&db.pool, "TRACKING", Some(0))
         .await
         .expect("intent");
-    let second = insert_tx(&db.pool, "TRACKING", Some(1))
+    let new = insert_tx(&db.pool, "TRACKING", Some(1))
         .await
         .expect("intent");
-    let hash = format!("0x{:064x}", 0xabcdef_u64);
-    let insert = |tx_id: Uuid, nonce: i64| {
-        let (pool, hash) = (db.pool.clone(), hash.clone());
+    // The two hashes share their first 8 bytes, the part the index keys:
+    // the full text tells them apart.
+    let prefix = "0x0123456789abcdef";
+    let old_hash = format!("{prefix}{:048x}", 1);
+    let new_hash = format!("{prefix}{:048x}", 2);
+    let insert = |tx_id: Uuid, nonce: i64, hash: String, age_hours: i32| {
+        let pool = db.pool.clone();
         async move {
             sqlx::query(
                 "INSERT INTO tx_attempt (tx_id, attempt_no, nonce, tx_hash, raw_tx, max_fee_per_gas,
-                     max_priority_fee_per_gas, gas_limit, kind, fencing_token)
-                 VALUES ($1, 1, $2, $3, '\\x01', 2, 1, 21000, 'original', 1)",
+                     max_priority_fee_per_gas, gas_limit, kind, fencing_token, created_at)
+                 VALUES ($1, 1, $2, $3, '\\x01', 2, 1, 21000, 'original', 1,
+                         now() - $4 * interval '1 hour')",
             )
             .bind(tx_id)
             .bind(nonce)
             .bind(hash)
+            .bind(age_hours)
             .execute(&pool)
             .await
+            .expect("attempt")
         }
     };
-    insert(first, 0).await.expect("first attempt");
-    // The same signed bytes recorded twice: refused, as the unique B-tree
-    // refused it before migration 20261206000006 (now an exclusion
-    // constraint on the hash index: SQLSTATE 23P01).
-    match insert(second, 1)
-        .await
-        .expect_err("a second row with the hash")
-    {
-        sqlx::Error::Database(e) => {
-            assert_eq!(e.code().as_deref(), Some("23P01"), "{e}");
-            assert_eq!(e.constraint(), Some("tx_attempt_tx_hash_excl"));
+    insert(old, 0, old_hash.clone(), 40 * 24).await;
+    insert(new, 1, new_hash.clone(), 0).await;
+    let find = |hash: String| {
+        let pool = db.pool.clone();
+        async move {
+            store::tx_query::find_by_attempt_hash(&pool, &hash)
+                .await
+                .expect("lookup")
         }
-        other => panic!("expected a database error, got {other}"),
-    }
+    };
+    assert_eq!(find(old_hash.clone()).await, Some(old));
+    assert_eq!(find(new_hash.clone()).await, Some(new));
+    assert_eq!(find(format!("{prefix}{:048x}", 3)).await, None);
+    assert_eq!(find(format!("0x{:064x}", 7)).await, None);
+
+    // The index the lookup probes, ordered by hour so inserts stay at its
+    // right edge (migration 20261207000001); no index keyed by the hash
+    // alone is left for an insert to land at random in.
+    let indexes: Vec<String> = sqlx::query_scalar(
+        "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'tx_attempt'::regclass",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("indexes");
+    assert_eq!(indexes.len(), 2, "{indexes:?}");
+    assert!(
+        indexes.iter().any(|d| d.contains("tx_attempt_pkey")),
+        "{indexes:?}"
+    );
+    assert!(
+        indexes
+            .iter()
+            .any(|d| d.contains("tx_attempt_hash_by_hour") && d.contains("date_trunc('hour'")),
+        "{indexes:?}"
+    );
     let mut conn = db.pool.acquire().await.expect("connection");
     sqlx::query("SET enable_seqscan = off")
         .execute(&mut *conn)
         .await
         .expect("set");
-    let plan: Vec<String> =
-        sqlx::query_scalar("EXPLAIN (COSTS OFF) SELECT tx_id FROM tx_attempt WHERE tx_hash = $1")
-            .bind(&hash)
-            .fetch_all(&mut *conn)
-            .await
-            .expect("explain");
+    // The query of store::tx_query::find_by_attempt_hash.
+    let plan: Vec<String> = sqlx::query_scalar(
+        "EXPLAIN (COSTS OFF) SELECT tx_id FROM tx_attempt
+          WHERE date_trunc('hour', created_at AT TIME ZONE 'UTC') = ANY (ARRAY(
+                    SELECT generate_series(
+                        (SELECT min(date_trunc('hour', created_at AT TIME ZONE 'UTC'))
+                           FROM tx_attempt),
+                        date_trunc('hour', now() AT TIME ZONE 'UTC') + interval '1 hour',
+                        interval '1 hour')))
+            AND ('x' || substr(tx_hash, 3, 16))::bit(64)::bigint
+                = ('x' || substr($1::text, 3, 16))::bit(64)::bigint
+            AND tx_hash = $1
+          LIMIT 1",
+    )
+    .bind(&new_hash)
+    .fetch_all(&mut *conn)
+    .await
+    .expect("explain");
     let plan = plan.join("\n");
     assert!(
-        plan.contains("tx_attempt_tx_hash_excl"),
-        "the lookup by hash does not use the hash index:\n{plan}"
+        plan.contains("Index Scan using tx_attempt_hash_by_hour") && !plan.contains("Seq Scan"),
+        "the lookup by hash does not probe the hourly index:\n{plan}"
     );
 }

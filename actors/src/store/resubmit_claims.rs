@@ -289,8 +289,11 @@ pub async fn record_resubmitted(
     )
     .execute(ftx.conn())
     .await?;
-    super::pipeline::record_attempt_results(ftx, accepted.iter().map(|(_, h, r)| (*h, r.clone())))
-        .await
+    super::pipeline::record_attempt_results(
+        ftx,
+        accepted.iter().map(|(id, h, r)| (*id, *h, r.clone())),
+    )
+    .await
 }
 
 /// Some send of the intent had an unknown answer: its bytes may be in a

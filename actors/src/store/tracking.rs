@@ -213,7 +213,7 @@ pub async fn finalize(
                 confirmed_at = now(), requested_action = NULL,
                 next_resubmit_at = NULL, fencing_token = $3, updated_at = now()
            FROM (SELECT EXISTS (SELECT 1 FROM tx_attempt a, managed_tx t
-                                   WHERE t.tx_id = $1 AND a.tx_hash = t.mined_tx_hash
+                                   WHERE t.tx_id = $1 AND a.tx_id = $1 AND a.tx_hash = t.mined_tx_hash
                                      AND a.kind = 'cancel') AS cancelled,
                         COALESCE((SELECT (t.intent->>'valid_until')::timestamptz <= now()
                                     FROM managed_tx t WHERE t.tx_id = $1), false) AS expired) c
@@ -291,7 +291,7 @@ pub async fn clear_receipt(
                FROM managed_tx m JOIN cleared c ON c.was_final WHERE m.tx_id = $1
              RETURNING 1)
          SELECT a.raw_tx AS "raw_tx!", c.was_final AS "was_final!", c.private AS "private!"
-           FROM tx_attempt a JOIN cleared c ON a.tx_hash = c.mined_tx_hash"#,
+           FROM tx_attempt a JOIN cleared c ON a.tx_id = $1 AND a.tx_hash = c.mined_tx_hash"#,
         tx_id,
         format!("{orphaned_block:#x}"),
         token,

@@ -350,7 +350,7 @@ async fn record(
         }
         crate::store::pipeline::record_attempt_results(
             &mut ftx,
-            std::iter::once((hash, class.label().to_string())),
+            std::iter::once((tx_id, hash, class.label().to_string())),
         )
         .await?;
     }

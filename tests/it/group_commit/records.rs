@@ -341,7 +341,7 @@ async fn a_resend_picks_the_attempt_the_intent_names_as_accepted_over_a_refused_
         .expect("fenced");
     store::pipeline::record_attempt_results(
         &mut ftx,
-        [(replacement, "replacement_underpriced".to_owned())].into_iter(),
+        [(ids[0], replacement, "replacement_underpriced".to_owned())].into_iter(),
     )
     .await
     .expect("refusal");

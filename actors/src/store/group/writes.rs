@@ -149,7 +149,7 @@ pub(super) async fn record(conn: &mut PgConnection, parts: &[RecordPart<'_>]) ->
                         AS a(tx_id, chain_id, submitter, tx_hash)
                    JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
                                     AND m.submitter = a.submitter
-                  WHERE t.tx_hash = CASE WHEN m.state NOT IN ('ALLOCATED', 'TRACKING', 'STUCK')
+                  WHERE t.tx_id = a.tx_id AND t.tx_hash = CASE WHEN m.state NOT IN ('ALLOCATED', 'TRACKING', 'STUCK')
                                          THEN a.tx_hash
                                          WHEN m.accepted_hash <> a.tx_hash THEN m.accepted_hash END
                     AND t.broadcast_result IS NULL)

@@ -194,19 +194,36 @@ pub async fn record_retry(
     )
     .execute(ftx.conn())
     .await?;
-    record_attempt_results(ftx, retries.iter().map(|r| (r.tx_hash, r.error.clone()))).await
+    record_attempt_results(
+        ftx,
+        retries
+            .iter()
+            .map(|r| (r.tx_id, r.tx_hash, r.error.clone())),
+    )
+    .await
 }
 
-/// Records each node's answer on its attempt (no state change).
+/// Records each node's answer on its attempt (no state change): (intent,
+/// attempt hash, answer). The intent is named so the write goes through the
+/// primary key: the hash index is ordered by hour (migration
+/// 20261207000001) and is only for lookups by hash alone.
 pub async fn record_attempt_results(
     ftx: &mut FencedTx,
-    results: impl Iterator<Item = (B256, String)>,
+    results: impl Iterator<Item = (Uuid, B256, String)>,
 ) -> StoreResult<()> {
-    let (hashes, labels): (Vec<String>, Vec<String>) =
-        results.map(|(h, r)| (format!("{h:#x}"), r)).unzip();
+    let mut tx_ids = Vec::new();
+    let mut hashes = Vec::new();
+    let mut labels = Vec::new();
+    for (tx_id, hash, result) in results {
+        tx_ids.push(tx_id);
+        hashes.push(format!("{hash:#x}"));
+        labels.push(result);
+    }
     sqlx::query!(
         "UPDATE tx_attempt t SET broadcast_result = a.result
-           FROM UNNEST($1::text[], $2::text[]) AS a(tx_hash, result) WHERE t.tx_hash = a.tx_hash",
+           FROM UNNEST($1::uuid[], $2::text[], $3::text[]) AS a(tx_id, tx_hash, result)
+          WHERE t.tx_id = a.tx_id AND t.tx_hash = a.tx_hash",
+        &tx_ids,
         &hashes,
         &labels,
     )

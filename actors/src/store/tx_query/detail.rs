@@ -103,12 +103,29 @@ pub const AUDIT_ROWS_SHOWN: i64 = 50;
 /// The transaction one of whose attempts has this hash (lower-case `0x`
 /// hex), on any chain: reads are not limited to the chains a node serves
 /// (an intent of a chain a reload removed stays readable).
+///
+/// The hash index is ordered by the hour an attempt was signed (migration
+/// 20261207000001: inserts stay at its right edge however long the
+/// history), so the lookup probes each hour from the oldest attempt's to
+/// the next one, one index descent per hour; the hash's first 8 bytes pick
+/// the entry within an hour, its full text confirms it.
 pub async fn find_by_attempt_hash(pool: &PgPool, hash: &str) -> StoreResult<Option<Uuid>> {
-    Ok(
-        sqlx::query_scalar!("SELECT tx_id FROM tx_attempt WHERE tx_hash = $1", hash,)
-            .fetch_optional(pool)
-            .await?,
+    Ok(sqlx::query_scalar!(
+        "SELECT tx_id FROM tx_attempt
+          WHERE date_trunc('hour', created_at AT TIME ZONE 'UTC') = ANY (ARRAY(
+                    SELECT generate_series(
+                        (SELECT min(date_trunc('hour', created_at AT TIME ZONE 'UTC'))
+                           FROM tx_attempt),
+                        date_trunc('hour', now() AT TIME ZONE 'UTC') + interval '1 hour',
+                        interval '1 hour')))
+            AND ('x' || substr(tx_hash, 3, 16))::bit(64)::bigint
+                = ('x' || substr($1::text, 3, 16))::bit(64)::bigint
+            AND tx_hash = $1
+          LIMIT 1",
+        hash,
     )
+    .fetch_optional(pool)
+    .await?)
 }
 
 /// The attempts, feed rows, dead letters and audit rows of `tx_id`.
