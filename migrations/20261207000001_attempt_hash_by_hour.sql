@@ -16,7 +16,7 @@
 -- 8 bytes, not its 66-character text).
 --
 -- What it costs:
---   * The only lookup by hash alone (GET /v1/transactions/by-hash) probes
+--   * The only lookup by hash alone (GET /v1/ops/transactions/{hash}) probes
 --     every hour from the oldest attempt's to now, one descent each: ~720
 --     with the default 30-day retention (a few milliseconds), ~8,800 for a
 --     year kept. Every other read or write of an attempt names its intent
