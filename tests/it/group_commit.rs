@@ -279,6 +279,33 @@ async fn a_part_that_breaks_the_shared_transaction_fails_alone() {
 }
 
 #[tokio::test]
+async fn the_same_signed_bytes_persisted_again_add_no_attempt() {
+    let db = TestDb::migrated().await;
+    let (lease, ids) = leader_with_queue(&db, submitter(8), 1, Duration::from_secs(30)).await;
+    let answer = group::write_together(&db.pool, vec![(lease.clone(), allocate(&ids))]).await;
+    assert!(answer[0].is_ok(), "{answer:?}");
+    // A group commit retried part by part after a commit whose outcome was
+    // unknown writes its parts again; the attempt hash is not unique in the
+    // database (migration 20261207000001), so the insert itself must skip
+    // bytes already stored for the intent.
+    let signed = attempt(ids[0], 0, B256::repeat_byte(0xdd));
+    for _ in 0..2 {
+        let answer = group::write_together(
+            &db.pool,
+            vec![(lease.clone(), persist(vec![signed.clone()]))],
+        )
+        .await;
+        assert!(answer[0].is_ok(), "{answer:?}");
+    }
+    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM tx_attempt WHERE tx_id = $1")
+        .bind(ids[0])
+        .fetch_one(&db.pool)
+        .await
+        .expect("count");
+    assert_eq!(attempts, 1, "the same bytes were recorded twice");
+}
+
+#[tokio::test]
 async fn a_part_that_cannot_be_written_fails_whole_and_alone() {
     let db = TestDb::migrated().await;
     let (good, good_ids) = leader_with_queue(&db, submitter(6), 1, Duration::from_secs(30)).await;

@@ -69,6 +69,13 @@ pub(in crate::store) async fn insert_attempt_rows(
                      kind, token, chain_id, submitter)
            JOIN managed_tx m ON m.tx_id = a.tx_id AND m.chain_id = a.chain_id
                             AND m.submitter = a.submitter
+          -- The same signed bytes persisted again (a group commit retried
+          -- part by part after a commit whose outcome was unknown) add no
+          -- second attempt: the hash is not unique in the database
+          -- (migration 20261207000001), so the check is here, through the
+          -- primary key.
+          WHERE NOT EXISTS (SELECT 1 FROM tx_attempt t
+                             WHERE t.tx_id = a.tx_id AND t.tx_hash = a.tx_hash)
          RETURNING tx_id, gas_limit * COALESCE(max_fee_per_gas, gas_price) AS worst)
          -- Under a spend limit, the intent's fee reservation covers its
          -- dearest attempt (bumps and cancels are never blocked, but count).

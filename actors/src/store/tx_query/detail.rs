@@ -105,18 +105,24 @@ pub const AUDIT_ROWS_SHOWN: i64 = 50;
 /// (an intent of a chain a reload removed stays readable).
 ///
 /// The hash index is ordered by the hour an attempt was signed (migration
-/// 20261207000001: inserts stay at its right edge however long the
-/// history), so the lookup probes each hour from the oldest attempt's to
-/// the next one, one index descent per hour; the hash's first 8 bytes pick
-/// the entry within an hour, its full text confirms it.
+/// 20261207000001: inserts land in the current hour's region however long
+/// the history), so the lookup probes each hour from the oldest attempt's
+/// to the newest's, one index descent per hour; the hash's first 8 bytes
+/// pick the entry within an hour, its full text confirms it. The range is
+/// read from the index itself (not from the clock, which may have stepped
+/// back since), clamped to Ethereum's launch and a day past now so a stray
+/// timestamp cannot make it endless.
 pub async fn find_by_attempt_hash(pool: &PgPool, hash: &str) -> StoreResult<Option<Uuid>> {
     Ok(sqlx::query_scalar!(
         "SELECT tx_id FROM tx_attempt
           WHERE date_trunc('hour', created_at AT TIME ZONE 'UTC') = ANY (ARRAY(
                     SELECT generate_series(
-                        (SELECT min(date_trunc('hour', created_at AT TIME ZONE 'UTC'))
-                           FROM tx_attempt),
-                        date_trunc('hour', now() AT TIME ZONE 'UTC') + interval '1 hour',
+                        GREATEST((SELECT min(date_trunc('hour', created_at AT TIME ZONE 'UTC'))
+                                    FROM tx_attempt),
+                                 timestamp '2015-07-30'),
+                        LEAST((SELECT max(date_trunc('hour', created_at AT TIME ZONE 'UTC'))
+                                 FROM tx_attempt),
+                              date_trunc('hour', now() AT TIME ZONE 'UTC') + interval '1 day'),
                         interval '1 hour')))
             AND ('x' || substr(tx_hash, 3, 16))::bit(64)::bigint
                 = ('x' || substr($1::text, 3, 16))::bit(64)::bigint
