@@ -79,6 +79,18 @@ impl HistoryRun {
                 phase.wal_bytes_per_intent,
                 ratio(phase.wal_bytes_per_intent, base(|p| p.wal_bytes_per_intent)),
             );
+            if !phase.wal_by_relation.is_empty() {
+                println!(
+                    "    WAL by relation: {}",
+                    crate::wal_relations::summary(&phase.wal_by_relation)
+                );
+            }
+            if let Some(empty) = before.filter(|p| !p.wal_by_relation.is_empty()) {
+                println!(
+                    "    WAL by relation, the empty database before: {}",
+                    crate::wal_relations::summary(&empty.wal_by_relation)
+                );
+            }
             if let (Some(before), Some(after)) = (before, after) {
                 println!(
                     "    the empty database before / after: {:.0} / {:.0} tx/s, CPU {:.3} / {:.3} ms, \

@@ -43,6 +43,7 @@ mod session;
 mod signers;
 mod table;
 mod tls_proxy;
+mod wal_relations;
 mod webhooks;
 
 use std::{process::ExitCode, time::Duration};

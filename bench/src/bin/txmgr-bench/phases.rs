@@ -129,6 +129,7 @@ impl<'a> TxmgrBench<'a> {
         let cpu_before = CpuSample::take(&self.anvil_pids, Some(self.db)).await;
         let db_before = self.db.transactions().await?;
         let wal_before = crate::row_versions::wal_position(self.db).await?;
+        let lsn_before = crate::wal_relations::position(self.db).await?;
 
         let started = Instant::now();
         let client = self.client.clone();
@@ -154,6 +155,7 @@ impl<'a> TxmgrBench<'a> {
         }
         let e2e = tracked_at.duration_since(started);
         let wal_bytes = crate::row_versions::wal_position(self.db).await? - wal_before;
+        let lsn_after = crate::wal_relations::position(self.db).await?;
         let cpu = CpuSample::take(&self.anvil_pids, Some(self.db))
             .await
             .since(&cpu_before, count);
@@ -167,6 +169,9 @@ impl<'a> TxmgrBench<'a> {
             .since(&tuples_before, count);
         let db_transactions = self.db.transactions().await? - db_before;
         let intents = count.max(1) as f64;
+        // After every measured figure: reading the WAL back costs time.
+        let wal_by_relation =
+            crate::wal_relations::by_relation(self.db, &lsn_before, &lsn_after, count).await;
 
         Ok(TxmgrPhase {
             submitters: submitters.len(),
@@ -186,6 +191,7 @@ impl<'a> TxmgrBench<'a> {
             db_transactions_per_intent: db_transactions as f64 / intents,
             row_versions,
             wal_bytes_per_intent: wal_bytes / intents,
+            wal_by_relation,
             cpu,
             pipeline: self.pipeline_stats(&hex, &format!("{tag}-n-%")).await?,
         })

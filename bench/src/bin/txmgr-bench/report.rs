@@ -117,6 +117,10 @@ pub(crate) struct TxmgrPhase {
     /// create and the last TRACKING (repeatable where CPU time on a shared
     /// machine is not: what each write costs PostgreSQL to log).
     pub(crate) wal_bytes_per_intent: f64,
+    /// The same WAL by relation, most first (`pg_walinspect`; empty when
+    /// it cannot be read).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) wal_by_relation: Vec<crate::wal_relations::RelationWal>,
     /// CPU per intent, first POST → all TRACKING (includes the bench's own
     /// client and its 20 ms polling).
     pub(crate) cpu: CpuCost,
