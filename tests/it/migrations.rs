@@ -479,6 +479,10 @@ async fn an_attempt_is_found_by_its_hash_whatever_hour_it_was_signed_in() {
     assert_eq!(find(new_hash.clone()).await, Some(new));
     assert_eq!(find(format!("{prefix}{:048x}", 3)).await, None);
     assert_eq!(find(format!("0x{:064x}", 7)).await, None);
+    // Not a hash at all: no attempt, not a failed cast.
+    for not_a_hash in ["0x12", "", "0xzz", &format!("{prefix}{:047x}", 1)] {
+        assert_eq!(find(not_a_hash.to_owned()).await, None, "{not_a_hash}");
+    }
     // An attempt stamped ahead of the clock (a fail-over to a server whose
     // clock is behind) is still found: the range ends at the newest hour.
     let ahead = insert_tx(&db.pool, "TRACKING", Some(2))

@@ -111,8 +111,15 @@ pub const AUDIT_ROWS_SHOWN: i64 = 50;
 /// pick the entry within an hour, its full text confirms it. The range is
 /// read from the index itself (not from the clock, which may have stepped
 /// back since), clamped to Ethereum's launch and a day past now so a stray
-/// timestamp cannot make it endless.
+/// timestamp cannot make it endless. Anything but `0x` and 64 hex digits is
+/// no attempt's hash (and would not cast to the index's 8-byte key).
 pub async fn find_by_attempt_hash(pool: &PgPool, hash: &str) -> StoreResult<Option<Uuid>> {
+    let well_formed = hash.len() == 66
+        && hash.starts_with("0x")
+        && hash[2..].bytes().all(|b| b.is_ascii_hexdigit());
+    if !well_formed {
+        return Ok(None);
+    }
     Ok(sqlx::query_scalar!(
         "SELECT tx_id FROM tx_attempt
           WHERE date_trunc('hour', created_at AT TIME ZONE 'UTC') = ANY (ARRAY(
