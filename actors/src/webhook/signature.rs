@@ -41,7 +41,7 @@ pub fn verify(secret: &[u8], header: &str, body: &[u8], now: u64, tolerance_secs
     let mut v1 = None;
     for part in header.split(',') {
         match part.split_once('=') {
-            Some(("t", value)) => t = value.parse::<u64>().ok(),
+            Some(("t", value)) => t = canonical_seconds(value),
             Some(("v1", value)) => v1 = Some(value),
             _ => {}
         }
@@ -57,6 +57,15 @@ pub fn verify(secret: &[u8], header: &str, body: &[u8], now: u64, tolerance_secs
             .zip(v1.bytes())
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0
+}
+
+/// `t=` as the sender writes it: decimal digits, no sign and no leading
+/// zero (Rust's `u64` parser would take `+1700000000` or `01700000000`,
+/// texts the sender never signs; a receiver must refuse them, not verify
+/// the canonical number in their place).
+fn canonical_seconds(value: &str) -> Option<u64> {
+    let seconds = value.parse::<u64>().ok()?;
+    (seconds.to_string() == value).then_some(seconds)
 }
 
 #[cfg(test)]
@@ -81,5 +90,16 @@ mod tests {
         assert!(!verify(b"k", &header, b"other", 1000, 300), "other body");
         assert!(!verify(b"other", &header, b"body", 1000, 300), "other key");
         assert!(!verify(b"k", "garbage", b"body", 1000, 300));
+    }
+
+    #[test]
+    fn a_timestamp_written_otherwise_than_the_sender_writes_it_is_refused() {
+        let header = sign(b"k", 1000, b"body");
+        let v1 = header.split_once(",v1=").expect("v1").1;
+        for t in ["+1000", "01000", " 1000", "1000 ", "1e3", "-1000", ""] {
+            let altered = format!("t={t},v1={v1}");
+            assert!(!verify(b"k", &altered, b"body", 1000, 300), "{altered}");
+        }
+        assert!(verify(b"k", &format!("t=1000,v1={v1}"), b"body", 1000, 300));
     }
 }
