@@ -5,6 +5,8 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::{Parser, Subcommand};
 use txmgr::{config::Config, daemon};
 
+mod cli;
+
 /// jemalloc instead of glibc malloc: the engine allocates and frees many
 /// small buffers per intent (JSON, RPC, SQL), which glibc made costly, and
 /// jemalloc returns a burst's freed pages to the OS (mimalloc kept them).
@@ -53,6 +55,10 @@ enum Command {
         #[command(subcommand)]
         command: DbCommand,
     },
+    /// Print the OpenAPI document of the HTTP API (as `GET /v1/openapi.json` serves it).
+    Openapi,
+    #[command(flatten)]
+    Remote(cli::RemoteCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,6 +91,27 @@ enum ConfigCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The client commands and the tools below need no configuration file.
+    let command = match cli.command {
+        Command::Remote(remote) => return remote.run(),
+        Command::Openapi => {
+            return match txmgr::http::openapi::document().to_pretty_json() {
+                Ok(json) => {
+                    println!("{json}");
+                    ExitCode::SUCCESS
+                }
+                Err(err) => {
+                    eprintln!("txmgr: cannot write the OpenAPI document: {err}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        command => command,
+    };
+    let cli = Cli {
+        config: cli.config,
+        command,
+    };
     if let Command::Token {
         command: TokenCommand::New { name, role },
     } = &cli.command
@@ -135,7 +162,10 @@ fn main() -> ExitCode {
             Command::Db {
                 command: DbCommand::Stats,
             } => daemon::print_db_stats(&config).await,
-            Command::Config { .. } | Command::Token { .. } => Ok(()),
+            Command::Config { .. }
+            | Command::Token { .. }
+            | Command::Openapi
+            | Command::Remote(_) => Ok(()),
         }
     });
     // The runtime is idle now; the exporter's flush blocks on its thread.

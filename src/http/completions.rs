@@ -36,11 +36,8 @@
 use std::time::Duration;
 
 use axum::extract::{rejection::QueryRejection, Query, State};
-use serde::Serialize;
 use tokio::{sync::OwnedSemaphorePermit, time::Instant};
 use txmgr_actors::store::completions::{self, CompletionRow, FeedCursor};
-
-use utoipa::ToSchema;
 
 use super::{
     capacity::BUSY_RETRY_AFTER,
@@ -123,46 +120,37 @@ impl FeedQuery {
     }
 }
 
-/// One page of the feed.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct FeedPage {
-    /// The rows, in feed order.
-    items: Vec<CompletionRow>,
-    /// Pass as `after` next time. The last item's cursor, or the `after` given
-    /// when nothing was ready; `null` only when nothing was ever served.
-    next_after: Option<String>,
-}
+/// One page of the feed, as the API crate defines it.
+pub(crate) use txmgr_api::FeedPage;
 
-impl FeedPage {
-    /// Serves `rows` in feed order while their JSON fits `budget` bytes (the
-    /// first served row always fits). Rows the caller may not see are
-    /// skipped, and the cursor still moves past them. `next_after` is the
-    /// cursor of the last row passed, served or skipped; `after` when none.
-    fn fill(
-        rows: Vec<CompletionRow>,
-        after: Option<FeedCursor>,
-        visible: impl Fn(&CompletionRow) -> bool,
-        budget: usize,
-    ) -> FeedPage {
-        let mut next_after = after.map(|cursor| cursor.to_token());
-        let mut items = Vec::new();
-        let mut used = 0usize;
-        for row in rows {
-            if !visible(&row) {
-                next_after = Some(row.cursor.clone());
-                continue;
-            }
-            // +1: the comma between items. A row always serialises.
-            let size = serde_json::to_vec(&row).map_or(0, |json| json.len()) + 1;
-            if !items.is_empty() && used + size > budget {
-                break;
-            }
-            used += size;
+/// Serves `rows` in feed order while their JSON fits `budget` bytes (the
+/// first served row always fits). Rows the caller may not see are
+/// skipped, and the cursor still moves past them. `next_after` is the
+/// cursor of the last row passed, served or skipped; `after` when none.
+fn fill_page(
+    rows: Vec<CompletionRow>,
+    after: Option<FeedCursor>,
+    visible: impl Fn(&CompletionRow) -> bool,
+    budget: usize,
+) -> FeedPage {
+    let mut next_after = after.map(|cursor| cursor.to_token());
+    let mut items = Vec::new();
+    let mut used = 0usize;
+    for row in rows {
+        if !visible(&row) {
             next_after = Some(row.cursor.clone());
-            items.push(row);
+            continue;
         }
-        FeedPage { items, next_after }
+        // +1: the comma between items. A row always serialises.
+        let size = serde_json::to_vec(&row).map_or(0, |json| json.len()) + 1;
+        if !items.is_empty() && used + size > budget {
+            break;
+        }
+        used += size;
+        next_after = Some(row.cursor.clone());
+        items.push(row);
     }
+    FeedPage { items, next_after }
 }
 
 /// `GET /v1/completions`: the next rows after `after`; when there are none
@@ -218,7 +206,7 @@ pub(crate) async fn feed(
         let permit = pages.reserve()?;
         let (rows, _) = completions::read(&state.pool, query.after, query.limit).await?;
         if !rows.is_empty() || Instant::now() >= deadline {
-            let page = FeedPage::fill(rows, query.after, visible, state.limits.page_max_bytes);
+            let page = fill_page(rows, query.after, visible, state.limits.page_max_bytes);
             return Ok(super::capacity::json_holding(&page, permit));
         }
         drop(permit);
@@ -282,14 +270,14 @@ mod tests {
     fn a_page_ends_at_its_byte_budget_and_continues_after_its_last_row() {
         let rows: Vec<CompletionRow> = (1..=5).map(|seq| row(seq, "0xa")).collect();
         let one = serde_json::to_vec(&rows[0]).expect("row").len() + 1;
-        let page = FeedPage::fill(rows.clone(), None, |_| true, 2 * one + one / 2);
+        let page = fill_page(rows.clone(), None, |_| true, 2 * one + one / 2);
         assert_eq!(page.items.len(), 2);
         assert_eq!(page.next_after.as_deref(), Some("7-2"));
         // The first row is served even when it alone is over the budget.
-        let page = FeedPage::fill(rows.clone(), None, |_| true, 1);
+        let page = fill_page(rows.clone(), None, |_| true, 1);
         assert_eq!(page.items.len(), 1);
         assert_eq!(page.next_after.as_deref(), Some("7-1"));
-        let page = FeedPage::fill(rows, None, |_| true, usize::MAX);
+        let page = fill_page(rows, None, |_| true, usize::MAX);
         assert_eq!(page.items.len(), 5);
         assert_eq!(page.next_after.as_deref(), Some("7-5"));
     }
@@ -299,10 +287,10 @@ mod tests {
         let rows = vec![row(1, "0xa"), row(2, "0xb"), row(3, "0xb"), row(4, "0xa")];
         // Row 1 is served; the budget is spent, but rows 2 and 3 weigh
         // nothing to this caller and are passed; row 4 waits for the next page.
-        let page = FeedPage::fill(rows.clone(), None, |r| r.submitter == "0xa", 1);
+        let page = fill_page(rows.clone(), None, |r| r.submitter == "0xa", 1);
         assert_eq!(page.items.len(), 1);
         assert_eq!(page.next_after.as_deref(), Some("7-3"));
-        let page = FeedPage::fill(
+        let page = fill_page(
             rows[1..3].to_vec(),
             Some(FeedCursor::new(7, 1)),
             |r| r.submitter == "0xa",
@@ -310,7 +298,7 @@ mod tests {
         );
         assert!(page.items.is_empty());
         assert_eq!(page.next_after.as_deref(), Some("7-3"));
-        let page = FeedPage::fill(Vec::new(), Some(FeedCursor::new(7, 3)), |_| true, 1);
+        let page = fill_page(Vec::new(), Some(FeedCursor::new(7, 3)), |_| true, 1);
         assert_eq!(page.next_after.as_deref(), Some("7-3"));
     }
 

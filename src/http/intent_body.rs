@@ -18,12 +18,8 @@
 //! - `request_id` (or the `Idempotency-Key` header; both must agree) is 1..=256
 //!   characters without control characters.
 
-use std::fmt;
-
 use alloy::primitives::{Address, Bytes, U256};
-use serde::{de, Deserialize, Deserializer};
 use txmgr_actors::domain::Intent;
-use utoipa::ToSchema;
 
 use super::{error::ApiError, text::validate_request_id};
 
@@ -34,83 +30,8 @@ pub const MAX_GAS_LIMIT: u64 = 1_000_000_000;
 /// Longest `request_id`, in characters (the schema's CHECK agrees).
 pub const MAX_REQUEST_ID_CHARS: usize = 256;
 
-/// The create body as sent. Unknown fields are refused so that a misspelt
-/// optional field (`gasLimit`) is an error rather than silently ignored.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({
-    "submitter": "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
-    "request_id": "order-42",
-    "to": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
-    "value": "1000000000000000"
-}))]
-pub struct CreateBody {
-    /// The chain to send on (EIP-155 id); required when the deployment
-    /// serves several chains.
-    #[schema(minimum = 1)]
-    pub chain_id: Option<u64>,
-    /// Signing address, `0x` hex; mixed case must be a valid EIP-55 checksum.
-    #[schema(pattern = "^0x[0-9a-fA-F]{40}$")]
-    pub submitter: String,
-    /// Idempotency key, 1 to 256 characters without control characters;
-    /// alternatively the `Idempotency-Key` header.
-    #[schema(min_length = 1, max_length = 256)]
-    pub request_id: Option<String>,
-    /// Recipient; absent = contract creation.
-    #[schema(pattern = "^0x[0-9a-fA-F]{40}$")]
-    pub to: Option<String>,
-    /// Wei to send, at most 2^256-1; absent = 0.
-    pub value: Option<WeiString>,
-    /// Call data or init code, `0x` hex of even length, at most
-    /// `http.data_limit_bytes` decoded; absent = empty.
-    #[schema(pattern = "^0x([0-9a-fA-F]{2})*$")]
-    pub data: Option<String>,
-    /// Fixed gas limit; absent = estimated by the engine.
-    #[schema(minimum = 21000, maximum = 1000000000)]
-    pub gas_limit: Option<u64>,
-    /// EIP-1559 max fee per gas in wei, at most 2^128-1.
-    pub max_fee_per_gas: Option<WeiString>,
-    /// EIP-1559 max priority fee per gas in wei, at most 2^128-1 and at
-    /// most `max_fee_per_gas`.
-    pub max_priority_fee_per_gas: Option<WeiString>,
-    /// Send only to the chain's send-only endpoints (a private mempool),
-    /// never to the public ones; default false (or the submitter's
-    /// `private_sends`).
-    pub private: Option<bool>,
-    /// Deadline, RFC 3339 (e.g. `2026-11-27T18:00:00Z`): after it, an
-    /// intent without a nonce yet is REJECTED (`sub_state` `expired`, no
-    /// nonce used) and one sent but not mined is cancelled. In the future,
-    /// at most `http.max_valid_for` ahead.
-    #[schema(format = DateTime)]
-    pub valid_until: Option<String>,
-}
-
-/// An amount of wei exactly as the client wrote it; only a JSON string
-/// deserialises into it, so numbers fail with a message that says why.
-#[derive(Debug, Clone, PartialEq, Eq, ToSchema)]
-#[schema(value_type = String, pattern = "^([0-9]+|0[xX][0-9a-fA-F]+)$")]
-pub struct WeiString(pub String);
-
-impl<'de> Deserialize<'de> for WeiString {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl de::Visitor<'_> for Visitor {
-            type Value = WeiString;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(
-                    "a string of wei, decimal or 0x hex (JSON numbers are refused: \
-                     they lose precision in many clients)",
-                )
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<WeiString, E> {
-                Ok(WeiString(v.to_owned()))
-            }
-        }
-        deserializer.deserialize_str(Visitor)
-    }
-}
+/// The body and the amounts as the API crate defines them.
+pub use txmgr_api::{CreateBody, WeiString};
 
 /// A create that passed validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,9 +46,19 @@ pub struct ValidCreate {
     pub intent: Intent,
 }
 
-impl CreateBody {
+/// Checks every field of a create body.
+pub(crate) trait ValidateCreate {
     /// Validates every field; `idempotency_key` is the header's value, if any.
-    pub fn validate(
+    fn validate(
+        self,
+        idempotency_key: Option<&str>,
+        data_limit_bytes: usize,
+        max_valid_for: std::time::Duration,
+    ) -> Result<ValidCreate, ApiError>;
+}
+
+impl ValidateCreate for CreateBody {
+    fn validate(
         self,
         idempotency_key: Option<&str>,
         data_limit_bytes: usize,
@@ -338,7 +269,7 @@ fn parse_data(s: &str, limit: usize) -> Result<Bytes, ApiError> {
 mod tests {
     use super::*;
 
-    fn field(result: Result<impl fmt::Debug, ApiError>) -> Option<String> {
+    fn field(result: Result<impl std::fmt::Debug, ApiError>) -> Option<String> {
         match result {
             Err(ApiError::InvalidRequest { field, .. }) => field,
             other => panic!("expected invalid_request, got {other:?}"),

@@ -7,13 +7,10 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
-use serde::Serialize;
 use tracing::Instrument as _;
 use txmgr_actors::domain::{
-    ChainId, CreateError, CreateOutcome, NewIntent, SubmitterKey, TxState, TxSummary,
+    ChainId, CreateError, CreateOutcome, NewIntent, SubmitterKey, TxSummary,
 };
-use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::config::Role;
 
@@ -22,7 +19,7 @@ use super::{
     create_metrics::{CreateAnswered, NO_CHAIN},
     create_trace::CreateTrace,
     error::{ApiError, ApiResult, ErrorResponse},
-    intent_body::CreateBody,
+    intent_body::{CreateBody, ValidateCreate},
     json::ApiJson,
     AppState,
 };
@@ -31,30 +28,16 @@ use super::{
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// Answer to a create: 202 when new, 200 on a replay.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct CreatedBody {
-    /// The chain it is sent on.
-    chain_id: u64,
-    /// The intent's id.
-    tx_id: Uuid,
-    /// Its state now (`QUEUED` when new).
-    state: TxState,
-    /// Lower-case `0x` hex, as everywhere in the API.
-    #[schema(pattern = "^0x[0-9a-f]{40}$")]
-    submitter: String,
-    /// The idempotency key, if one was given.
-    request_id: Option<String>,
-}
+pub(crate) use txmgr_api::CreatedBody;
 
-impl CreatedBody {
-    fn new(chain_id: ChainId, summary: TxSummary) -> Self {
-        Self {
-            chain_id: chain_id.get(),
-            tx_id: summary.tx_id,
-            state: summary.state,
-            submitter: format!("{:#x}", summary.submitter),
-            request_id: summary.request_id,
-        }
+/// The answer to a create of `summary` on `chain_id`.
+fn created_body(chain_id: ChainId, summary: TxSummary) -> CreatedBody {
+    CreatedBody {
+        chain_id: chain_id.get(),
+        tx_id: summary.tx_id,
+        state: summary.state,
+        submitter: format!("{:#x}", summary.submitter),
+        request_id: summary.request_id,
     }
 }
 
@@ -187,11 +170,11 @@ async fn create_inner(
         CreateOutcome::Created(summary) => {
             tracing::debug!(target: "http", tx_id = %summary.tx_id, %submitter, "intent accepted");
             trace.finish(Some(summary.tx_id), None);
-            let body = CreatedBody::new(chain_id, summary);
+            let body = created_body(chain_id, summary);
             Ok((StatusCode::ACCEPTED, Json(body)).into_response())
         }
         CreateOutcome::Existing(summary) => {
-            Ok((StatusCode::OK, Json(CreatedBody::new(chain_id, summary))).into_response())
+            Ok((StatusCode::OK, Json(created_body(chain_id, summary))).into_response())
         }
         CreateOutcome::Conflict { tx_id } => Err(ApiError::IdempotencyConflict { tx_id }),
     }

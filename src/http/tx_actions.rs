@@ -15,7 +15,7 @@ use axum::{
     response::{IntoResponse, Response},
     Json,
 };
-use serde::{Deserialize, Serialize};
+
 use txmgr_actors::{
     domain::TxState,
     store::{
@@ -24,7 +24,6 @@ use txmgr_actors::{
     },
     submitter::settings::DEFAULT_RESUBMIT_INTERVAL,
 };
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::config::Role;
@@ -39,34 +38,8 @@ use super::{
 /// Longest `reason` accepted.
 pub const MAX_REASON_CHARS: usize = 500;
 
-/// Optional body of an action.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ActionBody {
-    /// Why (kept in the audit log), up to 500 characters, no control
-    /// characters other than line breaks and tabs.
-    #[schema(max_length = 500)]
-    pub reason: Option<String>,
-}
-
-/// Answer to an accepted action (202).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ActionAccepted {
-    /// The transaction.
-    pub tx_id: Uuid,
-    /// `cancel` | `speedup` | `rebroadcast` | `requeue`.
-    #[schema(pattern = "^(cancel|speedup|rebroadcast|requeue)$")]
-    pub action: String,
-    /// `done` (a QUEUED intent was cancelled, or an intent requeued),
-    /// `requested` (the leader acts next; answered 202) or `unchanged` (a
-    /// cancel of an intent already being cancelled or already CANCELLED:
-    /// nothing was recorded; answered 200).
-    #[schema(pattern = "^(done|requested|unchanged)$")]
-    pub status: String,
-    /// The state after the request (CANCELLED when done; the current state
-    /// when unchanged).
-    pub state: TxState,
-}
+/// The optional body and the answer, as the API crate defines them.
+pub use txmgr_api::{ActionAccepted, ActionBody};
 
 /// The answers every action route documents (one list for the four routes).
 #[derive(utoipa::IntoResponses)]

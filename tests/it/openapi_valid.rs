@@ -159,3 +159,20 @@ async fn openapi_document_is_structurally_valid_and_lists_every_route() {
     );
     node.stop().await;
 }
+
+/// `clients/openapi.json` — what the TypeScript and Python SDKs are checked
+/// against — is the document this build serves. After an API change:
+/// `txmgr openapi > clients/openapi.json`, then regenerate the SDKs' types.
+#[test]
+fn the_clients_copy_of_the_document_is_current() {
+    let served = txmgr::http::openapi::document()
+        .to_pretty_json()
+        .expect("document serialises");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/openapi.json");
+    let copy = std::fs::read_to_string(path).expect("clients/openapi.json exists");
+    assert!(
+        copy.trim_end() == served,
+        "clients/openapi.json is stale: run `txmgr openapi > clients/openapi.json` \
+         and regenerate the SDKs' types (clients/typescript: npm run gen:types)"
+    );
+}

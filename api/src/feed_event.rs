@@ -5,7 +5,7 @@ use std::{fmt, str::FromStr};
 
 use serde::{Deserialize, Serialize};
 
-use super::TxState;
+use crate::TxState;
 
 /// The event of one feed row (its `state` field).
 #[derive(

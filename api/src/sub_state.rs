@@ -8,14 +8,8 @@
 use std::{fmt, str::FromStr};
 
 use serde::{Deserialize, Serialize};
-use sqlx::{
-    encode::IsNull,
-    error::BoxDynError,
-    postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef},
-    Decode, Encode, Postgres, Type,
-};
 
-/// Why an intent is where it is, beyond its [`TxState`](super::TxState).
+/// Why an intent is where it is, beyond its [`TxState`](crate::TxState).
 /// Serialised (API, JSON) as the same text it is stored as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -139,25 +133,38 @@ impl FromStr for SubState {
     }
 }
 
-impl Type<Postgres> for SubState {
-    fn type_info() -> PgTypeInfo {
-        <&str as Type<Postgres>>::type_info()
+/// The column's text, read and written by the daemon's store.
+#[cfg(feature = "sqlx")]
+mod column {
+    use sqlx::{
+        encode::IsNull,
+        error::BoxDynError,
+        postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef},
+        Decode, Encode, Postgres, Type,
+    };
+
+    use super::SubState;
+
+    impl Type<Postgres> for SubState {
+        fn type_info() -> PgTypeInfo {
+            <&str as Type<Postgres>>::type_info()
+        }
+
+        fn compatible(ty: &PgTypeInfo) -> bool {
+            <&str as Type<Postgres>>::compatible(ty)
+        }
     }
 
-    fn compatible(ty: &PgTypeInfo) -> bool {
-        <&str as Type<Postgres>>::compatible(ty)
+    impl Encode<'_, Postgres> for SubState {
+        fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+            <&str as Encode<Postgres>>::encode(self.as_str(), buf)
+        }
     }
-}
 
-impl Encode<'_, Postgres> for SubState {
-    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
-        <&str as Encode<Postgres>>::encode(self.as_str(), buf)
-    }
-}
-
-impl Decode<'_, Postgres> for SubState {
-    fn decode(value: PgValueRef<'_>) -> Result<Self, BoxDynError> {
-        Ok(SubState::parse(<&str as Decode<Postgres>>::decode(value)?)?)
+    impl Decode<'_, Postgres> for SubState {
+        fn decode(value: PgValueRef<'_>) -> Result<Self, BoxDynError> {
+            Ok(SubState::parse(<&str as Decode<Postgres>>::decode(value)?)?)
+        }
     }
 }
 
