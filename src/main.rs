@@ -58,7 +58,7 @@ enum Command {
     /// Print the OpenAPI document of the HTTP API (as `GET /v1/openapi.json` serves it).
     Openapi,
     #[command(flatten)]
-    Remote(cli::RemoteCommand),
+    Remote(Box<cli::RemoteCommand>),
 }
 
 #[derive(Debug, Subcommand)]

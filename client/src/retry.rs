@@ -107,7 +107,7 @@ impl RetryPolicy {
 /// standard library's randomly keyed hasher).
 fn jitter() -> f64 {
     let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u64(0x7478_6d67_72);
+    hasher.write_u64(0x0074_786d_6772);
     (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 

@@ -15,6 +15,7 @@ mod batch_sends;
 mod bounded;
 mod bounded_tracker;
 mod cli;
+mod client_sdk;
 mod cluster_balance;
 mod cluster_faults;
 mod cluster_feed_chains;

@@ -108,7 +108,9 @@ export type CreateInput = Omit<CreateBody, "value" | "max_fee_per_gas" | "max_pr
 };
 
 /** The answer to a create, and whether it was a replay. */
-export type CreateResult = Created & {
+export type CreateResult = Omit<Created, "request_id"> & {
+    /** The `request_id` the intent is stored under: the caller's, or the one the SDK generated. */
+    request_id: string;
     /**
      * True when the daemon answered 200: the `request_id` was already stored
      * with the same body — by an earlier call, or by an earlier attempt of
@@ -234,7 +236,7 @@ export class TxmgrClient {
             requestId,
             call,
         });
-        return { ...answer.body, replayed: answer.status === 200 };
+        return { ...answer.body, request_id: answer.body.request_id ?? requestId, replayed: answer.status === 200 };
     }
 
     /** One transaction by id (`GET /v1/transactions/{tx_id}`); 404 `not_found` or `aged_out` when absent. */
@@ -295,10 +297,9 @@ export class TxmgrClient {
      * Cancels (`POST …/cancel`): a QUEUED intent at once, a sent one by a
      * 0-value replacement at its nonce (it ends CANCELLED, or CONFIRMED if the
      * original wins). Retried like a read: a repeated cancel of an intent
-     * being cancelled answers `status: "unchanged"` and never raises fees.
-     * One caveat: when the answer to a cancel of a QUEUED intent (cancelled
-     * at once) is lost, the retry finds it CANCELLED, which is final, and
-     * gets 409 `invalid_state`; on that code, `get` the intent to tell.
+     * being cancelled, or already CANCELLED (a retry whose first answer was
+     * lost), answers 200 `status: "unchanged"` and never raises fees. 409
+     * `invalid_state`: the intent is final otherwise, or already mined.
      */
     cancel(txId: string, options?: ActionOptions): Promise<ActionAccepted> {
         return this.#act("cancel", txId, "idempotent", options);

@@ -44,6 +44,11 @@ export class TxmgrError extends Error {
     /** Every problem of a rejected configuration (`invalid_config`, ops routes only). */
     readonly issues: readonly ErrorIssue[] | undefined;
     /**
+     * The intent that already holds the `request_id` (`idempotency_conflict`
+     * only): read it with `get` to see what was stored.
+     */
+    readonly txId: string | undefined;
+    /**
      * The `request_id` a create was sent with (generated when the caller gave
      * none): keep it to retry the same create later, or to find the intent
      * with `getByRequestId`. Undefined for other calls.
@@ -60,6 +65,7 @@ export class TxmgrError extends Error {
         rule?: string | null | undefined;
         owner?: string | null | undefined;
         issues?: readonly ErrorIssue[] | null | undefined;
+        txId?: string | null | undefined;
         requestId?: string | undefined;
     }) {
         super(init.message);
@@ -71,6 +77,7 @@ export class TxmgrError extends Error {
         this.rule = init.rule ?? undefined;
         this.owner = init.owner ?? undefined;
         this.issues = init.issues ?? undefined;
+        this.txId = init.txId ?? undefined;
         this.requestId = init.requestId;
     }
 
@@ -110,6 +117,7 @@ export class TxmgrError extends Error {
             rule: detail.rule,
             owner: detail.owner,
             issues: detail.issues,
+            txId: detail.tx_id,
             requestId,
         });
     }

@@ -78,9 +78,10 @@ export interface FeedBatch {
  *
  * Failures that say "try again" (no answer, 429, 5xx, 503 `busy` of a node
  * at its long-poll limit) are retried for ever with backoff, honouring
- * `Retry-After`; any other error (401, 400 for a cursor the daemon did not
- * hand out, …) ends the iteration by throwing it. Aborting `signal` ends it
- * quietly.
+ * `Retry-After`; any other error (401, 400 for a malformed cursor, …) ends
+ * the iteration by throwing it. Aborting `signal` ends it quietly. The
+ * daemon checks a cursor's form only: one it never handed out (another
+ * deployment's, a typo'd number) reads from that position on, silently.
  */
 export async function* followFeed(
     source: FeedSource,

@@ -1,6 +1,7 @@
 /**
  * The retry decisions, which are pure functions. How the client applies them
- * to a real daemon (restarts, 429s) is in TESTING.md.
+ * to a real daemon (restarts, 429s) is tested in test/crash.test.ts and
+ * test/client.test.ts.
  */
 
 import assert from "node:assert/strict";

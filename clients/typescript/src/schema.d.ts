@@ -3,15 +3,383 @@
  * Do not make direct changes to the file.
  */
 
-/*
- * PLACEHOLDER written by hand in openapi-typescript 7's output shape, from the
- * daemon's wire types (utoipa 6, OpenAPI 3.1: `Option<T>` = optional and
- * nullable). It covers the client routes only; `npm run gen:types` replaces
- * it with the real document's types (every route, the ops ones too). The SDK
- * reads it only through `src/types.ts`.
- */
-
 export interface paths {
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /healthz`: the process is alive and serving. */
+        get: operations["healthz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /metrics`: Prometheus text exposition. */
+        get: operations["metrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ops/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /ops/`. */
+        get: operations["page"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /readyz`: 200 when every dependency was usable at the last
+         *     background check, 503 with reasons (also when that check is too old).
+         *     Touches neither the database nor the chain ([`super::readiness`]).
+         */
+        get: operations["readyz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /v1/completions`: the next rows after `after`; when there are none
+         *     yet, waits up to `wait` for one — if fewer than `http.max_long_polls`
+         *     requests wait already, else 503 `busy`.
+         * @description Every terminal transition and every entry into STUCK (and, with `funds=true`, every balance crossing of a submitter's `min_balance`), in commit order; long-polls up to `wait` when nothing is new. A page also ends once its items reach `http.page_max_bytes` of JSON; `next_after` continues after its last row.
+         */
+        get: operations["feed"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/openapi.json`. */
+        get: operations["serve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/actors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/ops/actors`. */
+        get: operations["actors"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/cluster": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/ops/cluster`. */
+        get: operations["cluster"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/database": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /v1/ops/database`.
+         * @description History retention's progress (the running pass, the last completed one, the last round and its node, the oldest final intent) and every table's rows and bytes. The whole cluster's data: a token limited to some submitters gets 403.
+         */
+        get: operations["database"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/ops/endpoints`. */
+        get: operations["endpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /v1/ops/history`.
+         * @description This node's samples of the last hour (one every 10 s): creates and their acknowledgement p50/p99, confirmations, queued and in-flight intents, RPC errors; and the submitters with a history of their own. A token limited to some submitters gets only those submitters, and no node-wide samples (they sum up every submitter's work).
+         */
+        get: operations["history"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/history/submitters/{address}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/ops/history/submitters/{address}`. */
+        get: operations["submitter_history"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/reload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /v1/ops/reload`.
+         * @description Same as SIGHUP: re-reads the configuration file and applies it; a file that fails validation changes nothing. Audited: `started`, then `done` or `failed`.
+         */
+        post: operations["reload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/submitters/{address}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /v1/ops/submitters/{address}/pause?halt_resubmits=` with `{reason}`.
+         * @description Pauses the submitter's sending on the chain, cluster-wide and durably: the pause and its audit row commit together, and from then on no allocation draws a nonce for it, on whichever node its leader runs. Intents already allocated keep being tracked, re-broadcast and bumped (stopping them would strand their nonces) unless `halt_resubmits=true`. Creates stay accepted and wait QUEUED, or get 423 `paused` where `pause_accepts_creates = false`. Pausing a paused submitter updates its reason and `halt_resubmits`.
+         */
+        post: operations["pause"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/submitters/{address}/restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /v1/ops/submitters/{address}/restart`.
+         * @description The supervisor drains the actor (it releases its lease; open work stays in the database) and spawns a fresh one; also clears a failed actor. Audited: `started`, then `done` or `failed`.
+         */
+        post: operations["restart"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/submitters/{address}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /v1/ops/submitters/{address}/resume` with `{reason}`.
+         * @description Lifts the pause (with its audit row, in one transaction) and wakes the leader: QUEUED intents go out in their order. Resuming a submitter that is not paused changes nothing and writes no audit row (`paused` false, no `previous_reason`).
+         */
+        post: operations["resume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/submitters/{address}/unprotect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /v1/ops/submitters/{address}/unprotect` with `{reason}`.
+         * @description Clears PROTECT: this node takes (or renews) the lease, moves the nonce cursor up to the chain's pending nonce, clears the reason and writes the audit row in one fenced transaction (all or nothing), then respawns the actor.
+         */
+        post: operations["unprotect"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/transactions/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /v1/ops/transactions/{key}`.
+         * @description One transaction with its attempts, feed rows, dead letters and audit rows; `key` is its tx id, the hash of any of its attempts, or a request id together with `submitter` (request ids are unique per chain and submitter only). Any chain's transaction is readable, also one of a chain this node no longer serves.
+         */
+        get: operations["detail"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** `GET /v1/ops/webhooks`. */
+        get: operations["list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/webhooks/{name}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /v1/ops/webhooks/{name}/redeliver`.
+         * @description Queues dead letters for one more round of attempts (up to the webhook's `max_attempts`), by the node delivering for the webhook; each keeps its delivery id. Audited: `started`, then `done` or `failed`.
+         */
+        post: operations["redeliver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/transactions": {
         parameters: {
             query?: never;
@@ -19,11 +387,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description `GET /v1/transactions?submitter=..&request_id=..` (one, or 404) and
-         *     `GET /v1/transactions?submitter=..&state=..&limit=..&after=..` (a page). */
+        /**
+         * `GET /v1/transactions?submitter=..&request_id=..` (one, or 404) and
+         *     `GET /v1/transactions?submitter=..&state=..&limit=..&after=..` (a page).
+         */
         get: operations["query"];
         put?: never;
-        /** @description Accepts an intent once it is committed to PostgreSQL. Idempotent on `(chain_id, submitter, request_id)`. */
+        /**
+         * `POST /v1/transactions`; its answer carries its chain (its name; `none`
+         *     when refused before a served chain was named) and result for
+         *     `txmgr_creates_total` and `txmgr_create_ack_seconds`, which the outer
+         *     [`count_creates`](super::create_metrics::count_creates) layer records
+         *     for every answer, the layers' refusals too.
+         * @description Accepts an intent once it is committed to PostgreSQL. Idempotent on `(chain_id, submitter, request_id)`.
+         */
         post: operations["create"];
         delete?: never;
         options?: never;
@@ -38,7 +415,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description `GET /v1/transactions/{tx_id}`. */
+        /** `GET /v1/transactions/{tx_id}`. */
         get: operations["get_one"];
         put?: never;
         post?: never;
@@ -57,25 +434,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description QUEUED: cancelled at once, no nonce used. ALLOCATED (signed), TRACKING, STUCK: the leader replaces it with a 0-value self-transfer at its nonce; it ends CANCELLED if that is final, CONFIRMED if the original wins. */
+        /**
+         * `POST /v1/transactions/{tx_id}/cancel`.
+         * @description QUEUED: cancelled at once, no nonce used. ALLOCATED (signed), TRACKING, STUCK: the leader replaces it with a 0-value self-transfer at its nonce; it ends CANCELLED if that is final, CONFIRMED if the original wins.
+         */
         post: operations["cancel"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/transactions/{tx_id}/speedup": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /** @description TRACKING or STUCK, not mined: the leader signs a fee bump now, within the caps. */
-        post: operations["speedup"];
         delete?: never;
         options?: never;
         head?: never;
@@ -91,7 +454,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description TRACKING or STUCK, not mined: the leader re-broadcasts the newest attempt's identical bytes now. */
+        /**
+         * `POST /v1/transactions/{tx_id}/rebroadcast`.
+         * @description TRACKING or STUCK, not mined: the leader re-broadcasts the newest attempt's identical bytes now.
+         */
         post: operations["rebroadcast"];
         delete?: never;
         options?: never;
@@ -108,7 +474,12 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description STUCK with sub_state nonce_consumed_externally (a transaction that is not ours took its nonce; it never executed): back to QUEUED at once, sent again with a fresh nonce. */
+        /**
+         * `POST /v1/transactions/{tx_id}/requeue`: an intent whose nonce a
+         *     transaction that is not ours consumed (STUCK, `nonce_consumed_externally`)
+         *     is sent again with a fresh nonce.
+         * @description STUCK with sub_state nonce_consumed_externally (a transaction that is not ours took its nonce; it never executed): back to QUEUED at once, sent again with a fresh nonce.
+         */
         post: operations["requeue"];
         delete?: never;
         options?: never;
@@ -116,17 +487,20 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/completions": {
+    "/v1/transactions/{tx_id}/speedup": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** @description Every terminal transition and every entry into STUCK (and, with `funds=true`, every balance crossing of a submitter's `min_balance`), in commit order; long-polls up to `wait` when nothing is new. A page also ends once its items reach `http.page_max_bytes` of JSON; `next_after` continues after its last row. */
-        get: operations["feed"];
+        get?: never;
         put?: never;
-        post?: never;
+        /**
+         * `POST /v1/transactions/{tx_id}/speedup`.
+         * @description TRACKING or STUCK, not mined: the leader signs a fee bump now, within the caps.
+         */
+        post: operations["speedup"];
         delete?: never;
         options?: never;
         head?: never;
@@ -141,13 +515,17 @@ export interface components {
         ActionAccepted: {
             /** @description `cancel` | `speedup` | `rebroadcast` | `requeue`. */
             action: string;
-            /** @description The state after the request (CANCELLED when done; the current state
-             *     when unchanged). */
+            /**
+             * @description The state after the request (CANCELLED when done; the current state
+             *     when unchanged).
+             */
             state: components["schemas"]["TxState"];
-            /** @description `done` (a QUEUED intent was cancelled, or an intent requeued),
+            /**
+             * @description `done` (a QUEUED intent was cancelled, or an intent requeued),
              *     `requested` (the leader acts next; answered 202) or `unchanged` (a
-             *     cancel of an intent already being cancelled: nothing was recorded;
-             *     answered 200). */
+             *     cancel of an intent already being cancelled or already CANCELLED:
+             *     nothing was recorded; answered 200).
+             */
             status: string;
             /**
              * Format: uuid
@@ -157,13 +535,243 @@ export interface components {
         };
         /** @description Optional body of an action. */
         ActionBody: {
-            /** @description Why (kept in the audit log), up to 500 characters, no control
-             *     characters other than line breaks and tabs. */
+            /**
+             * @description Why (kept in the audit log), up to 500 characters, no control
+             *     characters other than line breaks and tabs.
+             */
             reason?: string | null;
         };
-        /** @description One completion as the feed serves it: a transaction's (with `tx_id`) or a
+        /** @description Answer of an operator action. */
+        ActionView: {
+            /** @description `restart` or `unprotect`. */
+            action: string;
+            /**
+             * Format: int64
+             * @description For unprotect: the cursor's next nonce after resync.
+             */
+            next_nonce?: number | null;
+            /** @description The node that did it. */
+            node_id: string;
+            /** @description For unprotect: the cleared reason. */
+            previous_reason?: string | null;
+            /** @description The submitter acted on. */
+            submitter: string;
+        };
+        /** @description One SubmitterActor in `GET /v1/ops/actors`. */
+        ActorView: {
+            /**
+             * @description Last balance read by the leader on this node, in wei (decimal); null
+             *     where no leader with `min_balance` runs.
+             */
+            balance_wei?: string | null;
+            /** @description The chain's name. */
+            chain: string;
+            /**
+             * Format: int64
+             * @description The chain's id.
+             */
+            chain_id: number;
+            /** @description Removed from the configuration; draining. */
+            draining: boolean;
+            /**
+             * Format: int64
+             * @description Fencing token of the held lease (0 when not leader).
+             */
+            fencing_token: number;
+            /** @description The balance read was below `min_balance`. */
+            funds_low?: boolean | null;
+            /**
+             * @description The lowest unmined nonce is STUCK, so every later nonce waits behind
+             *     it on chain (reported by the leader; false on other nodes).
+             */
+            head_of_line_blocked: boolean;
+            /**
+             * Format: int64
+             * @description ALLOCATED / TRACKING / STUCK intents (database).
+             */
+            in_flight: number;
+            /** @description Creates waiting to be persisted. */
+            ingress_depth: number;
+            /** @description Last error reported by the actor or the supervisor. */
+            last_error?: string | null;
+            /**
+             * Format: int64
+             * @description Milliseconds of lease left by the local clock, while leader.
+             */
+            lease_time_left_ms?: number | null;
+            /** @description Messages queued for the actor. */
+            mailbox_depth: number;
+            /**
+             * Format: int32
+             * @description Current `max_in_flight`.
+             */
+            max_in_flight: number;
+            /** @description The configured `min_balance`, in wei (decimal); null when not monitored. */
+            min_balance_wei?: string | null;
+            /**
+             * Format: int64
+             * @description Age in milliseconds of the oldest open intent.
+             */
+            oldest_pending_age_ms?: number | null;
+            paused?: components["schemas"]["PausedView"] | null;
+            /** @description PROTECT reason, when protected. */
+            protect_reason?: string | null;
+            /**
+             * Format: int64
+             * @description QUEUED intents (database).
+             */
+            queued: number;
+            /**
+             * Format: int32
+             * @description Supervisor restarts.
+             */
+            restarts: number;
+            /** @description idle | leader | standby | protected | stopping | failed. */
+            role: string;
+            /** @description An actor runs for this submitter here. */
+            running: boolean;
+            /** @description Where the submitter's key lives: `env`, `keystore`, `remote` or `aws_kms`. */
+            signer_kind: string;
+            spend?: components["schemas"]["SpendView"] | null;
+            /**
+             * Format: int64
+             * @description STUCK intents (database).
+             */
+            stuck: number;
+            /** @description Lower-case `0x` address. */
+            submitter: string;
+        };
+        /** @description `GET /v1/ops/actors`. */
+        ActorsView: {
+            /** @description Each chain this node serves: its supervisor and tracking pools. */
+            chains: components["schemas"]["ChainActorsView"][];
+            /**
+             * @description This process's instance id: drawn at start, part of the lease owner
+             *     identity (node id + instance); a restart gets a new one.
+             */
+            instance: string;
+            /** @description This node. */
+            node_id: string;
+            /** @description Every submitter known to this node, chain by chain. */
+            submitters: components["schemas"]["ActorView"][];
+        };
+        /** @description One signed attempt. */
+        AttemptView: {
+            /**
+             * Format: int32
+             * @description 1, 2, … in signing order.
+             */
+            attempt_no: number;
+            /** @description The last answer to its broadcast (endpoints' verdict), if sent. */
+            broadcast_result?: string | null;
+            /**
+             * Format: date-time
+             * @description When it was signed and persisted.
+             */
+            created_at: string;
+            /**
+             * Format: int64
+             * @description Gas limit signed.
+             */
+            gas_limit: number;
+            /** @description Legacy gas price, wei (decimal). */
+            gas_price?: string | null;
+            /** @description `original`, `rebroadcast`, `bump` or `cancel`. */
+            kind: string;
+            /** @description EIP-1559 max fee per gas, wei (decimal). */
+            max_fee_per_gas?: string | null;
+            /** @description EIP-1559 priority fee per gas, wei (decimal). */
+            max_priority_fee_per_gas?: string | null;
+            /**
+             * Format: int64
+             * @description The nonce signed.
+             */
+            nonce: number;
+            /** @description Its hash. */
+            tx_hash: string;
+        };
+        /** @description An operator's action on the transaction. */
+        AuditView: {
+            /** @description What (`cancel`, `speedup`, …). */
+            action: string;
+            /** @description The token's name. */
+            actor: string;
+            /**
+             * Format: date-time
+             * @description When.
+             */
+            at: string;
+            /** @description `started`, `done`, `failed`… */
+            outcome?: string | null;
+            /** @description The operator's reason. */
+            reason?: string | null;
+        };
+        /** @description One chain's subtree in `GET /v1/ops/actors`. */
+        ChainActorsView: {
+            /** @description `[chains.<name>]` (`default` for `[chain]`). */
+            chain: string;
+            /**
+             * Format: int64
+             * @description Its chain id.
+             */
+            chain_id: number;
+            /** @description Its tracking pools. */
+            pools: components["schemas"]["PoolsView"];
+            /** @description The chain's supervisor actor is running. */
+            supervisor_alive: boolean;
+            /**
+             * Format: int32
+             * @description Times the node's root actor started the chain's supervisor (and its
+             *     subtree) again after it ended.
+             */
+            supervisor_restarts: number;
+        };
+        /** @description One chain's endpoints. */
+        ChainEndpointsView: {
+            /** @description The chain's name. */
+            chain: string;
+            /**
+             * Format: int64
+             * @description The chain's id.
+             */
+            chain_id: number;
+            /** @description In configuration order. */
+            endpoints: components["schemas"]["EndpointStatus"][];
+            /**
+             * @description How many read endpoints serve now; the chain is in service while at
+             *     least one does (send-only ones are not counted).
+             */
+            healthy: number;
+        };
+        /**
+         * @description One chain's state as `/readyz` lists it: a chain out of service shows
+         *     here, and takes the node out of service only when no chain is left.
+         */
+        ChainState: {
+            /** @description The chain's name. */
+            chain: string;
+            /**
+             * Format: int64
+             * @description The chain's id.
+             */
+            chain_id: number;
+            /** @description At least one of its RPC endpoints is healthy. */
+            healthy: boolean;
+            /** @description Why not, when it is not. */
+            reason?: string | null;
+        };
+        /** @description `GET /v1/ops/cluster`. */
+        ClusterView: {
+            /** @description Every lease of this chain. */
+            leases: components["schemas"]["LeaseView"][];
+            /** @description Every registered node. */
+            nodes: components["schemas"]["NodeView"][];
+        };
+        /**
+         * @description One completion as the feed serves it: a transaction's (with `tx_id`) or a
          *     submitter's funds event (`LOW_BALANCE` / `BALANCE_RESTORED`, with the
-         *     balance and threshold instead). */
+         *     balance and threshold instead).
+         */
         CompletionRow: {
             /** @description Funds events: the balance read, in wei (decimal string). */
             balance_wei?: string | null;
@@ -195,8 +803,10 @@ export interface components {
             reason?: string | null;
             /** @description The caller's idempotency key, if it gave one. */
             request_id?: string | null;
-            /** @description The event: the state entered — a terminal state, or STUCK (which may
-             *     still confirm later, and then appears again) — or a funds event. */
+            /**
+             * @description The event: the state entered — a terminal state, or STUCK (which may
+             *     still confirm later, and then appears again) — or a funds event.
+             */
             state: components["schemas"]["FeedEvent"];
             /** @description The submitter's address, lower-case `0x` hex. */
             submitter: string;
@@ -211,6 +821,7 @@ export interface components {
         /**
          * @description The create body as sent. Unknown fields are refused so that a misspelt
          *     optional field (`gasLimit`) is an error rather than silently ignored.
+         *     Absent optional fields are not written, so the daemon's defaults apply.
          * @example {
          *       "request_id": "order-42",
          *       "submitter": "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
@@ -225,25 +836,28 @@ export interface components {
              *     serves several chains.
              */
             chain_id?: number | null;
-            /** @description Call data or init code, `0x` hex of even length, at most
-             *     `http.data_limit_bytes` decoded; absent = empty. */
+            /**
+             * @description Call data or init code, `0x` hex of even length, at most
+             *     `http.data_limit_bytes` decoded; absent = empty.
+             */
             data?: string | null;
             /**
              * Format: int64
              * @description Fixed gas limit; absent = estimated by the engine.
              */
             gas_limit?: number | null;
-            /** @description EIP-1559 max fee per gas in wei, at most 2^128-1. */
             max_fee_per_gas?: components["schemas"]["WeiString"] | null;
-            /** @description EIP-1559 max priority fee per gas in wei, at most 2^128-1 and at
-             *     most `max_fee_per_gas`. */
             max_priority_fee_per_gas?: components["schemas"]["WeiString"] | null;
-            /** @description Send only to the chain's send-only endpoints (a private mempool),
+            /**
+             * @description Send only to the chain's send-only endpoints (a private mempool),
              *     never to the public ones; default false (or the submitter's
-             *     `private_sends`). */
+             *     `private_sends`).
+             */
             private?: boolean | null;
-            /** @description Idempotency key, 1 to 256 characters without control characters;
-             *     alternatively the `Idempotency-Key` header. */
+            /**
+             * @description Idempotency key, 1 to 256 characters without control characters;
+             *     alternatively the `Idempotency-Key` header.
+             */
             request_id?: string | null;
             /** @description Signing address, `0x` hex; mixed case must be a valid EIP-55 checksum. */
             submitter: string;
@@ -257,10 +871,12 @@ export interface components {
              *     at most `http.max_valid_for` ahead.
              */
             valid_until?: string | null;
-            /** @description Wei to send, at most 2^256-1; absent = 0. */
             value?: components["schemas"]["WeiString"] | null;
         };
-        /** @description Answer to a create: 202 when new, 200 on a replay. */
+        /**
+         * @description Answer to a create: 202 when new, 200 on a replay (the same request id
+         *     with the same content).
+         */
         CreatedBody: {
             /**
              * Format: int64
@@ -279,15 +895,139 @@ export interface components {
              */
             tx_id: string;
         };
+        /** @description `GET /v1/ops/database`. */
+        DatabaseView: {
+            /** @description History retention. */
+            retention: components["schemas"]["RetentionView"];
+            /** @description Every table, largest first. */
+            tables: components["schemas"]["TableView"][];
+        };
+        /** @description One dead letter as the ops view lists it. */
+        DeadLetter: {
+            /**
+             * Format: int32
+             * @description Attempts made.
+             */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When it was given up on.
+             */
+            created_at: string;
+            /** @description The delivery id the receiver saw. */
+            delivery_id: string;
+            /**
+             * Format: int64
+             * @description Pass to `redeliver` as `id`.
+             */
+            id: number;
+            /** @description What went wrong last. */
+            last_error: string;
+            /**
+             * Format: int32
+             * @description Last HTTP status, when there was an answer.
+             */
+            last_status?: number | null;
+            /** @description True while a redelivery is asked for and not yet made. */
+            redelivery_pending: boolean;
+            /** @description The webhook it belongs to. */
+            webhook: string;
+        };
+        /** @description A webhook delivery of one of its feed rows that failed for good. */
+        DeadLetterView: {
+            /**
+             * Format: int32
+             * @description Attempts made.
+             */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description Delivered later by a redeliver.
+             */
+            delivered_at?: string | null;
+            /**
+             * Format: int64
+             * @description The feed row.
+             */
+            feed_seq: number;
+            /** @description The last error. */
+            last_error: string;
+            /**
+             * Format: int32
+             * @description The last HTTP status, if any.
+             */
+            last_status?: number | null;
+            /** @description The webhook. */
+            webhook: string;
+        };
+        /** @description One endpoint's state, as the ops view and readiness show it. */
+        EndpointStatus: {
+            /**
+             * Format: int64
+             * @description While its refusal of a JSON-RPC batch holds
+             *     (`chain.batch_refusal_backoff`): the seconds left before a batch is
+             *     tried again; the chain sends one request per transaction meanwhile.
+             *     Null when batches go out.
+             */
+            batches_refused_secs_left?: number | null;
+            /**
+             * Format: int32
+             * @description Consecutive transport failures.
+             */
+            consecutive_failures: number;
+            /**
+             * Format: int64
+             * @description Head at the last probe.
+             */
+            head?: number | null;
+            /** @description Serves reads and sends. */
+            healthy: boolean;
+            /**
+             * Format: int64
+             * @description Blocks behind the best head at the last probe.
+             */
+            lag: number;
+            /** @description The last transport failure (URL-free). */
+            last_error?: string | null;
+            /** @description Configured name. */
+            name: string;
+            /** @description Reads (and the `newHeads` subscription) go to this endpoint now. */
+            reads: boolean;
+            /**
+             * @description Why it is out of service: `unverified` (chain id not confirmed yet),
+             *     `failing` (consecutive transport failures) or `lagging` (head behind).
+             */
+            reason?: string | null;
+            /**
+             * @description Only sent to (`role = "send_only"`): never read from nor probed;
+             *     `healthy` is then whether its last send got an answer.
+             */
+            send_only: boolean;
+            /**
+             * Format: int64
+             * @description Seconds since it became healthy or unhealthy.
+             */
+            since_secs: number;
+            /** @description `scheme://host[:port]` only (paths and queries carry API keys). */
+            url: string;
+        };
+        /** @description Body of `GET /v1/ops/endpoints`. */
+        EndpointsView: {
+            /** @description Each chain's endpoints, chain by chain. */
+            chains: components["schemas"]["ChainEndpointsView"][];
+            /** @description Every chain's endpoints together, in chain and configuration order. */
+            endpoints: components["schemas"]["EndpointStatus"][];
+            /** @description How many serve now, every chain together. */
+            healthy: number;
+        };
         /** @description Inside [`ErrorResponse`]. */
         ErrorDetail: {
-            /**
-             * @description Stable machine code; clients branch on it.
-             * @enum {string}
-             */
+            /** @enum {string} */
             code: "invalid_request" | "missing_field" | "unauthorized" | "forbidden" | "policy_violation" | "not_found" | "aged_out" | "method_not_allowed" | "idempotency_conflict" | "invalid_state" | "not_leader" | "chain_not_served" | "payload_too_large" | "unsupported_media_type" | "misdirected_request" | "unknown_submitter" | "submitter_protected" | "paused" | "overloaded" | "rate_limited" | "invalid_config" | "internal" | "unavailable" | "busy";
-            /** @description The body field, query parameter, header-backed field or path segment
-             *     at fault, when known. */
+            /**
+             * @description The body field, query parameter, header-backed field or path segment
+             *     at fault, when known.
+             */
             field?: string | null;
             /** @description Every problem of a rejected configuration (`invalid_config` only). */
             issues?: components["schemas"]["ErrorIssue"][] | null;
@@ -297,6 +1037,12 @@ export interface components {
             owner?: string | null;
             /** @description The policy rule that refused the request (`policy_violation` only). */
             rule?: string | null;
+            /**
+             * Format: uuid
+             * @description The intent that holds the request id (`idempotency_conflict` only):
+             *     a client that lost the first answer reads it by this id.
+             */
+            tx_id?: string | null;
         };
         /** @description One problem of a rejected configuration. */
         ErrorIssue: {
@@ -307,6 +1053,7 @@ export interface components {
         };
         /** @description The body of every error answer: `{"error": {...}}`. */
         ErrorResponse: {
+            /** @description What went wrong. */
             error: components["schemas"]["ErrorDetail"];
         };
         /**
@@ -318,23 +1065,261 @@ export interface components {
         FeedPage: {
             /** @description The rows, in feed order. */
             items: components["schemas"]["CompletionRow"][];
-            /** @description Pass as `after` next time. The last item's cursor, or the `after` given
-             *     when nothing was ready; `null` only when nothing was ever served. */
+            /**
+             * @description Pass as `after` next time. The last item's cursor, or the `after` given
+             *     when nothing was ready; `null` only when nothing was ever served.
+             */
             next_after?: string | null;
         };
-        /** @description One page of a listing: each item already serialised, so the page's
-         *     byte budget is measured on exactly what is sent. */
+        /** @description One feed row of the transaction. */
+        FeedRowView: {
+            /**
+             * Format: date-time
+             * @description When it was written.
+             */
+            completed_at: string;
+            /** @description Why, for anything but CONFIRMED. */
+            reason?: string | null;
+            /**
+             * Format: int64
+             * @description Its sequence number in the feed.
+             */
+            seq: number;
+            /** @description CONFIRMED, FAILED_FINAL, REJECTED, CANCELLED, STUCK or REORGED_OUT. */
+            state: string;
+        };
+        /** @description Body of `/healthz` and `/readyz`. */
+        HealthView: {
+            /**
+             * @description `/readyz`: each chain's state (a chain out of service shows here
+             *     without taking the node out of service while another chain serves).
+             */
+            chains?: components["schemas"]["ChainState"][];
+            /** @description Why not ready (empty when ready). */
+            reasons: string[];
+            /** @description `ok` or `not_ready`. */
+            status: string;
+        };
+        /** @description Body of `GET /v1/ops/history`. */
+        HistoryView: {
+            /**
+             * Format: int64
+             * @description Seconds between samples.
+             */
+            interval_seconds: number;
+            /** @description Oldest first, up to an hour. */
+            samples: components["schemas"]["NodeSample"][];
+            /**
+             * @description Submitters with a history (`GET /v1/ops/history/submitters/{address}`),
+             *     most recently active first.
+             */
+            submitters: string[];
+        };
+        /** @description One lease in `GET /v1/ops/cluster`. */
+        LeaseView: {
+            /** @description The chain's name. */
+            chain: string;
+            /**
+             * Format: int64
+             * @description The chain's id.
+             */
+            chain_id: number;
+            /** @description Expired (or released). */
+            expired: boolean;
+            /**
+             * Format: int64
+             * @description Milliseconds until expiry (0 when expired).
+             */
+            expires_in_ms: number;
+            /**
+             * Format: int64
+             * @description The fencing token.
+             */
+            fencing_token: number;
+            /** @description The holder's (or last holder's) node id. */
+            owner: string;
+            /** @description The holder's instance id (empty for leases from before instances). */
+            owner_instance: string;
+            /**
+             * @description The node this submitter's lease should be on (lease balancing, as
+             *     the answering node sees the cluster); null when balancing is off or
+             *     no node has settled yet.
+             */
+            preferred_node?: string | null;
+            /** @description The submitter. */
+            submitter: string;
+        };
+        /** @description The node's numbers over one sample period. */
+        NodeSample: {
+            /**
+             * Format: double
+             * @description Median create acknowledgement of this node, milliseconds.
+             */
+            ack_p50_ms?: number | null;
+            /**
+             * Format: double
+             * @description 99th percentile create acknowledgement, milliseconds.
+             */
+            ack_p99_ms?: number | null;
+            /**
+             * Format: int64
+             * @description End of the period, Unix seconds.
+             */
+            at: number;
+            /**
+             * Format: int64
+             * @description Transactions CONFIRMED in the period (the cluster's, served chains).
+             */
+            confirmations: number;
+            /**
+             * Format: int64
+             * @description Creates this node accepted (202) in the period.
+             */
+            creates: number;
+            /**
+             * Format: int64
+             * @description Intents holding a nonce at the end of the period (ALLOCATED,
+             *     TRACKING, STUCK).
+             */
+            in_flight: number;
+            /**
+             * Format: int64
+             * @description QUEUED intents at the end of the period.
+             */
+            queued: number;
+            /**
+             * Format: int64
+             * @description This node's RPC calls that failed in the period.
+             */
+            rpc_errors: number;
+        };
+        /** @description One node in `GET /v1/ops/cluster`. */
+        NodeView: {
+            /** @description Heartbeat younger than 3 × `node.heartbeat_interval`. */
+            alive: boolean;
+            /**
+             * Format: int64
+             * @description Milliseconds since its last heartbeat (database clock).
+             */
+            heartbeat_age_ms: number;
+            /** @description Its HTTP address. */
+            http_addr?: string | null;
+            /** @description Instance id of the process registered under it. */
+            instance: string;
+            /** @description Node id. */
+            node_id: string;
+            /** @description Its version. */
+            version: string;
+        };
+        /**
+         * @description One page of a listing: each item already serialised, so the page's
+         *     byte budget is measured on exactly what is sent.
+         */
         Page: {
             /** @description In acceptance order. */
             items: components["schemas"]["TxView"][];
             /** @description Pass as `after` for the next page; `null` on the last page. */
             next?: string | null;
         };
+        /** @description Body of a pause or a resume. */
+        PauseBody: {
+            /**
+             * @description Why (audited): 1 to 1000 characters (surrounding blanks ignored), no
+             *     control characters other than line breaks and tabs.
+             */
+            reason: string;
+        };
+        /** @description Answer of a pause or a resume. */
+        PauseView: {
+            /** @description `pause` or `resume`. */
+            action: string;
+            /**
+             * Format: int64
+             * @description Its chain id.
+             */
+            chain_id: number;
+            /** @description While paused: re-broadcasts and fee bumps of in-flight intents stop too. */
+            halt_resubmits: boolean;
+            /** @description The node that took the request. */
+            node_id: string;
+            /** @description Paused now. */
+            paused: boolean;
+            /** @description The reason of the pause this replaced or lifted, if there was one. */
+            previous_reason?: string | null;
+            /** @description The submitter. */
+            submitter: string;
+        };
+        /** @description A submitter's pause in `GET /v1/ops/actors`. */
+        PausedView: {
+            /** @description Creates are accepted meanwhile (they wait QUEUED); false: 423 `paused`. */
+            accepts_creates: boolean;
+            /** @description Re-broadcasts and fee bumps of in-flight intents stop too. */
+            halt_resubmits: boolean;
+            /** @description Who paused it (the token's name; `config` for the configuration). */
+            paused_by: string;
+            /** @description Why. */
+            reason: string;
+            /** @description `api` (an operator's pause, cluster-wide) or `config` (`paused = true`). */
+            source: string;
+        };
+        /** @description The tracking pools in `GET /v1/ops/actors`. */
+        PoolsView: {
+            /**
+             * @description The head watcher and every pool worker, children of the supervisor:
+             *     a restart count above zero means one failed and was spawned again.
+             */
+            actors: components["schemas"]["TrackerActorView"][];
+            /**
+             * Format: int64
+             * @description Newest head every finality worker processed.
+             */
+            finality_head: number;
+            /**
+             * Format: int64
+             * @description Milliseconds the oldest of them has waited.
+             */
+            finality_oldest_ms: number;
+            /** @description Heads / reorgs waiting for the finality workers. */
+            finality_queue_depth: number;
+            /** @description Finality workers. */
+            finality_workers: number;
+            /**
+             * Format: int64
+             * @description Newest block the head watcher processed.
+             */
+            head: number;
+            /** @description Attempt hashes the receipt matcher watches. */
+            receipt_index_size: number;
+            /**
+             * Format: int64
+             * @description Milliseconds the oldest of them has waited.
+             */
+            receipt_oldest_ms: number;
+            /** @description Blocks waiting for the receipt matchers. */
+            receipt_queue_depth: number;
+            /** @description Receipt matcher workers. */
+            receipt_workers: number;
+            /**
+             * Format: int64
+             * @description Milliseconds the most overdue resubmit timer has waited past its due
+             *     time (0 when none is overdue; grows when the actors fall behind).
+             */
+            resubmit_oldest_overdue_ms: number;
+            /**
+             * Format: int64
+             * @description Resubmit timers armed (accepted, unmined intents of the leaders here).
+             */
+            resubmit_queue_depth: number;
+            /** @description Resubmit timer workers. */
+            resubmit_workers: number;
+        };
         /** @description `GET /v1/transactions`: one transaction (by `request_id`) or a page. */
         QueryAnswer: components["schemas"]["TxView"] | components["schemas"]["Page"];
-        /** @description The parts of a receipt a client needs. Fields read from the stored receipt
+        /**
+         * @description The parts of a receipt a client needs. Fields read from the stored receipt
          *     JSON are `None` when absent or unreadable: the receipt is the chain's
-         *     document, and a surprising encoding must not make the transaction unreadable. */
+         *     document, and a surprising encoding must not make the transaction unreadable.
+         */
         ReceiptView: {
             /** @description Hash of that block. */
             block_hash: string;
@@ -357,18 +1342,252 @@ export interface components {
             status?: number | null;
         };
         /**
-         * @description Why an intent is where it is, beyond its [`TxState`](super::TxState).
+         * @description Body of `POST /v1/ops/webhooks/{name}/redeliver`: exactly one of `id`
+         *     and `all`.
+         */
+        RedeliverBody: {
+            /** @description `true`: every open dead letter of the webhook. */
+            all?: boolean | null;
+            /**
+             * Format: int64
+             * @description One dead letter, by the `id` `GET /v1/ops/webhooks` lists.
+             */
+            id?: number | null;
+        };
+        /** @description Answer of a redeliver request. */
+        RedeliverView: {
+            /**
+             * Format: int64
+             * @description Dead letters queued for redelivery.
+             */
+            queued: number;
+            /** @description The webhook. */
+            webhook: string;
+        };
+        /** @description What a reload changed. */
+        ReloadReport: {
+            /** @description Submitters started. */
+            added: string[];
+            /** @description Chains started and served (their submitters with them). */
+            chains_added: string[];
+            /** @description Chains no longer served: their actors drained, their rows kept. */
+            chains_removed: string[];
+            /** @description Submitters draining (new creates get 422; the actor stops when idle). */
+            removed: string[];
+            /** @description Node-level keys that changed but take effect only after a restart. */
+            restart_required: string[];
+            /** @description Submitters whose signer changed: needs a restart of the node. */
+            signer_changed: string[];
+            /** @description Submitters whose settings changed and were pushed into the running actors. */
+            updated: string[];
+            /** @description The webhooks now configured, when `[[webhooks]]` changed (applied at once). */
+            webhooks: string[];
+        };
+        /** @description History retention's progress. */
+        RetentionView: {
+            /**
+             * @description Retention is behind: the oldest final intent is older than
+             *     `retain` + a day (a webhook or dead letter may hold rows, or rounds
+             *     fail; the log and `txmgr_history_retention_rounds_total` say which).
+             */
+            behind: boolean;
+            /**
+             * Format: date-time
+             * @description When that pass ended.
+             */
+            completed_at?: string | null;
+            /**
+             * Format: date-time
+             * @description The cutoff of the last pass that reached its end: every removable
+             *     intent created before it is gone, and a missing id older than it
+             *     answers 404 `aged_out`.
+             */
+            completed_cutoff?: string | null;
+            /**
+             * Format: date-time
+             * @description When the last round ran (any node).
+             */
+            last_round_at?: string | null;
+            /**
+             * Format: int64
+             * @description Intents the last round removed.
+             */
+            last_round_intents: number;
+            /** @description The node that ran it. */
+            last_round_node?: string | null;
+            /**
+             * Format: date-time
+             * @description When the oldest final intent still stored was created.
+             */
+            oldest_final_created_at?: string | null;
+            /**
+             * Format: date-time
+             * @description The running pass's cutoff: intents created before it are being
+             *     removed (null between passes).
+             */
+            pass_cutoff?: string | null;
+            /**
+             * Format: int64
+             * @description Intents removed since the schema was created.
+             */
+            removed_total: number;
+            /**
+             * Format: int64
+             * @description `history.retain` of the answering node in seconds (0: every intent
+             *     is kept).
+             */
+            retain_seconds: number;
+        };
+        /** @description A submitter's spend window in `GET /v1/ops/actors` (README "Guardrails"). */
+        SpendView: {
+            /** @description `spend_limit.fees`, wei (decimal); absent when fees are not limited. */
+            fees_limit_wei?: string | null;
+            /**
+             * @description The part of `fees_spent_wei` still reserved (not trued up by a
+             *     receipt yet), wei (decimal).
+             */
+            fees_reserved_wei: string;
+            /**
+             * @description Wei of fees counted in the window now (decimal): paid, or reserved
+             *     at the worst case for intents without a receipt yet.
+             */
+            fees_spent_wei: string;
+            /** @description `spend_limit.value`, wei (decimal); absent when only fees are limited. */
+            limit_wei?: string | null;
+            /** @description Wei of `value` drawn in the window now (decimal). */
+            spent_wei: string;
+            /**
+             * Format: int64
+             * @description Intents QUEUED waiting for room.
+             */
+            waiting: number;
+            /** @description `spend_limit.window`, e.g. `24h`. */
+            window: string;
+        };
+        /**
+         * @description Why an intent is where it is, beyond its [`TxState`](crate::TxState).
          *     Serialised (API, JSON) as the same text it is stored as.
          * @enum {string}
          */
         SubState: "awaiting_receipt" | "mined" | "reorged" | "fee_bumped" | "cancelling" | "fee_cap_reached" | "cancel_at_fee_cap" | "stuck_stuck_after" | "stuck_max_resubmits" | "nonce_consumed_externally" | "cancelled_by_operator" | "requeued_by_operator" | "filler" | "filler_not_included" | "expired" | "spend_limited" | "paused";
+        /** @description Body of `GET /v1/ops/history/submitters/{address}`. */
+        SubmitterHistoryView: {
+            /**
+             * Format: int64
+             * @description Seconds between samples.
+             */
+            interval_seconds: number;
+            /** @description Oldest first. */
+            samples: components["schemas"]["SubmitterSample"][];
+            /** @description The submitter (lower-case `0x` hex). */
+            submitter: string;
+        };
+        /** @description One submitter's numbers over one sample period. */
+        SubmitterSample: {
+            /**
+             * Format: int64
+             * @description End of the period, Unix seconds.
+             */
+            at: number;
+            /**
+             * Format: int64
+             * @description Its transactions CONFIRMED.
+             */
+            confirmations: number;
+            /**
+             * Format: int64
+             * @description Its creates this node accepted.
+             */
+            creates: number;
+            /**
+             * Format: int64
+             * @description Its intents holding a nonce at the end of the period.
+             */
+            in_flight: number;
+            /**
+             * Format: int64
+             * @description Its QUEUED intents at the end of the period.
+             */
+            queued: number;
+        };
+        /** @description One table. */
+        TableView: {
+            /**
+             * Format: int64
+             * @description Dead row versions waiting for vacuum.
+             */
+            dead_rows: number;
+            /**
+             * Format: int64
+             * @description Bytes of the table's pages.
+             */
+            heap_bytes: number;
+            /**
+             * Format: int64
+             * @description Bytes of its indexes.
+             */
+            index_bytes: number;
+            /** @description The largest index and its bytes. */
+            largest_index?: string | null;
+            /**
+             * Format: date-time
+             * @description When autovacuum last vacuumed it.
+             */
+            last_autovacuum?: string | null;
+            /**
+             * Format: int64
+             * @description Rows (PostgreSQL's estimate as of the last vacuum or analyze).
+             */
+            rows: number;
+            /** @description Table name. */
+            table: string;
+            /**
+             * Format: int64
+             * @description Bytes of its TOAST table.
+             */
+            toast_bytes: number;
+        };
+        /** @description One tracking actor in `GET /v1/ops/actors`. */
+        TrackerActorView: {
+            /** @description `head_watcher` | `receipt_worker` | `finality_worker` | `resubmit_worker`. */
+            actor: string;
+            /**
+             * Format: int32
+             * @description Times the supervisor restarted it since the node started.
+             */
+            restarts: number;
+            /** @description An actor runs in this slot now (false while its restart waits). */
+            running: boolean;
+            /** @description Its slot in its pool (0 for the head watcher). */
+            slot: number;
+        };
+        /** @description Body of `GET /v1/ops/transactions/{key}`. */
+        TxDetailView: {
+            /** @description Every signed attempt, in signing order. */
+            attempts: components["schemas"]["AttemptView"][];
+            /** @description Operators' actions on it: the newest 50, oldest first. */
+            audit: components["schemas"]["AuditView"][];
+            /**
+             * Format: int64
+             * @description How many actions it has in all (more than `audit` holds when over 50).
+             */
+            audit_total: number;
+            /** @description Deliveries of those rows that failed for good. */
+            dead_letters: components["schemas"]["DeadLetterView"][];
+            /** @description Its feed rows (what webhooks deliver), in feed order. */
+            feed: components["schemas"]["FeedRowView"][];
+            /** @description The transaction, as `GET /v1/transactions/{tx_id}` answers it. */
+            transaction: components["schemas"]["TxView"];
+        };
         /**
          * @description Lifecycle state of a managed transaction (an intent).
          * @enum {string}
          */
         TxState: "QUEUED" | "ALLOCATED" | "TRACKING" | "STUCK" | "CONFIRMED" | "FAILED_FINAL" | "REJECTED" | "CANCELLED";
-        /** @description One managed transaction as the API shows it — exactly the `GET
-         *     /v1/transactions/{tx_id}` shape, plus the intent's `data`. */
+        /**
+         * @description One managed transaction as the API shows it — exactly the `GET
+         *     /v1/transactions/{tx_id}` shape, plus the intent's `data`.
+         */
         TxView: {
             /**
              * Format: int64
@@ -381,16 +1600,16 @@ export interface components {
              */
             chain_id: number;
             /**
-             * Format: date-time
-             * @description When the intent reached a final receipt.
-             */
-            confirmed_at?: string | null;
-            /**
              * Format: int64
              * @description Blocks on top of the receipt's block, itself included, by the head
              *     this node has seen; `null` without a receipt or a known head.
              */
             confirmations?: number | null;
+            /**
+             * Format: date-time
+             * @description When the intent reached a final receipt.
+             */
+            confirmed_at?: string | null;
             /**
              * Format: date-time
              * @description When the intent was accepted.
@@ -407,13 +1626,11 @@ export interface components {
              * @description The nonce, once allocated.
              */
             nonce?: number | null;
-            /** @description The receipt of the mined attempt, once there is one. */
             receipt?: components["schemas"]["ReceiptView"] | null;
             /** @description The caller's idempotency key. */
             request_id?: string | null;
             /** @description Lifecycle state. */
             state: components["schemas"]["TxState"];
-            /** @description Finer detail within the state (`awaiting_receipt`, `mined`, ...). */
             sub_state?: components["schemas"]["SubState"] | null;
             /** @description The submitter's address, lower-case `0x` hex. */
             submitter: string;
@@ -434,8 +1651,83 @@ export interface components {
             /** @description Wei sent, as a decimal string (uint256 does not fit a JSON number). */
             value: string;
         };
-        /** @description An amount of wei exactly as the client wrote it; only a JSON string
-         *     deserialises into it, so numbers fail with a message that says why. */
+        /** @description Body of `POST /v1/ops/submitters/{address}/unprotect`. */
+        UnprotectBody: {
+            /**
+             * @description Why the operator clears PROTECT (audited): 1 to 1000 characters
+             *     (surrounding blanks ignored), no control characters other than line
+             *     breaks and tabs.
+             */
+            reason: string;
+        };
+        /** @description One webhook as the ops view shows it (database view: any node answers). */
+        WebhookStatus: {
+            /** @description The durable position: every event up to it was delivered or dead-lettered. */
+            cursor: string;
+            /**
+             * Format: int64
+             * @description Dead letters not redelivered.
+             */
+            dead_letters: number;
+            /**
+             * Format: int64
+             * @description Events delivered (2xx) since the webhook was first configured.
+             */
+            delivered: number;
+            /**
+             * Format: int64
+             * @description Attempts that failed (timeouts, errors, non-2xx).
+             */
+            failed_attempts: number;
+            /**
+             * Format: int64
+             * @description Feed events after the cursor (not all of them may be for this
+             *     webhook), counted up to [`LAG_COUNT_CAP`]: that value means "at least".
+             */
+            lag_events: number;
+            /**
+             * Format: double
+             * @description Age in seconds of the oldest event after the cursor (0 when none).
+             */
+            lag_seconds: number;
+            /**
+             * Format: date-time
+             * @description Last 2xx.
+             */
+            last_delivered_at?: string | null;
+            /** @description The last failure seen. */
+            last_error?: string | null;
+            /** @description True while that node's lease is live. */
+            lease_live: boolean;
+            /** @description `[[webhooks]].name`. */
+            name: string;
+            /** @description The node delivering (or that last delivered) for it. */
+            owner_node?: string | null;
+        };
+        /** @description Body of `GET /v1/ops/webhooks`. */
+        WebhooksView: {
+            /**
+             * @description The oldest open dead letters of all webhooks (at most 100); for a
+             *     token limited to some submitters, only those of their events.
+             */
+            dead_letters: components["schemas"]["DeadLetter"][];
+            /**
+             * @description Every webhook that has started delivering, by name; empty for a
+             *     token limited to some submitters (a status counts every
+             *     submitter's events and quotes their last error).
+             */
+            webhooks: components["schemas"]["WebhookStatus"][];
+        };
+        /**
+         * @description An amount of wei exactly as the client wrote it, decimal (`"1000"`) or
+         *     `0x` hex; only a JSON string deserialises into it, so numbers fail with a
+         *     message that says why (many clients turn large integers into floats).
+         *
+         *     ```
+         *     use txmgr_api::WeiString;
+         *     assert_eq!(WeiString::from(10u128.pow(15)).0, "1000000000000000");
+         *     ```
+         */
         WeiString: string;
     };
     responses: never;
@@ -446,21 +1738,1659 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    healthz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the process answers */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HealthView"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    metrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text format 0.0.4 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": unknown;
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured) (when `/metrics` is not public: `http.metrics_public = false`, or unset with tokens configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token is limited to some submitters (the exposition lists every submitter's balance and spend); or forbidden: the token lacks the ops role (when `/metrics` is not public: `http.metrics_public = false`, or unset with tokens configured) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: no metrics recorder in this process; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    page: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the ops dashboard (its data needs an ops token) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    readyz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description ready: database reachable and migrated, and at least one chain with a healthy RPC endpoint (as last checked in the background); `chains` lists each chain's state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HealthView"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not ready, with reasons (also when the last background check is too old); or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HealthView"] | components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    feed: {
+        parameters: {
+            query?: {
+                /** @description only these chains (repeatable; default every chain): a filter on the one feed, whose cursor covers every chain; any chain id, whether or not the answering node serves it */
+                chain_id?: number[];
+                /** @description the `next_after` of the previous page; absent = from the beginning */
+                after?: string;
+                /** @description page size (default 100) */
+                limit?: number;
+                /** @description long poll when nothing is new, e.g. `30s`; at most 60 s and 90 % of `http.request_timeout` */
+                wait?: string;
+                /** @description also serve funds events (LOW_BALANCE, BALANCE_RESTORED: no `tx_id`, with `balance_wei`); default false */
+                funds?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the next completions (possibly none) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedPage"];
+                };
+            };
+            /** @description invalid_request: a bad or unknown parameter (`field` names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: corrupt data; details only in the node's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: the database is unavailable; or busy: `http.max_long_polls` requests wait already and this one would wait too (`Retry-After`); or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    serve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description this document (OpenAPI 3.1) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    actors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description this node's actors and pools */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActorsView"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: a database error; details only in the node's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: no engine in this process, or the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    cluster: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description nodes and leases */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterView"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: a database error; details only in the node's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    database: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description retention and table sizes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatabaseView"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token is limited to some submitters; or forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: a database error; details only in the node's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    endpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description this node's RPC endpoints and their health, chain by chain */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointsView"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    history: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the node's recent history */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HistoryView"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    submitter_history: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the submitter's address */
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the submitter's samples of the last hour */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubmitterHistoryView"];
+                };
+            };
+            /** @description invalid_request: not an address */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no history for this submitter on this node (or none the token may see: a token with an allow-list needs the submitter on every chain served) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    reload: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description applied; what changed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReloadReport"];
+                };
+            };
+            /** @description invalid_config: the file was rejected, every `{key, reason}` in `issues`; the running configuration stays */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token is limited to some submitters; or forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: the audit row could not be written; nothing was done */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: reload is not available in this process, or the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    pause: {
+        parameters: {
+            query?: {
+                /** @description the chain; required when several chains are served */
+                chain_id?: number;
+                /** @description also stop re-broadcasts and fee bumps of in-flight intents (they may then sit unmined in pools until the resume); default false */
+                halt_resubmits?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description the submitter */
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PauseBody"];
+            };
+        };
+        responses: {
+            /** @description paused */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PauseView"];
+                };
+            };
+            /** @description invalid_request: not an address, a bad query parameter, or a missing or bad reason (`field` names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token may not use this submitter (`field` = submitter); or forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unknown_submitter: not configured on this node */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: a database error; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: no engine in this process, or the database is unavailable; nothing was changed; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    restart: {
+        parameters: {
+            query?: {
+                /** @description the chain; required when several chains are served */
+                chain_id?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the submitter */
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description restarted */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionView"];
+                };
+            };
+            /** @description invalid_request: not an address */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token may not use this submitter (`field` = submitter); or forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unknown_submitter: not configured on this node */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: the audit row could not be written; nothing was done */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: no engine in this process, the supervisor did not answer, or the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    resume: {
+        parameters: {
+            query?: {
+                /** @description the chain; required when several chains are served */
+                chain_id?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the submitter */
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PauseBody"];
+            };
+        };
+        responses: {
+            /** @description resumed (or was not paused) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PauseView"];
+                };
+            };
+            /** @description invalid_request: not an address, a bad query parameter, or a missing or bad reason (`field` names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token may not use this submitter (`field` = submitter); or forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unknown_submitter: not configured on this node */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: a database error; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: no engine in this process, or the database is unavailable; nothing was changed; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    unprotect: {
+        parameters: {
+            query?: {
+                /** @description the chain; required when several chains are served */
+                chain_id?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the submitter */
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UnprotectBody"];
+            };
+        };
+        responses: {
+            /** @description PROTECT cleared */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionView"];
+                };
+            };
+            /** @description invalid_request: not an address, or a missing or bad reason (`field` names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token may not use this submitter (`field` = submitter); or forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_leader: another node holds a live lease; `owner` names it */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unknown_submitter: not configured on this node */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: a database error; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: no engine in this process, the supervisor or the chain did not answer, or the database is unavailable; nothing was changed; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    detail: {
+        parameters: {
+            query?: {
+                /** @description the submitter: required with a request id; with a tx id or hash, only a transaction of this submitter */
+                submitter?: string;
+                /** @description the chain: required with a request id when several chains are served; with a tx id or hash, only a transaction of this chain */
+                chain_id?: number;
+            };
+            header?: never;
+            path: {
+                /** @description tx id, attempt hash (0x + 64 hex) or request id */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the transaction and its history */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TxDetailView"];
+                };
+            };
+            /** @description invalid_request: a request id without `submitter`, or a bad or unknown parameter (`field` names it); missing_field: `chain_id` with a request id when several chains are served */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no such transaction (or another submitter's, for a token with an allow-list); aged_out: no transaction with this tx id, and the id is older than history.retain (retention may have removed it) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description every webhook's cursor, lag, failures and dead letters; for a token limited to some submitters, only the dead letters of their events and no statuses */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhooksView"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: a database error; details only in the node's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    redeliver: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the webhook's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedeliverBody"];
+            };
+        };
+        responses: {
+            /** @description queued */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedeliverView"];
+                };
+            };
+            /** @description invalid_request: a bad name, or not exactly one of `id` and `all: true` (`field` names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description forbidden: the token lacks the ops role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no such open dead letter (or no dead letter at all for `all`) of this webhook, among those of the token's submitters */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: the audit row could not be written; nothing was done */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     query: {
         parameters: {
             query: {
                 /** @description only these chains (repeatable; default every chain served); with request_id, required when several chains are served */
-                chain_id?: number[] | null;
+                chain_id?: number[];
                 /** @description the submitter's address */
                 submitter: string;
                 /** @description selects one transaction; not combined with the others */
-                request_id?: string | null;
+                request_id?: string;
                 /** @description only transactions in this state */
-                state?: components["schemas"]["TxState"] | null;
+                state?: components["schemas"]["TxState"];
                 /** @description page size (default 50) */
-                limit?: number | null;
+                limit?: number;
                 /** @description the `next` cursor of the previous page */
-                after?: string | null;
+                after?: string;
             };
             header?: never;
             path?: never;
@@ -524,7 +3454,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own: DNS rebinding */
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
             421: {
                 headers: {
                     [name: string]: unknown;
@@ -542,7 +3472,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests […] retry after `Retry-After` seconds */
+            /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -636,7 +3566,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unsupported_media_type: no `Content-Type: application/json` */
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -645,7 +3575,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description misdirected_request: DNS rebinding guard of a tokenless node */
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
             421: {
                 headers: {
                     [name: string]: unknown;
@@ -681,7 +3611,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unavailable: not persisted in time; retrying with the same request_id is safe; or busy: […] retry after `Retry-After` seconds */
+            /** @description unavailable: not persisted in time; retrying with the same request_id is safe; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -722,7 +3652,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unauthorized */
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
             401: {
                 headers: {
                     /** @description `Bearer realm="txmgr"` */
@@ -742,7 +3672,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -751,7 +3681,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description misdirected_request */
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
             421: {
                 headers: {
                     [name: string]: unknown;
@@ -769,7 +3699,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unavailable: the database is unavailable; or busy […] */
+            /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -780,8 +3710,7 @@ export interface operations {
             };
         };
     };
-    cancel: operations["speedup"];
-    speedup: {
+    cancel: {
         parameters: {
             query?: never;
             header?: never;
@@ -798,7 +3727,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description unchanged: a cancel of an intent already being cancelled (a cancel asked for or sent); nothing recorded, the current state */
+            /** @description unchanged: a cancel of an intent already being cancelled (a cancel asked for or sent) or already CANCELLED; nothing recorded, the current state */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -825,7 +3754,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unauthorized */
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
             401: {
                 headers: {
                     /** @description `Bearer realm="txmgr"` */
@@ -845,7 +3774,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description invalid_state: the state does not allow it (final, mined, no nonce yet); chain_not_served: the transaction's chain is not served by this node */
+            /** @description chain_not_served: the transaction's chain is not served by this node (a reload removed it); nothing was recorded */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -854,7 +3783,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -863,7 +3792,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unsupported_media_type: no `Content-Type: application/json` */
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -872,7 +3801,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description misdirected_request */
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
             421: {
                 headers: {
                     [name: string]: unknown;
@@ -899,7 +3828,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unavailable: the database is unavailable; nothing was recorded; or busy […] */
+            /** @description unavailable: the database is unavailable; nothing was recorded; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -910,38 +3839,42 @@ export interface operations {
             };
         };
     };
-    rebroadcast: operations["speedup"];
-    requeue: operations["speedup"];
-    feed: {
+    rebroadcast: {
         parameters: {
-            query?: {
-                /** @description only these chains (repeatable; default every chain): a filter on the one feed, whose cursor covers every chain; any chain id, whether or not the answering node serves it */
-                chain_id?: number[] | null;
-                /** @description the `next_after` of the previous page; absent = from the beginning */
-                after?: string | null;
-                /** @description page size (default 100) */
-                limit?: number | null;
-                /** @description long poll when nothing is new, e.g. `30s`; at most 60 s and 90 % of `http.request_timeout` */
-                wait?: string | null;
-                /** @description also serve funds events (LOW_BALANCE, BALANCE_RESTORED: no `tx_id`, with `balance_wei`); default false */
-                funds?: boolean | null;
-            };
+            query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description the transaction */
+                tx_id: string;
+            };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description optional: empty, `null` or `{"reason": "..."}` */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ActionBody"] | null;
+            };
+        };
         responses: {
-            /** @description the next completions (possibly none) */
+            /** @description unchanged: a cancel of an intent already being cancelled (a cancel asked for or sent) or already CANCELLED; nothing recorded, the current state */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["FeedPage"];
+                    "application/json": components["schemas"]["ActionAccepted"];
                 };
             };
-            /** @description invalid_request: a bad or unknown parameter (`field` names it) */
+            /** @description accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionAccepted"];
+                };
+            };
+            /** @description invalid_request: tx_id is not a UUID, or a bad body (`field` names it) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -950,7 +3883,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unauthorized */
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
             401: {
                 headers: {
                     /** @description `Bearer realm="txmgr"` */
@@ -961,7 +3894,25 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description not_found: no such transaction (or another submitter's, for a token with an allow-list) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description chain_not_served: the transaction's chain is not served by this node (a reload removed it); nothing was recorded */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -970,8 +3921,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description misdirected_request */
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
             421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description rate_limited: (client token) the same action on this intent was asked for less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -988,7 +3957,265 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description unavailable: the database is unavailable; or busy: `http.max_long_polls` requests wait already and this one would wait too (`Retry-After`) */
+            /** @description unavailable: the database is unavailable; nothing was recorded; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    requeue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the transaction */
+                tx_id: string;
+            };
+            cookie?: never;
+        };
+        /** @description optional: empty, `null` or `{"reason": "..."}` */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ActionBody"] | null;
+            };
+        };
+        responses: {
+            /** @description unchanged: a cancel of an intent already being cancelled (a cancel asked for or sent) or already CANCELLED; nothing recorded, the current state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionAccepted"];
+                };
+            };
+            /** @description accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionAccepted"];
+                };
+            };
+            /** @description invalid_request: tx_id is not a UUID, or a bad body (`field` names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no such transaction (or another submitter's, for a token with an allow-list) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description chain_not_served: the transaction's chain is not served by this node (a reload removed it); nothing was recorded */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description rate_limited: (client token) the same action on this intent was asked for less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: corrupt data; details only in the node's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: the database is unavailable; nothing was recorded; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    speedup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the transaction */
+                tx_id: string;
+            };
+            cookie?: never;
+        };
+        /** @description optional: empty, `null` or `{"reason": "..."}` */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ActionBody"] | null;
+            };
+        };
+        responses: {
+            /** @description unchanged: a cancel of an intent already being cancelled (a cancel asked for or sent) or already CANCELLED; nothing recorded, the current state */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionAccepted"];
+                };
+            };
+            /** @description accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionAccepted"];
+                };
+            };
+            /** @description invalid_request: tx_id is not a UUID, or a bad body (`field` names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unauthorized: no bearer token, or one that matches no configured token (when `[[auth.tokens]]` are configured); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    /** @description `Bearer realm="txmgr"` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description not_found: no such transaction (or another submitter's, for a token with an allow-list) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description chain_not_served: the transaction's chain is not served by this node (a reload removed it); nothing was recorded */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description payload_too_large: the request body exceeds `http.body_limit_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unsupported_media_type: no `Content-Type: application/json` (required on every POST, even with an empty body, so that no web page can send it cross-site) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description misdirected_request: no `[[auth.tokens]]` are configured and the `Host` header is not the node's own (`localhost`, `127.0.0.1` or `[::1]` with its port, or `http.listen`): DNS rebinding */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description rate_limited: (client token) the same action on this intent was asked for less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description internal: corrupt data; details only in the node's log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description unavailable: the database is unavailable; nothing was recorded; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
                     [name: string]: unknown;

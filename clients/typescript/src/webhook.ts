@@ -11,10 +11,12 @@
  * - the header is split on `,`; each part on its first `=`; parts are not
  *   trimmed; unknown keys are ignored; a later `t` or `v1` replaces an
  *   earlier one;
- * - `t` is a u64 as Rust's `u64::from_str` reads it (digits, an optional
- *   leading `+`, at most 2^64-1); an unreadable `t` counts as none;
- * - the MAC is computed over `t` written back in canonical decimal, a `.`,
- *   and the raw body bytes;
+ * - `t` must be written as the sender writes it: ASCII decimal digits, no
+ *   sign, no leading zero, at most 2^64-1 (`+1700000000`, `01700000000`,
+ *   ` 1700000000` are refused, not read as the number they spell); a `t`
+ *   written otherwise counts as none;
+ * - the MAC is computed over `t` exactly as written, a `.`, and the raw body
+ *   bytes;
  * - `|now - t| <= tolerance` (a timestamp from the future is bounded too);
  * - `v1` must equal the lower-case hex MAC byte for byte, compared in
  *   constant time (`timingSafeEqual`).
@@ -187,7 +189,7 @@ function refusalOf(
         if (eq < 0) continue;
         const key = part.slice(0, eq);
         const value = part.slice(eq + 1);
-        if (key === "t") t = parseU64(value);
+        if (key === "t") t = parseCanonicalSeconds(value);
         else if (key === "v1") v1 = value;
     }
     if (t === undefined || v1 === undefined) return "malformed_signature";
@@ -209,10 +211,13 @@ function refusalOf(
     return matched ? undefined : "bad_signature";
 }
 
-/** A u64 as Rust's `u64::from_str` reads it, or undefined. */
-function parseU64(value: string): bigint | undefined {
-    if (!/^\+?[0-9]+$/.test(value)) return undefined;
-    const parsed = BigInt(value.startsWith("+") ? value.slice(1) : value);
+/**
+ * `t=` as the daemon writes it — decimal digits, no sign, no leading zero, at
+ * most 2^64-1 — or undefined (`canonical_seconds` in the daemon's verifier).
+ */
+function parseCanonicalSeconds(value: string): bigint | undefined {
+    if (!/^(0|[1-9][0-9]*)$/.test(value)) return undefined;
+    const parsed = BigInt(value);
     return parsed <= U64_MAX ? parsed : undefined;
 }
 

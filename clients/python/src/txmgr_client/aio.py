@@ -102,7 +102,7 @@ class AsyncClient:
         request = self._http.build_request(
             call.method,
             call.path,
-            params=call.params or None,
+            params=tuple(call.params) or None,
             content=call.body,
             headers=_core.headers_for(call, self._token),
             timeout=_core.timeout_for(self._http.timeout, call),

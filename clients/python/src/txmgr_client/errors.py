@@ -1,7 +1,7 @@
 """Errors raised by the client.
 
 Every error answer of txmgr is ``{"error": {"code", "message", "field"?,
-"rule"?, "owner"?, "issues"?}}`` with a stable machine ``code``
+"rule"?, "owner"?, "issues"?, "tx_id"?}}`` with a stable machine ``code``
 (``src/http/error_body.rs``). It is raised as an :class:`ApiError` (or one
 of its subclasses, chosen by status) carrying the HTTP status, the code as
 an :class:`ErrorCode` (a plain ``str`` for a code this version does not
@@ -57,6 +57,9 @@ class ErrorCode(str, enum.Enum):
     ``src/http/error_body.rs``). Members compare equal to their string, so
     ``err.code == "invalid_request"`` and ``err.code is
     ErrorCode.INVALID_REQUEST`` both work."""
+
+    def __str__(self) -> str:
+        return str(self.value)
 
     INVALID_REQUEST = "invalid_request"
     MISSING_FIELD = "missing_field"
@@ -130,6 +133,8 @@ class ApiError(TxmgrError):
         rule: The policy rule that refused a create (``policy_violation``).
         owner: The node holding the lease (``not_leader``).
         issues: Every problem of a rejected configuration (``invalid_config``).
+        tx_id: The intent that holds the ``request_id``
+            (``idempotency_conflict``): read it with ``get``.
         body: The decoded JSON body, or the raw text when it was not JSON.
         request_id: See :class:`TxmgrError`.
     """
@@ -142,6 +147,7 @@ class ApiError(TxmgrError):
     rule: str | None
     owner: str | None
     issues: tuple[ErrorIssue, ...]
+    tx_id: str | None
     body: Any
 
     def __init__(
@@ -155,6 +161,7 @@ class ApiError(TxmgrError):
         rule: str | None = None,
         owner: str | None = None,
         issues: tuple[ErrorIssue, ...] = (),
+        tx_id: str | None = None,
         body: Any = None,
         request_id: str | None = None,
     ) -> None:
@@ -169,6 +176,7 @@ class ApiError(TxmgrError):
         self.rule = rule
         self.owner = owner
         self.issues = issues
+        self.tx_id = tx_id
         self.body = body
 
     def __repr__(self) -> str:
@@ -342,6 +350,7 @@ def error_from_answer(
         rule=_opt_str(detail.get("rule")),
         owner=_opt_str(detail.get("owner")),
         issues=tuple(issues),
+        tx_id=_opt_str(detail.get("tx_id")),
         body=decoded,
         request_id=request_id,
     )

@@ -5,7 +5,7 @@ know (a newer server may add some); the whole object stays in ``raw``.
 Amounts of wei arrive as decimal strings (a uint256 does not fit a JSON
 number) and are returned as Python ``int``, which holds them exactly.
 States arrive as strings: a known one becomes a member of :class:`TxState`,
-:class:`SubState` or :class:`FeedEvent` (which compare equal to their
+:class:`SubState` or :class:`FeedEvent` (which compare equal to, and print as, their
 string), an unknown one stays a ``str``.
 
 Sources: ``TxView`` / ``ReceiptView`` (``actors/src/store/tx_query/mod.rs``),
@@ -46,6 +46,9 @@ class TxState(str, enum.Enum):
     """Lifecycle state of an intent (``TxState`` in
     ``actors/src/domain/state.rs``)."""
 
+    def __str__(self) -> str:
+        return str(self.value)
+
     QUEUED = "QUEUED"
     ALLOCATED = "ALLOCATED"
     TRACKING = "TRACKING"
@@ -70,6 +73,9 @@ class SubState(str, enum.Enum):
     ``actors/src/domain/sub_state.rs``; note ``stuck_stuck_after``, spelt so
     on the wire)."""
 
+    def __str__(self) -> str:
+        return str(self.value)
+
     AWAITING_RECEIPT = "awaiting_receipt"
     MINED = "mined"
     REORGED = "reorged"
@@ -92,6 +98,9 @@ class SubState(str, enum.Enum):
 class FeedEvent(str, enum.Enum):
     """What a completion-feed row (and a webhook event) reports
     (``FeedEvent`` in ``actors/src/domain/feed_event.rs``)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
 
     CONFIRMED = "CONFIRMED"
     FAILED_FINAL = "FAILED_FINAL"

@@ -14,9 +14,11 @@ from now (either way) is refused, which also refuses replays.
 The header is read exactly as ``actors/src/webhook/signature.rs`` ``verify``
 reads it: split on ``,``; each part split at its first ``=``; the keys ``t``
 and ``v1`` matched exactly (no whitespace is trimmed); when a key repeats,
-the last one counts; other parts are ignored. ``t`` must be decimal digits
-(the MAC is computed over its canonical decimal form, as the server does);
-``v1`` is compared, in constant time, with the lower-case hex MAC.
+the last one counts; other parts are ignored. ``t`` must be written as the
+sender writes it — ASCII decimal digits, no sign, no leading zero, at most
+2^64-1 — or it counts as absent (``+1700000000`` or ``01700000000`` are
+texts the sender never signs); ``v1`` is compared, in constant time
+(``hmac.compare_digest``), with the lower-case hex MAC.
 
 During a secret rotation (a ``secret_file`` rewritten, then SIGHUP) pass
 both secrets: a delivery signed with either is accepted.
@@ -63,6 +65,8 @@ EVENT_HEADER = "x-txmgr-event"
 DEFAULT_TOLERANCE = 300
 
 _DIGITS = re.compile(r"[0-9]+")
+#: ``t`` as the sender writes it: ``0``, or digits without a leading zero.
+_CANONICAL_SECONDS = re.compile(r"0|[1-9][0-9]*")
 _U64_MAX = 2**64 - 1
 
 #: A secret: bytes, or text (UTF-8 encoded).
@@ -70,21 +74,26 @@ Secret = Union[bytes, bytearray, str]
 
 
 class VerificationFailure(str, enum.Enum):
-    """Why a delivery was refused."""
+    """Why a delivery was refused; the values are the TypeScript client's
+    ``WebhookRefusal`` names (``clients/typescript/src/webhook.ts``)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
 
     #: No ``x-txmgr-signature`` header.
     MISSING_SIGNATURE = "missing_signature"
-    #: The header lacks ``t=`` (decimal) or ``v1=``.
+    #: The header lacks a canonical ``t=`` (decimal, no sign, no leading
+    #: zero) or a ``v1=``.
     MALFORMED_SIGNATURE = "malformed_signature"
     #: ``t`` is further from now than the tolerance (old: a replay, or a
     #: clock off).
-    TIMESTAMP_OUT_OF_TOLERANCE = "timestamp_out_of_tolerance"
+    STALE_TIMESTAMP = "stale_timestamp"
     #: No secret gives this MAC over this body: another secret, or a body
     #: changed (or re-serialised) on the way.
-    SIGNATURE_MISMATCH = "signature_mismatch"
+    BAD_SIGNATURE = "bad_signature"
     #: The signature holds but the body is not a delivery this client can
     #: read (only from :func:`verify_request`).
-    MALFORMED_BODY = "malformed_body"
+    BAD_BODY = "bad_body"
 
 
 class WebhookVerificationError(TxmgrError):
@@ -139,6 +148,15 @@ def _raw(body: bytes | bytearray | memoryview) -> bytes:
     return bytes(body)
 
 
+def _canonical_seconds(text: str) -> int | None:
+    """``t`` as ``signature.rs`` ``canonical_seconds`` reads it: a u64 written
+    canonically (ASCII digits, no sign, no leading zero), else ``None``."""
+    if not _CANONICAL_SECONDS.fullmatch(text):
+        return None
+    seconds = int(text)
+    return seconds if seconds <= _U64_MAX else None
+
+
 def _mac(secret: bytes, timestamp: int, body: bytes) -> str:
     return hmac.new(secret, f"{timestamp}.".encode("ascii") + body, hashlib.sha256).hexdigest()
 
@@ -186,19 +204,18 @@ def verify(
         if not sep:
             continue
         if key == "t":
-            parsed = int(item) if _DIGITS.fullmatch(item) else None
-            timestamp = parsed if parsed is not None and parsed <= _U64_MAX else None
+            timestamp = _canonical_seconds(item)
         elif key == "v1":
             signature = item
     if timestamp is None or signature is None:
         raise WebhookVerificationError(
             VerificationFailure.MALFORMED_SIGNATURE,
-            "expected t=<unix seconds>,v1=<hex HMAC-SHA256>",
+            f"{SIGNATURE_HEADER} lacks a canonical t=<unix seconds> or a v1=<hex HMAC-SHA256>",
         )
     current = int(time.time() if now is None else now)
     if abs(current - timestamp) > tolerance:
         raise WebhookVerificationError(
-            VerificationFailure.TIMESTAMP_OUT_OF_TOLERANCE,
+            VerificationFailure.STALE_TIMESTAMP,
             f"signed at {timestamp}, now {current}: more than {tolerance} s apart",
         )
     given = signature.encode("utf-8", errors="replace")
@@ -209,7 +226,7 @@ def verify(
         matched |= hmac.compare_digest(expected, given)
     if not matched:
         raise WebhookVerificationError(
-            VerificationFailure.SIGNATURE_MISMATCH, "the signature does not match the body"
+            VerificationFailure.BAD_SIGNATURE, "the signature does not match the body"
         )
     return timestamp
 
@@ -255,7 +272,7 @@ def verify_request(
         event = WebhookEvent.from_json(data)
     except (KeyError, TypeError, ValueError) as err:
         raise WebhookVerificationError(
-            VerificationFailure.MALFORMED_BODY, f"{type(err).__name__}: {err}"
+            VerificationFailure.BAD_BODY, f"{type(err).__name__}: {err}"
         ) from err
     attempt_text = _header(headers, ATTEMPT_HEADER)
     attempt = int(attempt_text) if attempt_text and _DIGITS.fullmatch(attempt_text) else None
