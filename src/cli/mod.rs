@@ -67,6 +67,9 @@ pub(crate) struct Remote {
     /// PEM file of a CA to trust besides the system's (a private CA in front of the daemon).
     #[arg(long, env = "TXMGR_CA_FILE", global = true)]
     ca_file: Option<PathBuf>,
+    /// Attempts per request when there is no answer, a 429 or a 5xx (1 = no retry).
+    #[arg(long, env = "TXMGR_RETRIES", default_value_t = 4, global = true)]
+    retries: u32,
     /// Print the daemon's JSON instead of a table.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -74,7 +77,10 @@ pub(crate) struct Remote {
 
 impl Remote {
     fn client(&self) -> Result<Client, Failure> {
-        let mut builder = Client::builder(&self.url);
+        let mut builder = Client::builder(&self.url).retry(txmgr_client::RetryPolicy {
+            max_attempts: self.retries.max(1),
+            ..txmgr_client::RetryPolicy::default()
+        });
         let token = match (&self.token, &self.token_file) {
             (Some(token), _) => Some(token.trim().to_owned()),
             (None, Some(path)) => Some(

@@ -23,8 +23,8 @@ pub(crate) enum TxCommand {
         /// The recipient (absent: contract creation from --data).
         #[arg(long)]
         to: Option<String>,
-        /// Wei to send, decimal or 0x hex.
-        #[arg(long)]
+        /// Wei to send, decimal or 0x hex (the daemon checks it).
+        #[arg(long, allow_hyphen_values = true)]
         value: Option<String>,
         /// Call data or init code, 0x hex.
         #[arg(long)]

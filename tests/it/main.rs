@@ -15,6 +15,7 @@ mod batch_sends;
 mod bounded;
 mod bounded_tracker;
 mod cli;
+mod cli_remote;
 mod client_sdk;
 mod cluster_balance;
 mod cluster_faults;
