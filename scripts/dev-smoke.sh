@@ -61,7 +61,7 @@ ANSWER="$(curl -sS -X POST "$API/v1/transactions" \
     -H 'content-type: application/json' \
     -d '{"submitter":"0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
          "to":"0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
-         "value":"1000000000000000", "request_id":"hello-1"}')"
+         "value":"1000", "request_id":"hello-1"}')"
 TX_ID="$(sed -n 's/.*"tx_id":"\([^"]*\)".*/\1/p' <<<"$ANSWER")"
 [[ -n "$TX_ID" ]] || die "create answered: $ANSWER"
 

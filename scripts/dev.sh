@@ -9,6 +9,8 @@
 #                    [postgres://postgres@127.0.0.1:5432/postgres]
 #   DEV_DB           database name [txmgr]
 #   DEV_ANVIL_PORT   anvil's port on 127.0.0.1 [8545]
+#   DEV_BLOCK_TIME   seconds between anvil's blocks [1]: finality (12
+#                    confirmations) then comes on its own, ~13 s after a send
 #   DEV_LISTEN       the API's listen address [config.toml's http.listen]
 #   DEV_CONFIG       config file passed to `txmgr run` [config.toml]
 #   DEV_PROFILE      cargo profile the daemon is built with [release]
@@ -19,6 +21,7 @@ ROOT="$PWD"
 
 ANVIL_HOST=127.0.0.1
 ANVIL_PORT="${DEV_ANVIL_PORT:-8545}"
+BLOCK_TIME="${DEV_BLOCK_TIME:-1}"
 ANVIL_URL="http://$ANVIL_HOST:$ANVIL_PORT"
 DEV_PG_URL="${DEV_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 DEV_DB="${DEV_DB:-txmgr}"
@@ -50,8 +53,8 @@ existing="$(chain_id_at "$ANVIL_URL" || true)"
 if [[ -n "$existing" ]]; then
     say "something already answers at $ANVIL_URL (chain id $existing); using it"
 else
-    say "starting anvil on $ANVIL_URL (chain id 31337), log: .tools/anvil-$ANVIL_PORT.log"
-    "$ROOT/.tools/bin/anvil" --host "$ANVIL_HOST" --port "$ANVIL_PORT" --chain-id 31337 \
+    say "starting anvil on $ANVIL_URL (chain id 31337, a block every ${BLOCK_TIME} s), log: .tools/anvil-$ANVIL_PORT.log"
+    "$ROOT/.tools/bin/anvil" --host "$ANVIL_HOST" --port "$ANVIL_PORT" --chain-id 31337 --block-time "$BLOCK_TIME" \
         >"$ROOT/.tools/anvil-$ANVIL_PORT.log" 2>&1 &
     ANVIL_PID=$!
     for _ in $(seq 1 100); do

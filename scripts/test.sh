@@ -314,6 +314,19 @@ if [[ $# -eq 0 ]]; then
     # pinned, installed into .tools/) against a real daemon.
     section "API conformance (schemathesis)"
     DEV_PROFILE=dev scripts/api-conformance.sh
+
+    # The TypeScript and Python SDKs (README "Clients"): each checks its
+    # generated types or models against clients/openapi.json (which a Rust
+    # test keeps equal to the served document), builds its package (npm
+    # pack, a wheel) and runs its own suite against real daemons started by
+    # its tests, from the binary the suite built. Node and npm come from the
+    # machine; Python packages go to .tools/py-clients.
+    CLIENT_ENV=(TXMGR_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/txmgr" ANVIL_BIN="$ANVIL_BIN" DATABASE_URL="$DATABASE_URL")
+    section "TypeScript SDK (clients/typescript)"
+    command -v npm >/dev/null || die "npm is needed for the TypeScript SDK's tests (Node 20 or later)"
+    env "${CLIENT_ENV[@]}" clients/typescript/test.sh
+    section "Python SDK (clients/python)"
+    env "${CLIENT_ENV[@]}" clients/python/test.sh
 fi
 
 section "all checks passed"
