@@ -15,6 +15,7 @@ mod feed_event;
 mod state;
 mod sub_state;
 mod tx;
+mod webhook;
 
 pub use action::{ActionAccepted, ActionBody};
 pub use create::{CreateBody, CreatedBody, WeiString};
@@ -24,3 +25,4 @@ pub use feed_event::{FeedEvent, UnknownFeedEvent};
 pub use state::{TxState, UnknownState};
 pub use sub_state::{SubState, UnknownSubState};
 pub use tx::{ReceiptView, TxPage, TxView};
+pub use webhook::WebhookEvent;

@@ -19,9 +19,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
 use sha2::Sha256;
-use txmgr_api::CompletionRow;
 
 /// The header carrying the signature (HTTP header names are case-insensitive).
 pub const SIGNATURE_HEADER: &str = "x-txmgr-signature";
@@ -52,17 +50,8 @@ pub enum WebhookError {
     InvalidBody(String),
 }
 
-/// The body of a delivery: the feed row plus the delivery's id and webhook.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WebhookEvent {
-    /// The delivery id (`<webhook>:<cursor>`), as in `x-txmgr-delivery`.
-    pub id: String,
-    /// The webhook's name.
-    pub webhook: String,
-    /// The feed row.
-    #[serde(flatten)]
-    pub row: CompletionRow,
-}
+/// The body of a delivery, as the API crate defines it.
+pub use txmgr_api::WebhookEvent;
 
 /// Checks `header` (the `X-Txmgr-Signature` value) against the raw `body`
 /// and the clock, in constant time; `Ok` when the daemon signed this body

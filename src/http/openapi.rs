@@ -68,7 +68,8 @@ const ERROR_SCHEMA: &str = "ErrorResponse";
     info(title = "txmgr", description = "Durable, fenced EVM transaction submission"),
     // ActionAccepted: the action routes answer it through one response list
     // (`tx_actions::ActionAnswers`), which references it without adding it.
-    components(schemas(ErrorResponse, ActionAccepted)),
+    // WebhookEvent: what receivers get (no route answers it; README "Webhooks").
+    components(schemas(ErrorResponse, ActionAccepted, txmgr_api::WebhookEvent)),
     modifiers(&BearerAuth)
 )]
 struct ApiBase;
@@ -116,9 +117,11 @@ pub(crate) fn complete(doc: &mut utoipa::openapi::OpenApi) {
             &mut item.patch,
         ];
         for operation in reads.into_iter().flatten() {
+            status_headers(operation);
             edge_responses(path, operation);
         }
         for operation in changes.into_iter().flatten() {
+            status_headers(operation);
             edge_responses(path, operation);
             add_error(
                 operation,
@@ -127,6 +130,16 @@ pub(crate) fn complete(doc: &mut utoipa::openapi::OpenApi) {
                  every POST, even with an empty body, so that no web page can send it \
                  cross-site)",
             );
+        }
+    }
+}
+
+/// The headers of the error statuses a handler documents itself (a
+/// create's 429 carries `Retry-After` as the layers' do).
+fn status_headers(operation: &mut Operation) {
+    for (status, response) in &mut operation.responses.responses {
+        if let (Ok(status), RefOr::T(response)) = (status.parse::<u16>(), response) {
+            add_status_header(response, status);
         }
     }
 }
@@ -192,6 +205,7 @@ fn add_error(operation: &mut Operation, status: u16, description: &str) {
     match operation.responses.responses.get_mut(&key) {
         Some(RefOr::T(existing)) => {
             existing.description = format!("{}; or {description}", existing.description);
+            add_status_header(existing, status);
             for content in existing.content.values_mut() {
                 let RefOr::T(content) = content else { continue };
                 let differs = match &content.schema {
@@ -219,31 +233,43 @@ fn add_error(operation: &mut Operation, status: u16, description: &str) {
 
 /// A response with the error body (and the header the status carries).
 fn error_response(status: u16, description: &str) -> Response {
-    let mut response = ResponseBuilder::new().description(description).content(
-        "application/json",
-        ContentBuilder::new()
-            .schema(Some(Ref::from_schema_name(ERROR_SCHEMA)))
-            .build(),
-    );
-    let header = match status {
-        401 => Some(("WWW-Authenticate", "`Bearer realm=\"txmgr\"`")),
-        429 | 503 => Some((
-            "Retry-After",
-            "whole seconds to wait before retrying (`overloaded`, `busy`)",
-        )),
-        _ => None,
-    };
-    if let Some((name, what)) = header {
-        let schema = ObjectBuilder::new().schema_type(Type::String).build();
-        response = response.header(
-            name,
-            HeaderBuilder::new()
-                .schema(Some(schema))
-                .description(Some(what))
+    let mut response = ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name(ERROR_SCHEMA)))
                 .build(),
-        );
+        )
+        .build();
+    add_status_header(&mut response, status);
+    response
+}
+
+/// Adds the header an error `status` carries (`WWW-Authenticate` on 401,
+/// `Retry-After` on 429 and 503), unless the response lists it already.
+fn add_status_header(response: &mut Response, status: u16) {
+    let (name, what) = match status {
+        401 => ("WWW-Authenticate", "`Bearer realm=\"txmgr\"`"),
+        429 | 503 => (
+            "Retry-After",
+            "whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); \
+             absent when the answer gives no time",
+        ),
+        _ => return,
+    };
+    if response.headers.contains_key(name) {
+        return;
     }
-    response.build()
+    let schema = ObjectBuilder::new().schema_type(Type::String).build();
+    response.headers.insert(
+        name.to_owned(),
+        HeaderBuilder::new()
+            .schema(Some(schema))
+            .description(Some(what))
+            .build()
+            .into(),
+    );
 }
 
 /// The document rendered once, when the router is built.

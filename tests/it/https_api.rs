@@ -111,6 +111,56 @@ async fn https_serves_clients_of_the_ca_and_refuses_plain_http_and_other_cas() {
     );
 }
 
+/// The Rust client (`txmgr-client`) trusts a CA given as a file: it creates
+/// and reads back over HTTPS; without the file the same call gets no answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_trusts_the_ca_file_it_is_given() {
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    let ca = TestCa::new("https-client");
+    let port = free_port();
+    let node = config(&db, &anvil, "https-client", port, &ca.server("api"), None);
+    let daemon = Daemon::start("https-client", port, &node).await;
+    let _log = LogOnPanic(&daemon);
+    let base = format!("https://localhost:{port}");
+    daemon
+        .ready_at(&https_client(&ca.ca_file, None), base.clone())
+        .await;
+
+    let txmgr = txmgr_client::Client::builder(&base)
+        .ca_file(&ca.ca_file)
+        .build()
+        .expect("client");
+    let created = txmgr
+        .create(txmgr_client::api::CreateBody {
+            submitter: crate::common::DEV_ADDRESS_0.to_lowercase(),
+            to: Some("0x70997970c51812dc3a010c7d01b50e0d17dc79c8".into()),
+            value: Some("1".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("create over https");
+    let read = txmgr.get(created.body.tx_id).await.expect("read back");
+    assert_eq!(read.tx_id, created.body.tx_id);
+
+    let untrusting = txmgr_client::Client::builder(&base)
+        .retry(txmgr_client::RetryPolicy {
+            max_attempts: 1,
+            ..Default::default()
+        })
+        .build()
+        .expect("client");
+    let refused = untrusting.get(created.body.tx_id).await;
+    assert!(
+        matches!(refused, Err(txmgr_client::Error::Transport { .. })),
+        "a client without the CA got {refused:?}"
+    );
+    let missing = txmgr_client::Client::builder(&base)
+        .ca_file("/nonexistent/ca.pem")
+        .build();
+    assert!(matches!(missing, Err(txmgr_client::Error::Config(_))));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_admits_only_clients_with_a_certificate_of_the_ca() {
     let db = TestDb::migrated().await;

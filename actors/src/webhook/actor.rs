@@ -22,7 +22,6 @@ use std::{
 use chrono::Utc;
 use opentelemetry::KeyValue;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use serde::Serialize;
 use uuid::Uuid;
 
 use super::{
@@ -111,16 +110,6 @@ struct Tries {
     next_at: Instant,
     last_status: Option<u16>,
     last_error: String,
-}
-
-/// What receivers get: the delivery id, the webhook and the feed row's
-/// fields (its `chain_id` among them).
-#[derive(Serialize)]
-struct Envelope<'a> {
-    id: &'a str,
-    webhook: &'a str,
-    #[serde(flatten)]
-    event: &'a CompletionRow,
 }
 
 /// The held lease.

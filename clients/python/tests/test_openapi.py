@@ -45,6 +45,7 @@ from txmgr_client import (
     Transaction,
     TransactionPage,
     TxState,
+    WebhookEvent,
 )
 from txmgr_client import _core
 
@@ -348,6 +349,21 @@ def test_feed_page_and_completion_rows(doc: dict[str, Any]) -> None:
     page = non_null(doc, answer_schema(doc, "get", "/v1/completions", "200"))
     row = non_null(doc, page["properties"]["items"]["items"])
     check_model(doc, Completion, row)
+
+
+def test_webhook_event_is_the_completion_row_plus_its_delivery(doc: dict[str, Any]) -> None:
+    # The body receivers get: the feed row flattened in, with `id` and `webhook`.
+    schema = doc["components"]["schemas"]["WebhookEvent"]
+    parts = schema["allOf"]
+    refs = [part["$ref"] for part in parts if "$ref" in part]
+    assert refs == ["#/components/schemas/CompletionRow"], refs
+    own = [part for part in parts if "properties" in part]
+    assert len(own) == 1, parts
+    row_fields = {f.name for f in dataclasses.fields(Completion)}
+    extra = {f.name for f in dataclasses.fields(WebhookEvent)} - row_fields
+    assert set(own[0]["properties"]) == extra, sorted(set(own[0]["properties"]) ^ extra)
+    assert set(own[0].get("required", [])) == extra
+    check_model(doc, Completion, doc["components"]["schemas"]["CompletionRow"])
 
 
 def test_state_enums(doc: dict[str, Any]) -> None:

@@ -1660,6 +1660,16 @@ export interface components {
              */
             reason: string;
         };
+        /** @description The JSON body of a webhook delivery. */
+        WebhookEvent: components["schemas"]["CompletionRow"] & {
+            /**
+             * @description The delivery id, `<webhook>:<cursor>`, as in `X-Txmgr-Delivery`:
+             *     the same on every attempt, so a receiver deduplicates on it.
+             */
+            id: string;
+            /** @description The webhook's name. */
+            webhook: string;
+        };
         /** @description One webhook as the ops view shows it (database view: any node answers). */
         WebhookStatus: {
             /** @description The durable position: every event up to it was delivered or dead-lettered. */
@@ -1777,7 +1787,7 @@ export interface operations {
             /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
-                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
                     "Retry-After"?: string;
                     [name: string]: unknown;
                 };
@@ -1846,6 +1856,8 @@ export interface operations {
             /** @description unavailable: no metrics recorder in this process; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1893,7 +1905,7 @@ export interface operations {
             /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
-                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
                     "Retry-After"?: string;
                     [name: string]: unknown;
                 };
@@ -1942,6 +1954,8 @@ export interface operations {
             /** @description not ready, with reasons (also when the last background check is too old); or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2029,6 +2043,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; or busy: `http.max_long_polls` requests wait already and this one would wait too (`Retry-After`); or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2076,7 +2092,7 @@ export interface operations {
             /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
-                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
                     "Retry-After"?: string;
                     [name: string]: unknown;
                 };
@@ -2154,6 +2170,8 @@ export interface operations {
             /** @description unavailable: no engine in this process, or the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2230,6 +2248,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2306,6 +2326,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2373,7 +2395,7 @@ export interface operations {
             /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
-                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
                     "Retry-After"?: string;
                     [name: string]: unknown;
                 };
@@ -2442,7 +2464,7 @@ export interface operations {
             /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
-                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
                     "Retry-After"?: string;
                     [name: string]: unknown;
                 };
@@ -2532,7 +2554,7 @@ export interface operations {
             /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
-                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
                     "Retry-After"?: string;
                     [name: string]: unknown;
                 };
@@ -2628,6 +2650,8 @@ export interface operations {
             /** @description unavailable: reload is not available in this process, or the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2743,6 +2767,8 @@ export interface operations {
             /** @description unavailable: no engine in this process, or the database is unavailable; nothing was changed; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2852,6 +2878,8 @@ export interface operations {
             /** @description unavailable: no engine in this process, the supervisor did not answer, or the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2965,6 +2993,8 @@ export interface operations {
             /** @description unavailable: no engine in this process, or the database is unavailable; nothing was changed; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3087,6 +3117,8 @@ export interface operations {
             /** @description unavailable: no engine in this process, the supervisor or the chain did not answer, or the database is unavailable; nothing was changed; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3180,7 +3212,7 @@ export interface operations {
             /** @description busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
-                    /** @description whole seconds to wait before retrying (`overloaded`, `busy`) */
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
                     "Retry-After"?: string;
                     [name: string]: unknown;
                 };
@@ -3258,6 +3290,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3368,6 +3402,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3475,6 +3511,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3605,6 +3643,8 @@ export interface operations {
             /** @description overloaded: the submitter's ingress queue is full; or rate_limited: the token is over its `rate`. Retry after `Retry-After` seconds; nothing was stored */
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3614,6 +3654,8 @@ export interface operations {
             /** @description unavailable: not persisted in time; retrying with the same request_id is safe; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3702,6 +3744,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3813,6 +3857,8 @@ export interface operations {
             /** @description rate_limited: (client token) the same action on this intent was asked for less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds */
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3831,6 +3877,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; nothing was recorded; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3942,6 +3990,8 @@ export interface operations {
             /** @description rate_limited: (client token) the same action on this intent was asked for less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds */
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3960,6 +4010,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; nothing was recorded; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4071,6 +4123,8 @@ export interface operations {
             /** @description rate_limited: (client token) the same action on this intent was asked for less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds */
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4089,6 +4143,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; nothing was recorded; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4200,6 +4256,8 @@ export interface operations {
             /** @description rate_limited: (client token) the same action on this intent was asked for less than its submitter's `resubmit_interval` ago; `Retry-After` in seconds */
             429: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4218,6 +4276,8 @@ export interface operations {
             /** @description unavailable: the database is unavailable; nothing was recorded; or busy: the node is at its limit of concurrent requests (`http.max_concurrent_requests`; the probes have their own) or, for a list or feed page, of page bytes in flight (`http.page_bytes_in_flight`), nothing was done, retry after `Retry-After` seconds; or unavailable: the request did not complete within `http.request_timeout`; retrying is safe */
             503: {
                 headers: {
+                    /** @description whole seconds to wait before retrying (`overloaded`, `rate_limited`, `busy`); absent when the answer gives no time */
+                    "Retry-After"?: string;
                     [name: string]: unknown;
                 };
                 content: {

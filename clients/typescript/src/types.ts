@@ -48,16 +48,10 @@ export type ErrorCode = ErrorDetail["code"];
 
 /**
  * The JSON body of a webhook delivery: the feed row plus the delivery id
- * (`id`, the same as the `x-txmgr-delivery` header) and the webhook's name.
- * Not part of the OpenAPI document (the daemon sends it; it does not serve
- * it), so written here from `actors/src/webhook/actor.rs` (`Envelope`).
+ * (`id`, the same as the `x-txmgr-delivery` header: deduplicate on it) and
+ * the webhook's name. In the document as a component (no route answers it).
  */
-export type WebhookEvent = CompletionRow & {
-    /** The delivery id, `<webhook>:<cursor>`; the same on every attempt: deduplicate on it. */
-    id: string;
-    /** The `[[webhooks]]` entry's `name`. */
-    webhook: string;
-};
+export type WebhookEvent = Schemas["WebhookEvent"];
 
 /**
  * The states an intent never leaves (`TxState::is_terminal` in

@@ -127,10 +127,10 @@ impl WebhookState {
         traces: &HashMap<Uuid, TraceParent>,
     ) -> Prepared {
         let delivery_id = format!("{}:{}", self.key.name, row.cursor);
-        let envelope = Envelope {
-            id: &delivery_id,
-            webhook: &self.key.name,
-            event: row,
+        let envelope = txmgr_api::WebhookEvent {
+            id: delivery_id.clone(),
+            webhook: self.key.name.clone(),
+            row: row.clone(),
         };
         // Serialising plain data to a Vec cannot fail.
         let body = serde_json::to_vec(&envelope).unwrap_or_default();

@@ -474,7 +474,8 @@ class FeedPage:
 @dataclass(frozen=True, kw_only=True)
 class WebhookEvent(Completion):
     """The body of a webhook delivery: the feed row plus the delivery id and
-    the webhook's name (``Envelope``, the row's fields flattened in)."""
+    the webhook's name (``WebhookEvent`` in the OpenAPI document: the row's
+    fields flattened in)."""
 
     #: The delivery id, ``<webhook>:<cursor>``: the same on every attempt
     #: (and in ``x-txmgr-delivery``); deduplicate on it.
