@@ -321,6 +321,9 @@ if [[ $# -eq 0 ]]; then
     # pack, a wheel) and runs its own suite against real daemons started by
     # its tests, from the binary the suite built. Node and npm come from the
     # machine; Python packages go to .tools/py-clients.
+    section "doc examples of the client crates (txmgr-client, txmgr-api)"
+    cargo test --doc -p txmgr-client -p txmgr-api
+
     CLIENT_ENV=(TXMGR_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/txmgr" ANVIL_BIN="$ANVIL_BIN" DATABASE_URL="$DATABASE_URL")
     section "TypeScript SDK (clients/typescript)"
     command -v npm >/dev/null || die "npm is needed for the TypeScript SDK's tests (Node 20 or later)"

@@ -7,6 +7,20 @@ use txmgr_api::{ErrorCode, ErrorDetail};
 use uuid::Uuid;
 
 /// Every failure of a [`Client`](crate::Client) call.
+///
+/// ```no_run
+/// # async fn demo(txmgr: txmgr_client::Client, body: txmgr_client::api::CreateBody) {
+/// use txmgr_client::{api::ErrorCode, Error};
+/// match txmgr.create(body).await {
+///     Ok(created) => println!("{}", created.body.tx_id),
+///     Err(e) if e.code() == Some(ErrorCode::IdempotencyConflict) => {
+///         println!("request id taken by another intent's content")
+///     }
+///     Err(e @ Error::Api { .. }) => println!("refused: {e} (field {:?})", e.field()),
+///     Err(e) => println!("try again later with request id {:?}: {e}", e.request_id()),
+/// }
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -59,7 +73,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// The daemon's machine code, for an [`Error::Api`].
+    /// The daemon's machine code, for an [`Error::Api`] (see [`Error`]'s example).
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             Error::Api { detail, .. } => Some(detail.code),
@@ -68,7 +82,7 @@ impl Error {
     }
 
     /// The input at fault (body field, query parameter or path segment),
-    /// when the daemon named one.
+    /// when the daemon named one (see [`Error`]'s example).
     pub fn field(&self) -> Option<&str> {
         match self {
             Error::Api { detail, .. } => detail.field.as_deref(),
@@ -77,6 +91,11 @@ impl Error {
     }
 
     /// The HTTP status, when there was an answer.
+    ///
+    /// ```
+    /// let e = txmgr_client::Error::Config("x".into());
+    /// assert_eq!(e.status(), None);
+    /// ```
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Api { status, .. } | Error::UnexpectedAnswer { status, .. } => Some(*status),
@@ -84,7 +103,8 @@ impl Error {
         }
     }
 
-    /// The create's request id, when the call was a create.
+    /// The create's request id, when the call was a create (see
+    /// [`Error`]'s example): creating again with it is safe.
     pub fn request_id(&self) -> Option<&str> {
         match self {
             Error::Api { request_id, .. }
@@ -106,4 +126,11 @@ impl Error {
 }
 
 /// A `Result` with this crate's [`Error`].
+///
+/// ```
+/// fn parse(url: &str) -> txmgr_client::Result<txmgr_client::Client> {
+///     txmgr_client::Client::builder(url).build()
+/// }
+/// assert!(parse("http://127.0.0.1:8080").is_ok());
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;

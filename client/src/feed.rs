@@ -14,6 +14,17 @@ use uuid::Uuid;
 use crate::{Client, Error, Result};
 
 /// Which rows of the feed to read.
+///
+/// ```
+/// use std::time::Duration;
+/// let query = txmgr_client::FeedQuery {
+///     after: Some("4123-88".into()), // a stored `next_after`
+///     chain_ids: vec![1],
+///     wait: Some(Duration::from_secs(20)),
+///     ..Default::default()
+/// };
+/// assert!(!query.funds);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FeedQuery {
     /// Continue after this cursor (a page's `next_after`); `None` = from
@@ -29,7 +40,12 @@ pub struct FeedQuery {
     pub funds: bool,
 }
 
-/// What a follower's callback tells it to do next.
+/// What a follower's callback tells it to do next (see [`Client::follow`]).
+///
+/// ```
+/// let flow = txmgr_client::Flow::Continue;
+/// assert_ne!(flow, txmgr_client::Flow::Stop);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
     /// Read the next page.

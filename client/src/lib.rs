@@ -50,7 +50,13 @@ pub use txmgr_api as api;
 use retry::Repeat;
 
 /// A handle on one daemon (or a load balancer in front of several). Cheap
-/// to clone: clones share the connection pool.
+/// to clone: clones share the connection pool. Built with [`Client::builder`]:
+///
+/// ```
+/// let txmgr = txmgr_client::Client::builder("http://127.0.0.1:8080").build()?;
+/// let for_a_task = txmgr.clone();
+/// # Ok::<(), txmgr_client::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
@@ -60,6 +66,11 @@ pub struct Client {
 }
 
 /// Builds a [`Client`]: address, token, trust, timeouts, retries.
+///
+/// ```
+/// let client = txmgr_client::Client::builder("http://127.0.0.1:8080").token("t").build();
+/// assert!(client.is_ok());
+/// ```
 #[derive(Debug)]
 pub struct ClientBuilder {
     base: String,
@@ -211,13 +222,27 @@ async fn read_answer<T: DeserializeOwned>(response: reqwest::Response) -> Result
 
 impl ClientBuilder {
     /// The bearer token (README "Security": `txmgr token new`).
+    ///
+    /// ```
+    /// let token = std::env::var("TXMGR_TOKEN").unwrap_or_default();
+    /// let client = txmgr_client::Client::builder("http://127.0.0.1:8080").token(token).build();
+    /// assert!(client.is_ok());
+    /// ```
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
         self
     }
 
     /// Also trust the CA certificates of this PEM file (a private CA in
-    /// front of the daemon); the system's roots stay trusted.
+    /// front of the daemon); the system's roots stay trusted. An unreadable
+    /// file fails [`ClientBuilder::build`].
+    ///
+    /// ```
+    /// let client = txmgr_client::Client::builder("https://txmgr.internal:8443")
+    ///     .ca_file("/nonexistent/ca.pem")
+    ///     .build();
+    /// assert!(matches!(client, Err(txmgr_client::Error::Config(_))));
+    /// ```
     pub fn ca_file(mut self, path: impl AsRef<Path>) -> Self {
         self.ca_file = Some(path.as_ref().to_owned());
         self
@@ -225,24 +250,47 @@ impl ClientBuilder {
 
     /// Longest time one request may take, answer included (default 75 s:
     /// above the feed's longest long poll, 60 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let client = txmgr_client::Client::builder("http://127.0.0.1:8080")
+    ///     .timeout(Duration::from_secs(30))
+    ///     .connect_timeout(Duration::from_secs(2))
+    ///     .build();
+    /// assert!(client.is_ok());
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
-    /// Longest time to connect (default 5 s).
+    /// Longest time to connect (default 5 s); see [`ClientBuilder::timeout`].
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// How calls are repeated ([`RetryPolicy::default`] otherwise).
+    ///
+    /// ```
+    /// use txmgr_client::{Client, RetryPolicy};
+    /// let never = Client::builder("http://127.0.0.1:8080")
+    ///     .retry(RetryPolicy { max_attempts: 1, ..RetryPolicy::default() })
+    ///     .build()?;
+    /// assert_eq!(never.retry_policy().max_attempts, 1);
+    /// # Ok::<(), txmgr_client::Error>(())
+    /// ```
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
     }
 
     /// The client; fails on a bad URL or an unreadable CA file.
+    ///
+    /// ```
+    /// let bad = txmgr_client::Client::builder("ftp://txmgr").build();
+    /// assert!(matches!(bad, Err(txmgr_client::Error::Config(_))));
+    /// ```
     pub fn build(self) -> Result<Client> {
         let mut base = Url::parse(&self.base)
             .map_err(|e| Error::Config(format!("address {:?}: {e}", self.base)))?;

@@ -7,6 +7,14 @@ use serde_json::{json, Value};
 use crate::{retry::Repeat, Client, Result};
 
 /// A submitter on a chain, as the submitter actions name it.
+///
+/// ```
+/// let who = txmgr_client::ops::SubmitterRef {
+///     address: "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266".into(),
+///     chain_id: Some(1),
+/// };
+/// assert_eq!(who.chain_id, Some(1));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubmitterRef {
     /// The address, `0x` hex.

@@ -6,7 +6,14 @@ use uuid::Uuid;
 
 use crate::{retry::Repeat, Client, Result};
 
-/// The answer to a create.
+/// The answer to a create (see [`Client::create`]).
+///
+/// ```no_run
+/// # async fn demo(txmgr: txmgr_client::Client, body: txmgr_client::api::CreateBody) -> txmgr_client::Result<()> {
+/// let created = txmgr.create(body).await?;
+/// if created.replayed { println!("already stored as {}", created.body.tx_id); }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Created {
     /// What the daemon answered.
@@ -18,6 +25,16 @@ pub struct Created {
 
 /// Which transactions [`Client::list`] reads: one submitter's, in
 /// acceptance order.
+///
+/// ```
+/// use txmgr_client::{api::TxState, ListQuery};
+/// let stuck = ListQuery {
+///     submitter: "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266".into(),
+///     state: Some(TxState::Stuck),
+///     ..Default::default()
+/// };
+/// assert!(stuck.after.is_none());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListQuery {
     /// The submitter (required).

@@ -22,11 +22,28 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// The header carrying the signature (HTTP header names are case-insensitive).
+///
+/// ```
+/// # let headers = std::collections::HashMap::from([("x-txmgr-signature", "t=1,v1=00")]);
+/// let value = headers.get(txmgr_client::webhook::SIGNATURE_HEADER);
+/// assert!(value.is_some());
+/// ```
 pub const SIGNATURE_HEADER: &str = "x-txmgr-signature";
-/// The header carrying the delivery id: the same on every attempt, dedup on it.
+/// The header carrying the delivery id: the same on every attempt, dedup on it
+/// (it equals [`WebhookEvent::id`]).
+///
+/// ```
+/// assert_eq!(txmgr_client::webhook::DELIVERY_HEADER, "x-txmgr-delivery");
+/// ```
 pub const DELIVERY_HEADER: &str = "x-txmgr-delivery";
 
-/// Why a delivery was refused.
+/// Why a delivery was refused: answer it with a 4xx.
+///
+/// ```
+/// use std::time::Duration;
+/// use txmgr_client::webhook::{verify, WebhookError};
+/// assert_eq!(verify(b"s", "t=+1,v1=00", b"{}", Duration::from_secs(300)), Err(WebhookError::MalformedHeader));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum WebhookError {
@@ -56,6 +73,15 @@ pub use txmgr_api::WebhookEvent;
 /// Checks `header` (the `X-Txmgr-Signature` value) against the raw `body`
 /// and the clock, in constant time; `Ok` when the daemon signed this body
 /// with `secret` within `tolerance` of now.
+///
+/// ```
+/// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+/// use txmgr_client::webhook::{sign, verify, WebhookError};
+/// let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+/// let header = sign(b"secret", now, b"{}");
+/// assert_eq!(verify(b"secret", &header, b"{}", Duration::from_secs(300)), Ok(()));
+/// assert_eq!(verify(b"other", &header, b"{}", Duration::from_secs(300)), Err(WebhookError::SignatureMismatch));
+/// ```
 pub fn verify(
     secret: &[u8],
     header: &str,
@@ -69,6 +95,14 @@ pub fn verify(
 }
 
 /// [`verify`], then the body read as a [`WebhookEvent`].
+///
+/// ```no_run
+/// # fn handle(secret: &[u8], header: &str, raw_body: &[u8]) -> Result<(), txmgr_client::webhook::WebhookError> {
+/// use std::time::Duration;
+/// let event = txmgr_client::webhook::verify_event(secret, header, raw_body, Duration::from_secs(300))?;
+/// println!("{} {:?} is {}", event.id, event.row.tx_id, event.row.state);
+/// # Ok(()) }
+/// ```
 pub fn verify_event(
     secret: &[u8],
     header: &str,
@@ -79,7 +113,15 @@ pub fn verify_event(
     serde_json::from_slice(body).map_err(|e| WebhookError::InvalidBody(e.to_string()))
 }
 
-/// [`verify`] at the given time (unix seconds).
+/// [`verify`] at the given time (unix seconds), for tests.
+///
+/// ```
+/// use std::time::Duration;
+/// use txmgr_client::webhook::{sign, verify_at};
+/// let header = sign(b"secret", 1_764_200_000, b"{}");
+/// assert!(verify_at(b"secret", &header, b"{}", Duration::from_secs(300), 1_764_200_100).is_ok());
+/// assert!(verify_at(b"secret", &header, b"{}", Duration::from_secs(300), 1_764_201_000).is_err());
+/// ```
 pub fn verify_at(
     secret: &[u8],
     header: &str,
@@ -101,6 +143,11 @@ pub fn verify_at(
 
 /// The header value the daemon would send for `body` at `unix_seconds`
 /// (for a receiver's tests).
+///
+/// ```
+/// let header = txmgr_client::webhook::sign(b"secret", 1_764_200_000, b"{}");
+/// assert!(header.starts_with("t=1764200000,v1="));
+/// ```
 pub fn sign(secret: &[u8], unix_seconds: u64, body: &[u8]) -> String {
     let mac = keyed(secret, unix_seconds, body).finalize().into_bytes();
     let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
