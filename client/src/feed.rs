@@ -28,7 +28,8 @@ use crate::{Client, Error, Result};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FeedQuery {
     /// Continue after this cursor (a page's `next_after`); `None` = from
-    /// the oldest row the daemon keeps (`feed.retain`).
+    /// the oldest row the daemon keeps (`feed.retain`); `"end"` = after the
+    /// feed's current end (see [`Client::feed_end`]).
     pub after: Option<String>,
     /// Only these chains; every chain when empty.
     pub chain_ids: Vec<u64>,
@@ -97,6 +98,30 @@ impl Client {
             pairs.push(("funds", "true".to_owned()));
         }
         self.get_json("v1/completions", &pairs).await
+    }
+
+    /// The feed's current end (`GET /v1/completions?after=end`): take it
+    /// before creating the intents you will wait for with
+    /// [`Client::wait_final_many`], or to follow only what completes from
+    /// now on. `None` while the feed is empty (then start from the beginning).
+    ///
+    /// ```no_run
+    /// # async fn demo(txmgr: txmgr_client::Client, bodies: Vec<txmgr_client::api::CreateBody>) -> txmgr_client::Result<()> {
+    /// let cursor = txmgr.feed_end().await?;
+    /// let mut ids = Vec::new();
+    /// for body in bodies { ids.push(txmgr.create(body).await?.body.tx_id); }
+    /// let rows = txmgr.wait_final_many(&ids, cursor, std::time::Duration::from_secs(300)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn feed_end(&self) -> Result<Option<String>> {
+        let page = self
+            .completions(&FeedQuery {
+                after: Some("end".to_owned()),
+                limit: Some(1),
+                ..FeedQuery::default()
+            })
+            .await?;
+        Ok(page.next_after)
     }
 
     /// Follows the feed from `query.after`, long-polling, and hands every
@@ -178,8 +203,8 @@ impl Client {
     /// Waits until every one of `tx_ids` is final, by the completion feed
     /// (long polls, not a read per id), and returns their final rows in the
     /// order of `tx_ids`. Start `after` at a cursor taken before the
-    /// intents were created (your follower's, or a page's `next_after`);
-    /// `None` reads from the oldest row kept. [`Error::WaitTimeout`] names
+    /// intents were created ([`Client::feed_end`], your follower's, or a
+    /// page's `next_after`); `None` reads from the oldest row kept. [`Error::WaitTimeout`] names
     /// the ids still pending after `timeout`.
     ///
     /// ```no_run

@@ -16,7 +16,8 @@ pub(crate) enum FeedCommand {
         /// Only this chain (repeatable; an id).
         #[arg(long = "chain")]
         chains: Vec<u64>,
-        /// Start after this cursor (default: the oldest row kept).
+        /// Start after this cursor; `end` = only what completes from now on
+        /// (default: the oldest row kept).
         #[arg(long)]
         after: Option<String>,
         /// Rows per page.

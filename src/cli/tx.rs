@@ -119,7 +119,8 @@ pub(crate) enum TxCommand {
         /// How long to wait.
         #[arg(long, default_value = "10m", value_parser = duration)]
         timeout: Duration,
-        /// Several ids: start the feed after this cursor (default: the oldest row kept).
+        /// Several ids: start the feed after this cursor (a `feed tail` cursor
+        /// taken before the sends; default: the oldest row kept).
         #[arg(long)]
         after: Option<String>,
     },

@@ -62,6 +62,8 @@ struct FeedQuery {
     /// chain when empty.
     chain_ids: Vec<u64>,
     after: Option<FeedCursor>,
+    /// `after=end`: start after the feed's current end.
+    from_end: bool,
     limit: u32,
     wait: Duration,
     /// Serve funds events (`LOW_BALANCE`, `BALANCE_RESTORED`) too.
@@ -73,6 +75,7 @@ impl FeedQuery {
         let mut query = FeedQuery {
             chain_ids: Vec::new(),
             after: None,
+            from_end: false,
             limit: DEFAULT_LIMIT,
             wait: Duration::ZERO,
             funds: false,
@@ -84,6 +87,7 @@ impl FeedQuery {
         }
         query::each_once(pairs, |key, value| {
             match key {
+                "after" if value == "end" => query.from_end = true,
                 "after" => {
                     query.after = Some(
                         FeedCursor::parse(&value)
@@ -163,7 +167,7 @@ fn fill_page(
     description = "Every terminal transition and every entry into STUCK (and, with `funds=true`, every balance crossing of a submitter's `min_balance`), in commit order; long-polls up to `wait` when nothing is new. A page also ends once its items reach `http.page_max_bytes` of JSON; `next_after` continues after its last row.",
     params(
         ("chain_id" = Option<Vec<u64>>, Query, description = "only these chains (repeatable; default every chain): a filter on the one feed, whose cursor covers every chain; any chain id, whether or not the answering node serves it", explode = true),
-        ("after" = Option<String>, Query, description = "the `next_after` of the previous page; absent = from the beginning", pattern = "^[0-9]+-[0-9]+$"),
+        ("after" = Option<String>, Query, description = "the `next_after` of the previous page; absent = from the beginning; `end` = after the feed's current end (only what completes from now on; the answer's `next_after` is that position, to store before creating what you will wait for)", pattern = "^([0-9]+-[0-9]+|end)$"),
         ("limit" = Option<u32>, Query, description = "page size (default 100)", minimum = 1, maximum = 1000),
         ("wait" = Option<String>, Query, description = "long poll when nothing is new, e.g. `30s`; at most 60 s and 90 % of `http.request_timeout`"),
         ("funds" = Option<bool>, Query, description = "also serve funds events (LOW_BALANCE, BALANCE_RESTORED: no `tx_id`, with `balance_wei`); default false")),
@@ -180,7 +184,10 @@ pub(crate) async fn feed(
 ) -> ApiResult<axum::response::Response> {
     let Query(pairs) =
         pairs.map_err(|e| ApiError::invalid_request(format!("malformed query string: {e}")))?;
-    let query = FeedQuery::parse(pairs)?;
+    let mut query = FeedQuery::parse(pairs)?;
+    if query.from_end {
+        query.after = completions::end(&state.pool).await?;
+    }
     // Answer an ordinary empty page before the request timeout would turn
     // the long poll into a 503.
     let timeout = state.limits.request_timeout;

@@ -152,6 +152,26 @@ async fn losing_proxy(daemon_port: u16) -> (u16, oneshot::Receiver<()>, Arc<Atom
     (port, fired, connections)
 }
 
+/// Polls `read` until it answers `Some` (the feed's end once a row is
+/// visible below the horizon).
+async fn wait_until_some<F, Fut>(read: F) -> String
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = txmgr_client::Result<Option<String>>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(cursor) = read().await.expect("feed end") {
+            return cursor;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the feed stayed empty"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// One whole HTTP/1.1 request: the head and `content-length` bytes of body.
 async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
     let mut request = Vec::new();
@@ -321,10 +341,25 @@ async fn waits_end_in_the_final_state_and_the_feed_and_webhooks_agree() {
     daemon.ready(&reqwest::Client::new()).await;
     let txmgr = client(&daemon.base(), CLIENT_TOKEN);
 
-    let start = txmgr
-        .completions(&FeedQuery::default())
+    // An earlier completion: `feed_end` starts after it.
+    let earlier = txmgr
+        .create(transfer(Some("earlier")))
         .await
-        .expect("feed");
+        .expect("create");
+    txmgr
+        .wait_final(earlier.body.tx_id, Duration::from_secs(60))
+        .await
+        .expect("final");
+    let end = wait_until_some(|| txmgr.feed_end()).await;
+    let start = txmgr
+        .completions(&FeedQuery {
+            after: Some("end".into()),
+            ..FeedQuery::default()
+        })
+        .await
+        .expect("feed from its end");
+    assert!(start.items.is_empty(), "nothing after the end");
+    assert_eq!(start.next_after.as_deref(), Some(end.as_str()));
     let ok = txmgr.create(transfer(Some("ok-1"))).await.expect("create");
     let mut call = transfer(Some("revert-1"));
     call.to = Some(REVERTER.into());
@@ -422,7 +457,7 @@ async fn waits_end_in_the_final_state_and_the_feed_and_webhooks_agree() {
 
     // The daemon's real deliveries verify; tampering does not.
     wait_until(Duration::from_secs(30), || async {
-        receiver.delivered().len() >= 3
+        receiver.delivered().len() >= 4
     })
     .await;
     for delivery in receiver.delivered() {

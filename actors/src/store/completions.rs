@@ -223,6 +223,29 @@ pub async fn read(
     Ok((items, next))
 }
 
+/// The feed's current end: the cursor of the last row every reader can
+/// see now (below the horizon), `None` for an empty feed. A reader that
+/// starts after it misses nothing committed later — rows of transactions
+/// still running are above the horizon, so after this cursor — and repeats
+/// nothing committed before.
+pub async fn end(pool: &PgPool) -> StoreResult<Option<FeedCursor>> {
+    let row = sqlx::query!(
+        r#"SELECT xid::text AS "xid!", seq FROM tx_completion
+            WHERE xid < (SELECT txmgr_feed_horizon())
+            ORDER BY xid DESC, seq DESC LIMIT 1"#
+    )
+    .fetch_optional(pool)
+    .await?;
+    row.map(|row| {
+        digits(&row.xid)
+            .map(|xid| FeedCursor::new(xid, row.seq))
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!("completion {}: xid {:?}", row.seq, row.xid))
+            })
+    })
+    .transpose()
+}
+
 /// One submitter's feed rows from `from` (inclusive) to `to` (inclusive),
 /// in feed order, at most `limit`: a webhook holder reads again the events
 /// of a submitter it parked (more were waiting than it keeps in memory).

@@ -1969,7 +1969,7 @@ export interface operations {
             query?: {
                 /** @description only these chains (repeatable; default every chain): a filter on the one feed, whose cursor covers every chain; any chain id, whether or not the answering node serves it */
                 chain_id?: number[];
-                /** @description the `next_after` of the previous page; absent = from the beginning */
+                /** @description the `next_after` of the previous page; absent = from the beginning; `end` = after the feed's current end (only what completes from now on; the answer's `next_after` is that position, to store before creating what you will wait for) */
                 after?: string;
                 /** @description page size (default 100) */
                 limit?: number;
