@@ -161,10 +161,13 @@ impl Client {
             if let Some(token) = &self.token {
                 request = request.bearer_auth(token);
             }
+            // Every POST says JSON, even with no body: the daemon refuses
+            // others (415), so that no web page can post to it cross-site.
+            if method != Method::GET {
+                request = request.header(reqwest::header::CONTENT_TYPE, "application/json");
+            }
             if let Some(body) = &body {
-                request = request
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body.clone());
+                request = request.body(body.clone());
             }
             let error = match request.send().await {
                 Ok(response) => match read_answer(response).await {

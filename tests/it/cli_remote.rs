@@ -306,6 +306,27 @@ async fn every_command_answers_with_json_tables_and_its_exit_code() {
     .await;
     assert_eq!(code(&done), 0, "{}", stderr(&done));
 
+    // The other operator actions: restart, reload and unprotect (of a
+    // submitter that is not protected: nothing to clear) answer; redeliver
+    // of an unknown webhook is refused with its code.
+    json(&txmgr(&url, OPS_TOKEN, &["ops", "restart", &me, "--json"]).await);
+    json(&txmgr(&url, OPS_TOKEN, &["ops", "reload", "--json"]).await);
+    json(
+        &txmgr(
+            &url,
+            OPS_TOKEN,
+            &["ops", "unprotect", &me, "--reason", "test", "--json"],
+        )
+        .await,
+    );
+    let redeliver = txmgr(&url, OPS_TOKEN, &["ops", "redeliver", "nosuch"]).await;
+    assert_eq!(code(&redeliver), 4, "{}", stderr(&redeliver));
+    assert!(
+        stderr(&redeliver).contains("not_found"),
+        "{}",
+        stderr(&redeliver)
+    );
+
     // 3: no answer.
     let closed = format!("http://127.0.0.1:{}", free_port());
     let unreachable = txmgr(

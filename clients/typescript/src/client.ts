@@ -149,11 +149,13 @@ export interface WaitOptions {
     pollMaxMs?: number | undefined;
     /**
      * Several ids: the feed cursor to read from — one taken before the
-     * intents could complete (e.g. your feed follower's stored cursor, read
-     * before the creates). Default: the feed's beginning, which reads every
-     * row the daemon keeps (`feed.retain`, 30 days by default) once.
+     * intents could complete ({@link TxmgrClient.feedEnd} or your feed
+     * follower's stored cursor, read before the creates). Default: the
+     * feed's beginning (also for `null`, what `feedEnd` answers for an
+     * empty feed), which reads every row the daemon keeps (`feed.retain`,
+     * 30 days by default) once.
      */
-    after?: string | undefined;
+    after?: string | null | undefined;
     /** Several ids: only these chains' feed rows (less to read; the cursor covers every chain). */
     chainIds?: readonly number[] | undefined;
 }
@@ -338,7 +340,7 @@ export class TxmgrClient {
     async completions(query: FeedQuery = {}, call: CallOptions = {}): Promise<FeedPage> {
         const params = new URLSearchParams();
         for (const chainId of query.chainIds ?? []) params.append("chain_id", String(chainId));
-        if (query.after !== undefined) params.set("after", query.after);
+        if (query.after != null) params.set("after", query.after);
         if (query.limit !== undefined) params.set("limit", String(query.limit));
         let waitMs = 0;
         if (query.waitSeconds !== undefined && query.waitSeconds > 0) {
@@ -352,6 +354,27 @@ export class TxmgrClient {
             call: { ...call, timeoutMs: call.timeoutMs ?? this.#timeoutMs + waitMs },
         });
         return answer.body;
+    }
+
+    /**
+     * The feed's current end (`GET /v1/completions?after=end&limit=1`): the
+     * cursor after the last row every reader can see now, or `null` while the
+     * feed is empty (then reading from the beginning is the same). Take it
+     * *before* creating the intents you will wait for with
+     * `waitFinal(ids, ms, { after })`, or to follow only what completes from
+     * now on. Retried like a read.
+     *
+     * @example
+     * ```ts
+     * const after = await txmgr.feedEnd(); // before the creates
+     * const ids: string[] = [];
+     * for (const body of bodies) ids.push((await txmgr.create(body)).tx_id);
+     * const rows = await txmgr.waitFinal(ids, 5 * 60_000, { after });
+     * ```
+     */
+    async feedEnd(call: CallOptions = {}): Promise<string | null> {
+        const page = await this.completions({ after: "end", limit: 1 }, call);
+        return page.next_after ?? null;
     }
 
     /**
@@ -375,8 +398,9 @@ export class TxmgrClient {
      * Waits until several transactions are final by reading the completion
      * feed (one long-polling request at a time, not a GET per id), and
      * returns their final feed rows by id. Start from a cursor taken before
-     * the intents could complete (`options.after`); without one the feed is
-     * read from its beginning. A `REORGED_OUT` row seen for an id already
+     * the intents could complete (`options.after`, e.g. {@link feedEnd}
+     * called before the creates); without one the feed is read from its
+     * beginning. A `REORGED_OUT` row seen for an id already
      * final puts it back to waiting. Rejects with {@link WaitTimeoutError}
      * (carrying the rows found and the cursor reached) after `timeoutMs`.
      */

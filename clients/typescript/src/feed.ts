@@ -13,6 +13,11 @@
  * another chain's when filtered) too; a page with no items but a new cursor
  * is yielded so that the cursor can be stored.
  *
+ * `after: "end"` (the daemon's `after=end`) starts after the feed's current
+ * end; the first answer replaces it by the position it stands for (the
+ * beginning while the feed is empty), so that a row completing between two
+ * requests is not skipped by asking for "the end" again.
+ *
  * @packageDocumentation
  */
 
@@ -23,8 +28,13 @@ import { isFinal, type CompletionRow, type FeedPage } from "./types.js";
 
 /** Which rows of the feed a request reads. */
 export interface FeedQuery {
-    /** The `next_after` (or a row's `cursor`) to continue after; absent = from the beginning. */
-    after?: string | undefined;
+    /**
+     * The `next_after` (or a row's `cursor`) to continue after; absent or
+     * `null` = from the beginning; `"end"` = after the feed's current end
+     * (the answer's `next_after` is that position; null while the feed is
+     * empty).
+     */
+    after?: string | null | undefined;
     /** Page size, 1 to 1000 (default 100). A page may hold fewer while more rows are ready. */
     limit?: number | undefined;
     /** Long poll: how long (s, at most 60) the daemon may hold the request while nothing is new. */
@@ -43,8 +53,13 @@ export interface FeedSource {
 
 /** Options of {@link followFeed}. */
 export interface FollowOptions {
-    /** The cursor stored with the last page handled; absent = from the feed's beginning. */
-    after?: string | undefined;
+    /**
+     * The cursor stored with the last page handled (or what
+     * `TxmgrClient.feedEnd()` answered); absent or `null` = from the feed's
+     * beginning; `"end"` = only what completes from now on (the first batch
+     * carries the cursor to store).
+     */
+    after?: string | null | undefined;
     /** Rows per page, 1 to 1000 (default 100). */
     limit?: number | undefined;
     /** Long poll per request (s), 1 to 60 (default 30); the daemon caps it at 90 % of its request timeout. */
@@ -71,6 +86,18 @@ export interface FeedBatch {
     after: string;
 }
 
+/** The `after` value that starts after the feed's current end. */
+const FEED_END = "end";
+
+/**
+ * Where to read next when an answer moved no cursor: `after` itself, except
+ * that `"end"` of an empty feed is its beginning (asking for "the end" again
+ * could pass over a row that completed in between).
+ */
+function fromHere(after: string | undefined): string | undefined {
+    return after === FEED_END ? undefined : after;
+}
+
 /**
  * Follows the feed for as long as the caller iterates. Pages are fetched
  * one at a time, only when the caller asks for the next one, so a caller
@@ -90,7 +117,7 @@ export async function* followFeed(
     const { signal } = options;
     const waitSeconds = Math.min(Math.max(options.waitSeconds ?? 30, 1), 60);
     const pacing = { initialDelayMs: 250, maxDelayMs: options.maxBackoffMs ?? 30_000 };
-    let after = options.after;
+    let after = options.after ?? undefined;
     let failures = 0;
     while (signal?.aborted !== true) {
         let page: FeedPage;
@@ -112,8 +139,12 @@ export async function* followFeed(
             }
             continue;
         }
-        const next = page.next_after ?? page.items.at(-1)?.cursor ?? after;
-        if (next === undefined || (page.items.length === 0 && next === after)) continue;
+        const next = page.next_after ?? page.items.at(-1)?.cursor ?? fromHere(after);
+        if (next === undefined) {
+            after = undefined; // an empty feed: its end is its beginning
+            continue;
+        }
+        if (page.items.length === 0 && next === after) continue;
         after = next;
         yield { items: page.items, after: next };
     }
@@ -121,7 +152,8 @@ export async function* followFeed(
 
 /**
  * Waits for several transactions to be final by reading the feed from
- * `options.after` (see `TxmgrClient.waitFinal`). Resolves with each id's
+ * `options.after` (see `TxmgrClient.waitFinal`: e.g. `TxmgrClient.feedEnd()`
+ * taken before the creates). Resolves with each id's
  * final row (keyed by the id as given); ids are matched without regard to
  * case. A `REORGED_OUT` row for an id found final puts it back to waiting.
  */
@@ -136,7 +168,7 @@ export async function waitFinalByFeed(
     const done = new Map<string, CompletionRow>();
     const deadline = Date.now() + timeoutMs;
     const pacing = { initialDelayMs: options.pollInitialMs ?? 500, maxDelayMs: options.pollMaxMs ?? 5_000 };
-    let after = options.after;
+    let after = options.after ?? undefined;
     let failures = 0;
     let lastError: unknown;
     while (done.size < wanted.size) {
@@ -163,7 +195,7 @@ export async function waitFinalByFeed(
                 if (isFinal(row.state)) done.set(id, row);
                 else if (row.state === "REORGED_OUT") done.delete(id);
             }
-            after = page.next_after ?? page.items.at(-1)?.cursor ?? after;
+            after = page.next_after ?? page.items.at(-1)?.cursor ?? fromHere(after);
         } catch (error) {
             if (signal?.aborted || !isRetryableError(error)) throw error;
             lastError = error;
