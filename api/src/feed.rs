@@ -52,6 +52,7 @@ pub struct FeedPage {
     /// The rows, in feed order.
     pub items: Vec<CompletionRow>,
     /// Pass as `after` next time. The last item's cursor, or the `after` given
-    /// when nothing was ready; `null` only when nothing was ever served.
+    /// when nothing was ready (for `after=end`, the end's position); `null`
+    /// only while the feed is empty.
     pub next_after: Option<String>,
 }

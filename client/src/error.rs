@@ -46,6 +46,8 @@ pub enum Error {
         status: u16,
         /// What was wrong with it.
         reason: String,
+        /// The `Retry-After` header (whole seconds), when the answer had one.
+        retry_after: Option<Duration>,
         /// The create's request id, as for [`Error::Api`].
         request_id: Option<String>,
     },

@@ -66,6 +66,11 @@ fn is_final(event: FeedEvent) -> bool {
 
 /// The longest long poll a single request asks for.
 const LONG_POLL: Duration = Duration::from_secs(30);
+/// The shortest time given to one read of a wait (so a wait that is
+/// almost over still reads once).
+const MIN_READ: Duration = Duration::from_secs(1);
+/// Time a long poll's answer may take beyond its `wait`.
+const LONG_POLL_MARGIN: Duration = Duration::from_secs(15);
 
 impl Client {
     /// One page of the feed.
@@ -97,7 +102,19 @@ impl Client {
         if query.funds {
             pairs.push(("funds", "true".to_owned()));
         }
-        self.get_json("v1/completions", &pairs).await
+        // A long poll may take its whole `wait`: each attempt gets that
+        // plus a margin, whatever the client's own timeout.
+        let timeout = query.wait.map(|wait| wait + LONG_POLL_MARGIN);
+        self.send_json(
+            reqwest::Method::GET,
+            &["v1", "completions"],
+            &pairs,
+            None::<&()>,
+            crate::retry::Repeat::Safe,
+            timeout,
+        )
+        .await
+        .map(|(_, page)| page)
     }
 
     /// The feed's current end (`GET /v1/completions?after=end`): take it
@@ -163,7 +180,7 @@ impl Client {
             if page.items.is_empty() && page.next_after == query.after {
                 continue;
             }
-            query.after.clone_from(&page.next_after);
+            advance(&mut query.after, &page.next_after);
             if on_page(page).await == Flow::Stop {
                 return Ok(());
             }
@@ -183,17 +200,22 @@ impl Client {
     pub async fn wait_final(&self, tx_id: Uuid, timeout: Duration) -> Result<TxView> {
         let start = Instant::now();
         let mut pause = Duration::from_millis(250);
+        let out_of_time = |start: Instant| Error::WaitTimeout {
+            pending: vec![tx_id],
+            waited: start.elapsed(),
+        };
         loop {
-            let tx = self.get(tx_id).await?;
+            // Each read (its retries included) ends with the wait.
+            let left = timeout.saturating_sub(start.elapsed());
+            let tx = tokio::time::timeout(left.max(MIN_READ), self.get(tx_id))
+                .await
+                .map_err(|_| out_of_time(start))??;
             if tx.state.is_terminal() {
                 return Ok(tx);
             }
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
-                return Err(Error::WaitTimeout {
-                    pending: vec![tx_id],
-                    waited: start.elapsed(),
-                });
+                return Err(out_of_time(start));
             }
             tokio::time::sleep(pause.min(left)).await;
             pause = (pause * 2).min(Duration::from_secs(2));
@@ -242,22 +264,41 @@ impl Client {
                 });
             }
             query.wait = Some(left.min(LONG_POLL));
-            let page = self.completions(&query).await?;
+            let Ok(page) =
+                tokio::time::timeout(left + LONG_POLL_MARGIN, self.completions(&query)).await
+            else {
+                continue; // out of time: the next turn reports it
+            };
+            let page = page?;
             for row in page.items {
                 if let Some(id) = row.tx_id.filter(|id| wanted.contains(id)) {
                     if is_final(row.state) {
                         found.insert(id, row);
+                    } else if row.state == FeedEvent::ReorgedOut {
+                        // Reported final, then its block left the chain:
+                        // its outcome is open again; a new final row follows.
+                        found.remove(&id);
                     }
                 }
             }
-            if page.next_after.is_some() {
-                query.after = page.next_after;
-            }
+            advance(&mut query.after, &page.next_after);
         }
         Ok(tx_ids
             .iter()
             .filter_map(|id| found.get(id).cloned())
             .collect())
+    }
+}
+
+/// Moves a reader's cursor to a page's `next_after`. The daemon answers
+/// null only while the feed is empty: then a reader that asked for `end`
+/// reads from the beginning next (the same place, and asking for `end`
+/// again could skip a row committed in between); any other cursor stays.
+fn advance(after: &mut Option<String>, next_after: &Option<String>) {
+    match next_after {
+        Some(next) => *after = Some(next.clone()),
+        None if after.as_deref() == Some("end") => *after = None,
+        None => {}
     }
 }
 
@@ -269,5 +310,39 @@ fn is_passing(error: &Error) -> bool {
             *status == 429 || *status >= 500
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_moves_forward_and_end_becomes_the_beginning_on_an_empty_feed() {
+        let mut after = Some("end".to_owned());
+        advance(&mut after, &None);
+        assert_eq!(after, None, "an empty feed: read it from the beginning");
+        let mut after = Some("7-3".to_owned());
+        advance(&mut after, &None);
+        assert_eq!(after.as_deref(), Some("7-3"), "never rewound");
+        advance(&mut after, &Some("9-1".to_owned()));
+        assert_eq!(after.as_deref(), Some("9-1"));
+    }
+
+    #[test]
+    fn only_terminal_events_end_a_wait() {
+        let finals: Vec<_> = FeedEvent::ALL
+            .into_iter()
+            .filter(|e| is_final(*e))
+            .collect();
+        assert_eq!(
+            finals,
+            [
+                FeedEvent::Confirmed,
+                FeedEvent::FailedFinal,
+                FeedEvent::Rejected,
+                FeedEvent::Cancelled
+            ]
+        );
     }
 }

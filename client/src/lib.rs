@@ -57,7 +57,7 @@ use retry::Repeat;
 /// let for_a_task = txmgr.clone();
 /// # Ok::<(), txmgr_client::Error>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: Url,
@@ -71,7 +71,6 @@ pub struct Client {
 /// let client = txmgr_client::Client::builder("http://127.0.0.1:8080").token("t").build();
 /// assert!(client.is_ok());
 /// ```
-#[derive(Debug)]
 pub struct ClientBuilder {
     base: String,
     token: Option<String>,
@@ -79,6 +78,30 @@ pub struct ClientBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     retry: RetryPolicy,
+}
+
+/// The token is never printed.
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base.as_str())
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The token is never printed.
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ca_file", &self.ca_file)
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {
@@ -120,31 +143,42 @@ impl Client {
         }
     }
 
-    /// GETs `path` (with `query` pairs) and reads the JSON answer.
+    /// GETs the path of `segments` (each percent-encoded) with `query`
+    /// pairs and reads the JSON answer.
     pub(crate) async fn get_json<T: DeserializeOwned>(
         &self,
-        path: &str,
+        segments: &[&str],
         query: &[(&str, String)],
     ) -> Result<T> {
-        self.send_json(Method::GET, path, query, None::<&()>, Repeat::Safe)
-            .await
-            .map(|(_, body)| body)
+        self.send_json(
+            Method::GET,
+            segments,
+            query,
+            None::<&()>,
+            Repeat::Safe,
+            None,
+        )
+        .await
+        .map(|(_, body)| body)
     }
 
     /// Sends one request, repeating it as `repeat` allows, and reads the
     /// JSON answer with its status.
+    /// `timeout` replaces the client's for each attempt (a long poll).
     pub(crate) async fn send_json<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         method: Method,
-        path: &str,
+        segments: &[&str],
         query: &[(&str, String)],
         body: Option<&B>,
         repeat: Repeat,
+        timeout: Option<Duration>,
     ) -> Result<(StatusCode, T)> {
-        let mut url = self
-            .base
-            .join(path.trim_start_matches('/'))
-            .map_err(|e| Error::Config(format!("path {path:?}: {e}")))?;
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| Error::Config(format!("address {} cannot take a path", self.base)))?
+            .pop_if_empty()
+            .extend(segments);
         if !query.is_empty() {
             let mut pairs = url.query_pairs_mut();
             for (key, value) in query {
@@ -158,6 +192,9 @@ impl Client {
         let mut attempt = 1;
         loop {
             let mut request = self.http.request(method.clone(), url.clone());
+            if let Some(timeout) = timeout {
+                request = request.timeout(timeout);
+            }
             if let Some(token) = &self.token {
                 request = request.bearer_auth(token);
             }
@@ -202,6 +239,7 @@ async fn read_answer<T: DeserializeOwned>(response: reqwest::Response) -> Result
             .map_err(|e| Error::UnexpectedAnswer {
                 status: status.as_u16(),
                 reason: format!("the body is not the expected JSON: {e}"),
+                retry_after,
                 request_id: None,
             });
     }
@@ -218,6 +256,7 @@ async fn read_answer<T: DeserializeOwned>(response: reqwest::Response) -> Result
                 "not an error body of the API: {:?}",
                 String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
             ),
+            retry_after,
             request_id: None,
         }),
     }

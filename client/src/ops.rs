@@ -34,7 +34,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn ops_view(&self, view: &str) -> Result<Value> {
-        self.get_json(&format!("v1/ops/{view}"), &[]).await
+        self.get_json(&["v1", "ops", view], &[]).await
     }
 
     /// `POST /v1/ops/submitters/{address}/{action}` with a reason (audited):
@@ -68,10 +68,11 @@ impl Client {
         };
         self.send_json(
             Method::POST,
-            &format!("v1/ops/submitters/{}/{action}", submitter.address),
+            &["v1", "ops", "submitters", &submitter.address, action],
             &query,
             body.as_ref(),
             Repeat::RefusedOnly,
+            None,
         )
         .await
         .map(|(_, answer)| answer)
@@ -92,10 +93,11 @@ impl Client {
         };
         self.send_json(
             Method::POST,
-            &format!("v1/ops/webhooks/{webhook}/redeliver"),
+            &["v1", "ops", "webhooks", webhook, "redeliver"],
             &[],
             Some(&body),
             Repeat::RefusedOnly,
+            None,
         )
         .await
         .map(|(_, answer)| answer)
@@ -113,10 +115,11 @@ impl Client {
     pub async fn reload(&self) -> Result<Value> {
         self.send_json(
             Method::POST,
-            "v1/ops/reload",
+            &["v1", "ops", "reload"],
             &[],
             None::<&()>,
             Repeat::RefusedOnly,
+            None,
         )
         .await
         .map(|(_, answer)| answer)

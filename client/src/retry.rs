@@ -79,11 +79,11 @@ impl RetryPolicy {
                 }
                 *retry_after
             }
-            Error::UnexpectedAnswer { status, .. }
-                if repeat == Repeat::Safe && (*status >= 500 || *status == 429) =>
-            {
-                None
-            }
+            Error::UnexpectedAnswer {
+                status,
+                retry_after,
+                ..
+            } if *status == 429 || (repeat == Repeat::Safe && *status >= 500) => *retry_after,
             _ => return None,
         };
         if retry_after.is_some_and(|after| after > self.max_retry_after) {
@@ -169,6 +169,29 @@ mod tests {
         assert_eq!(policy.delay(1, &unavailable, Repeat::RefusedOnly), None);
         let busy = api(503, ErrorCode::Busy, Some(1));
         assert!(policy.delay(1, &busy, Repeat::RefusedOnly).is_some());
+    }
+
+    #[test]
+    fn a_proxys_429_is_waited_out_too() {
+        let policy = RetryPolicy::default();
+        let page = Error::UnexpectedAnswer {
+            status: 429,
+            reason: "html".into(),
+            retry_after: Some(Duration::from_secs(5)),
+            request_id: None,
+        };
+        let wait = policy
+            .delay(1, &page, Repeat::RefusedOnly)
+            .expect("retried");
+        assert!(wait >= Duration::from_secs(5), "{wait:?}");
+        let bad_gateway = Error::UnexpectedAnswer {
+            status: 502,
+            reason: "html".into(),
+            retry_after: None,
+            request_id: None,
+        };
+        assert!(policy.delay(1, &bad_gateway, Repeat::Safe).is_some());
+        assert_eq!(policy.delay(1, &bad_gateway, Repeat::RefusedOnly), None);
     }
 
     #[test]

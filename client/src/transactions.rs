@@ -80,10 +80,11 @@ impl Client {
             .clone();
         self.send_json(
             Method::POST,
-            "v1/transactions",
+            &["v1", "transactions"],
             &[],
             Some(&body),
             Repeat::Safe,
+            None,
         )
         .await
         .map(|(status, body)| Created {
@@ -103,7 +104,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn get(&self, tx_id: Uuid) -> Result<TxView> {
-        self.get_json(&format!("v1/transactions/{tx_id}"), &[])
+        self.get_json(&["v1", "transactions", &tx_id.to_string()], &[])
             .await
     }
 
@@ -129,7 +130,7 @@ impl Client {
             ("request_id", request_id.to_owned()),
         ];
         query.extend(chain_id.map(|id| ("chain_id", id.to_string())));
-        self.get_json("v1/transactions", &query).await
+        self.get_json(&["v1", "transactions"], &query).await
     }
 
     /// One page of a submitter's transactions; follow `next` until it is
@@ -161,7 +162,7 @@ impl Client {
         );
         pairs.extend(query.limit.map(|limit| ("limit", limit.to_string())));
         pairs.extend(query.after.clone().map(|after| ("after", after)));
-        self.get_json("v1/transactions", &pairs).await
+        self.get_json(&["v1", "transactions"], &pairs).await
     }
 
     /// Cancels the intent (`POST …/cancel`): a QUEUED one at once (`status`
@@ -231,10 +232,11 @@ impl Client {
         };
         self.send_json(
             Method::POST,
-            &format!("v1/transactions/{tx_id}/{action}"),
+            &["v1", "transactions", &tx_id.to_string(), action],
             &[],
             Some(&body),
             repeat,
+            None,
         )
         .await
         .map(|(_, answer)| answer)

@@ -33,7 +33,7 @@ pub(crate) mod exit {
     pub(crate) const UNREACHABLE: u8 = 3;
     /// The daemon refused the request (4xx); its code is printed.
     pub(crate) const REFUSED: u8 = 4;
-    /// The daemon failed (5xx) or answered something that is not the API.
+    /// The daemon failed (5xx), or the answer is not the API's JSON.
     pub(crate) const SERVER: u8 = 5;
     /// A wait ran out of time before the final state.
     pub(crate) const TIMEOUT: u8 = 6;
@@ -53,16 +53,12 @@ pub(crate) struct Remote {
         global = true
     )]
     url: String,
-    /// Bearer token (prefer TXMGR_TOKEN or --token-file: arguments are visible to other users).
-    #[arg(long, env = "TXMGR_TOKEN", hide_env_values = true, global = true)]
+    /// Bearer token; else TXMGR_TOKEN, else the file named by TXMGR_TOKEN_FILE
+    /// (prefer those or --token-file: arguments are visible to other users).
+    #[arg(long, global = true)]
     token: Option<String>,
     /// File holding the bearer token (surrounding blanks ignored).
-    #[arg(
-        long,
-        env = "TXMGR_TOKEN_FILE",
-        global = true,
-        conflicts_with = "token"
-    )]
+    #[arg(long, global = true, conflicts_with = "token")]
     token_file: Option<PathBuf>,
     /// PEM file of a CA to trust besides the system's (a private CA in front of the daemon).
     #[arg(long, env = "TXMGR_CA_FILE", global = true)]
@@ -81,15 +77,25 @@ impl Remote {
             max_attempts: self.retries.max(1),
             ..txmgr_client::RetryPolicy::default()
         });
+        // A flag wins over the environment, the token over a file.
+        let read_file = |path: &PathBuf| {
+            std::fs::read_to_string(path)
+                .map(|token| token.trim().to_owned())
+                .map_err(|e| Failure::usage(format!("token file {}: {e}", path.display())))
+        };
         let token = match (&self.token, &self.token_file) {
             (Some(token), _) => Some(token.trim().to_owned()),
-            (None, Some(path)) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| Failure::usage(format!("token file {}: {e}", path.display())))?
-                    .trim()
-                    .to_owned(),
-            ),
-            (None, None) => None,
+            (None, Some(path)) => Some(read_file(path)?),
+            (None, None) => match (
+                std::env::var("TXMGR_TOKEN")
+                    .ok()
+                    .filter(|t| !t.trim().is_empty()),
+                std::env::var_os("TXMGR_TOKEN_FILE").map(PathBuf::from),
+            ) {
+                (Some(token), _) => Some(token.trim().to_owned()),
+                (None, Some(path)) => Some(read_file(&path)?),
+                (None, None) => None,
+            },
         };
         if let Some(token) = token.filter(|token| !token.is_empty()) {
             builder = builder.token(token);
@@ -116,6 +122,18 @@ impl Failure {
         }
     }
 
+    /// True when a create may or may not have been stored (no answer, a
+    /// 5xx, a wait out of time): the caller should repeat it, same id.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        matches!(self.code, exit::UNREACHABLE | exit::SERVER | exit::TIMEOUT)
+    }
+
+    /// The same failure with `context` on a line of its own after it.
+    pub(crate) fn context(mut self, context: String) -> Self {
+        self.message = format!("{}\n  {context}", self.message);
+        self
+    }
+
     pub(crate) fn with_code(code: u8, message: impl Into<String>) -> Self {
         Failure {
             code,
@@ -127,9 +145,9 @@ impl Failure {
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         let code = match &error {
-            Error::Api { status, .. } | Error::UnexpectedAnswer { status, .. } if *status < 500 => {
-                exit::REFUSED
-            }
+            Error::Api { status, .. } if *status < 500 => exit::REFUSED,
+            // A 5xx, or an answer that is not the API's (a proxy's page,
+            // a body this version cannot read).
             Error::Api { .. } | Error::UnexpectedAnswer { .. } => exit::SERVER,
             Error::Transport { .. } => exit::UNREACHABLE,
             Error::WaitTimeout { .. } => exit::TIMEOUT,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use txmgr_client::{
-    api::{CreateBody, TxState, TxView},
+    api::{CompletionRow, CreateBody, FeedEvent, TxState, TxView},
     Client, Error, ListQuery,
 };
 use uuid::Uuid;
@@ -150,10 +150,21 @@ impl TxCommand {
                 wait,
                 timeout,
             } => {
+                let request_id = request_id.unwrap_or_else(|| Uuid::new_v4().to_string());
+                // Whatever happens next, the id to repeat the send with is shown.
+                let again = |failure: Failure| {
+                    if !failure.outcome_unknown() {
+                        return failure;
+                    }
+                    failure.context(format!(
+                        "request_id {request_id}: send again with --request-id {request_id}; \
+                         it never sends twice"
+                    ))
+                };
                 let body = CreateBody {
                     chain_id,
                     submitter,
-                    request_id: Some(request_id.unwrap_or_else(|| Uuid::new_v4().to_string())),
+                    request_id: Some(request_id.clone()),
                     to,
                     value: value.map(Into::into),
                     data,
@@ -162,7 +173,7 @@ impl TxCommand {
                     valid_until,
                     ..CreateBody::default()
                 };
-                let created = client.create(body).await?;
+                let created = client.create(body).await.map_err(|e| again(e.into()))?;
                 if !wait {
                     if json {
                         render::json(&created.body);
@@ -181,14 +192,10 @@ impl TxCommand {
                     }
                     return Ok(exit::OK);
                 }
-                if !json {
-                    eprintln!(
-                        "{} accepted (request_id {})",
-                        created.body.tx_id,
-                        created.body.request_id.as_deref().unwrap_or("-")
-                    );
-                }
-                let tx = watch(&client, created.body.tx_id, timeout, !json).await?;
+                eprintln!("{} accepted (request_id {request_id})", created.body.tx_id);
+                let tx = watch(&client, created.body.tx_id, timeout, !json)
+                    .await
+                    .map_err(again)?;
                 finish(&tx, json)
             }
             TxCommand::Get {
@@ -269,15 +276,20 @@ impl TxCommand {
                     let tx = watch(&client, tx_id, timeout, !json).await?;
                     return finish(&tx, json);
                 }
-                let rows = client.wait_final_many(&tx_ids, after, timeout).await?;
+                let rows = match after {
+                    Some(after) => {
+                        client
+                            .wait_final_many(&tx_ids, Some(after), timeout)
+                            .await?
+                    }
+                    None => wait_from_now(&client, &tx_ids, timeout).await?,
+                };
                 if json {
                     render::json(&rows);
                 } else {
                     render::feed_table(&rows, true);
                 }
-                let all_confirmed = rows
-                    .iter()
-                    .all(|row| row.state == txmgr_client::api::FeedEvent::Confirmed);
+                let all_confirmed = rows.iter().all(|row| row.state == FeedEvent::Confirmed);
                 Ok(if all_confirmed {
                     exit::OK
                 } else {
@@ -285,6 +297,58 @@ impl TxCommand {
                 })
             }
         }
+    }
+}
+
+/// Several ids without a cursor: the feed's end first, then one read per id
+/// (those already final are done: their rows may be older than the feed
+/// keeps), then the feed from that end for the rest — nothing completing in
+/// between is missed, since the end was taken before the reads.
+async fn wait_from_now(
+    client: &Client,
+    tx_ids: &[Uuid],
+    timeout: Duration,
+) -> Result<Vec<CompletionRow>, Failure> {
+    let end = client.feed_end().await?;
+    let mut done = Vec::new();
+    let mut pending = Vec::new();
+    for &tx_id in tx_ids {
+        let tx = client.get(tx_id).await?;
+        match FeedEvent::of_state(tx.state).filter(|_| tx.state.is_terminal()) {
+            Some(event) => done.push((tx_id, final_row(&tx, event))),
+            None => pending.push(tx_id),
+        }
+    }
+    let mut rows = if pending.is_empty() {
+        Vec::new()
+    } else {
+        client.wait_final_many(&pending, end, timeout).await?
+    };
+    rows.extend(done.into_iter().map(|(_, row)| row));
+    // In the order the ids were given.
+    rows.sort_by_key(|row| tx_ids.iter().position(|id| Some(*id) == row.tx_id));
+    Ok(rows)
+}
+
+/// A final transaction as a feed row would show it (no cursor: read, not fed).
+fn final_row(tx: &TxView, event: FeedEvent) -> CompletionRow {
+    CompletionRow {
+        cursor: "-".to_owned(),
+        chain_id: tx.chain_id,
+        tx_id: Some(tx.tx_id),
+        submitter: tx.submitter.clone(),
+        request_id: tx.request_id.clone(),
+        state: event,
+        tx_hash: tx.mined_tx_hash.clone().or_else(|| tx.tx_hash.clone()),
+        block_number: tx
+            .receipt
+            .as_ref()
+            .and_then(|r| i64::try_from(r.block_number).ok()),
+        nonce: tx.nonce.and_then(|n| i64::try_from(n).ok()),
+        reason: tx.last_error.clone(),
+        balance_wei: None,
+        min_balance_wei: None,
+        completed_at: tx.confirmed_at.unwrap_or(tx.updated_at),
     }
 }
 

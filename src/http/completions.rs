@@ -89,10 +89,10 @@ impl FeedQuery {
             match key {
                 "after" if value == "end" => query.from_end = true,
                 "after" => {
-                    query.after = Some(
-                        FeedCursor::parse(&value)
-                            .map_err(|err| ApiError::invalid("after", err.to_string()))?,
-                    );
+                    query.after =
+                        Some(FeedCursor::parse(&value).map_err(|err| {
+                            ApiError::invalid("after", format!("{err}, or `end`"))
+                        })?);
                 }
                 "limit" => query.limit = query::limit(&value, MAX_LIMIT)?,
                 "wait" => {

@@ -122,7 +122,8 @@ async fn every_command_answers_with_json_tables_and_its_exit_code() {
         .args(["tx", "list", "--submitter", &me, "--json", "--url", &url])
         .arg("--token-file")
         .arg(Path::new(&token_file))
-        .env_remove("TXMGR_TOKEN")
+        // A flag wins over the environment.
+        .env("TXMGR_TOKEN", "not-the-token")
         .output()
         .await
         .expect("run");
@@ -336,4 +337,26 @@ async fn every_command_answers_with_json_tables_and_its_exit_code() {
     )
     .await;
     assert_eq!(code(&unreachable), 3, "{}", stderr(&unreachable));
+    // A send without an answer names the request id to send again with.
+    let lost = txmgr(
+        &closed,
+        CLIENT_TOKEN,
+        &[
+            "tx",
+            "send",
+            "--submitter",
+            &me,
+            "--to",
+            RECIPIENT,
+            "--retries",
+            "1",
+        ],
+    )
+    .await;
+    assert_eq!(code(&lost), 3, "{}", stderr(&lost));
+    assert!(
+        stderr(&lost).contains("send again with --request-id"),
+        "{}",
+        stderr(&lost)
+    );
 }

@@ -270,11 +270,54 @@ def test_wait_final_one_id_confirmed_and_failed_final(stack: Stack, txmgr: Clien
     assert failed.receipt is not None and failed.receipt.status == 0
 
 
+def cursor_key(cursor: str) -> tuple[int, int]:
+    """A feed cursor (``xid-seq``) as a comparable pair."""
+    xid, seq = cursor.split("-")
+    return int(xid), int(seq)
+
+
+def paged_end(txmgr: Client) -> str | None:
+    """The feed's end as paging it from the beginning finds it."""
+    cursor: str | None = None
+    while True:
+        page = txmgr.feed(cursor, limit=1000)
+        if page.next_after is None or page.next_after == cursor:
+            return cursor
+        cursor = page.next_after
+
+
+def settle(txmgr: Client) -> dict[str, Completion]:
+    """Waits until every intent created so far is final with its row served
+    (read by the feed from its beginning): nothing is under way, so the
+    feed's end stays put until the next create."""
+    existing = [tx.tx_id for _, address in DEV_KEYS for tx in txmgr.iter_transactions(address)]
+    return txmgr.wait_final(existing, timeout=60)
+
+
+def one_end_request(exchanges: list[Exchange]) -> bool:
+    """What ``feed_end`` sends: one ``after=end&limit=1``, answered."""
+    return [(e.method, e.path, e.status) for e in exchanges] == [
+        ("GET", "/v1/completions?after=end&limit=1", 200)
+    ]
+
+
 def test_wait_final_many_ids_reads_the_feed_not_a_get_per_id(stack: Stack, txmgr: Client) -> None:
     proxy = stack.proxy
     assert proxy is not None and stack.anvil is not None
     stack.anvil.rpc("anvil_setCode", REVERTER, REVERT_CODE)
+    # An earlier completion, and nothing else under way: the end is past it and stays put.
+    earlier = txmgr.create(SUBMITTER, to=SINK, value=1, request_id=rid("earlier"))
+    settled = settle(txmgr)
+    assert settled[earlier.tx_id].state is FeedEvent.CONFIRMED
+    mark = proxy.mark()
     after = txmgr.feed_end()
+    assert one_end_request(proxy.since(mark)), proxy.since(mark)
+    assert after is not None, "a feed with rows has an end"
+    assert cursor_key(after) >= cursor_key(settled[earlier.tx_id].cursor)
+    assert after == paged_end(txmgr), "the end paging from the beginning reaches"
+    from_end = txmgr.feed(after="end")
+    assert (from_end.items, from_end.next_after) == ([], after), "nothing after the end"
+
     ids = [
         txmgr.create(SUBMITTER, to=SINK, value=i + 1, request_id=rid(f"many-{i}")).tx_id
         for i in range(3)
@@ -287,12 +330,14 @@ def test_wait_final_many_ids_reads_the_feed_not_a_get_per_id(stack: Stack, txmgr
 
     assert set(results) == set(ids)
     assert all(isinstance(row, Completion) for row in results.values())
+    assert all(cursor_key(row.cursor) > cursor_key(after) for row in results.values())
     assert [results[i].state for i in ids] == [FeedEvent.CONFIRMED] * 3 + [FeedEvent.FAILED_FINAL]
     assert seen, "wait_final sent nothing"
     assert all(e.method == "GET" and e.path.startswith("/v1/completions?") for e in seen), [
         e.path for e in seen
     ]
     assert len(seen) < 2 * len(ids) + 2
+    assert re.match(rf"/v1/completions\?after={after}&", seen[0].path), "read from the cursor taken"
 
 
 # --- (4) the feed follower --------------------------------------------------------------------------
@@ -461,10 +506,17 @@ def test_async_client_create_wait_final_and_follow(stack: Stack) -> None:
     proxy = stack.proxy
     assert proxy is not None and stack.daemon is not None
     stack.daemon.ready()
+    with Client(proxy.base, token=stack.tokens.client) as sync:
+        settle(sync)  # nothing under way: the feed's end stays put
 
     async def scenario() -> None:
         async with AsyncClient(proxy.base, token=stack.tokens.client) as txmgr:
+            mark = proxy.mark()
             after = await txmgr.feed_end()
+            assert one_end_request(proxy.since(mark)), proxy.since(mark)
+            assert after is not None
+            from_end = await txmgr.feed(after="end")
+            assert (from_end.items, from_end.next_after) == ([], after), "nothing after the end"
             created = await txmgr.create(SUBMITTER, to=SINK, value=5, request_id=rid("async"))
             assert created.state is TxState.QUEUED and created.replayed is False
             again = await txmgr.create(SUBMITTER, to=SINK, value=5, request_id=created.request_id)
@@ -480,6 +532,7 @@ def test_async_client_create_wait_final_and_follow(stack: Stack) -> None:
             assert {k: v.state for k, v in results.items()} == dict.fromkeys(
                 more, FeedEvent.CONFIRMED
             )
+            assert all(cursor_key(row.cursor) > cursor_key(after) for row in results.values())
             assert all(e.path.startswith("/v1/completions?") for e in proxy.since(mark))
 
             seen: list[str | None] = []

@@ -271,3 +271,79 @@ def test_speed_up_is_not_retried_after_a_read_timeout_but_a_create_is() -> None:
             txmgr.speed_up("0190abcd-0000-7000-8000-000000000000")
         assert len(seen) == 1
     http.close()
+
+
+# --- the feed's end (httpx.MockTransport) ------------------------------------------------------------
+
+
+def scripted_feed(pages: list[dict[str, object]]) -> tuple[httpx.Client, list[str | None]]:
+    """A transport answering ``pages`` in turn (the last one once they run
+    out) to ``GET /v1/completions``, recording each request's ``after``."""
+    afters: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/completions"
+        afters.append(request.url.params.get("after"))
+        return httpx.Response(200, json=pages[min(len(afters), len(pages)) - 1])
+
+    transport = httpx.MockTransport(handler)
+    return httpx.Client(base_url="http://txmgr.test", transport=transport), afters
+
+
+def feed_row(cursor: str, tx_id: str, state: str = "CONFIRMED") -> dict[str, object]:
+    return {
+        "cursor": cursor,
+        "chain_id": 31337,
+        "tx_id": tx_id,
+        "submitter": TX["submitter"],
+        "state": state,
+        "completed_at": "2025-01-01T00:00:00Z",
+    }
+
+
+def test_feed_end_is_one_request_from_the_end() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"items": [], "next_after": "41-7" if len(seen) == 1 else None})
+
+    http = httpx.Client(base_url="http://txmgr.test", transport=httpx.MockTransport(handler))
+    with http, Client(http_client=http) as txmgr:
+        assert txmgr.feed_end() == "41-7"
+        assert txmgr.feed_end() is None  # an empty feed
+    assert [(r.method, r.url.path, r.url.query) for r in seen] == [
+        ("GET", "/v1/completions", b"after=end&limit=1")
+    ] * 2
+
+
+def test_from_the_end_of_an_empty_feed_the_readers_go_on_from_its_beginning() -> None:
+    # Asking for "the end" again would pass over a row completed in between.
+    a, b = "0190abcd-0000-7000-8000-00000000000a", "0190abcd-0000-7000-8000-00000000000b"
+    empty: dict[str, object] = {"items": [], "next_after": None}
+    rows: dict[str, object] = {
+        "items": [feed_row("7-1", a), feed_row("7-2", b, "FAILED_FINAL")],
+        "next_after": "7-2",
+    }
+    http, afters = scripted_feed([empty, rows])
+    with http, Client(http_client=http) as txmgr:
+        follower = txmgr.follow(after="end", wait=1.0)
+        pages = iter(follower)
+        assert next(pages).next_after is None and follower.cursor is None
+        assert next(pages).next_after == "7-2" and follower.cursor == "7-2"
+    assert afters == ["end", None]
+
+    http, afters = scripted_feed([empty, rows])
+    with http, Client(http_client=http) as txmgr:
+        done = txmgr.wait_final([a, b], timeout=5, after="end")
+    assert {k: v.state for k, v in done.items()} == {a: "CONFIRMED", b: "FAILED_FINAL"}
+    assert afters[:2] == ["end", None]
+
+    # From the end of a feed with rows: its position, then after it.
+    http, afters = scripted_feed([{"items": [], "next_after": "5-3"}, rows])
+    with http, Client(http_client=http) as txmgr:
+        follower = txmgr.follow(after="end", wait=1.0)
+        pages = iter(follower)
+        assert next(pages).next_after == "5-3" and follower.cursor == "5-3"
+        next(pages)
+    assert afters == ["end", "5-3"]

@@ -1067,7 +1067,8 @@ export interface components {
             items: components["schemas"]["CompletionRow"][];
             /**
              * @description Pass as `after` next time. The last item's cursor, or the `after` given
-             *     when nothing was ready; `null` only when nothing was ever served.
+             *     when nothing was ready (for `after=end`, the end's position); `null`
+             *     only while the feed is empty.
              */
             next_after?: string | null;
         };

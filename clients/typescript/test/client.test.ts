@@ -1,7 +1,8 @@
 /**
  * The client against a real daemon: retries and errors (429 waited out, 4xx
- * thrown at once), `waitFinal` by GETs and by the feed, and the feed
- * follower resuming from a stored cursor.
+ * thrown at once), `feedEnd` (empty feed, after a completion), `waitFinal`
+ * by GETs and by the feed from a `feedEnd` cursor, and the feed follower
+ * resuming from a stored cursor.
  */
 
 import assert from "node:assert/strict";
@@ -46,8 +47,8 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
     );
 }
 
-/** The feed's current end: the cursor after every row there is now. */
-async function feedEnd(txmgr: TxmgrClient): Promise<string | undefined> {
+/** The feed's end as paging it from the beginning finds it: the cursor after every row there is now. */
+async function pagedEnd(txmgr: TxmgrClient): Promise<string | undefined> {
     let after: string | undefined;
     for (;;) {
         const page = await txmgr.completions({ after, limit: 1000 });
@@ -67,6 +68,17 @@ function before_(a: string, b: string): boolean {
     const [bx, bs] = cursorKey(b);
     return ax < bx || (ax === bx && as < bs);
 }
+
+test("feedEnd of a fresh daemon's empty feed is null; completions from the end answer nothing", async () => {
+    await fx.logged(async () => {
+        const log: Exchange[] = [];
+        const txmgr = client(svc.token, log);
+        assert.equal(await txmgr.feedEnd(), null);
+        assert.deepEqual(log.map((e) => [e.method, e.path, e.status]), [["GET", "/v1/completions?after=end&limit=1", 200]]);
+        const page = await txmgr.completions({ after: "end" });
+        assert.deepEqual([page.items, page.next_after ?? null], [[], null]);
+    })();
+});
 
 test("a 429 with Retry-After is waited out; with a lower cap it is thrown with its retryAfter", async () => {
     await fx.logged(async () => {
@@ -156,7 +168,23 @@ test("a 4xx is thrown after exactly one attempt, with its code and field", async
 test("waitFinal: CONFIRMED for a transfer, FAILED_FINAL for a reverting call; many ids by the feed", async () => {
     await fx.logged(async () => {
         const txmgr = client();
-        const start = await feedEnd(txmgr);
+        // An earlier completion, and every intent of the earlier tests final with its row served
+        // (read by the feed from its beginning): the feed's end is past them and stays put.
+        const earlier = await txmgr.create({ submitter: SUBMITTER, to: SINK, value: 1n, request_id: "earlier-1" });
+        const existing: string[] = [];
+        for await (const tx of txmgr.listAll({ submitter: SUBMITTER })) existing.push(tx.tx_id);
+        assert.ok(existing.includes(earlier.tx_id));
+        const settled = await txmgr.waitFinal(existing, 60_000);
+        const earlierRow = settled.get(earlier.tx_id);
+        assert.ok(earlierRow !== undefined && earlierRow.state === "CONFIRMED", JSON.stringify(earlierRow));
+
+        const start = await txmgr.feedEnd();
+        assert.ok(start !== null, "a feed with rows has an end");
+        assert.ok(!before_(start, earlierRow.cursor), `the end ${start} is not before the earlier row ${earlierRow.cursor}`);
+        assert.equal(start, await pagedEnd(txmgr), "the end paging from the beginning reaches");
+        const fromEnd = await txmgr.completions({ after: "end" });
+        assert.deepEqual([fromEnd.items.length, fromEnd.next_after], [0, start], "nothing after the end; next_after is the end");
+
         const ok = await txmgr.create({ submitter: SUBMITTER, to: SINK, value: 10n ** 15n });
         const reverting = await txmgr.create({ submitter: SUBMITTER, to: REVERTER, data: "0x", gas_limit: 60_000 });
 
@@ -186,15 +214,18 @@ test("waitFinal: CONFIRMED for a transfer, FAILED_FINAL for a reverting call; ma
         assert.equal(rows.get(ok.tx_id)?.state, "CONFIRMED");
         assert.equal(rows.get(reverting.tx_id)?.state, "FAILED_FINAL");
         assert.equal(rows.get(ok.tx_id)?.tx_hash, confirmed.mined_tx_hash ?? confirmed.tx_hash);
+        assert.deepEqual([...rows.keys()].sort(), [ok.tx_id, reverting.tx_id].sort());
+        for (const row of rows.values()) assert.ok(before_(start, row.cursor), `${row.cursor} is after the start ${start}`);
         assert.ok(feedLog.length >= 1);
         for (const e of feedLog) assert.match(e.path, /^\/v1\/completions\?/, "only feed reads");
+        assert.equal(new URL(feedLog[0]!.path, "http://x").searchParams.get("after"), start, "read from the cursor taken");
     })();
 });
 
 test("the feed follower resumes from a stored cursor without a gap or a repeat", async () => {
     await fx.logged(async () => {
         const txmgr = client();
-        let stored = await feedEnd(txmgr);
+        let stored = await txmgr.feedEnd();
         const ours = new Set<string>();
         const create = async (n: number): Promise<void> => {
             for (let i = 0; i < n; i++) ours.add((await txmgr.create({ submitter: SUBMITTER, to: SINK, value: BigInt(i + 1) })).tx_id);

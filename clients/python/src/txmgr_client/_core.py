@@ -50,6 +50,8 @@ MAX_FEED_WAIT = 60.0
 DEFAULT_FEED_WAIT = 30.0
 #: Largest feed page (``MAX_LIMIT`` in ``src/http/completions.rs``).
 MAX_FEED_LIMIT = 1000
+#: ``after`` starting after the feed's current end (README "Completion feed").
+FEED_END = "end"
 #: Largest list page (``MAX_LIST_LIMIT`` in ``src/http/tx_reads.rs``).
 MAX_LIST_LIMIT = 500
 #: ``wait_final`` for one id: first pause between GETs, and its cap.
@@ -444,29 +446,30 @@ def feed_page(
     return page
 
 
-def feed_end(
-    policy: RetryPolicy,
-    *,
-    after: str | None,
-    chain_ids: Iterable[int] | int | None,
-) -> Op[str | None]:
-    """Pages the feed from ``after`` to its current end without waiting and
-    returns the cursor there (``after`` itself when nothing follows it).
+def feed_end(policy: RetryPolicy) -> Op[str | None]:
+    """``GET /v1/completions?after=end&limit=1``: the cursor at the feed's
+    current end (after the last row every reader can see now), ``None``
+    while the feed is empty — then reading from the beginning is the same.
 
-    From ``None`` this reads every row the server still keeps
-    (``feed.retain``, 30 days by default): call it once and store the cursor.
+    One request, whatever the feed holds. Should a row become visible
+    between the server finding the end and reading after it, the page holds
+    it and ``next_after`` is past it: still a position from which nothing
+    completing later is missed.
     """
-    cursor = after
-    while True:
-        page = yield from feed_page(
-            policy, after=cursor, limit=MAX_FEED_LIMIT, wait=0.0, chain_ids=chain_ids, funds=False
-        )
-        # The end is where the cursor stops moving: a page can be empty while
-        # rows follow (rows hidden from this caller still move the cursor),
-        # and short while rows follow (the byte budget).
-        if page.next_after is None or page.next_after == cursor:
-            return cursor
-        cursor = page.next_after
+    page = yield from feed_page(
+        policy, after=FEED_END, limit=1, wait=0.0, chain_ids=None, funds=False
+    )
+    return page.next_after
+
+
+def next_cursor(sent: str | None, page: FeedPage) -> str | None:
+    """The cursor to read from after ``page``, the answer to a request from
+    ``sent``: its ``next_after``; when it has none, ``sent`` — except that
+    ``"end"`` of an empty feed stands for its beginning, and asking for "the
+    end" again could pass over a row that completed in between."""
+    if page.next_after is not None:
+        return page.next_after
+    return None if sent == FEED_END else sent
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -521,8 +524,8 @@ def wait_many(
     cursor; if the deadline passes meanwhile, the finals are returned.
 
     ``after`` must be a cursor from before the intents could have become
-    final (e.g. taken before creating them): rows before it are not read.
-    ``None`` reads from the oldest row the server keeps.
+    final (e.g. :func:`feed_end` taken before creating them): rows before it
+    are not read. ``None`` reads from the oldest row the server keeps.
     """
     deadline = _deadline(timeout)
     wanted = {tx_id_text(tx_id) for tx_id in tx_ids}
@@ -562,8 +565,7 @@ def wait_many(
         # The cursor moves whenever rows followed `sent`, shown or not; a
         # page that leaves it in place is the feed's current end.
         caught_up = page.next_after is None or page.next_after == sent
-        if page.next_after is not None:
-            cursor = page.next_after
+        cursor = next_cursor(sent, page)
 
 
 class FollowerState:
@@ -608,6 +610,6 @@ class FollowerState:
         )
 
     def advance(self, page: FeedPage) -> None:
-        """Moves the cursor past ``page`` (its ``next_after``)."""
-        if page.next_after is not None:
-            self.cursor = page.next_after
+        """Moves the cursor past ``page`` (its ``next_after``; from ``"end"``
+        of an empty feed, to its beginning)."""
+        self.cursor = next_cursor(self.cursor, page)

@@ -303,12 +303,10 @@ class AsyncClient:
             )
         )
 
-    async def feed_end(
-        self, after: str | None = None, *, chain_ids: Iterable[int] | int | None = None
-    ) -> str | None:
-        """The cursor at the current end of the feed; see
-        :meth:`txmgr_client.Client.feed_end`."""
-        return await self._run(_core.feed_end(self.retry, after=after, chain_ids=chain_ids))
+    async def feed_end(self) -> str | None:
+        """The cursor at the feed's current end (``None`` while it is empty),
+        one request; see :meth:`txmgr_client.Client.feed_end`."""
+        return await self._run(_core.feed_end(self.retry))
 
     def follow(
         self,

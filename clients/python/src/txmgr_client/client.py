@@ -396,7 +396,9 @@ class Client:
         funds: bool = False,
     ) -> FeedPage:
         """One page of the completion feed after ``after`` (``None`` = from
-        the beginning). With ``wait`` > 0 the server holds the request up to
+        the beginning; ``"end"`` = after the feed's current end, which the
+        page's ``next_after`` then is — ``None`` while the feed is empty; see
+        :meth:`feed_end`). With ``wait`` > 0 the server holds the request up to
         that many seconds (at most 60, and 90 % of its request timeout) when
         nothing is new. Store ``page.next_after`` with whatever you did with
         the rows and pass it back next time."""
@@ -406,14 +408,21 @@ class Client:
             )
         )
 
-    def feed_end(
-        self, after: str | None = None, *, chain_ids: Iterable[int] | int | None = None
-    ) -> str | None:
-        """The cursor at the current end of the feed, reached by paging from
-        ``after`` without waiting. From ``None`` this reads every row the
-        server keeps (``feed.retain``): take it once, store it, and pass the
-        stored cursor next time."""
-        return self._run(_core.feed_end(self.retry, after=after, chain_ids=chain_ids))
+    def feed_end(self) -> str | None:
+        """The feed's current end (``GET /v1/completions?after=end&limit=1``):
+        the cursor after the last row every reader can see now, ``None``
+        while the feed is empty (then reading from the beginning is the
+        same). One request, retried like a read.
+
+        Take it *before* creating the intents you will wait for with
+        ``wait_final([...], after=...)``, or to follow only what completes
+        from now on::
+
+            after = txmgr.feed_end()
+            ids = [txmgr.create(submitter, to=to, value=v).tx_id for to, v in payouts]
+            rows = txmgr.wait_final(ids, timeout=300, after=after)
+        """
+        return self._run(_core.feed_end(self.retry))
 
     def follow(
         self,
@@ -426,8 +435,9 @@ class Client:
         retry: RetryPolicy | None = None,
     ) -> FeedFollower:
         """A :class:`~txmgr_client.feed.FeedFollower` from ``after`` (your
-        stored cursor): iterate it for pages, store each page's
-        ``next_after`` with your own data. Transient failures are retried for
+        stored cursor; ``"end"`` to follow only what completes from now on):
+        iterate it for pages, store each page's ``next_after`` with your own
+        data. Transient failures are retried for
         ever (``RetryPolicy.forever()``) unless ``retry`` says otherwise."""
         from .feed import FeedFollower
 

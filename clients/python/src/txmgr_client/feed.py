@@ -44,7 +44,9 @@ class FeedFollower:
     Args:
         client: The :class:`~txmgr_client.Client` to read with.
         after: The stored cursor (``next_after`` of the last page handled);
-            ``None`` starts from the oldest row the server keeps.
+            ``None`` starts from the oldest row the server keeps; ``"end"``
+            after the feed's current end (only what completes from now on:
+            the first page's ``next_after`` is that position, to store).
         limit: Rows per page (1..1000; server default 100).
         wait: Long poll in seconds when nothing is new (the server caps it at
             60 s and 90 % of its request timeout).
