@@ -37,7 +37,11 @@ pub const SIGNATURE_HEADER: &str = "x-txmgr-signature";
 /// ```
 pub const DELIVERY_HEADER: &str = "x-txmgr-delivery";
 
-/// Why a delivery was refused: answer it with a 4xx.
+/// Why a delivery was refused. Answer a forgery (the header, the clock or
+/// the MAC) with a 4xx; answer [`WebhookError::InvalidBody`] — signed by the
+/// daemon but not readable by this version, e.g. a newer daemon's new event
+/// or state — with a 5xx, so the daemon retries it and, once its attempts
+/// run out, keeps it as a dead letter to redeliver after you upgrade.
 ///
 /// ```
 /// use std::time::Duration;
@@ -62,7 +66,8 @@ pub enum WebhookError {
     /// The MAC does not match the body with this secret.
     #[error("signature mismatch")]
     SignatureMismatch,
-    /// The signature matched but the body is not a webhook event.
+    /// The signature matched but the body is not a webhook event this
+    /// version can read (answer 5xx, see above).
     #[error("the body is not a webhook event: {0}")]
     InvalidBody(String),
 }
