@@ -125,6 +125,24 @@ else
     echo "no chromium and no way to install it: the dashboard test is skipped (outside CI only)"
 fi
 
+# ---------------------------------------------------------------- softhsm2
+# The pkcs11 signer is tested against SoftHSM2 (Debian `softhsm2`), its
+# tokens and keys made with OpenSC's `pkcs11-tool` (`opensc`)
+# (tests/it/pkcs11_signer.rs). Installed as root when missing; a machine
+# that cannot have them fails the run (the tests fail, never skip).
+section "softhsm2"
+if ! { [[ -f /usr/lib/softhsm/libsofthsm2.so ]] && command -v softhsm2-util >/dev/null && command -v pkcs11-tool >/dev/null; }; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+        echo "installing Debian's softhsm2 and opensc packages (the pkcs11 signer's tests)"
+        { apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends softhsm2 opensc >/dev/null; } ||
+            echo "installing softhsm2/opensc failed"
+    fi
+fi
+[[ -f /usr/lib/softhsm/libsofthsm2.so ]] && command -v softhsm2-util >/dev/null && command -v pkcs11-tool >/dev/null ||
+    die "softhsm2 and opensc are needed (tests/it/pkcs11_signer.rs): apt-get install softhsm2 opensc"
+softhsm2-util --version | head -n1
+
 # ---------------------------------------------------------------- postgres
 DEFAULT_DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres"
 DATABASE_URL_WAS_SET="${DATABASE_URL+yes}"

@@ -105,8 +105,100 @@ pub(crate) fn validate(signer: &SignerSpec, prefix: &str, address: &str) -> Vec<
                 ));
             }
         }
+        SignerSpec::Pkcs11 {
+            module,
+            token_label,
+            key_label,
+            key_id,
+            pin_file,
+            pin_env,
+            max_sessions,
+        } => validate_pkcs11(
+            prefix,
+            Pkcs11Fields {
+                module,
+                token_label,
+                key_label: key_label.as_deref(),
+                key_id: key_id.as_deref(),
+                pin_file: pin_file.as_deref(),
+                pin_env: pin_env.as_deref(),
+                max_sessions: *max_sessions,
+            },
+            &mut issues,
+        ),
     }
     issues
+}
+
+/// The fields of a `pkcs11` signer table, borrowed for [`validate_pkcs11`].
+struct Pkcs11Fields<'a> {
+    module: &'a std::path::Path,
+    token_label: &'a str,
+    key_label: Option<&'a str>,
+    key_id: Option<&'a str>,
+    pin_file: Option<&'a std::path::Path>,
+    pin_env: Option<&'a str>,
+    max_sessions: usize,
+}
+
+/// Checks a `pkcs11` signer: the module is a file, the token and the key
+/// are named, the PIN comes from exactly one place (never the file itself).
+fn validate_pkcs11(prefix: &str, fields: Pkcs11Fields<'_>, issues: &mut Vec<ConfigIssue>) {
+    if !fields.module.is_file() {
+        issues.push(ConfigIssue::new(
+            format!("{prefix}.module"),
+            format!(
+                "{} is not a readable file (the vendor's PKCS#11 library)",
+                fields.module.display()
+            ),
+        ));
+    }
+    if fields.token_label.trim().is_empty() {
+        issues.push(ConfigIssue::new(
+            format!("{prefix}.token_label"),
+            "must name the token (`pkcs11-tool --list-slots` shows the labels)",
+        ));
+    }
+    if fields.key_label.is_none() && fields.key_id.is_none() {
+        issues.push(ConfigIssue::new(
+            format!("{prefix}.key_label"),
+            "name the key by key_label or key_id (`pkcs11-tool --list-objects --login`)",
+        ));
+    }
+    if let Some(id) = fields.key_id {
+        let hex = id.trim();
+        if hex.is_empty() || hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            issues.push(ConfigIssue::new(
+                format!("{prefix}.key_id"),
+                "must be the key's CKA_ID in hex, e.g. \"01\"",
+            ));
+        }
+    }
+    match (fields.pin_file, fields.pin_env) {
+        (Some(path), None) => {
+            if !path.is_file() {
+                issues.push(ConfigIssue::new(
+                    format!("{prefix}.pin_file"),
+                    format!("{} is not a readable file", path.display()),
+                ));
+            }
+        }
+        (None, Some(env)) => check_env_name(&format!("{prefix}.pin_env"), env, issues),
+        (Some(_), Some(_)) => issues.push(ConfigIssue::new(
+            format!("{prefix}.pin_file"),
+            "give either pin_file or pin_env, not both",
+        )),
+        (None, None) => issues.push(ConfigIssue::new(
+            format!("{prefix}.pin_file"),
+            "name the user PIN's file (pin_file) or variable (pin_env)",
+        )),
+    }
+    if !(1..=256).contains(&fields.max_sessions) {
+        issues.push(ConfigIssue::new(
+            format!("{prefix}.max_sessions"),
+            "must be between 1 and 256",
+        ));
+    }
 }
 
 /// Lower-cases the optional remote signer address.

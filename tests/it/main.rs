@@ -86,6 +86,7 @@ mod pipeline_external;
 mod pipeline_overlap;
 mod pipeline_recovery;
 mod pipeline_rejects;
+mod pkcs11_signer;
 mod policies;
 mod private_sends;
 mod prometheus_alerts;

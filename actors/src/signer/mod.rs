@@ -26,6 +26,7 @@ mod aws_kms;
 mod endpoint;
 mod local;
 mod metered;
+mod pkcs11;
 mod remote;
 mod secp_key;
 mod spec;
@@ -42,8 +43,9 @@ use async_trait::async_trait;
 pub use aws_kms::{AwsKmsTxSigner, KmsKey};
 pub use local::LocalTxSigner;
 pub use metered::MeteredSigner;
+pub use pkcs11::{Pkcs11Key, Pkcs11TxSigner};
 pub use remote::RemoteTxSigner;
-pub use spec::{SignerSpec, DEFAULT_KMS_CONCURRENCY};
+pub use spec::{SignerSpec, DEFAULT_KMS_CONCURRENCY, DEFAULT_PKCS11_SESSIONS};
 
 /// `tracing` target of everything signer related.
 const TARGET: &str = "txmgr::signer";
@@ -197,6 +199,29 @@ pub async fn build_signer(
             };
             Arc::new(AwsKmsTxSigner::connect(&key, chain_id, timeout, *max_concurrency).await?)
         }
+        SignerSpec::Pkcs11 {
+            module,
+            token_label,
+            key_label,
+            key_id,
+            pin_file,
+            pin_env,
+            max_sessions,
+        } => {
+            let key_id = key_id
+                .as_deref()
+                .map(|id| alloy::hex::decode(id.trim()))
+                .transpose()
+                .map_err(|e| SignerError::Config(format!("pkcs11 key_id is not hex: {e}")))?;
+            let key = Pkcs11Key {
+                module: module.clone(),
+                token_label: token_label.clone(),
+                key_label: key_label.clone(),
+                key_id,
+            };
+            let pin = read_pin(pin_file.as_deref(), pin_env.as_deref())?;
+            Arc::new(Pkcs11TxSigner::connect(key, pin, chain_id, *max_sessions).await?)
+        }
     };
     if signer.address() != expected {
         return Err(SignerError::WrongAddress {
@@ -207,6 +232,30 @@ pub async fn build_signer(
     tracing::info!(target: TARGET, kind = spec.kind(), address = %expected, "signer ready");
     let chain = crate::metrics::chain_label(chain_id.into());
     Ok(Arc::new(MeteredSigner::new(signer, spec.kind(), chain)))
+}
+
+/// The user PIN of a `pkcs11` signer, from its file or its variable
+/// (surrounding white space ignored); never shown in an error.
+fn read_pin(
+    file: Option<&std::path::Path>,
+    var: Option<&str>,
+) -> Result<cryptoki::types::AuthPin, SignerError> {
+    let pin = match (file, var) {
+        (Some(path), None) => std::fs::read_to_string(path)
+            .map_err(|e| SignerError::Config(format!("pkcs11 pin_file {}: {e}", path.display())))?,
+        (None, Some(var)) => std::env::var(var)
+            .map_err(|_| SignerError::Config(format!("pkcs11 pin_env: {var} is not set")))?,
+        _ => {
+            return Err(SignerError::Config(
+                "a pkcs11 signer names exactly one of `pin_file` and `pin_env`".into(),
+            ))
+        }
+    };
+    let pin = pin.trim();
+    if pin.is_empty() {
+        return Err(SignerError::Config("the pkcs11 PIN is empty".into()));
+    }
+    Ok(cryptoki::types::AuthPin::from(pin.to_owned()))
 }
 
 /// Pins the transaction to `chain_id` before signing: fills a missing

@@ -73,6 +73,39 @@ pub enum SignerSpec {
         #[serde(default = "default_kms_concurrency")]
         max_concurrency: usize,
     },
+    /// A key in a hardware security module, reached through the vendor's
+    /// PKCS#11 module (SoftHSM2, Thales Luna, nShield, CloudHSM, YubiHSM 2,
+    /// Utimaco): `CKM_ECDSA` over the transaction's hash with a secp256k1
+    /// key that never leaves the module.
+    Pkcs11 {
+        /// Path of the vendor's PKCS#11 library (`.so`).
+        module: PathBuf,
+        /// Label of the token holding the key.
+        token_label: String,
+        /// `CKA_LABEL` of the key (its private and public objects).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_label: Option<String>,
+        /// `CKA_ID` of the key, hex (instead of, or with, `key_label`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_id: Option<String>,
+        /// File holding the user PIN (surrounding white space ignored).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pin_file: Option<PathBuf>,
+        /// Name of the variable holding the user PIN.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pin_env: Option<String>,
+        /// Logged-in sessions open on the token for this key, at most
+        /// (signatures in flight at once).
+        #[serde(default = "default_pkcs11_sessions")]
+        max_sessions: usize,
+    },
+}
+
+/// Default `max_sessions` of a `pkcs11` signer.
+pub const DEFAULT_PKCS11_SESSIONS: usize = 4;
+
+fn default_pkcs11_sessions() -> usize {
+    DEFAULT_PKCS11_SESSIONS
 }
 
 /// Default `max_concurrency` of an `aws_kms` signer.
@@ -109,6 +142,7 @@ impl SignerSpec {
             Self::Keystore { .. } => "keystore",
             Self::Remote { .. } => "remote",
             Self::AwsKms { .. } => "aws_kms",
+            Self::Pkcs11 { .. } => "pkcs11",
         }
     }
 
@@ -167,6 +201,24 @@ impl fmt::Debug for SignerSpec {
                 .field("ca_file", &ca_file)
                 .field("max_concurrency", &max_concurrency)
                 .finish(),
+            Self::Pkcs11 {
+                module,
+                token_label,
+                key_label,
+                key_id,
+                pin_file,
+                pin_env,
+                max_sessions,
+            } => f
+                .debug_struct("Pkcs11")
+                .field("module", &module)
+                .field("token_label", &token_label)
+                .field("key_label", &key_label)
+                .field("key_id", &key_id)
+                .field("pin_file", &pin_file)
+                .field("pin_env", &pin_env)
+                .field("max_sessions", &max_sessions)
+                .finish(),
         }
     }
 }
@@ -183,6 +235,20 @@ impl fmt::Display for SignerSpec {
             Self::Keystore { path, .. } => write!(f, "keystore:{}", path.display()),
             Self::Remote { url, .. } => write!(f, "remote:{}", endpoint::redact_url(url)),
             Self::AwsKms { key_id, region, .. } => write!(f, "aws_kms:{region}:{key_id}"),
+            Self::Pkcs11 {
+                token_label,
+                key_label: Some(label),
+                ..
+            } => write!(f, "pkcs11:{token_label}:{label}"),
+            Self::Pkcs11 {
+                token_label,
+                key_id,
+                ..
+            } => write!(
+                f,
+                "pkcs11:{token_label}:id:{}",
+                key_id.as_deref().unwrap_or("?")
+            ),
         }
     }
 }

@@ -27,6 +27,7 @@ pub(crate) mod prometheus;
 pub(crate) mod receiver;
 pub(crate) mod rpc_proxy;
 pub(crate) mod scenario;
+pub(crate) mod softhsm;
 pub(crate) mod tls;
 pub(crate) mod txs;
 
