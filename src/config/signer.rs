@@ -251,6 +251,43 @@ mod tests {
     }
 
     #[test]
+    fn a_pkcs11_signer_needs_its_module_token_key_and_one_pin_source() {
+        let parse = |table: &str| -> SignerSpec {
+            toml::from_str(&format!("kind = \"pkcs11\"\n{table}")).expect("parses")
+        };
+        let keys = |spec: &SignerSpec| -> Vec<String> {
+            validate(spec, "s", "0x1")
+                .into_iter()
+                .map(|issue| issue.key)
+                .collect()
+        };
+        let nothing = parse("module = \"/nonexistent/lib.so\"\ntoken_label = \" \"");
+        assert_eq!(
+            keys(&nothing),
+            ["s.module", "s.token_label", "s.key_label", "s.pin_file"]
+        );
+        let both = parse(
+            "module = \"/nonexistent/lib.so\"\ntoken_label = \"hot\"\nkey_id = \"0g\"\n\
+             pin_file = \"/nonexistent/pin\"\npin_env = \"PIN\"\nmax_sessions = 0",
+        );
+        assert_eq!(
+            keys(&both),
+            ["s.module", "s.key_id", "s.pin_file", "s.max_sessions"]
+        );
+        let by_env = parse(
+            "module = \"/nonexistent/lib.so\"\ntoken_label = \"hot\"\nkey_label = \"k\"\npin_env = \"1234\"",
+        );
+        let issues = validate(&by_env, "s", "0x1");
+        let pin = issues
+            .iter()
+            .find(|i| i.key == "s.pin_env")
+            .expect("a PIN is not a name");
+        assert!(!pin.reason.contains("1234"), "{}", pin.reason);
+        assert_eq!(by_env.kind(), "pkcs11");
+        assert_eq!(by_env.to_string(), "pkcs11:hot:k");
+    }
+
+    #[test]
     fn env_name_that_looks_like_a_key_is_rejected_without_echo() {
         let key = "0x".to_string() + &"ab".repeat(32);
         let s = SignerSpec::env(key.clone());

@@ -24,10 +24,22 @@ const RECIPIENT: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 /// A one-node configuration whose only submitter is `address`, signed by
 /// `signer` (a TOML inline table), final at inclusion.
 fn config(db: &TestDb, anvil: &Anvil, port: u16, address: Address, signer: &str) -> String {
+    node_config("hsm-1", db, anvil, port, address, signer)
+}
+
+/// [`config`] for node `node_id`.
+fn node_config(
+    node_id: &str,
+    db: &TestDb,
+    anvil: &Anvil,
+    port: u16,
+    address: Address,
+    signer: &str,
+) -> String {
     config_toml(
         &db.url,
         &anvil.rpc_url(),
-        "hsm-1",
+        node_id,
         "finality = { confirmations = 1 }",
     )
     .replace(&DEV_ADDRESS_0.to_lowercase(), &format!("{address:#x}"))
@@ -207,6 +219,100 @@ async fn a_token_taken_away_makes_intents_wait_and_they_go_out_when_it_returns()
         .await
         .expect("final");
     assert_eq!(tx.state, TxState::Confirmed, "{tx:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_daemons_sharing_one_token_send_each_intent_once_across_a_leader_kill() {
+    let hsm = SoftHsm::new(TOKEN);
+    let address = hsm.keygen(TOKEN, KEY, "01");
+    use_token(&hsm);
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    fund(&anvil, address).await;
+    let signer = hsm.signer_toml(TOKEN, KEY);
+    let http = reqwest::Client::new();
+    let mut nodes = Vec::new();
+    for node_id in ["hsm-1", "hsm-2"] {
+        let port = free_port();
+        let toml = node_config(node_id, &db, &anvil, port, address, &signer);
+        let daemon = Daemon::start(node_id, port, &toml).await;
+        daemon.ready(&http).await;
+        nodes.push(daemon);
+    }
+    let send = |i: usize| CreateBody {
+        submitter: format!("{address:#x}"),
+        to: Some(RECIPIENT.into()),
+        value: Some(1u128.into()),
+        gas_limit: Some(21_000),
+        request_id: Some(format!("shared-{i}")),
+        ..CreateBody::default()
+    };
+    let clients: Vec<Client> = nodes
+        .iter()
+        .map(|node| Client::builder(node.base()).build().expect("client"))
+        .collect();
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        ids.push(
+            clients[i % 2]
+                .create(send(i))
+                .await
+                .expect("create")
+                .body
+                .tx_id,
+        );
+    }
+    // Kill whichever node leads the submitter, mid-stream.
+    let cluster: serde_json::Value = http
+        .get(format!("{}/v1/ops/cluster", nodes[0].base()))
+        .send()
+        .await
+        .expect("cluster view")
+        .json()
+        .await
+        .expect("json");
+    let leader = cluster["leases"][0]["owner"]
+        .as_str()
+        .unwrap_or("hsm-1")
+        .to_owned();
+    let (gone, survivor) = if leader == "hsm-2" { (1, 0) } else { (0, 1) };
+    nodes[gone].kill().await;
+    for i in 12..30 {
+        ids.push(
+            clients[survivor]
+                .create(send(i))
+                .await
+                .expect("create")
+                .body
+                .tx_id,
+        );
+    }
+    let mut nonces = Vec::new();
+    for id in &ids {
+        let tx = clients[survivor]
+            .wait_final(*id, Duration::from_secs(120))
+            .await
+            .expect("final");
+        assert_eq!(tx.state, TxState::Confirmed, "{tx:?}");
+        nonces.push(tx.nonce.expect("nonce"));
+    }
+    nonces.sort_unstable();
+    assert_eq!(
+        nonces,
+        (0..30).collect::<Vec<u64>>(),
+        "each intent once, no gap"
+    );
+    let sent = anvil
+        .rpc(
+            "eth_getTransactionCount",
+            serde_json::json!([format!("{address:#x}"), "latest"]),
+        )
+        .await;
+    assert_eq!(
+        crate::common::parse_quantity(&sent),
+        30,
+        "nothing sent twice"
+    );
 }
 
 /// Polls `read` until it gives a value, for at most `deadline`.
