@@ -1,6 +1,7 @@
 //! Phase "signers": signing latency and throughput per key, by signer kind —
-//! an env key in this process next to a key in KMS (a LocalStack started
-//! for the run, on loopback). Each signer signs `--signer-count` EIP-1559
+//! an env key in this process next to a key in SoftHSM2 over PKCS#11 (a
+//! token made for the run in a temporary directory) and a key in KMS (a
+//! LocalStack started for the run, on loopback). Each signer signs `--signer-count` EIP-1559
 //! transfers one at a time (latency), then as many again with
 //! `--signer-concurrency` in flight (throughput; the KMS signer's own bound
 //! is set to the same value).
@@ -39,7 +40,7 @@ const REGION: &str = "us-east-1";
 /// One signer's figures.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct SignerRow {
-    /// `env` or `aws_kms`.
+    /// `env`, `pkcs11` or `aws_kms`.
     pub(crate) kind: &'static str,
     /// Signatures per measurement.
     pub(crate) count: usize,
@@ -64,7 +65,7 @@ impl SignerPhase {
     /// Prints the phase.
     pub(crate) fn print(&self) {
         println!(
-            "\nsigners (one key each; KMS = LocalStack on loopback)\n{:<10} {:>6} {:>9} {:>9} {:>9} {:>11} {:>14}",
+            "\nsigners (one key each; pkcs11 = SoftHSM2; KMS = LocalStack on loopback)\n{:<10} {:>6} {:>9} {:>9} {:>9} {:>11} {:>14}",
             "kind", "n", "p50 ms", "p99 ms", "max ms", "seq sig/s", "concurrent/s"
         );
         for row in &self.rows {
@@ -142,6 +143,19 @@ pub(crate) async fn run(count: usize, concurrency: usize) -> anyhow::Result<Sign
     let env_signer = build_signer(&env_spec, ENV_ADDRESS.parse()?, 31337, timeout).await?;
     let env_row = measure(env_signer.as_ref(), "env", count, concurrency).await?;
 
+    let hsm = SoftHsmToken::make().context("a SoftHSM2 token (Debian softhsm2 and opensc)")?;
+    let pkcs11_spec = SignerSpec::Pkcs11 {
+        module: SOFTHSM_MODULE.into(),
+        token_label: HSM_TOKEN.to_owned(),
+        key_label: Some(HSM_KEY.to_owned()),
+        key_id: None,
+        pin_file: Some(hsm.pin_file.clone()),
+        pin_env: None,
+        max_sessions: concurrency,
+    };
+    let pkcs11_signer = build_signer(&pkcs11_spec, hsm.address, 31337, timeout).await?;
+    let pkcs11_row = measure(pkcs11_signer.as_ref(), "pkcs11", count, concurrency).await?;
+
     let localstack = LocalStack::try_start().await?;
     let config = aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(REGION))
@@ -175,6 +189,121 @@ pub(crate) async fn run(count: usize, concurrency: usize) -> anyhow::Result<Sign
     let kms_signer = build_signer(&kms_spec, address, 31337, timeout).await?;
     let kms_row = measure(kms_signer.as_ref(), "aws_kms", count, concurrency).await?;
     Ok(SignerPhase {
-        rows: vec![env_row, kms_row],
+        rows: vec![env_row, pkcs11_row, kms_row],
     })
+}
+
+/// Debian's SoftHSM2 module.
+const SOFTHSM_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
+const HSM_TOKEN: &str = "bench";
+const HSM_KEY: &str = "bench-key";
+const HSM_PIN: &str = "246810";
+
+/// A SoftHSM2 token made for the run, with one secp256k1 key.
+struct SoftHsmToken {
+    dir: std::path::PathBuf,
+    pin_file: std::path::PathBuf,
+    address: Address,
+}
+
+impl SoftHsmToken {
+    /// Makes the token in a temporary directory and points `SOFTHSM2_CONF`
+    /// at it (before the module is loaded in this process).
+    fn make() -> anyhow::Result<Self> {
+        let dir = std::env::temp_dir().join(format!("txmgr-bench-hsm-{}", std::process::id()));
+        let tokens = dir.join("tokens");
+        std::fs::create_dir_all(&tokens)?;
+        let conf = dir.join("softhsm2.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
+                tokens.display()
+            ),
+        )?;
+        std::env::set_var("SOFTHSM2_CONF", &conf);
+        let pin_file = dir.join("pin");
+        std::fs::write(&pin_file, HSM_PIN)?;
+        let run = |tool: &str, args: &[&str]| -> anyhow::Result<()> {
+            let output = std::process::Command::new(tool)
+                .args(args)
+                .env("SOFTHSM2_CONF", &conf)
+                .output()
+                .with_context(|| format!("running {tool}"))?;
+            anyhow::ensure!(
+                output.status.success(),
+                "{tool}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            Ok(())
+        };
+        run(
+            "softhsm2-util",
+            &[
+                "--init-token",
+                "--free",
+                "--label",
+                HSM_TOKEN,
+                "--pin",
+                HSM_PIN,
+                "--so-pin",
+                "13579111",
+            ],
+        )?;
+        run(
+            "pkcs11-tool",
+            &[
+                "--module",
+                SOFTHSM_MODULE,
+                "--token-label",
+                HSM_TOKEN,
+                "--login",
+                "--pin",
+                HSM_PIN,
+                "--keypairgen",
+                "--key-type",
+                "EC:secp256k1",
+                "--label",
+                HSM_KEY,
+                "--id",
+                "01",
+            ],
+        )?;
+        let der = dir.join("key.pub.der");
+        run(
+            "pkcs11-tool",
+            &[
+                "--module",
+                SOFTHSM_MODULE,
+                "--token-label",
+                HSM_TOKEN,
+                "--read-object",
+                "--type",
+                "pubkey",
+                "--label",
+                HSM_KEY,
+                "-o",
+                &der.display().to_string(),
+            ],
+        )?;
+        // SubjectPublicKeyInfo: the point 04 ‖ X ‖ Y closes the DER.
+        let spki = std::fs::read(&der)?;
+        anyhow::ensure!(
+            spki.len() > 65 && spki[spki.len() - 65] == 0x04,
+            "not an uncompressed point"
+        );
+        let address =
+            Address::from_slice(&alloy::primitives::keccak256(&spki[spki.len() - 64..])[12..]);
+        Ok(Self {
+            dir,
+            pin_file,
+            address,
+        })
+    }
+}
+
+impl Drop for SoftHsmToken {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
