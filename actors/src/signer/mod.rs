@@ -220,7 +220,7 @@ pub async fn build_signer(
                 key_id,
             };
             let pin = read_pin(pin_file.as_deref(), pin_env.as_deref())?;
-            Arc::new(Pkcs11TxSigner::connect(key, pin, chain_id, *max_sessions).await?)
+            Arc::new(Pkcs11TxSigner::connect(key, pin, chain_id, *max_sessions, timeout).await?)
         }
     };
     if signer.address() != expected {

@@ -20,6 +20,7 @@ use std::{
     fmt,
     path::PathBuf,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use alloy::{
@@ -107,16 +108,21 @@ pub struct Pkcs11TxSigner {
     idle: Arc<Mutex<Vec<Ready>>>,
     /// Sessions signing at once, at most (`max_sessions`).
     permits: Arc<Semaphore>,
+    /// How long a signature may take before the intent waits (the call
+    /// itself goes on and keeps its permit until the module answers).
+    timeout: Duration,
 }
 
 impl Pkcs11TxSigner {
     /// Loads the module (once per process), finds the token and the key,
-    /// logs in and derives the key's address from its public point.
+    /// logs in and derives the key's address from its public point. Every
+    /// call to the module is bounded by `timeout` (`chain.rpc_timeout`).
     pub async fn connect(
         key: Pkcs11Key,
         pin: AuthPin,
         chain_id: u64,
         max_sessions: usize,
+        timeout: Duration,
     ) -> Result<Self, SignerError> {
         let token = Arc::new(Token {
             module: module::module(&key.module)?,
@@ -124,7 +130,8 @@ impl Pkcs11TxSigner {
             pin,
         });
         let opened = token.clone();
-        let (ready, address) = tokio::task::spawn_blocking(move || {
+        let name = token.key.name();
+        let connecting = tokio::task::spawn_blocking(move || {
             let ready = opened.open()?;
             let address = {
                 let (_call, _) = opened.module.enter();
@@ -137,15 +144,18 @@ impl Pkcs11TxSigner {
                     Err(e)
                 }
             }
-        })
-        .await
-        .map_err(|e| SignerError::Unavailable(format!("PKCS#11 task: {e}")))??;
+        });
+        let (ready, address) = tokio::time::timeout(timeout, connecting)
+            .await
+            .map_err(|_| no_answer(&name, timeout))?
+            .map_err(|e| SignerError::Unavailable(format!("PKCS#11 task: {e}")))??;
         Ok(Self {
             token,
             address,
             chain_id,
             idle: Arc::new(Mutex::new(vec![ready])),
             permits: Arc::new(Semaphore::new(max_sessions.max(1))),
+            timeout,
         })
     }
 }
@@ -358,8 +368,9 @@ impl TxSigner for Pkcs11TxSigner {
         let tx = bind_chain_id(tx, self.chain_id)?;
         let hash = tx.signature_hash();
         // Closed only when the signer is dropped, which cannot happen while
-        // `self` is borrowed.
-        let _permit = self
+        // `self` is borrowed. Held by the blocking call until the module
+        // answers, even after a timeout: sessions stay within max_sessions.
+        let permit = self
             .permits
             .clone()
             .acquire_owned()
@@ -367,7 +378,8 @@ impl TxSigner for Pkcs11TxSigner {
             .map_err(|_| SignerError::Unavailable("PKCS#11 signer closed".into()))?;
         let idle = self.idle.clone();
         let token = self.token.clone();
-        let raw = tokio::task::spawn_blocking(move || {
+        let signing = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let ready = idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let (kept, raw) = token.sign(ready, &hash);
             let mut idle = idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -382,9 +394,11 @@ impl TxSigner for Pkcs11TxSigner {
                 _ => {}
             }
             raw
-        })
-        .await
-        .map_err(|e| SignerError::Unavailable(format!("PKCS#11 task: {e}")))??;
+        });
+        let raw = tokio::time::timeout(self.timeout, signing)
+            .await
+            .map_err(|_| no_answer(&self.token.key.name(), self.timeout))?
+            .map_err(|e| SignerError::Unavailable(format!("PKCS#11 task: {e}")))??;
         let signature = ecdsa::recoverable(&raw, &hash, self.address).ok_or_else(|| {
             SignerError::Refused(format!(
                 "PKCS#11 {}: the module's signature does not recover to {}",
@@ -399,6 +413,11 @@ impl TxSigner for Pkcs11TxSigner {
             raw: raw.into(),
         })
     }
+}
+
+/// A module that did not answer in time: transient, the intent waits.
+fn no_answer(key: &str, timeout: Duration) -> SignerError {
+    SignerError::Unavailable(format!("PKCS#11 {key}: no answer within {timeout:?}"))
 }
 
 impl Drop for Pkcs11TxSigner {
