@@ -139,6 +139,11 @@ pub(crate) struct Args {
     /// the run), right after the plain-HTTP ones, on a fresh database.
     #[arg(long)]
     rpc_tls: bool,
+    /// Also run the closed-loop "one" phase with its submitter's key on a
+    /// SoftHSM2 token (the `pkcs11` signer; a token made for the run), on a
+    /// fresh database, beside the env-key row (Debian softhsm2 and opensc).
+    #[arg(long)]
+    one_pkcs11: bool,
     /// Phase "webhooks": events of the burst.
     #[arg(long, default_value_t = 5000)]
     webhook_events: usize,
@@ -357,6 +362,7 @@ async fn run_phases(
         one_tls: None,
         one_spend: None,
         many_spend: Vec::new(),
+        one_pkcs11: None,
         many_tls: Vec::new(),
         idle: None,
         webhooks: None,
@@ -416,6 +422,14 @@ async fn run_phases(
         let phases = phases?;
         (report.one_spend, report.many_spend) = (phases.one, phases.many);
     }
+    if args.one_pkcs11 && args.phases.contains(&Phase::One) {
+        let hsm_db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
+        let phase = session::run_one_on_pkcs11(args, anvil, &hsm_db).await;
+        if let Err(e) = hsm_db.drop_db().await {
+            eprintln!("txmgr-bench: warning: {e:#}");
+        }
+        report.one_pkcs11 = Some(phase?);
+    }
     if args.phases.contains(&Phase::Webhooks) {
         report.webhooks = Some(
             webhooks::run(
@@ -460,6 +474,7 @@ fn set_ratios(report: &mut Report) {
         .chain(&mut report.many_tls)
         .chain(&mut report.one_spend)
         .chain(&mut report.many_spend)
+        .chain(&mut report.one_pkcs11)
     {
         if let Some((_, raw_rate)) = raws.iter().find(|(keys, _)| *keys == phase.submitters) {
             phase.ratio_vs_raw = Some(phase.e2e_tx_per_s / raw_rate);

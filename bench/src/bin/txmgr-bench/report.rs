@@ -182,6 +182,8 @@ pub(crate) struct Report {
     pub(crate) one_spend: Option<TxmgrPhase>,
     /// `--spend-limit`: txmgr, many submitters, under a spend limit.
     pub(crate) many_spend: Vec<TxmgrPhase>,
+    /// `--one-pkcs11`: txmgr, one submitter whose key is on SoftHSM2.
+    pub(crate) one_pkcs11: Option<TxmgrPhase>,
     /// Phase "idle": a real daemon with `--idle-submitters` submitters.
     pub(crate) idle: Option<IdlePhase>,
     /// Phase "webhooks": delivery alone.

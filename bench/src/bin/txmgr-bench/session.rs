@@ -101,3 +101,44 @@ pub(crate) async fn run_txmgr(
     node.stop().await;
     outcome.map(|()| phases)
 }
+
+/// `--one-pkcs11`: the closed-loop "one" phase on a fresh node whose single
+/// submitter's key is on a SoftHSM2 token made for the run (the `pkcs11`
+/// signer), with the settings of [`run_txmgr`].
+pub(crate) async fn run_one_on_pkcs11(
+    args: &Args,
+    anvil: &Anvil,
+    db: &BenchDb,
+) -> anyhow::Result<report::TxmgrPhase> {
+    let hsm = crate::signers::SoftHsmToken::make()
+        .context("a SoftHSM2 token (Debian softhsm2 and opensc)")?;
+    anvil::fund(anvil, &[hsm.address]).await?;
+    let settings = NodeSettings {
+        max_in_flight: args.count as u64 + 16,
+        batch_size: args.batch_size,
+        ingress_capacity: (args.concurrency * 2).max(10_000),
+        db_connections: args.db_connections,
+        poll_interval: args.poll_interval.clone(),
+        batch_sends: !args.no_batch_sends,
+        spend_limit: false,
+    };
+    let chains = [(anvil.chain_id(), anvil.rpc_url())];
+    let mut toml = node::config_toml(&db.url, &chains, &settings, &[]);
+    toml.push_str(&format!(
+        "[submitters.\"{:#x}\"]\nsigner = {{ kind = \"pkcs11\", module = \"{}\", token_label = \"{}\", key_label = \"{}\", pin_file = \"{}\", max_sessions = 8 }}\n",
+        hsm.address,
+        crate::signers::SOFTHSM_MODULE,
+        crate::signers::HSM_TOKEN,
+        crate::signers::HSM_KEY,
+        hsm.pin_file.display()
+    ));
+    let node = Node::start(&toml)
+        .await
+        .context("starting the pkcs11 node")?;
+    let bench = TxmgrBench::new(args, &node, db, &[anvil], Vec::new())?;
+    let phase = bench
+        .closed_loop(&[hsm.address], args.count, "one-pkcs11")
+        .await;
+    node.stop().await;
+    phase
+}

@@ -194,23 +194,31 @@ pub(crate) async fn run(count: usize, concurrency: usize) -> anyhow::Result<Sign
 }
 
 /// Debian's SoftHSM2 module.
-const SOFTHSM_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
-const HSM_TOKEN: &str = "bench";
-const HSM_KEY: &str = "bench-key";
+pub(crate) const SOFTHSM_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
+pub(crate) const HSM_TOKEN: &str = "bench";
+pub(crate) const HSM_KEY: &str = "bench-key";
 const HSM_PIN: &str = "246810";
 
 /// A SoftHSM2 token made for the run, with one secp256k1 key.
-struct SoftHsmToken {
+pub(crate) struct SoftHsmToken {
     dir: std::path::PathBuf,
-    pin_file: std::path::PathBuf,
-    address: Address,
+    /// The file holding the user PIN.
+    pub(crate) pin_file: std::path::PathBuf,
+    /// The key's address.
+    pub(crate) address: Address,
 }
 
 impl SoftHsmToken {
     /// Makes the token in a temporary directory and points `SOFTHSM2_CONF`
     /// at it (before the module is loaded in this process).
-    fn make() -> anyhow::Result<Self> {
-        let dir = std::env::temp_dir().join(format!("txmgr-bench-hsm-{}", std::process::id()));
+    pub(crate) fn make() -> anyhow::Result<Self> {
+        let dir = std::env::temp_dir().join(format!(
+            "txmgr-bench-hsm-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
         let tokens = dir.join("tokens");
         std::fs::create_dir_all(&tokens)?;
         let conf = dir.join("softhsm2.conf");

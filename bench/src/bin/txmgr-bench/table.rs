@@ -83,6 +83,10 @@ impl Report {
             println!("\n(under a spend limit)");
             print_diagnostics(phase);
         }
+        if let Some(phase) = &self.one_pkcs11 {
+            println!("\n(signed in SoftHSM2 over PKCS#11)");
+            print_diagnostics(phase);
+        }
         if let Some(idle) = &self.idle {
             idle.print();
         }
@@ -117,6 +121,7 @@ impl Report {
                     .chain(&self.many_tls)
                     .chain(&self.one_spend)
                     .chain(&self.many_spend)
+                    .chain(&self.one_pkcs11)
                     .map(|p| p.submitters),
             )
             .collect();
@@ -168,6 +173,13 @@ impl Report {
             if let Some(p) = limited {
                 rows.push(Row {
                     name: "txmgr, spend limit",
+                    raw: None,
+                    txmgr: Some(p),
+                });
+            }
+            if let Some(p) = self.one_pkcs11.iter().find(|p| p.submitters == k) {
+                rows.push(Row {
+                    name: "txmgr, pkcs11 SoftHSM2",
                     raw: None,
                     txmgr: Some(p),
                 });
