@@ -4,6 +4,7 @@
 //! holds only names of environment variables, file paths and endpoints,
 //! never key material.
 
+use txmgr_actors::signer::Pkcs11Spec;
 pub use txmgr_actors::signer::SignerSpec;
 
 use super::{error::ConfigIssue, url, validate::check_address};
@@ -105,67 +106,36 @@ pub(crate) fn validate(signer: &SignerSpec, prefix: &str, address: &str) -> Vec<
                 ));
             }
         }
-        SignerSpec::Pkcs11 {
-            module,
-            token_label,
-            key_label,
-            key_id,
-            pin_file,
-            pin_env,
-            max_sessions,
-        } => validate_pkcs11(
-            prefix,
-            Pkcs11Fields {
-                module,
-                token_label,
-                key_label: key_label.as_deref(),
-                key_id: key_id.as_deref(),
-                pin_file: pin_file.as_deref(),
-                pin_env: pin_env.as_deref(),
-                max_sessions: *max_sessions,
-            },
-            &mut issues,
-        ),
+        SignerSpec::Pkcs11(spec) => validate_pkcs11(prefix, spec, &mut issues),
     }
     issues
 }
 
-/// The fields of a `pkcs11` signer table, borrowed for [`validate_pkcs11`].
-struct Pkcs11Fields<'a> {
-    module: &'a std::path::Path,
-    token_label: &'a str,
-    key_label: Option<&'a str>,
-    key_id: Option<&'a str>,
-    pin_file: Option<&'a std::path::Path>,
-    pin_env: Option<&'a str>,
-    max_sessions: usize,
-}
-
 /// Checks a `pkcs11` signer: the module is a file, the token and the key
 /// are named, the PIN comes from exactly one place (never the file itself).
-fn validate_pkcs11(prefix: &str, fields: Pkcs11Fields<'_>, issues: &mut Vec<ConfigIssue>) {
-    if !fields.module.is_file() {
+fn validate_pkcs11(prefix: &str, spec: &Pkcs11Spec, issues: &mut Vec<ConfigIssue>) {
+    if !spec.module.is_file() {
         issues.push(ConfigIssue::new(
             format!("{prefix}.module"),
             format!(
                 "{} is not a readable file (the vendor's PKCS#11 library)",
-                fields.module.display()
+                spec.module.display()
             ),
         ));
     }
-    if fields.token_label.trim().is_empty() {
+    if spec.token_label.trim().is_empty() {
         issues.push(ConfigIssue::new(
             format!("{prefix}.token_label"),
             "must name the token (`pkcs11-tool --list-slots` shows the labels)",
         ));
     }
-    if fields.key_label.is_none() && fields.key_id.is_none() {
+    if spec.key_label.is_none() && spec.key_id.is_none() {
         issues.push(ConfigIssue::new(
             format!("{prefix}.key_label"),
             "name the key by key_label or key_id (`pkcs11-tool --list-objects --login`)",
         ));
     }
-    if let Some(id) = fields.key_id {
+    if let Some(id) = &spec.key_id {
         let hex = id.trim();
         if hex.is_empty() || hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             issues.push(ConfigIssue::new(
@@ -174,7 +144,7 @@ fn validate_pkcs11(prefix: &str, fields: Pkcs11Fields<'_>, issues: &mut Vec<Conf
             ));
         }
     }
-    match (fields.pin_file, fields.pin_env) {
+    match (&spec.pin_file, &spec.pin_env) {
         (Some(path), None) => {
             if !path.is_file() {
                 issues.push(ConfigIssue::new(
@@ -193,12 +163,58 @@ fn validate_pkcs11(prefix: &str, fields: Pkcs11Fields<'_>, issues: &mut Vec<Conf
             "name the user PIN's file (pin_file) or variable (pin_env)",
         )),
     }
-    if !(1..=256).contains(&fields.max_sessions) {
+    if !(1..=256).contains(&spec.max_sessions) {
         issues.push(ConfigIssue::new(
             format!("{prefix}.max_sessions"),
             "must be between 1 and 256",
         ));
     }
+}
+
+/// Checks what `pkcs11` signers share: one module has one session pool, so
+/// every signer naming it gives the same `max_sessions`; one token has one
+/// login per process, so every signer on it names the same PIN (a second
+/// PIN would never be tried). Each disagreement is reported at the later
+/// submitter, naming the earlier one.
+pub(crate) fn check_shared_pkcs11<'a>(
+    signers: impl IntoIterator<Item = (&'a str, &'a SignerSpec)>,
+) -> Vec<ConfigIssue> {
+    let mut issues = Vec::new();
+    let mut modules: Vec<(&str, &Pkcs11Spec)> = Vec::new();
+    for (address, signer) in signers {
+        let SignerSpec::Pkcs11(spec) = signer else {
+            continue;
+        };
+        let prefix = format!("submitters.{address}.signer");
+        if let Some((first, seen)) = modules.iter().find(|(_, s)| s.module == spec.module) {
+            if seen.max_sessions != spec.max_sessions {
+                issues.push(ConfigIssue::new(
+                    format!("{prefix}.max_sessions"),
+                    format!(
+                        "is {} but submitter {first} gives {} for the same module: one module has \
+                         one pool of sessions, give every signer on it the same max_sessions",
+                        spec.max_sessions, seen.max_sessions
+                    ),
+                ));
+            }
+        }
+        if let Some((first, _)) = modules.iter().find(|(_, s)| {
+            s.module == spec.module
+                && s.token_label == spec.token_label
+                && (s.pin_file != spec.pin_file || s.pin_env != spec.pin_env)
+        }) {
+            issues.push(ConfigIssue::new(
+                format!("{prefix}.pin_file"),
+                format!(
+                    "names another PIN than submitter {first} on the same token {:?}: a token has \
+                     one login per process, give every signer on it the same pin_file or pin_env",
+                    spec.token_label
+                ),
+            ));
+        }
+        modules.push((address, spec));
+    }
+    issues
 }
 
 /// Lower-cases the optional remote signer address.
@@ -285,6 +301,39 @@ mod tests {
         assert!(!pin.reason.contains("1234"), "{}", pin.reason);
         assert_eq!(by_env.kind(), "pkcs11");
         assert_eq!(by_env.to_string(), "pkcs11:hot:k");
+    }
+
+    #[test]
+    fn signers_on_one_module_share_its_session_bound_and_a_token_its_pin() {
+        let parse = |table: &str| -> SignerSpec {
+            toml::from_str(&format!(
+                "kind = \"pkcs11\"\nmodule = \"/m.so\"\nkey_label = \"k\"\n{table}"
+            ))
+            .expect("parses")
+        };
+        let a = parse("token_label = \"hot\"\npin_file = \"/pin\"");
+        let same = parse("token_label = \"hot\"\npin_file = \"/pin\"\nmax_sessions = 4");
+        let other_bound = parse("token_label = \"cold\"\npin_env = \"P\"\nmax_sessions = 2");
+        let other_pin = parse("token_label = \"hot\"\npin_env = \"P\"");
+        let issues = check_shared_pkcs11([
+            ("0xa", &a),
+            ("0xb", &same),
+            ("0xc", &other_bound),
+            ("0xd", &other_pin),
+        ]);
+        let keys: Vec<&str> = issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "submitters.0xc.signer.max_sessions",
+                "submitters.0xd.signer.pin_file"
+            ]
+        );
+        assert!(issues[0].reason.contains("0xa"), "{}", issues[0].reason);
+        let unknown: Result<SignerSpec, _> = toml::from_str(
+            "kind = \"pkcs11\"\nmodule = \"/m.so\"\ntoken_label = \"t\"\npin = \"1234\"",
+        );
+        assert!(unknown.is_err(), "an unknown key (a PIN inline) is refused");
     }
 
     #[test]

@@ -140,6 +140,12 @@ pub(crate) fn normalise_and_validate(config: &mut Config) -> Vec<ConfigIssue> {
             }
         }
     }
+    issues.extend(super::signer::check_shared_pkcs11(
+        config
+            .submitters
+            .iter()
+            .map(|(address, entry)| (address.as_str(), &entry.signer)),
+    ));
     issues.extend(super::funds::check_top_ups(config));
     issues.extend(super::webhooks::validate_webhooks(&mut config.webhooks));
     issues

@@ -50,4 +50,12 @@ pub enum KitError {
         /// The bound that passed.
         timeout: Duration,
     },
+    /// A SoftHSM2 or OpenSC tool failed, or is not installed.
+    #[error("{tool}: {reason}")]
+    Tool {
+        /// The tool (or package) tried.
+        tool: String,
+        /// What went wrong, with the tool's output.
+        reason: String,
+    },
 }

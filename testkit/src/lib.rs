@@ -20,6 +20,7 @@ mod localstack;
 mod poll;
 mod port;
 mod signal;
+mod softhsm;
 
 pub use anvil::{parse_quantity, Anvil, AnvilOptions, Mining, CHAIN_ID};
 pub use dev_keys::{DEV_ADDRESS_0, DEV_ADDRESS_1, DEV_PRIVATE_KEY_0};
@@ -27,3 +28,4 @@ pub use error::KitError;
 pub use localstack::LocalStack;
 pub use poll::{eventually, wait_until, DEFAULT_INTERVAL};
 pub use port::{free_port, try_free_port};
+pub use softhsm::{SoftHsm, SOFTHSM_MODULE, SOFTHSM_PIN};

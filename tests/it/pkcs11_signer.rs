@@ -315,6 +315,97 @@ async fn two_daemons_sharing_one_token_send_each_intent_once_across_a_leader_kil
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_keys_on_one_token_share_the_modules_bounded_sessions() {
+    let hsm = SoftHsm::new(TOKEN);
+    let keys: Vec<(String, Address)> = (1..=3)
+        .map(|i| {
+            let label = format!("submitter-{i}");
+            let address = hsm.keygen(TOKEN, &label, &format!("0{i}"));
+            (label, address)
+        })
+        .collect();
+    use_token(&hsm);
+    let db = TestDb::migrated().await;
+    let anvil = Anvil::start().await;
+    for (_, address) in &keys {
+        fund(&anvil, *address).await;
+    }
+    let signer = |label: &str| {
+        hsm.signer_toml(TOKEN, label)
+            .replace(" }", ", max_sessions = 2 }")
+    };
+    let port = free_port();
+    let mut toml = config(&db, &anvil, port, keys[0].1, &signer(&keys[0].0));
+    for (label, address) in &keys[1..] {
+        toml.push_str(&format!(
+            "\n[submitters.\"{address:#x}\"]\nsigner = {}\nfinality = {{ confirmations = 1 }}\n",
+            signer(label)
+        ));
+    }
+    let daemon = Daemon::start("hsm-1", port, &toml).await;
+    let http = reqwest::Client::new();
+    daemon.ready(&http).await;
+    let txmgr = Client::builder(daemon.base()).build().expect("client");
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        for (n, (_, address)) in keys.iter().enumerate() {
+            let created = txmgr
+                .create(CreateBody {
+                    submitter: format!("{address:#x}"),
+                    to: Some(RECIPIENT.into()),
+                    value: Some(1u128.into()),
+                    gas_limit: Some(21_000),
+                    request_id: Some(format!("pool-{n}-{i}")),
+                    ..CreateBody::default()
+                })
+                .await
+                .expect("create");
+            ids.push((created.body.tx_id, *address));
+        }
+    }
+    for (id, address) in ids {
+        let tx = txmgr
+            .wait_final(id, Duration::from_secs(60))
+            .await
+            .expect("final");
+        assert_eq!(tx.state, TxState::Confirmed, "{tx:?}");
+        let mined = anvil
+            .rpc(
+                "eth_getTransactionByHash",
+                serde_json::json!([tx.mined_tx_hash.expect("mined hash")]),
+            )
+            .await;
+        assert_eq!(
+            mined["from"].as_str(),
+            Some(format!("{address:#x}").as_str())
+        );
+    }
+    // One pool for the module: 3 keys, 24 signatures, at most 2 sessions
+    // ever opened (none died), so never more than 2 open at once.
+    let metrics = http
+        .get(format!("{}/metrics", daemon.base()))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let value = |name: &str| -> f64 {
+        let prefix = format!("{name}{{module=\"libsofthsm2.so\"}} ");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("{prefix} in\n{metrics}"))
+            .parse()
+            .expect("a number")
+    };
+    let opened = value("txmgr_pkcs11_sessions_opened_total");
+    let open = value("txmgr_pkcs11_sessions_open");
+    assert!((1.0..=2.0).contains(&opened), "sessions opened: {opened}");
+    assert!((1.0..=2.0).contains(&open), "sessions open: {open}");
+}
+
 /// Polls `read` until it gives a value, for at most `deadline`.
 async fn wait_until_value<T, F, Fut>(deadline: Duration, read: F) -> T
 where

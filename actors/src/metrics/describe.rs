@@ -19,6 +19,16 @@ pub fn describe() {
         Unit::Seconds,
         "Seconds per signature, by signer kind."
     );
+    describe_gauge!(
+        PKCS11_SESSIONS_OPEN,
+        Unit::Count,
+        "Logged-in sessions open on a PKCS#11 module (idle or signing), at most its max_sessions."
+    );
+    describe_counter!(
+        PKCS11_SESSIONS_OPENED,
+        Unit::Count,
+        "Sessions opened on a PKCS#11 module (climbs when a token goes away or drops sessions)."
+    );
     describe_counter!(
         WEBHOOK_LEASES,
         Unit::Count,

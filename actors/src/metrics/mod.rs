@@ -140,6 +140,8 @@ pub const DB_POOL_CONNECTIONS: &str = "txmgr_db_pool_connections";
 /// "Operations" names each; the integration tests check the exposition
 /// against this list.
 pub const NODE_LEVEL: &[&str] = &[
+    PKCS11_SESSIONS_OPEN,
+    PKCS11_SESSIONS_OPENED,
     CLUSTER_NODES,
     DATABASE_HEALTHY,
     DB_POOL_CONNECTIONS,
@@ -260,12 +262,22 @@ pub const RPC_READ_SWITCHES: &str = "txmgr_rpc_read_switches_total";
 pub const GROUP_COMMIT_PARTS: &str = "txmgr_group_commit_parts";
 
 /// Counter: signatures asked of a signer, labels `kind` = `env` |
-/// `keystore` | `remote` | `aws_kms` and `result` = `ok` | `unavailable`
+/// `keystore` | `remote` | `aws_kms` | `pkcs11` and `result` = `ok` | `unavailable`
 /// (transient: the intent waits) | `refused`.
 pub const SIGNER_REQUESTS: &str = "txmgr_signer_requests_total";
 
 /// Histogram: seconds per signature, label `kind`.
 pub const SIGNER_LATENCY: &str = "txmgr_signer_latency_seconds";
+
+/// Gauge: logged-in sessions open on a PKCS#11 module (idle or signing),
+/// label `module` (the library's file name); node-level. At most the
+/// module's `max_sessions`.
+pub const PKCS11_SESSIONS_OPEN: &str = "txmgr_pkcs11_sessions_open";
+
+/// Counter: sessions opened on a PKCS#11 module, label `module`;
+/// node-level. Flat while the pool's sessions live; a token removed or a
+/// session the module closed makes it climb.
+pub const PKCS11_SESSIONS_OPENED: &str = "txmgr_pkcs11_sessions_opened_total";
 
 /// Counter: webhook lease attempts, labels `webhook` and `result` =
 /// `acquired` | `renewed` | `not_owner` | `released`.

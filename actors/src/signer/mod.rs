@@ -45,7 +45,7 @@ pub use local::LocalTxSigner;
 pub use metered::MeteredSigner;
 pub use pkcs11::{Pkcs11Key, Pkcs11TxSigner};
 pub use remote::RemoteTxSigner;
-pub use spec::{SignerSpec, DEFAULT_KMS_CONCURRENCY, DEFAULT_PKCS11_SESSIONS};
+pub use spec::{Pkcs11Spec, SignerSpec, DEFAULT_KMS_CONCURRENCY, DEFAULT_PKCS11_SESSIONS};
 
 /// `tracing` target of everything signer related.
 const TARGET: &str = "txmgr::signer";
@@ -199,28 +199,21 @@ pub async fn build_signer(
             };
             Arc::new(AwsKmsTxSigner::connect(&key, chain_id, timeout, *max_concurrency).await?)
         }
-        SignerSpec::Pkcs11 {
-            module,
-            token_label,
-            key_label,
-            key_id,
-            pin_file,
-            pin_env,
-            max_sessions,
-        } => {
-            let key_id = key_id
+        SignerSpec::Pkcs11(spec) => {
+            let key_id = spec
+                .key_id
                 .as_deref()
                 .map(|id| alloy::hex::decode(id.trim()))
                 .transpose()
                 .map_err(|e| SignerError::Config(format!("pkcs11 key_id is not hex: {e}")))?;
             let key = Pkcs11Key {
-                module: module.clone(),
-                token_label: token_label.clone(),
-                key_label: key_label.clone(),
+                module: spec.module.clone(),
+                token_label: spec.token_label.clone(),
+                key_label: spec.key_label.clone(),
                 key_id,
             };
-            let pin = read_pin(pin_file.as_deref(), pin_env.as_deref())?;
-            Arc::new(Pkcs11TxSigner::connect(key, pin, chain_id, *max_sessions, timeout).await?)
+            let pin = read_pin(spec.pin_file.as_deref(), spec.pin_env.as_deref())?;
+            Arc::new(Pkcs11TxSigner::connect(key, pin, chain_id, spec.max_sessions, timeout).await?)
         }
     };
     if signer.address() != expected {

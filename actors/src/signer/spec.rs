@@ -77,28 +77,34 @@ pub enum SignerSpec {
     /// PKCS#11 module (SoftHSM2, Thales Luna, nShield, CloudHSM, YubiHSM 2,
     /// Utimaco): `CKM_ECDSA` over the transaction's hash with a secp256k1
     /// key that never leaves the module.
-    Pkcs11 {
-        /// Path of the vendor's PKCS#11 library (`.so`).
-        module: PathBuf,
-        /// Label of the token holding the key.
-        token_label: String,
-        /// `CKA_LABEL` of the key (its private and public objects).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        key_label: Option<String>,
-        /// `CKA_ID` of the key, hex (instead of, or with, `key_label`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        key_id: Option<String>,
-        /// File holding the user PIN (surrounding white space ignored).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pin_file: Option<PathBuf>,
-        /// Name of the variable holding the user PIN.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pin_env: Option<String>,
-        /// Logged-in sessions open on the token for this key, at most
-        /// (signatures in flight at once).
-        #[serde(default = "default_pkcs11_sessions")]
-        max_sessions: usize,
-    },
+    Pkcs11(Pkcs11Spec),
+}
+
+/// A `pkcs11` signer's table: a key in a hardware security module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pkcs11Spec {
+    /// Path of the vendor's PKCS#11 library (`.so`).
+    pub module: PathBuf,
+    /// Label of the token holding the key.
+    pub token_label: String,
+    /// `CKA_LABEL` of the key (its private and public objects).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_label: Option<String>,
+    /// `CKA_ID` of the key, hex (instead of, or with, `key_label`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// File holding the user PIN (surrounding white space ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_file: Option<PathBuf>,
+    /// Name of the variable holding the user PIN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_env: Option<String>,
+    /// Logged-in sessions open on the module at most, shared by every key
+    /// on it (signatures in flight at once); every signer naming the
+    /// module gives the same value.
+    #[serde(default = "default_pkcs11_sessions")]
+    pub max_sessions: usize,
 }
 
 /// Default `max_sessions` of a `pkcs11` signer.
@@ -142,7 +148,7 @@ impl SignerSpec {
             Self::Keystore { .. } => "keystore",
             Self::Remote { .. } => "remote",
             Self::AwsKms { .. } => "aws_kms",
-            Self::Pkcs11 { .. } => "pkcs11",
+            Self::Pkcs11(_) => "pkcs11",
         }
     }
 
@@ -201,24 +207,7 @@ impl fmt::Debug for SignerSpec {
                 .field("ca_file", &ca_file)
                 .field("max_concurrency", &max_concurrency)
                 .finish(),
-            Self::Pkcs11 {
-                module,
-                token_label,
-                key_label,
-                key_id,
-                pin_file,
-                pin_env,
-                max_sessions,
-            } => f
-                .debug_struct("Pkcs11")
-                .field("module", &module)
-                .field("token_label", &token_label)
-                .field("key_label", &key_label)
-                .field("key_id", &key_id)
-                .field("pin_file", &pin_file)
-                .field("pin_env", &pin_env)
-                .field("max_sessions", &max_sessions)
-                .finish(),
+            Self::Pkcs11(spec) => spec.fmt(f),
         }
     }
 }
@@ -235,16 +224,16 @@ impl fmt::Display for SignerSpec {
             Self::Keystore { path, .. } => write!(f, "keystore:{}", path.display()),
             Self::Remote { url, .. } => write!(f, "remote:{}", endpoint::redact_url(url)),
             Self::AwsKms { key_id, region, .. } => write!(f, "aws_kms:{region}:{key_id}"),
-            Self::Pkcs11 {
+            Self::Pkcs11(Pkcs11Spec {
                 token_label,
                 key_label: Some(label),
                 ..
-            } => write!(f, "pkcs11:{token_label}:{label}"),
-            Self::Pkcs11 {
+            }) => write!(f, "pkcs11:{token_label}:{label}"),
+            Self::Pkcs11(Pkcs11Spec {
                 token_label,
                 key_id,
                 ..
-            } => write!(
+            }) => write!(
                 f,
                 "pkcs11:{token_label}:id:{}",
                 key_id.as_deref().unwrap_or("?")

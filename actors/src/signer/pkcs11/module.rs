@@ -19,6 +19,7 @@ use cryptoki::{
     error::{Error, RvError},
 };
 
+use super::pool::Pool;
 use crate::signer::SignerError;
 
 /// How often a module may be re-initialised at most (see
@@ -37,6 +38,8 @@ pub(super) struct Module {
     /// are abandoned, never used or closed (their handles may be reused).
     generation: AtomicU64,
     last_reinit: Mutex<Option<Instant>>,
+    /// The module's logged-in sessions, shared by every key on it.
+    pub(super) pool: Pool<cryptoki::session::Session>,
 }
 
 impl Module {
@@ -66,6 +69,8 @@ impl Module {
         // Not initialised any more is as good as finalised.
         let _ = self.context.clone().finalize();
         self.generation.fetch_add(1, Ordering::AcqRel);
+        // Closed by C_Finalize with every other session of the process.
+        self.pool.abandon_idle();
         // A module that cannot start now (its token store gone) is tried
         // again at the next call: every call meanwhile fails as
         // `CryptokiNotInitialized`, which is transient.
@@ -100,14 +105,26 @@ fn loaded() -> &'static Mutex<HashMap<PathBuf, Arc<Module>>> {
     MODULES.get_or_init(Mutex::default)
 }
 
-/// The module at `path`, loaded and initialised on first use.
-pub(super) fn module(path: &Path) -> Result<Arc<Module>, SignerError> {
+/// The module at `path`, loaded and initialised on first use with a pool
+/// of at most `max_sessions` sessions. Every signer on one module must ask
+/// the same bound (`txmgr config check` says so too): the first one sets
+/// it for the life of the process.
+pub(super) fn module(path: &Path, max_sessions: usize) -> Result<Arc<Module>, SignerError> {
     // A poisoned lock only means another thread panicked while loading:
     // the map itself is still consistent.
     let mut modules = loaded()
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(module) = modules.get(path) {
+        if module.pool.max() != max_sessions.max(1) {
+            return Err(SignerError::Config(format!(
+                "PKCS#11 module {} is open with max_sessions = {}; this signer asks {}: \
+                 give every signer on one module the same max_sessions (a restart applies a change)",
+                path.display(),
+                module.pool.max(),
+                max_sessions
+            )));
+        }
         return Ok(module.clone());
     }
     let context = Pkcs11::new(path).map_err(|e| {
@@ -123,6 +140,13 @@ pub(super) fn module(path: &Path) -> Result<Arc<Module>, SignerError> {
         calls: RwLock::new(()),
         generation: AtomicU64::new(0),
         last_reinit: Mutex::new(None),
+        pool: Pool::new(
+            max_sessions,
+            path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+        ),
     });
     modules.insert(path.to_owned(), module.clone());
     Ok(module)

@@ -110,9 +110,8 @@ pub(crate) async fn run_one_on_pkcs11(
     anvil: &Anvil,
     db: &BenchDb,
 ) -> anyhow::Result<report::TxmgrPhase> {
-    let hsm = crate::signers::SoftHsmToken::make()
-        .context("a SoftHSM2 token (Debian softhsm2 and opensc)")?;
-    anvil::fund(anvil, &[hsm.address]).await?;
+    let (hsm, hsm_address) = crate::signers::bench_token()?;
+    anvil::fund(anvil, &[hsm_address]).await?;
     let settings = NodeSettings {
         max_in_flight: args.count as u64 + 16,
         batch_size: args.batch_size,
@@ -126,8 +125,8 @@ pub(crate) async fn run_one_on_pkcs11(
     let mut toml = node::config_toml(&db.url, &chains, &settings, &[]);
     toml.push_str(&format!(
         "[submitters.\"{:#x}\"]\nsigner = {{ kind = \"pkcs11\", module = \"{}\", token_label = \"{}\", key_label = \"{}\", pin_file = \"{}\", max_sessions = 8 }}\n",
-        hsm.address,
-        crate::signers::SOFTHSM_MODULE,
+        hsm_address,
+        txmgr_testkit::SOFTHSM_MODULE,
         crate::signers::HSM_TOKEN,
         crate::signers::HSM_KEY,
         hsm.pin_file.display()
@@ -137,7 +136,7 @@ pub(crate) async fn run_one_on_pkcs11(
         .context("starting the pkcs11 node")?;
     let bench = TxmgrBench::new(args, &node, db, &[anvil], Vec::new())?;
     let phase = bench
-        .closed_loop(&[hsm.address], args.count, "one-pkcs11")
+        .closed_loop(&[hsm_address], args.count, "one-pkcs11")
         .await;
     node.stop().await;
     phase

@@ -23,8 +23,8 @@ use alloy::{
 use anyhow::Context;
 use futures::{stream, StreamExt};
 use serde::Serialize;
-use txmgr_actors::signer::{build_signer, SignerSpec, TxSigner};
-use txmgr_testkit::LocalStack;
+use txmgr_actors::signer::{build_signer, Pkcs11Spec, SignerSpec, TxSigner};
+use txmgr_testkit::{LocalStack, SoftHsm, SOFTHSM_MODULE};
 
 use crate::report::LatencyStats;
 
@@ -143,8 +143,8 @@ pub(crate) async fn run(count: usize, concurrency: usize) -> anyhow::Result<Sign
     let env_signer = build_signer(&env_spec, ENV_ADDRESS.parse()?, 31337, timeout).await?;
     let env_row = measure(env_signer.as_ref(), "env", count, concurrency).await?;
 
-    let hsm = SoftHsmToken::make().context("a SoftHSM2 token (Debian softhsm2 and opensc)")?;
-    let pkcs11_spec = SignerSpec::Pkcs11 {
+    let (hsm, hsm_address) = bench_token()?;
+    let pkcs11_spec = SignerSpec::Pkcs11(Pkcs11Spec {
         module: SOFTHSM_MODULE.into(),
         token_label: HSM_TOKEN.to_owned(),
         key_label: Some(HSM_KEY.to_owned()),
@@ -152,8 +152,8 @@ pub(crate) async fn run(count: usize, concurrency: usize) -> anyhow::Result<Sign
         pin_file: Some(hsm.pin_file.clone()),
         pin_env: None,
         max_sessions: concurrency,
-    };
-    let pkcs11_signer = build_signer(&pkcs11_spec, hsm.address, 31337, timeout).await?;
+    });
+    let pkcs11_signer = build_signer(&pkcs11_spec, hsm_address, 31337, timeout).await?;
     let pkcs11_row = measure(pkcs11_signer.as_ref(), "pkcs11", count, concurrency).await?;
 
     let localstack = LocalStack::try_start().await?;
@@ -193,125 +193,17 @@ pub(crate) async fn run(count: usize, concurrency: usize) -> anyhow::Result<Sign
     })
 }
 
-/// Debian's SoftHSM2 module.
-pub(crate) const SOFTHSM_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
 pub(crate) const HSM_TOKEN: &str = "bench";
 pub(crate) const HSM_KEY: &str = "bench-key";
-const HSM_PIN: &str = "246810";
 
-/// A SoftHSM2 token made for the run, with one secp256k1 key.
-pub(crate) struct SoftHsmToken {
-    dir: std::path::PathBuf,
-    /// The file holding the user PIN.
-    pub(crate) pin_file: std::path::PathBuf,
-    /// The key's address.
-    pub(crate) address: Address,
-}
-
-impl SoftHsmToken {
-    /// Makes the token in a temporary directory and points `SOFTHSM2_CONF`
-    /// at it (before the module is loaded in this process).
-    pub(crate) fn make() -> anyhow::Result<Self> {
-        let dir = std::env::temp_dir().join(format!(
-            "txmgr-bench-hsm-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        ));
-        let tokens = dir.join("tokens");
-        std::fs::create_dir_all(&tokens)?;
-        let conf = dir.join("softhsm2.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
-                tokens.display()
-            ),
-        )?;
-        std::env::set_var("SOFTHSM2_CONF", &conf);
-        let pin_file = dir.join("pin");
-        std::fs::write(&pin_file, HSM_PIN)?;
-        let run = |tool: &str, args: &[&str]| -> anyhow::Result<()> {
-            let output = std::process::Command::new(tool)
-                .args(args)
-                .env("SOFTHSM2_CONF", &conf)
-                .output()
-                .with_context(|| format!("running {tool}"))?;
-            anyhow::ensure!(
-                output.status.success(),
-                "{tool}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            Ok(())
-        };
-        run(
-            "softhsm2-util",
-            &[
-                "--init-token",
-                "--free",
-                "--label",
-                HSM_TOKEN,
-                "--pin",
-                HSM_PIN,
-                "--so-pin",
-                "13579111",
-            ],
-        )?;
-        run(
-            "pkcs11-tool",
-            &[
-                "--module",
-                SOFTHSM_MODULE,
-                "--token-label",
-                HSM_TOKEN,
-                "--login",
-                "--pin",
-                HSM_PIN,
-                "--keypairgen",
-                "--key-type",
-                "EC:secp256k1",
-                "--label",
-                HSM_KEY,
-                "--id",
-                "01",
-            ],
-        )?;
-        let der = dir.join("key.pub.der");
-        run(
-            "pkcs11-tool",
-            &[
-                "--module",
-                SOFTHSM_MODULE,
-                "--token-label",
-                HSM_TOKEN,
-                "--read-object",
-                "--type",
-                "pubkey",
-                "--label",
-                HSM_KEY,
-                "-o",
-                &der.display().to_string(),
-            ],
-        )?;
-        // SubjectPublicKeyInfo: the point 04 ‖ X ‖ Y closes the DER.
-        let spki = std::fs::read(&der)?;
-        anyhow::ensure!(
-            spki.len() > 65 && spki[spki.len() - 65] == 0x04,
-            "not an uncompressed point"
-        );
-        let address =
-            Address::from_slice(&alloy::primitives::keccak256(&spki[spki.len() - 64..])[12..]);
-        Ok(Self {
-            dir,
-            pin_file,
-            address,
-        })
-    }
-}
-
-impl Drop for SoftHsmToken {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// A SoftHSM2 installation made for the run with the token [`HSM_TOKEN`]
+/// and one secp256k1 key [`HSM_KEY`], and the key's address;
+/// `SOFTHSM2_CONF` points at it (before the module is loaded in this
+/// process).
+pub(crate) fn bench_token() -> anyhow::Result<(SoftHsm, Address)> {
+    let hsm =
+        SoftHsm::try_new(HSM_TOKEN).context("a SoftHSM2 token (Debian softhsm2 and opensc)")?;
+    let address = hsm.try_keygen(HSM_TOKEN, HSM_KEY, "01")?;
+    std::env::set_var("SOFTHSM2_CONF", &hsm.conf);
+    Ok((hsm, address))
 }
