@@ -82,6 +82,13 @@ async fn the_exposition_passes_promtool_check_metrics() {
         mislabelled.is_empty(),
         "{mislabelled:#?}\n--- exposition ---\n{text}"
     );
+    check_with_promtool(&text);
+    node.stop().await;
+}
+
+/// `promtool check metrics` finds nothing in the exposition `text`, and
+/// every `txmgr_` sample has a `# HELP` line.
+pub(crate) fn check_with_promtool(text: &str) {
     let mut promtool = std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -116,7 +123,6 @@ async fn the_exposition_passes_promtool_check_metrics() {
             "{name} has no # HELP line"
         );
     }
-    node.stop().await;
 }
 
 /// The base name of a sample line's metric (`_bucket`, `_sum`, `_count` of

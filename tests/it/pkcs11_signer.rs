@@ -400,6 +400,7 @@ async fn three_keys_on_one_token_share_the_modules_bounded_sessions() {
             .parse()
             .expect("a number")
     };
+    crate::metrics_promtool::check_with_promtool(&metrics);
     let opened = value("txmgr_pkcs11_sessions_opened_total");
     let open = value("txmgr_pkcs11_sessions_open");
     assert!((1.0..=2.0).contains(&opened), "sessions opened: {opened}");
