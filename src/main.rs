@@ -15,7 +15,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// txmgr — durable, fenced EVM transaction submission for many signers.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version = txmgr::build_info::LONG_VERSION, about)]
 struct Cli {
     /// Configuration file (environment variables `TXMGR_<SECTION>__<KEY>` override it).
     #[arg(
@@ -38,8 +38,14 @@ enum Command {
         #[arg(long)]
         no_migrate: bool,
     },
-    /// Apply database migrations and exit.
-    Migrate,
+    /// Apply database migrations and exit (one node at a time: others wait
+    /// on the migration lock, then find nothing to do).
+    Migrate {
+        /// List the pending migrations and what each does to nodes of the
+        /// previous release still running; apply nothing.
+        #[arg(long)]
+        plan: bool,
+    },
     /// Configuration tools.
     Config {
         #[command(subcommand)]
@@ -158,7 +164,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run { no_migrate } => daemon::run(config, cli.config, !no_migrate).await,
-            Command::Migrate => daemon::migrate_only(&config).await,
+            Command::Migrate { plan: false } => daemon::migrate_only(&config).await,
+            Command::Migrate { plan: true } => daemon::migration_plan(&config).await,
             Command::Db {
                 command: DbCommand::Stats,
             } => daemon::print_db_stats(&config).await,

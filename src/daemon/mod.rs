@@ -17,6 +17,7 @@ mod pending_handshakes;
 mod registration;
 mod reload;
 mod restart_keys;
+pub mod schema;
 mod telemetry;
 mod webhooks;
 
@@ -89,9 +90,6 @@ pub async fn ops_state(
 }
 pub use telemetry::{init_tracing, TracingGuard, OTEL_TARGET};
 
-/// Version string recorded in the node row and shown by the ops views.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
 /// Connects to PostgreSQL with the configured pool limits. TLS follows the
 /// URL's `sslmode` (`disable`, `prefer` — the default —, `require`,
 /// `verify-ca`, `verify-full`) and `sslrootcert` parameters.
@@ -152,7 +150,20 @@ pub fn session_settings(config: &Config) -> Vec<(&'static str, String)> {
 pub async fn migrate_only(config: &Config) -> anyhow::Result<()> {
     let pool = connect(config).await?;
     store::migrate(&pool).await.context("applying migrations")?;
-    tracing::info!("migrations applied");
+    let state = schema::check_at_start(&pool).await?;
+    tracing::info!(
+        database_schema = state.database,
+        build_schema = state.build,
+        "migrations applied"
+    );
+    Ok(())
+}
+
+/// `txmgr migrate --plan`: prints the pending migrations and what each does
+/// to nodes of the previous release; changes nothing.
+pub async fn migration_plan(config: &Config) -> anyhow::Result<()> {
+    let pool = connect(config).await?;
+    print!("{}", schema::plan(&pool).await?);
     Ok(())
 }
 
@@ -178,6 +189,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
     if migrate && config.database.migrate_on_start {
         store::migrate(&pool).await.context("applying migrations")?;
     }
+    schema::check_at_start(&pool).await?;
     let listener = tokio::net::TcpListener::bind(config.http.listen)
         .await
         .with_context(|| format!("http.listen: cannot bind {}", config.http.listen))?;

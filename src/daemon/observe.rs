@@ -63,6 +63,9 @@ pub fn metrics_recorder() -> Option<PrometheusHandle> {
             match builder.install_recorder() {
                 Ok(handle) => {
                     txmgr_actors::metrics::describe();
+                    metrics::gauge!(txmgr_actors::metrics::BUILD_INFO,
+                        "version" => crate::build_info::VERSION, "commit" => crate::build_info::COMMIT)
+                    .set(1.0);
                     Some(handle)
                 }
                 Err(err) => {

@@ -14,7 +14,6 @@ use txmgr_actors::{
     store::{self, LeaseOwner},
 };
 
-use super::VERSION;
 use crate::config::Config;
 
 /// The registered node id of this process and its heartbeat.
@@ -41,7 +40,7 @@ impl NodeRegistration {
             pool,
             &owner,
             http_addr,
-            VERSION,
+            &crate::build_info::node_build(),
             config.node.liveness(),
             claim_poll(every),
         )
@@ -51,7 +50,7 @@ impl NodeRegistration {
             pool.clone(),
             owner.clone(),
             http_addr.to_owned(),
-            VERSION,
+            crate::build_info::node_build(),
             every,
         );
         let heartbeat = tokio::spawn({

@@ -21,6 +21,10 @@ use super::{
 pub struct HealthView {
     /// `ok` or `not_ready`.
     pub status: &'static str,
+    /// This node's release (`CHANGELOG.md`).
+    pub version: &'static str,
+    /// The commit it was built from.
+    pub commit: &'static str,
     /// Why not ready (empty when ready).
     pub reasons: Vec<String>,
     /// `/readyz`: each chain's state (a chain out of service shows here
@@ -35,6 +39,8 @@ pub struct HealthView {
 pub(crate) async fn healthz() -> Json<HealthView> {
     Json(HealthView {
         status: "ok",
+        version: crate::build_info::VERSION,
+        commit: crate::build_info::COMMIT,
         reasons: Vec::new(),
         chains: Vec::new(),
     })
@@ -61,6 +67,8 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let ready = reasons.is_empty();
     let body = HealthView {
         status: if ready { "ok" } else { "not_ready" },
+        version: crate::build_info::VERSION,
+        commit: crate::build_info::COMMIT,
         reasons,
         chains,
     };

@@ -255,14 +255,37 @@ pub(crate) async fn cluster(
     caller: Caller,
 ) -> ApiResult<Json<ClusterView>> {
     let liveness = state.ops.heartbeat_interval.saturating_mul(3);
-    let nodes = node::list(&state.pool, liveness)
+    let database_schema = txmgr_actors::store::applied_migrations(&state.pool)
         .await?
+        .last()
+        .copied()
+        .unwrap_or_default();
+    let listed = node::list(&state.pool, liveness).await?;
+    let mut builds: Vec<String> = listed
+        .iter()
+        .filter(|n| n.alive)
+        .map(|n| {
+            format!(
+                "{} (commit {})",
+                n.version,
+                n.commit.as_deref().unwrap_or("unknown")
+            )
+        })
+        .collect();
+    builds.sort_unstable();
+    builds.dedup();
+    let nodes = listed
         .into_iter()
         .map(|n| NodeView {
             node_id: n.node_id,
             instance: n.instance,
             http_addr: n.http_addr,
             version: n.version,
+            commit: n.commit,
+            // A node that records no schema predates the column, which the
+            // database has: older than it.
+            older_than_database: n.schema_version.is_none_or(|v| v < database_schema),
+            schema_version: n.schema_version,
             heartbeat_age_ms: u64::try_from(n.heartbeat_age.as_millis()).unwrap_or(u64::MAX),
             alive: n.alive,
         })
@@ -290,5 +313,10 @@ pub(crate) async fn cluster(
                 }),
         );
     }
-    Ok(Json(ClusterView { nodes, leases }))
+    Ok(Json(ClusterView {
+        database_schema,
+        builds,
+        nodes,
+        leases,
+    }))
 }

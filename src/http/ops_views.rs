@@ -191,8 +191,15 @@ pub struct NodeView {
     pub instance: String,
     /// Its HTTP address.
     pub http_addr: Option<String>,
-    /// Its version.
+    /// Its release.
     pub version: String,
+    /// The commit it was built from (null: a node before 0.2.0).
+    pub commit: Option<String>,
+    /// The newest migration it knows (null: a node before 0.2.0).
+    pub schema_version: Option<i64>,
+    /// It does not know the database's newest migration: a newer release
+    /// migrated the database, upgrade this node (README "Upgrading").
+    pub older_than_database: bool,
     /// Milliseconds since its last heartbeat (database clock).
     pub heartbeat_age_ms: u64,
     /// Heartbeat younger than 3 × `node.heartbeat_interval`.
@@ -227,6 +234,11 @@ pub struct LeaseView {
 /// `GET /v1/ops/cluster`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ClusterView {
+    /// The newest migration applied to the database.
+    pub database_schema: i64,
+    /// The builds the live nodes run (`0.2.0 (commit …)`), one entry per
+    /// distinct build: more than one means an upgrade in progress.
+    pub builds: Vec<String>,
     /// Every registered node.
     pub nodes: Vec<NodeView>,
     /// Every lease of this chain.

@@ -15,9 +15,14 @@ use txmgr_actors::{
 };
 
 const LIVENESS: Duration = Duration::from_secs(6);
+const BUILD: node::NodeBuild = node::NodeBuild {
+    version: "test",
+    commit: "test",
+    schema_version: 0,
+};
 
 async fn register(pool: &PgPool, owner: &LeaseOwner) -> Registration {
-    node::register(pool, owner, "127.0.0.1:1", "test", LIVENESS)
+    node::register(pool, owner, "127.0.0.1:1", &BUILD, LIVENESS)
         .await
         .expect("register")
 }
@@ -105,7 +110,7 @@ async fn the_start_up_claim_refuses_a_heartbeating_holder_and_waits_out_a_dead_o
     let liveness = Duration::from_secs(3);
     let poll = Duration::from_millis(20);
     let live = LeaseOwner::new("n1", "live");
-    node::register(&db.pool, &live, "127.0.0.1:1", "test", liveness)
+    node::register(&db.pool, &live, "127.0.0.1:1", &BUILD, liveness)
         .await
         .expect("register");
     let beating = tokio::spawn({
@@ -119,7 +124,7 @@ async fn the_start_up_claim_refuses_a_heartbeating_holder_and_waits_out_a_dead_o
         }
     });
     let twin = LeaseOwner::new("n1", "twin");
-    let refused = claim_node_id(&db.pool, &twin, "127.0.0.1:2", "test", liveness, poll).await;
+    let refused = claim_node_id(&db.pool, &twin, "127.0.0.1:2", &BUILD, liveness, poll).await;
     match refused {
         Err(ClaimError::InUse {
             node_id, instance, ..
@@ -137,7 +142,7 @@ async fn the_start_up_claim_refuses_a_heartbeating_holder_and_waits_out_a_dead_o
     // The timeout only guards against a hang; a slow machine is not a failure.
     tokio::time::timeout(
         liveness * 20,
-        claim_node_id(&db.pool, &restarted, "127.0.0.1:3", "test", liveness, poll),
+        claim_node_id(&db.pool, &restarted, "127.0.0.1:3", &BUILD, liveness, poll),
     )
     .await
     .expect("a dead holder does not block the restart for good")

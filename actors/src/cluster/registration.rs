@@ -17,7 +17,7 @@ use sqlx::PgPool;
 use tokio::time::Instant;
 
 use crate::store::{
-    node::{self, Heartbeat, NodeHolder, Registration},
+    node::{self, Heartbeat, NodeBuild, NodeHolder, Registration},
     LeaseOwner, StoreError,
 };
 
@@ -92,7 +92,7 @@ pub async fn claim_node_id(
     pool: &PgPool,
     owner: &LeaseOwner,
     http_addr: &str,
-    version: &str,
+    build: &NodeBuild,
     liveness: Duration,
     poll: Duration,
 ) -> Result<(), ClaimError> {
@@ -101,7 +101,7 @@ pub async fn claim_node_id(
     let deadline = Instant::now() + liveness.saturating_mul(2) + poll;
     let mut first: Option<NodeHolder> = None;
     loop {
-        let holder = match node::register(pool, owner, http_addr, version, liveness).await? {
+        let holder = match node::register(pool, owner, http_addr, build, liveness).await? {
             Registration::Registered => return Ok(()),
             Registration::Held(holder) => holder,
         };
@@ -130,7 +130,7 @@ pub async fn heartbeat_until_superseded(
     pool: PgPool,
     owner: LeaseOwner,
     http_addr: String,
-    version: &'static str,
+    build: NodeBuild,
     every: Duration,
 ) -> ClaimError {
     let liveness = every.saturating_mul(3);
@@ -141,7 +141,7 @@ pub async fn heartbeat_until_superseded(
         let holder = match node::heartbeat(&pool, &owner).await {
             Ok(Heartbeat::Beat) => continue,
             Ok(Heartbeat::Missing) => {
-                match node::register(&pool, &owner, &http_addr, version, liveness).await {
+                match node::register(&pool, &owner, &http_addr, &build, liveness).await {
                     Ok(Registration::Registered) => continue,
                     Ok(Registration::Held(holder)) => holder,
                     Err(err) => {

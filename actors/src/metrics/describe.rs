@@ -20,6 +20,11 @@ pub fn describe() {
         "Seconds per signature, by signer kind."
     );
     describe_gauge!(
+        BUILD_INFO,
+        Unit::Count,
+        "1, labelled with the release (version) and the commit this node runs."
+    );
+    describe_gauge!(
         PKCS11_SESSIONS_OPEN,
         Unit::Count,
         "Logged-in sessions open on a PKCS#11 module (idle or signing), at most its max_sessions."

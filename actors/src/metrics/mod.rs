@@ -140,6 +140,7 @@ pub const DB_POOL_CONNECTIONS: &str = "txmgr_db_pool_connections";
 /// "Operations" names each; the integration tests check the exposition
 /// against this list.
 pub const NODE_LEVEL: &[&str] = &[
+    BUILD_INFO,
     PKCS11_SESSIONS_OPEN,
     PKCS11_SESSIONS_OPENED,
     CLUSTER_NODES,
@@ -268,6 +269,11 @@ pub const SIGNER_REQUESTS: &str = "txmgr_signer_requests_total";
 
 /// Histogram: seconds per signature, label `kind`.
 pub const SIGNER_LATENCY: &str = "txmgr_signer_latency_seconds";
+
+/// Gauge: 1, labels `version` (the release) and `commit` (the build's
+/// commit); node-level. Two values across a cluster's nodes: an upgrade in
+/// progress (README "Upgrading").
+pub const BUILD_INFO: &str = "txmgr_build_info";
 
 /// Gauge: logged-in sessions open on a PKCS#11 module (idle or signing),
 /// label `module` (the library's file name); node-level. At most the

@@ -56,7 +56,10 @@ pub use lease_batch::{renew_all, HeldLease};
 pub use lease_deadline::LeaseDeadline;
 pub use nonce_cursor::NonceCursor;
 pub use owner::LeaseOwner;
-pub use schema::{migrate, unapplied_migrations, MIGRATOR};
+pub use schema::{
+    applied_migrations, has_migrations_table, migrate, schema_state, unapplied_migrations,
+    SchemaState, MIGRATOR,
+};
 
 /// Milliseconds of a duration as the `BIGINT` the SQL turns into an interval.
 fn millis(duration: std::time::Duration) -> i64 {

@@ -45,6 +45,17 @@ pub enum Heartbeat {
     Superseded(NodeHolder),
 }
 
+/// The build a node runs, recorded in its row for the ops views.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeBuild {
+    /// The release (`0.2.0`).
+    pub version: &'static str,
+    /// The commit it was built from, or `unknown`.
+    pub commit: &'static str,
+    /// The newest migration it knows.
+    pub schema_version: i64,
+}
+
 /// Registers this process under its node id, unless another process holds
 /// it with a heartbeat younger than `liveness`. One statement: of processes
 /// registering the same node id at once, exactly one wins. A holder whose
@@ -53,28 +64,32 @@ pub async fn register(
     pool: &PgPool,
     owner: &LeaseOwner,
     http_addr: &str,
-    version: &str,
+    build: &NodeBuild,
     liveness: Duration,
 ) -> StoreResult<Registration> {
     // Up to three rounds: the holder's row can vanish (graceful exit)
     // between the refused upsert and the read.
     for _ in 0..3 {
         let registered = sqlx::query_scalar!(
-            "INSERT INTO txmgr_node (node_id, instance, started_at, heartbeat_at, http_addr, version)
-             VALUES ($1, $2, now(), now(), $3, $4)
+            "INSERT INTO txmgr_node (node_id, instance, started_at, heartbeat_at, http_addr, version,
+                                     build_commit, schema_version)
+             VALUES ($1, $2, now(), now(), $3, $4, $6, $7)
              ON CONFLICT (node_id) DO UPDATE
                 SET started_at = CASE WHEN txmgr_node.instance = EXCLUDED.instance
                                       THEN txmgr_node.started_at ELSE now() END,
                     instance = EXCLUDED.instance, heartbeat_at = now(),
-                    http_addr = EXCLUDED.http_addr, version = EXCLUDED.version
+                    http_addr = EXCLUDED.http_addr, version = EXCLUDED.version,
+                    build_commit = EXCLUDED.build_commit, schema_version = EXCLUDED.schema_version
               WHERE txmgr_node.instance = EXCLUDED.instance
                  OR txmgr_node.heartbeat_at <= now() - $5::bigint * interval '1 millisecond'
              RETURNING node_id",
             &*owner.node_id,
             &*owner.instance,
             http_addr,
-            version,
+            build.version,
             millis(liveness),
+            build.commit,
+            build.schema_version,
         )
         .fetch_optional(pool)
         .await?;
@@ -166,6 +181,10 @@ pub struct NodeRow {
     pub http_addr: Option<String>,
     /// The txmgr version it runs.
     pub version: String,
+    /// The commit it was built from (`None`: a node before 0.2.0).
+    pub commit: Option<String>,
+    /// The newest migration it knows (`None`: a node before 0.2.0).
+    pub schema_version: Option<i64>,
     /// Milliseconds since its last heartbeat, by the database clock.
     pub heartbeat_age: Duration,
     /// Heartbeat younger than the liveness window.
@@ -177,6 +196,8 @@ struct ListedNode {
     instance: String,
     http_addr: Option<String>,
     version: String,
+    build_commit: Option<String>,
+    schema_version: Option<i64>,
     heartbeat_age_ms: i64,
     alive: bool,
 }
@@ -185,7 +206,7 @@ struct ListedNode {
 pub async fn list(pool: &PgPool, liveness: Duration) -> StoreResult<Vec<NodeRow>> {
     let rows = sqlx::query_as!(
         ListedNode,
-        r#"SELECT node_id, instance, http_addr, version,
+        r#"SELECT node_id, instance, http_addr, version, build_commit, schema_version,
                 GREATEST(0, (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::bigint)
                     AS "heartbeat_age_ms!",
                 heartbeat_at > now() - $1::bigint * interval '1 millisecond' AS "alive!"
@@ -201,6 +222,8 @@ pub async fn list(pool: &PgPool, liveness: Duration) -> StoreResult<Vec<NodeRow>
             instance: row.instance,
             http_addr: row.http_addr,
             version: row.version,
+            commit: row.build_commit,
+            schema_version: row.schema_version,
             heartbeat_age: age(row.heartbeat_age_ms),
             alive: row.alive,
         })
