@@ -114,6 +114,7 @@ mod tracing_otlp;
 mod tx_actions;
 mod tx_query;
 mod unknown_sends;
+mod upgrade;
 mod webhook_window;
 mod webhooks;
 mod ws_head;

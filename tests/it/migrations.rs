@@ -72,7 +72,7 @@ async fn insert_with_sub_state(
 /// Applies the migrations older than `version`, as a database last migrated
 /// by an older release has them: the same files, so the current migrator
 /// finds them applied.
-async fn migrate_before(pool: &PgPool, version: i64) {
+pub(crate) async fn migrate_before(pool: &PgPool, version: i64) {
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("migrations");
     let older = std::env::temp_dir().join(format!("txmgr-migrations-{}", Uuid::new_v4().simple()));
     std::fs::create_dir(&older).expect("temp dir");
