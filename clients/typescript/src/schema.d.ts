@@ -762,6 +762,16 @@ export interface components {
         };
         /** @description `GET /v1/ops/cluster`. */
         ClusterView: {
+            /**
+             * @description The builds the live nodes run (`0.2.0 (commit …)`), one entry per
+             *     distinct build: more than one means an upgrade in progress.
+             */
+            builds: string[];
+            /**
+             * Format: int64
+             * @description The newest migration applied to the database.
+             */
+            database_schema: number;
             /** @description Every lease of this chain. */
             leases: components["schemas"]["LeaseView"][];
             /** @description Every registered node. */
@@ -1096,10 +1106,14 @@ export interface components {
              *     without taking the node out of service while another chain serves).
              */
             chains?: components["schemas"]["ChainState"][];
+            /** @description The commit it was built from. */
+            commit: string;
             /** @description Why not ready (empty when ready). */
             reasons: string[];
             /** @description `ok` or `not_ready`. */
             status: string;
+            /** @description This node's release (`CHANGELOG.md`). */
+            version: string;
         };
         /** @description Body of `GET /v1/ops/history`. */
         HistoryView: {
@@ -1198,6 +1212,8 @@ export interface components {
         NodeView: {
             /** @description Heartbeat younger than 3 × `node.heartbeat_interval`. */
             alive: boolean;
+            /** @description The commit it was built from (null: a node before 0.2.0). */
+            commit?: string | null;
             /**
              * Format: int64
              * @description Milliseconds since its last heartbeat (database clock).
@@ -1209,7 +1225,17 @@ export interface components {
             instance: string;
             /** @description Node id. */
             node_id: string;
-            /** @description Its version. */
+            /**
+             * @description It does not know the database's newest migration: a newer release
+             *     migrated the database, upgrade this node (README "Upgrading").
+             */
+            older_than_database: boolean;
+            /**
+             * Format: int64
+             * @description The newest migration it knows (null: a node before 0.2.0).
+             */
+            schema_version?: number | null;
+            /** @description Its release. */
             version: string;
         };
         /**
