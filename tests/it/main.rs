@@ -96,6 +96,7 @@ mod removed_chain;
 mod reorg;
 mod reorg_final;
 mod request_id_lookups;
+mod restore;
 mod resubmit;
 mod resubmit_claims;
 mod rpc_cost;

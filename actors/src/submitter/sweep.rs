@@ -12,6 +12,7 @@ use crate::{
     domain::{ReorgedReceipt, SubState},
     metrics::{stuck_reason, EXTERNAL_NONCE},
     store::{
+        audit::{self, AuditEntry, AuditOutcome},
         finality, nonce_cursor, pipeline,
         tracking::{self, MinedReceipt},
         FencedTx, LeaseGuard,
@@ -89,21 +90,41 @@ pub(crate) async fn run(
     .set(cursor.next_nonce.saturating_sub(nonces.latest) as f64);
 
     if nonces.pending > cursor.next_nonce && protect_reason.is_none() {
+        let ahead = nonces.pending - cursor.next_nonce;
         let reason = format!(
-            "external use of the key: chain pending nonce {} is above txmgr's next nonce {}",
+            "external use of the key: chain pending nonce {} is {ahead} above txmgr's next nonce {} \
+             (the key signed elsewhere, or the database was restored from an older backup)",
             nonces.pending, cursor.next_nonce
         );
         let mut ftx = FencedTx::begin(&ctx.pool, lease, "external_nonce").await?;
-        if settings.protect_on_external_nonce {
+        let action = if settings.protect_on_external_nonce {
             nonce_cursor::set_protect(&mut ftx, &reason).await?;
             protect_reason = Some(reason.clone());
             metrics::counter!(EXTERNAL_NONCE, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "action" => "protect").increment(1);
-            tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, reason, "PROTECT: submitter stopped");
+            tracing::error!(target: "txmgr::submitter", submitter = %ctx.key, ahead, reason, "PROTECT: submitter stopped");
+            "external_nonce_protect"
         } else {
             nonce_cursor::adopt_chain_nonce(&mut ftx, nonces.pending).await?;
             metrics::counter!(EXTERNAL_NONCE, "chain" => crate::metrics::chain_label(ctx.key.chain_id), "action" => "adopt").increment(1);
-            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, reason, "adopting the chain's nonce");
-        }
+            tracing::warn!(target: "txmgr::submitter", submitter = %ctx.key, ahead, reason, "adopting the chain's nonce");
+            "external_nonce_adopted"
+        };
+        // The operator's record, committed with the change it explains.
+        let submitter = ctx.key.address_hex();
+        audit::insert(
+            ftx.conn(),
+            &AuditEntry {
+                actor: "txmgr",
+                action,
+                chain_id: Some(ctx.key.chain_id),
+                submitter: Some(&submitter),
+                reason: Some(&reason),
+                node_id: Some(&lease.owner.node_id),
+                tx_id: None,
+            },
+            AuditOutcome::Done,
+        )
+        .await?;
         ftx.commit().await?;
     }
 
