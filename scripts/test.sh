@@ -241,6 +241,20 @@ else
     start_private_pg
 fi
 echo "DATABASE_URL=$DATABASE_URL"
+# The restore test (tests/it/restore.rs) dumps and restores a database with
+# the client tools (Debian `postgresql-client`), installed as root when
+# missing.
+if ! { command -v pg_dump >/dev/null && command -v pg_restore >/dev/null; }; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+        echo "installing Debian's postgresql-client (pg_dump, pg_restore)"
+        { apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-client >/dev/null; } ||
+            echo "installing postgresql-client failed"
+    fi
+fi
+command -v pg_dump >/dev/null && command -v pg_restore >/dev/null ||
+    die "pg_dump and pg_restore are needed (tests/it/restore.rs): apt-get install postgresql-client"
+pg_dump --version
 
 # Statements written with sqlx's checked macros (`query!` & co.) are checked
 # at build time against the committed `.sqlx/` data (offline mode: the build
