@@ -7,11 +7,12 @@
 use std::time::Duration;
 
 use alloy::primitives::Address;
-use txmgr_client::{api::CreateBody, api::TxState, Client};
+use txmgr_client::{api::TxState, Client};
 
 use crate::common::{
     daemon::Daemon,
     free_port,
+    leader_kill::{send_across_a_leader_kill, transfer},
     node::{config_toml, KEY_VAR},
     softhsm::{SoftHsm, PIN},
     Anvil, TestDb, DEV_ADDRESS_0,
@@ -19,7 +20,6 @@ use crate::common::{
 
 const TOKEN: &str = "hot";
 const KEY: &str = "submitter-1";
-const RECIPIENT: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
 /// A one-node configuration whose only submitter is `address`, signed by
 /// `signer` (a TOML inline table), final at inclusion.
@@ -82,14 +82,7 @@ async fn intents_signed_in_softhsm_confirm_and_recover_to_the_keys_address() {
     let mut ids = Vec::new();
     for i in 0..6 {
         let created = txmgr
-            .create(CreateBody {
-                submitter: format!("{address:#x}"),
-                to: Some(RECIPIENT.into()),
-                value: Some(1_000u128.into()),
-                gas_limit: Some(21_000),
-                request_id: Some(format!("hsm-{i}")),
-                ..CreateBody::default()
-            })
+            .create(transfer(&format!("{address:#x}"), "hsm", i))
             .await
             .expect("create");
         ids.push(created.body.tx_id);
@@ -177,14 +170,7 @@ async fn a_token_taken_away_makes_intents_wait_and_they_go_out_when_it_returns()
     let http = reqwest::Client::new();
     daemon.ready(&http).await;
     let txmgr = Client::builder(daemon.base()).build().expect("client");
-    let send = |i: u32| CreateBody {
-        submitter: format!("{address:#x}"),
-        to: Some(RECIPIENT.into()),
-        value: Some(1u128.into()),
-        gas_limit: Some(21_000),
-        request_id: Some(format!("away-{i}")),
-        ..CreateBody::default()
-    };
+    let send = |i: usize| transfer(&format!("{address:#x}"), "away", i);
     let first = txmgr.create(send(0)).await.expect("create");
     let first = txmgr
         .wait_final(first.body.tx_id, Duration::from_secs(60))
@@ -239,80 +225,15 @@ async fn two_daemons_sharing_one_token_send_each_intent_once_across_a_leader_kil
         daemon.ready(&http).await;
         nodes.push(daemon);
     }
-    let send = |i: usize| CreateBody {
-        submitter: format!("{address:#x}"),
-        to: Some(RECIPIENT.into()),
-        value: Some(1u128.into()),
-        gas_limit: Some(21_000),
-        request_id: Some(format!("shared-{i}")),
-        ..CreateBody::default()
-    };
-    let clients: Vec<Client> = nodes
-        .iter()
-        .map(|node| Client::builder(node.base()).build().expect("client"))
-        .collect();
-    let mut ids = Vec::new();
-    for i in 0..12 {
-        ids.push(
-            clients[i % 2]
-                .create(send(i))
-                .await
-                .expect("create")
-                .body
-                .tx_id,
-        );
-    }
-    // Kill whichever node leads the submitter, mid-stream.
-    let cluster: serde_json::Value = http
-        .get(format!("{}/v1/ops/cluster", nodes[0].base()))
-        .send()
-        .await
-        .expect("cluster view")
-        .json()
-        .await
-        .expect("json");
-    let leader = cluster["leases"][0]["owner"]
-        .as_str()
-        .unwrap_or("hsm-1")
-        .to_owned();
-    let (gone, survivor) = if leader == "hsm-2" { (1, 0) } else { (0, 1) };
-    nodes[gone].kill().await;
-    for i in 12..30 {
-        ids.push(
-            clients[survivor]
-                .create(send(i))
-                .await
-                .expect("create")
-                .body
-                .tx_id,
-        );
-    }
-    let mut nonces = Vec::new();
-    for id in &ids {
-        let tx = clients[survivor]
-            .wait_final(*id, Duration::from_secs(120))
-            .await
-            .expect("final");
-        assert_eq!(tx.state, TxState::Confirmed, "{tx:?}");
-        nonces.push(tx.nonce.expect("nonce"));
-    }
-    nonces.sort_unstable();
-    assert_eq!(
-        nonces,
-        (0..30).collect::<Vec<u64>>(),
-        "each intent once, no gap"
-    );
-    let sent = anvil
-        .rpc(
-            "eth_getTransactionCount",
-            serde_json::json!([format!("{address:#x}"), "latest"]),
-        )
-        .await;
-    assert_eq!(
-        crate::common::parse_quantity(&sent),
-        30,
-        "nothing sent twice"
-    );
+    send_across_a_leader_kill(
+        &anvil,
+        &mut nodes,
+        &format!("{address:#x}"),
+        "shared",
+        12,
+        18,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -351,14 +272,7 @@ async fn three_keys_on_one_token_share_the_modules_bounded_sessions() {
     for i in 0..8 {
         for (n, (_, address)) in keys.iter().enumerate() {
             let created = txmgr
-                .create(CreateBody {
-                    submitter: format!("{address:#x}"),
-                    to: Some(RECIPIENT.into()),
-                    value: Some(1u128.into()),
-                    gas_limit: Some(21_000),
-                    request_id: Some(format!("pool-{n}-{i}")),
-                    ..CreateBody::default()
-                })
+                .create(transfer(&format!("{address:#x}"), &format!("pool-{n}"), i))
                 .await
                 .expect("create");
             ids.push((created.body.tx_id, *address));

@@ -8,16 +8,15 @@
 
 use std::{path::Path, process::Stdio, time::Duration};
 
-use txmgr_client::{api::CreateBody, api::TxState, Client};
+use txmgr_client::{api::TxState, Client};
 
 use crate::common::{
     daemon::{key_var, Daemon, DEV_KEYS},
     free_port,
+    leader_kill::transfer,
     node::{config_toml, KEY_VAR},
     parse_quantity, Anvil, TestDb,
 };
-
-const RECIPIENT: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
 
 /// Runs a PostgreSQL client tool; panics with its output on failure.
 async fn pg_tool(tool: &str, args: &[&str]) {
@@ -41,14 +40,7 @@ async fn confirm(client: &Client, submitter: &str, tag: &str, count: usize) -> V
     let mut ids = Vec::new();
     for i in 0..count {
         let created = client
-            .create(CreateBody {
-                submitter: submitter.to_owned(),
-                to: Some(RECIPIENT.into()),
-                value: Some(1u128.into()),
-                gas_limit: Some(21_000),
-                request_id: Some(format!("{tag}-{i}")),
-                ..CreateBody::default()
-            })
+            .create(transfer(submitter, tag, i))
             .await
             .expect("create");
         ids.push(created.body.tx_id);
@@ -161,14 +153,7 @@ async fn a_restored_database_behind_the_chain_adopts_or_protects_and_sends_nothi
     // The strict submitter: an intent wakes it; it stops with PROTECT and
     // the reason instead, and sends nothing.
     let waiting = client
-        .create(CreateBody {
-            submitter: strict.to_owned(),
-            to: Some(RECIPIENT.into()),
-            value: Some(1u128.into()),
-            gas_limit: Some(21_000),
-            request_id: Some("restored-s-0".into()),
-            ..CreateBody::default()
-        })
+        .create(transfer(strict, "restored-s", 0))
         .await
         .expect("accepted: it waits for an operator")
         .body

@@ -5,19 +5,19 @@
 //! current schema (the expand/contract compat check); and nodes keep every
 //! invariant across a leader kill on a database a newer release migrated.
 
-use std::{process::Stdio, time::Duration};
+use std::process::Stdio;
 
 use serde_json::Value;
 use sqlx::{Column, Either, Executor, TypeInfo};
 use tokio::process::Command;
 use txmgr::build_info;
 use txmgr_actors::store::MIGRATOR;
-use txmgr_client::{api::CreateBody, api::TxState, Client};
 
 use crate::{
     common::{
         daemon::{key_var, Daemon},
         free_port,
+        leader_kill::send_across_a_leader_kill,
         node::{config_toml, KEY_VAR},
         Anvil, TestDb, DEV_ADDRESS_0,
     },
@@ -354,77 +354,13 @@ async fn nodes_run_on_a_database_a_newer_release_migrated_and_keep_their_invaria
     }
 
     // A leader kill mid-stream: each intent once, no nonce gap.
-    let clients: Vec<Client> = nodes
-        .iter()
-        .map(|node| Client::builder(node.base()).build().expect("client"))
-        .collect();
-    let send = |i: usize| CreateBody {
-        submitter: DEV_ADDRESS_0.to_lowercase(),
-        to: Some("0x70997970c51812dc3a010c7d01b50e0d17dc79c8".into()),
-        value: Some(1u128.into()),
-        gas_limit: Some(21_000),
-        request_id: Some(format!("upgrade-{i}")),
-        ..CreateBody::default()
-    };
-    let mut ids = Vec::new();
-    for i in 0..10 {
-        ids.push(
-            clients[i % 2]
-                .create(send(i))
-                .await
-                .expect("create")
-                .body
-                .tx_id,
-        );
-    }
-    let cluster: Value = http
-        .get(format!("{}/v1/ops/cluster", nodes[0].base()))
-        .send()
-        .await
-        .expect("cluster view")
-        .json()
-        .await
-        .expect("json");
-    let leader = cluster["leases"][0]["owner"]
-        .as_str()
-        .unwrap_or("up-1")
-        .to_owned();
-    let (gone, survivor) = if leader == "up-2" { (1, 0) } else { (0, 1) };
-    nodes[gone].kill().await;
-    for i in 10..20 {
-        ids.push(
-            clients[survivor]
-                .create(send(i))
-                .await
-                .expect("create")
-                .body
-                .tx_id,
-        );
-    }
-    let mut nonces = Vec::new();
-    for id in &ids {
-        let tx = clients[survivor]
-            .wait_final(*id, Duration::from_secs(120))
-            .await
-            .expect("final");
-        assert_eq!(tx.state, TxState::Confirmed, "{tx:?}");
-        nonces.push(tx.nonce.expect("nonce"));
-    }
-    nonces.sort_unstable();
-    assert_eq!(
-        nonces,
-        (0..20).collect::<Vec<u64>>(),
-        "each intent once, no gap"
-    );
-    let sent = anvil
-        .rpc(
-            "eth_getTransactionCount",
-            serde_json::json!([DEV_ADDRESS_0, "latest"]),
-        )
-        .await;
-    assert_eq!(
-        crate::common::parse_quantity(&sent),
-        20,
-        "nothing sent twice"
-    );
+    send_across_a_leader_kill(
+        &anvil,
+        &mut nodes,
+        &DEV_ADDRESS_0.to_lowercase(),
+        "upgrade",
+        10,
+        10,
+    )
+    .await;
 }

@@ -19,6 +19,7 @@ pub(crate) mod hardhat;
 pub(crate) mod intents;
 pub(crate) mod invariants;
 pub(crate) mod kms;
+pub(crate) mod leader_kill;
 pub(crate) mod load;
 pub(crate) mod node;
 pub(crate) mod otlp;
