@@ -297,14 +297,7 @@ async fn three_keys_on_one_token_share_the_modules_bounded_sessions() {
     }
     // One pool for the module: 3 keys, 24 signatures, at most 2 sessions
     // ever opened (none died), so never more than 2 open at once.
-    let metrics = http
-        .get(format!("{}/metrics", daemon.base()))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = daemon.get_text(&http, "/metrics").await;
     let value = |name: &str| -> f64 {
         let prefix = format!("{name}{{module=\"libsofthsm2.so\"}} ");
         metrics

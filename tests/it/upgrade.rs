@@ -301,24 +301,10 @@ async fn nodes_run_on_a_database_a_newer_release_migrated_and_keep_their_invaria
         );
         nodes.push(daemon);
     }
-    let health: Value = http
-        .get(format!("{}/healthz", nodes[0].base()))
-        .send()
-        .await
-        .expect("healthz")
-        .json()
-        .await
-        .expect("json");
+    let health: Value = nodes[0].get_json(&http, "/healthz").await;
     assert_eq!(health["version"], build_info::VERSION);
     assert_eq!(health["commit"], build_info::COMMIT);
-    let metrics = http
-        .get(format!("{}/metrics", nodes[0].base()))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = nodes[0].get_text(&http, "/metrics").await;
     assert!(
         metrics.lines().any(|l| l.starts_with("txmgr_build_info{")
             && l.contains(&format!("version=\"{}\"", build_info::VERSION))
@@ -326,14 +312,7 @@ async fn nodes_run_on_a_database_a_newer_release_migrated_and_keep_their_invaria
             && l.ends_with(" 1")),
         "{metrics}"
     );
-    let cluster: Value = http
-        .get(format!("{}/v1/ops/cluster", nodes[0].base()))
-        .send()
-        .await
-        .expect("cluster view")
-        .json()
-        .await
-        .expect("json");
+    let cluster: Value = nodes[0].get_json(&http, "/v1/ops/cluster").await;
     assert_eq!(cluster["database_schema"], future, "{cluster}");
     assert_eq!(
         cluster["builds"],

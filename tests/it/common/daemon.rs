@@ -235,6 +235,25 @@ impl Daemon {
             .await
             .ok()
     }
+
+    /// `GET <path>` on this daemon as JSON; panics when it does not answer.
+    pub(crate) async fn get_json(&self, client: &reqwest::Client, path: &str) -> Value {
+        serde_json::from_str(&self.get_text(client, path).await)
+            .unwrap_or_else(|e| panic!("{path}: not JSON: {e}"))
+    }
+
+    /// `GET <path>` on this daemon as text; panics when it does not answer.
+    pub(crate) async fn get_text(&self, client: &reqwest::Client, path: &str) -> String {
+        client
+            .get(format!("{}{path}", self.base()))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .text()
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
 }
 
 impl Drop for Daemon {

@@ -46,14 +46,7 @@ pub(crate) async fn send_across_a_leader_kill(
             .expect("create");
         ids.push(created.body.tx_id);
     }
-    let cluster: Value = http
-        .get(format!("{}/v1/ops/cluster", nodes[0].base()))
-        .send()
-        .await
-        .expect("cluster view")
-        .json()
-        .await
-        .expect("json");
+    let cluster: Value = nodes[0].get_json(&http, "/v1/ops/cluster").await;
     let leader = cluster["leases"][0]["owner"].as_str().unwrap_or_default();
     let gone = usize::from(leader == nodes[1].node_id);
     let survivor = 1 - gone;

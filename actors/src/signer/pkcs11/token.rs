@@ -69,25 +69,29 @@ impl Token {
     }
 
     /// Runs `call` on the blocking pool once the module's pool grants a
-    /// permit (queueing for a session is not bounded: it is back-pressure),
-    /// and waits for it at most `timeout`. A call that overruns goes on
-    /// and keeps its permit until the module answers, so the sessions in
-    /// use stay within `max_sessions`.
+    /// permit, waiting `timeout` at most for both: a module that hangs
+    /// (every session held by a call that does not return) makes the
+    /// intent wait as `Unavailable`, never its actor. A call that overruns
+    /// goes on and keeps its permit until the module answers, so the
+    /// sessions in use stay within `max_sessions`.
     pub(super) async fn blocking<T: Send + 'static>(
         &self,
         timeout: Duration,
         call: impl FnOnce() -> Result<T, SignerError> + Send + 'static,
     ) -> Result<T, SignerError> {
-        let permit = self.module.pool.permit().await;
-        let running = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            call()
-        });
+        let running = async {
+            let permit = self.module.pool.permit().await;
+            tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                call()
+            })
+            .await
+        };
         tokio::time::timeout(timeout, running)
             .await
             .map_err(|_| {
                 SignerError::Unavailable(format!(
-                    "PKCS#11 {}: no answer within {timeout:?}",
+                    "PKCS#11 {}: no session free or no answer within {timeout:?}",
                     self.name
                 ))
             })?
