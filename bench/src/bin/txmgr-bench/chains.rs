@@ -148,7 +148,7 @@ async fn measure_txmgr(
     let node = Node::start(&toml).await.context("starting the node")?;
     let anvil_refs: Vec<&Anvil> = anvils.iter().collect();
     let chain_ids = anvils.iter().map(Anvil::chain_id).collect();
-    let bench = TxmgrBench::new(args, &node, db, &anvil_refs, chain_ids)?;
+    let bench = TxmgrBench::new(args, Target::InProcess(&node), db, &anvil_refs, chain_ids)?;
     let tag = format!("chains{}", anvils.len());
     let outcome = bench.closed_loop(submitters, count, &tag).await;
     node.stop().await;

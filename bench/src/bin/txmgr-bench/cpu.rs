@@ -1,6 +1,8 @@
 //! CPU time spent per phase by each party — this process (client, HTTP
-//! server and engine), anvil, and the PostgreSQL backends serving the bench
-//! database — read from `/proc` (Linux only; elsewhere nothing is reported).
+//! server and engine; the client alone when a `txmgr run` process is under
+//! test, which is then counted apart), anvil, and the PostgreSQL backends
+//! serving the bench database — read from `/proc` (Linux only; elsewhere
+//! nothing is reported).
 //!
 //! On a shared 2-core machine wall time moves with other load; CPU seconds
 //! per intent do not, so they say where the work is.
@@ -19,6 +21,8 @@ const TICKS_PER_SECOND: f64 = 100.0;
 pub(crate) struct CpuSample {
     bench: f64,
     anvil: f64,
+    /// A `txmgr run` process under test, when there is one.
+    daemon: Option<f64>,
     postgres: HashMap<i32, f64>,
 }
 
@@ -31,12 +35,24 @@ pub(crate) struct CpuCost {
     pub(crate) anvil_ms_per_tx: f64,
     /// PostgreSQL backends connected to the bench database.
     pub(crate) postgres_ms_per_tx: f64,
+    /// The `txmgr run` process under test (phase rows `txmgr run`; then
+    /// `bench_ms_per_tx` is the HTTP client alone).
+    pub(crate) daemon_ms_per_tx: Option<f64>,
 }
 
 impl CpuSample {
     /// Reads the counters now: the anvils are `anvil_pids` (summed), the
     /// backends those of `db`, if given.
     pub(crate) async fn take(anvil_pids: &[u32], db: Option<&BenchDb>) -> CpuSample {
+        Self::take_with_daemon(anvil_pids, db, None).await
+    }
+
+    /// [`CpuSample::take`], and the `txmgr run` process `daemon_pid`.
+    pub(crate) async fn take_with_daemon(
+        anvil_pids: &[u32],
+        db: Option<&BenchDb>,
+        daemon_pid: Option<u32>,
+    ) -> CpuSample {
         let mut postgres = HashMap::new();
         if let Some(db) = db {
             for pid in db.backend_pids().await {
@@ -52,6 +68,7 @@ impl CpuSample {
                 .filter_map(|pid| process_cpu(&pid.to_string()))
                 .sum(),
             postgres,
+            daemon: daemon_pid.and_then(|pid| process_cpu(&pid.to_string())),
         }
     }
 
@@ -68,6 +85,10 @@ impl CpuSample {
             bench_ms_per_tx: (self.bench - before.bench) * per_tx,
             anvil_ms_per_tx: (self.anvil - before.anvil) * per_tx,
             postgres_ms_per_tx: postgres * per_tx,
+            daemon_ms_per_tx: self
+                .daemon
+                .zip(before.daemon)
+                .map(|(now, then)| (now - then) * per_tx),
         }
     }
 }

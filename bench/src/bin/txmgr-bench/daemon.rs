@@ -47,7 +47,8 @@ pub(crate) struct Daemon {
 
 impl Daemon {
     /// Writes `toml` next to the log in the temp directory and starts
-    /// `bin run` with only `env` (plus `PATH`) in its environment, so no
+    /// `bin run` with only `env` (plus `PATH`, and `RUST_LOG` = `log` when
+    /// given; without, the shipped default) in its environment, so no
     /// `TXMGR_*` variable of the caller changes its configuration.
     pub(crate) fn spawn(
         bin: &Path,
@@ -55,6 +56,7 @@ impl Daemon {
         port: u16,
         toml: &str,
         env: &[(String, String)],
+        log: Option<&str>,
     ) -> anyhow::Result<Daemon> {
         let stem = format!(
             "txmgr-bench-{node_id}-{}",
@@ -71,13 +73,15 @@ impl Daemon {
             .arg(&config)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log_file))
             .kill_on_drop(true);
         if let Some(path) = std::env::var_os("PATH") {
             command.env("PATH", path);
+        }
+        if let Some(filter) = log {
+            command.env("RUST_LOG", filter);
         }
         let spawned_at = Instant::now();
         let child = command

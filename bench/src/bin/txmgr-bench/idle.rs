@@ -209,7 +209,7 @@ impl<'a> IdleRun<'a> {
     pub(crate) fn start_node(&self, node_id: &str) -> anyhow::Result<Daemon> {
         let port = txmgr_testkit::try_free_port()?;
         let toml = self.config_toml(node_id, port);
-        Daemon::spawn(&self.bin, node_id, port, &toml, &self.env)
+        Daemon::spawn(&self.bin, node_id, port, &toml, &self.env, Some("warn"))
     }
 
     /// The node's configuration: product defaults but for rebalancing.

@@ -44,6 +44,10 @@ const CHAINS_TXMGR_BASE: u64 = 700_000;
 const TXMGR_SPEND_ONE_BASE: u64 = 800_000;
 /// First key index of the many-submitter txmgr phases under a spend limit.
 const TXMGR_SPEND_MANY_BASE: u64 = 900_000;
+/// Key index of the one-submitter phase against a `txmgr run` process.
+const TXMGR_DAEMON_ONE_BASE: u64 = 100_000_000;
+/// First key index of the many-submitter phases against a `txmgr run` process.
+const TXMGR_DAEMON_MANY_BASE: u64 = 100_100_000;
 /// First key index of the idle daemon's submitters.
 pub(crate) const IDLE_BASE: u64 = 1_000_000;
 /// Phase "history": five key sets per history size (plain, cold cache,
@@ -103,6 +107,9 @@ pub(crate) struct KeyPlan {
     pub(crate) txmgr_tls: TxmgrKeys,
     /// The same phases under a spend limit (empty without `--spend-limit`).
     pub(crate) txmgr_spend: TxmgrKeys,
+    /// The same phases against a `txmgr run` process (empty without
+    /// `--daemon`).
+    pub(crate) txmgr_daemon: TxmgrKeys,
     /// Phase "chains" (empty when it does not run).
     pub(crate) chains: ChainKeys,
     /// Phase "history": per size, the plain run's keys, the cold-cache
@@ -161,6 +168,7 @@ impl KeyPlan {
         counts: &[usize],
         rpc_tls: bool,
         spend_limit: bool,
+        daemon: bool,
         chain_submitters: usize,
         history_sizes: usize,
     ) -> anyhow::Result<KeyPlan> {
@@ -184,6 +192,11 @@ impl KeyPlan {
             },
             txmgr_spend: if spend_limit {
                 TxmgrKeys::new(TXMGR_SPEND_ONE_BASE, TXMGR_SPEND_MANY_BASE, counts)?
+            } else {
+                TxmgrKeys::none()
+            },
+            txmgr_daemon: if daemon {
+                TxmgrKeys::new(TXMGR_DAEMON_ONE_BASE, TXMGR_DAEMON_MANY_BASE, counts)?
             } else {
                 TxmgrKeys::none()
             },

@@ -144,6 +144,13 @@ pub(crate) struct Args {
     /// fresh database, beside the env-key row (Debian softhsm2 and opensc).
     #[arg(long)]
     one_pkcs11: bool,
+    /// Also run the closed-loop txmgr phases ("one", "many") against a real
+    /// `txmgr run` process (`--txmgr`, else the binary next to this one)
+    /// started with the in-process node's settings and the shipped logging,
+    /// on a fresh database: the figure a user running the daemon gets, its
+    /// CPU counted apart from this process (the HTTP client).
+    #[arg(long)]
+    daemon: bool,
     /// Phase "webhooks": events of the burst.
     #[arg(long, default_value_t = 5000)]
     webhook_events: usize,
@@ -253,6 +260,7 @@ fn main() -> ExitCode {
         &counts,
         args.rpc_tls,
         args.spend_limit,
+        args.daemon,
         chain_submitters,
         args.history.len(),
     ) {
@@ -363,6 +371,8 @@ async fn run_phases(
         one_spend: None,
         many_spend: Vec::new(),
         one_pkcs11: None,
+        one_daemon: None,
+        many_daemon: Vec::new(),
         many_tls: Vec::new(),
         idle: None,
         webhooks: None,
@@ -422,6 +432,15 @@ async fn run_phases(
         let phases = phases?;
         (report.one_spend, report.many_spend) = (phases.one, phases.many);
     }
+    if args.daemon && (args.phases.contains(&Phase::One) || args.phases.contains(&Phase::Many)) {
+        let daemon_db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
+        let phases = session::run_daemon(args, &plan.txmgr_daemon, anvil, &daemon_db).await;
+        if let Err(e) = daemon_db.drop_db().await {
+            eprintln!("txmgr-bench: warning: {e:#}");
+        }
+        let phases = phases?;
+        (report.one_daemon, report.many_daemon) = (phases.one, phases.many);
+    }
     if args.one_pkcs11 && args.phases.contains(&Phase::One) {
         let hsm_db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
         let phase = session::run_one_on_pkcs11(args, anvil, &hsm_db).await;
@@ -475,6 +494,8 @@ fn set_ratios(report: &mut Report) {
         .chain(&mut report.one_spend)
         .chain(&mut report.many_spend)
         .chain(&mut report.one_pkcs11)
+        .chain(&mut report.one_daemon)
+        .chain(&mut report.many_daemon)
     {
         if let Some((_, raw_rate)) = raws.iter().find(|(keys, _)| *keys == phase.submitters) {
             phase.ratio_vs_raw = Some(phase.e2e_tx_per_s / raw_rate);

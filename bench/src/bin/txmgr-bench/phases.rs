@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use crate::{
     anvil::Anvil,
     cpu::CpuSample,
+    daemon::Daemon,
     load::{self, Acks, CreateBatch},
     node::{BenchDb, Node},
     raw::{millis, per_second},
@@ -25,12 +26,43 @@ const MIN_WARM_UP_TIMEOUT: Duration = Duration::from_secs(60);
 /// submitter's lease acquisition overlaps the others'.
 const MAX_WARM_UP_CONCURRENCY: usize = 256;
 
+/// The node under test: in this process, or a `txmgr run` process.
+pub(crate) enum Target<'a> {
+    /// The engine and router in this process, with its counting chain.
+    InProcess(&'a Node),
+    /// A real daemon: driven over loopback HTTP, its CPU read from
+    /// `/proc/<pid>`, its chain-port calls from its `/metrics`.
+    Process(&'a Daemon),
+}
+
+impl Target<'_> {
+    fn base_url(&self) -> &str {
+        match self {
+            Target::InProcess(node) => &node.base_url,
+            Target::Process(daemon) => &daemon.base_url,
+        }
+    }
+
+    fn daemon_pid(&self) -> Option<u32> {
+        match self {
+            Target::InProcess(_) => None,
+            Target::Process(daemon) => daemon.pid(),
+        }
+    }
+}
+
+/// Chain-port calls so far, for a phase's difference.
+enum ChainCount {
+    InProcess(crate::chain_stats::ChainSnapshot),
+    Process(f64),
+}
+
 /// What every txmgr phase shares.
 pub(crate) struct TxmgrBench<'a> {
     /// Keep-alive HTTP client pool.
     pub(crate) client: reqwest::Client,
     /// The node under test.
-    pub(crate) node: &'a Node,
+    pub(crate) target: Target<'a>,
     /// The bench database (its own pool).
     pub(crate) db: &'a BenchDb,
     /// Client requests in flight at once (closed loop).
@@ -52,7 +84,7 @@ impl<'a> TxmgrBench<'a> {
     /// (empty: the node's one chain).
     pub(crate) fn new(
         args: &Args,
-        node: &'a Node,
+        target: Target<'a>,
         db: &'a BenchDb,
         anvils: &[&Anvil],
         chain_ids: Vec<u64>,
@@ -65,7 +97,7 @@ impl<'a> TxmgrBench<'a> {
             .context("HTTP client")?;
         Ok(TxmgrBench {
             client,
-            node,
+            target,
             db,
             concurrency: args.concurrency,
             gas_limit: (!args.estimate_gas).then_some(TRANSFER_GAS),
@@ -86,7 +118,7 @@ impl<'a> TxmgrBench<'a> {
         let before = load::tracking_count(self.db, &hex).await?;
         let pairs = submitters.len() * self.chain_ids.len().max(1);
         let batch = CreateBatch::new(
-            &self.node.base_url,
+            self.target.base_url(),
             submitters,
             &self.chain_ids,
             pairs,
@@ -115,7 +147,7 @@ impl<'a> TxmgrBench<'a> {
         let hex = lower_hex(submitters);
         let baseline = load::tracking_count(self.db, &hex).await?;
         let batch = CreateBatch::new(
-            &self.node.base_url,
+            self.target.base_url(),
             submitters,
             &self.chain_ids,
             count,
@@ -125,8 +157,10 @@ impl<'a> TxmgrBench<'a> {
         // The warm-up's writes published first, so none count in the phase.
         tokio::time::sleep(crate::row_versions::STATS_SETTLE).await;
         let tuples_before = TupleCounts::take(self.db).await?;
-        let chain_before = self.node.chain_stats.snapshot();
-        let cpu_before = CpuSample::take(&self.anvil_pids, Some(self.db)).await;
+        let chain_before = self.chain_count().await?;
+        let cpu_before =
+            CpuSample::take_with_daemon(&self.anvil_pids, Some(self.db), self.target.daemon_pid())
+                .await;
         let db_before = self.db.transactions().await?;
         let wal_before = crate::row_versions::wal_position(self.db).await?;
         let lsn_before = crate::wal_relations::position(self.db).await?;
@@ -156,10 +190,25 @@ impl<'a> TxmgrBench<'a> {
         let e2e = tracked_at.duration_since(started);
         let wal_bytes = crate::row_versions::wal_position(self.db).await? - wal_before;
         let lsn_after = crate::wal_relations::position(self.db).await?;
-        let cpu = CpuSample::take(&self.anvil_pids, Some(self.db))
-            .await
-            .since(&cpu_before, count);
-        let chain_calls = self.node.chain_stats.snapshot().since(&chain_before, count);
+        let cpu =
+            CpuSample::take_with_daemon(&self.anvil_pids, Some(self.db), self.target.daemon_pid())
+                .await
+                .since(&cpu_before, count);
+        let (chain_calls, chain_calls_per_intent, rpc_requests_per_intent) =
+            match (chain_before, self.chain_count().await?) {
+                (ChainCount::InProcess(before), ChainCount::InProcess(after)) => {
+                    let calls = after.since(&before, count);
+                    let per_intent = calls.iter().map(|c| c.per_intent).sum();
+                    let rpc = calls.iter().map(|c| c.rpc_per_intent).sum();
+                    (calls, per_intent, rpc)
+                }
+                // A process reports its chain-port calls, not the JSON-RPC
+                // requests they were batched into.
+                (ChainCount::Process(before), ChainCount::Process(after)) => {
+                    (Vec::new(), (after - before) / count.max(1) as f64, f64::NAN)
+                }
+                _ => bail!("{tag}: the node under test changed"),
+            };
         // Last, after every other reading: the statistics of the phase's
         // writes are all published only after a wait (mining is off, so
         // nothing but housekeeping writes meanwhile).
@@ -184,8 +233,8 @@ impl<'a> TxmgrBench<'a> {
             e2e_ms: millis(e2e),
             e2e_tx_per_s: per_second(count, e2e),
             ratio_vs_raw: None,
-            chain_calls_per_intent: chain_calls.iter().map(|c| c.per_intent).sum(),
-            rpc_requests_per_intent: chain_calls.iter().map(|c| c.rpc_per_intent).sum(),
+            chain_calls_per_intent,
+            rpc_requests_per_intent,
             chain_calls,
             db_transactions,
             db_transactions_per_intent: db_transactions as f64 / intents,
@@ -194,6 +243,14 @@ impl<'a> TxmgrBench<'a> {
             wal_by_relation,
             cpu,
             pipeline: self.pipeline_stats(&hex, &format!("{tag}-n-%")).await?,
+        })
+    }
+
+    /// The node's chain-port calls so far.
+    async fn chain_count(&self) -> anyhow::Result<ChainCount> {
+        Ok(match &self.target {
+            Target::InProcess(node) => ChainCount::InProcess(node.chain_stats.snapshot()),
+            Target::Process(daemon) => ChainCount::Process(daemon.chain_calls(&self.client).await?),
         })
     }
 
@@ -207,7 +264,7 @@ impl<'a> TxmgrBench<'a> {
         self.warm_up(submitters, "ack").await?;
         let total = (rate * duration.as_secs_f64()).round().max(1.0) as usize;
         let batch = CreateBatch::new(
-            &self.node.base_url,
+            self.target.base_url(),
             submitters,
             &self.chain_ids,
             total,

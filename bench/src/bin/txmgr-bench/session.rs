@@ -1,14 +1,17 @@
 //! One in-process node serving the closed-loop txmgr phases ("one", then
 //! "many" once per `--submitters` count) and the open-loop ack phase.
 
+use std::time::Duration;
+
 use alloy::primitives::Address;
 use anyhow::Context;
 
 use crate::{
     anvil::{self, Anvil},
+    daemon::Daemon,
     keys::{self, TxmgrKeys},
     node::{self, BenchDb, Node, NodeSettings},
-    phases::TxmgrBench,
+    phases::{Target, TxmgrBench},
     report, Args, Phase,
 };
 
@@ -45,16 +48,7 @@ pub(crate) async fn run_txmgr(
     let ack_total = args
         .ack_rate
         .map_or(0, |r| (r * args.ack_duration.as_secs_f64()).ceil() as u64);
-    let settings = NodeSettings {
-        // Nothing is mined: every intent of the run (plus warm-ups) holds a slot.
-        max_in_flight: args.count as u64 + ack_total + 16,
-        batch_size: args.batch_size,
-        ingress_capacity: (args.concurrency * 2).max(10_000),
-        db_connections: args.db_connections,
-        poll_interval: args.poll_interval.clone(),
-        batch_sends: !args.no_batch_sends,
-        spend_limit,
-    };
+    let settings = settings(args, ack_total, spend_limit);
     let env_submitters: Vec<(Address, String)> = submitters
         .iter()
         .map(|(a, var, _)| (*a, var.clone()))
@@ -68,7 +62,34 @@ pub(crate) async fn run_txmgr(
         );
     }
     let node = Node::start(&toml).await.context("starting the node")?;
-    let bench = TxmgrBench::new(args, &node, db, &[anvil], Vec::new())?;
+    let bench = TxmgrBench::new(args, Target::InProcess(&node), db, &[anvil], Vec::new())?;
+    let outcome = closed_and_open_loops(args, &bench, keys_of_node, with_ack).await;
+    node.stop().await;
+    outcome
+}
+
+/// The engine settings of every txmgr phase: nothing is mined, so every
+/// intent of the run (plus warm-ups and `extra`) holds an in-flight slot.
+fn settings(args: &Args, extra: u64, spend_limit: bool) -> NodeSettings {
+    NodeSettings {
+        max_in_flight: args.count as u64 + extra + 16,
+        batch_size: args.batch_size,
+        ingress_capacity: (args.concurrency * 2).max(10_000),
+        db_connections: args.db_connections,
+        poll_interval: args.poll_interval.clone(),
+        batch_sends: !args.no_batch_sends,
+        spend_limit,
+    }
+}
+
+/// Phases "one" and "many" (and, with `with_ack`, the open-loop one over
+/// the first `--submitters` count) against `bench`'s node.
+async fn closed_and_open_loops(
+    args: &Args,
+    bench: &TxmgrBench<'_>,
+    keys_of_node: &TxmgrKeys,
+    with_ack: bool,
+) -> anyhow::Result<TxmgrPhases> {
     let one_address = keys::addresses(&keys_of_node.one);
     let many_addresses: Vec<Vec<Address>> = keys_of_node
         .many
@@ -80,26 +101,64 @@ pub(crate) async fn run_txmgr(
         many: Vec::new(),
         ack: None,
     };
-    let outcome = async {
-        if args.phases.contains(&Phase::One) {
-            phases.one = Some(bench.closed_loop(&one_address, args.count, "one").await?);
-        }
-        if args.phases.contains(&Phase::Many) {
-            for set in &many_addresses {
-                let tag = format!("many{}", set.len());
-                phases
-                    .many
-                    .push(bench.closed_loop(set, args.count, &tag).await?);
-            }
-        }
-        if let (Some(rate), true, Some(set)) = (args.ack_rate, with_ack, many_addresses.first()) {
-            phases.ack = Some(bench.open_loop(set, rate, args.ack_duration).await?);
-        }
-        anyhow::Ok(())
+    if args.phases.contains(&Phase::One) {
+        phases.one = Some(bench.closed_loop(&one_address, args.count, "one").await?);
     }
-    .await;
-    node.stop().await;
-    outcome.map(|()| phases)
+    if args.phases.contains(&Phase::Many) {
+        for set in &many_addresses {
+            let tag = format!("many{}", set.len());
+            phases
+                .many
+                .push(bench.closed_loop(set, args.count, &tag).await?);
+        }
+    }
+    if let (Some(rate), true, Some(set)) = (args.ack_rate, with_ack, many_addresses.first()) {
+        phases.ack = Some(bench.open_loop(set, rate, args.ack_duration).await?);
+    }
+    Ok(phases)
+}
+
+/// `--daemon`: phases "one" and "many" against a real `txmgr run` process
+/// (the `txmgr` binary: `--txmgr`, else next to this one) started with the
+/// configuration [`run_txmgr`] gives its in-process node, logging at the
+/// shipped default, its submitters' keys in its environment; driven over
+/// loopback HTTP like the in-process node, its CPU counted apart.
+pub(crate) async fn run_daemon(
+    args: &Args,
+    keys_of_node: &TxmgrKeys,
+    anvil: &Anvil,
+    db: &BenchDb,
+) -> anyhow::Result<TxmgrPhases> {
+    let submitters = keys_of_node.submitters();
+    let addresses: Vec<Address> = submitters.iter().map(|(a, _, _)| *a).collect();
+    anvil::fund(anvil, &addresses).await?;
+    let env_submitters: Vec<(Address, String)> = submitters
+        .iter()
+        .map(|(a, var, _)| (*a, var.clone()))
+        .collect();
+    let env: Vec<(String, String)> = submitters
+        .iter()
+        .map(|(_, var, key)| (var.clone(), keys::private_key_hex(key)))
+        .collect();
+    let chains = [(anvil.chain_id(), anvil.rpc_url())];
+    let port = txmgr_testkit::try_free_port()?;
+    let toml = node::config_toml(&db.url, &chains, &settings(args, 0, false), &env_submitters)
+        .replace(
+            "[http]\n",
+            &format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"),
+        );
+    let bin = crate::daemon::txmgr_bin(args.idle.txmgr.as_deref())?;
+    let mut daemon = Daemon::spawn(&bin, "bench", port, &toml, &env, None)?;
+    let http = reqwest::Client::new();
+    daemon
+        .wait_ready(&http, submitters.len(), Duration::from_secs(120))
+        .await
+        .context("starting the txmgr run process")?;
+    let bench = TxmgrBench::new(args, Target::Process(&daemon), db, &[anvil], Vec::new())?;
+    let outcome = closed_and_open_loops(args, &bench, keys_of_node, false).await;
+    drop(bench);
+    daemon.kill().await;
+    outcome
 }
 
 /// `--one-pkcs11`: the closed-loop "one" phase on a fresh node whose single
@@ -112,15 +171,7 @@ pub(crate) async fn run_one_on_pkcs11(
 ) -> anyhow::Result<report::TxmgrPhase> {
     let (hsm, hsm_address) = crate::signers::bench_token()?;
     anvil::fund(anvil, &[hsm_address]).await?;
-    let settings = NodeSettings {
-        max_in_flight: args.count as u64 + 16,
-        batch_size: args.batch_size,
-        ingress_capacity: (args.concurrency * 2).max(10_000),
-        db_connections: args.db_connections,
-        poll_interval: args.poll_interval.clone(),
-        batch_sends: !args.no_batch_sends,
-        spend_limit: false,
-    };
+    let settings = settings(args, 0, false);
     let chains = [(anvil.chain_id(), anvil.rpc_url())];
     let mut toml = node::config_toml(&db.url, &chains, &settings, &[]);
     toml.push_str(&format!(
@@ -134,7 +185,7 @@ pub(crate) async fn run_one_on_pkcs11(
     let node = Node::start(&toml)
         .await
         .context("starting the pkcs11 node")?;
-    let bench = TxmgrBench::new(args, &node, db, &[anvil], Vec::new())?;
+    let bench = TxmgrBench::new(args, Target::InProcess(&node), db, &[anvil], Vec::new())?;
     let phase = bench
         .closed_loop(&[hsm_address], args.count, "one-pkcs11")
         .await;

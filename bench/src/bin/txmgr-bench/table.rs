@@ -61,16 +61,24 @@ impl Report {
              (first POST → all TRACKING), latency of the create ack)"
         );
         println!(
-            "\n{:<24} {:>5} {:>22} {:>10} {:>10} {:>10}",
-            "cost per intent", "keys", "CPU ms bench/anvil/pg", "DB tx", "RPC reqs", "chain calls"
+            "\n{:<24} {:>5} {:>22} {:>9} {:>10} {:>10} {:>10}",
+            "cost per intent",
+            "keys",
+            "CPU ms bench/anvil/pg",
+            "daemon",
+            "DB tx",
+            "RPC reqs",
+            "chain calls"
         );
         for row in &rows {
             print_cost_row(row);
         }
         println!(
-            "(CPU: this process (client + HTTP + engine, or the raw sender), anvil, PostgreSQL \
-             backends of the bench database; DB tx: commits + rollbacks of the bench database; \
-             RPC reqs: JSON-RPC requests; chain calls: calls of the engine's chain port)"
+            "(CPU: this process (client + HTTP + engine, or the raw sender; the HTTP client alone \
+             for `txmgr run` rows), anvil, PostgreSQL backends of the bench database, the \
+             `txmgr run` process; DB tx: commits + rollbacks of the bench database; RPC reqs: \
+             JSON-RPC requests (not known for a process); chain calls: calls of the engine's \
+             chain port)"
         );
         for phase in self.one.iter().chain(&self.many) {
             print_diagnostics(phase);
@@ -85,6 +93,10 @@ impl Report {
         }
         if let Some(phase) = &self.one_pkcs11 {
             println!("\n(signed in SoftHSM2 over PKCS#11)");
+            print_diagnostics(phase);
+        }
+        for phase in self.one_daemon.iter().chain(&self.many_daemon) {
+            println!("\n(a txmgr run process)");
             print_diagnostics(phase);
         }
         if let Some(idle) = &self.idle {
@@ -122,6 +134,8 @@ impl Report {
                     .chain(&self.one_spend)
                     .chain(&self.many_spend)
                     .chain(&self.one_pkcs11)
+                    .chain(&self.one_daemon)
+                    .chain(&self.many_daemon)
                     .map(|p| p.submitters),
             )
             .collect();
@@ -177,6 +191,18 @@ impl Report {
                     txmgr: Some(p),
                 });
             }
+            let process = self
+                .one_daemon
+                .iter()
+                .chain(&self.many_daemon)
+                .find(|p| p.submitters == k);
+            if let Some(p) = process {
+                rows.push(Row {
+                    name: "txmgr run (a process)",
+                    raw: None,
+                    txmgr: Some(p),
+                });
+            }
             if let Some(p) = self.one_pkcs11.iter().find(|p| p.submitters == k) {
                 rows.push(Row {
                     name: "txmgr, pkcs11 SoftHSM2",
@@ -221,8 +247,8 @@ fn print_cost_row(row: &Row<'_>) {
             raw.cpu.bench_ms_per_tx, raw.cpu.anvil_ms_per_tx
         );
         println!(
-            "{:<24} {:>5} {:>22} {:>10} {:>10.3} {:>10}",
-            row.name, raw.keys, cpu, "-", 1.0, "-"
+            "{:<24} {:>5} {:>22} {:>9} {:>10} {:>10.3} {:>10}",
+            row.name, raw.keys, cpu, "-", "-", 1.0, "-"
         );
     }
     if let Some(p) = row.txmgr {
@@ -230,13 +256,23 @@ fn print_cost_row(row: &Row<'_>) {
             "{:.3}/{:.3}/{:.3}",
             p.cpu.bench_ms_per_tx, p.cpu.anvil_ms_per_tx, p.cpu.postgres_ms_per_tx
         );
+        let daemon = p
+            .cpu
+            .daemon_ms_per_tx
+            .map_or("-".to_owned(), |ms| format!("{ms:.3}"));
+        let rpc = if p.rpc_requests_per_intent.is_nan() {
+            "-".to_owned()
+        } else {
+            format!("{:.3}", p.rpc_requests_per_intent)
+        };
         println!(
-            "{:<24} {:>5} {:>22} {:>10.2} {:>10.3} {:>10.3}",
+            "{:<24} {:>5} {:>22} {:>9} {:>10.2} {:>10} {:>10.3}",
             row.name,
             p.submitters,
             cpu,
+            daemon,
             p.db_transactions_per_intent,
-            p.rpc_requests_per_intent,
+            rpc,
             p.chain_calls_per_intent
         );
     }
