@@ -22,7 +22,7 @@ use crate::{
     anvil::{self, Anvil},
     keys,
     node::{self, BenchDb, Node, NodeSettings},
-    phases::TxmgrBench,
+    phases::{Target, TxmgrBench},
     raw,
     report::{RawPhase, TxmgrPhase},
     Args,

@@ -47,7 +47,7 @@ pub(crate) struct Daemon {
 
 impl Daemon {
     /// Writes `toml` next to the log in the temp directory and starts
-    /// `bin run` with only `env` (plus `PATH`, and `RUST_LOG` = `log` when
+    /// `bin run` with only `env` (plus `PATH`, and `RUST_LOG` = `log_filter` when
     /// given; without, the shipped default) in its environment, so no
     /// `TXMGR_*` variable of the caller changes its configuration.
     pub(crate) fn spawn(
@@ -56,7 +56,7 @@ impl Daemon {
         port: u16,
         toml: &str,
         env: &[(String, String)],
-        log: Option<&str>,
+        log_filter: Option<&str>,
     ) -> anyhow::Result<Daemon> {
         let stem = format!(
             "txmgr-bench-{node_id}-{}",
@@ -80,7 +80,7 @@ impl Daemon {
         if let Some(path) = std::env::var_os("PATH") {
             command.env("PATH", path);
         }
-        if let Some(filter) = log {
+        if let Some(filter) = log_filter {
             command.env("RUST_LOG", filter);
         }
         let spawned_at = Instant::now();
