@@ -193,6 +193,18 @@ impl Daemon {
 
     /// Chain-port calls made so far: the sum of `txmgr_rpc_calls_total`.
     pub(crate) async fn chain_calls(&self, client: &reqwest::Client) -> anyhow::Result<f64> {
+        self.metric_sum(client, "txmgr_rpc_calls_total").await
+    }
+
+    /// JSON-RPC requests sent so far (a batch is one): the sum of
+    /// `txmgr_rpc_endpoint_calls_total`.
+    pub(crate) async fn rpc_requests(&self, client: &reqwest::Client) -> anyhow::Result<f64> {
+        self.metric_sum(client, "txmgr_rpc_endpoint_calls_total")
+            .await
+    }
+
+    /// The sum of every series of the counter `name` on `/metrics`.
+    async fn metric_sum(&self, client: &reqwest::Client, name: &str) -> anyhow::Result<f64> {
         let text = client
             .get(format!("{}/metrics", self.base_url))
             .send()
@@ -202,9 +214,10 @@ impl Daemon {
             .text()
             .await
             .context("reading /metrics")?;
+        let series = format!("{name}{{");
         Ok(text
             .lines()
-            .filter(|line| line.starts_with("txmgr_rpc_calls_total{"))
+            .filter(|line| line.starts_with(&series))
             .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
             .sum())
     }

@@ -202,10 +202,11 @@ impl<'a> TxmgrBench<'a> {
                     let rpc = calls.iter().map(|c| c.rpc_per_intent).sum();
                     (calls, per_intent, rpc)
                 }
-                // A process reports its chain-port calls, not the JSON-RPC
-                // requests they were batched into.
+                // A process's metrics count JSON-RPC requests per endpoint
+                // (a batch is one) and each call within a batch, not the
+                // chain-port calls the in-process counter sees.
                 (ChainCount::Process(before), ChainCount::Process(after)) => {
-                    (Vec::new(), (after - before) / count.max(1) as f64, f64::NAN)
+                    (Vec::new(), f64::NAN, (after - before) / count.max(1) as f64)
                 }
                 _ => bail!("{tag}: the node under test changed"),
             };
@@ -246,11 +247,13 @@ impl<'a> TxmgrBench<'a> {
         })
     }
 
-    /// The node's chain-port calls so far.
+    /// The node's chain-port calls so far (a process: its JSON-RPC requests).
     async fn chain_count(&self) -> anyhow::Result<ChainCount> {
         Ok(match &self.target {
             Target::InProcess(node) => ChainCount::InProcess(node.chain_stats.snapshot()),
-            Target::Process(daemon) => ChainCount::Process(daemon.chain_calls(&self.client).await?),
+            Target::Process(daemon) => {
+                ChainCount::Process(daemon.rpc_requests(&self.client).await?)
+            }
         })
     }
 

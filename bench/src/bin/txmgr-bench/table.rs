@@ -77,8 +77,8 @@ impl Report {
             "(CPU: this process (client + HTTP + engine, or the raw sender; the HTTP client alone \
              for `txmgr run` rows), anvil, PostgreSQL backends of the bench database, the \
              `txmgr run` process; DB tx: commits + rollbacks of the bench database; RPC reqs: \
-             JSON-RPC requests (not known for a process); chain calls: calls of the engine's \
-             chain port)"
+             JSON-RPC requests; chain calls: calls of the engine's chain port (not counted \
+             in a process))"
         );
         for phase in self.one.iter().chain(&self.many) {
             print_diagnostics(phase);
@@ -260,20 +260,22 @@ fn print_cost_row(row: &Row<'_>) {
             .cpu
             .daemon_ms_per_tx
             .map_or("-".to_owned(), |ms| format!("{ms:.3}"));
-        let rpc = if p.rpc_requests_per_intent.is_nan() {
-            "-".to_owned()
-        } else {
-            format!("{:.3}", p.rpc_requests_per_intent)
+        let or_dash = |value: f64| {
+            if value.is_nan() {
+                "-".to_owned()
+            } else {
+                format!("{value:.3}")
+            }
         };
         println!(
-            "{:<24} {:>5} {:>22} {:>9} {:>10.2} {:>10} {:>10.3}",
+            "{:<24} {:>5} {:>22} {:>9} {:>10.2} {:>10} {:>10}",
             row.name,
             p.submitters,
             cpu,
             daemon,
             p.db_transactions_per_intent,
-            rpc,
-            p.chain_calls_per_intent
+            or_dash(p.rpc_requests_per_intent),
+            or_dash(p.chain_calls_per_intent)
         );
     }
 }
