@@ -3,7 +3,8 @@
 //! database that lacks its migrations; nodes migrating together apply each
 //! migration once; the previous release's statements prepare against the
 //! current schema (the expand/contract compat check); and nodes keep every
-//! invariant across a leader kill on a database a newer release migrated.
+//! invariant across a leader kill on a database a newer release migrated;
+//! and no column added since the previous release breaks its inserts.
 
 use std::process::Stdio;
 
@@ -215,6 +216,50 @@ async fn the_previous_releases_statements_prepare_against_the_current_schema() {
         "compat: {} statements of release {release} prepare against the schema at {}",
         statements.len(),
         build_info::schema_version()
+    );
+}
+
+/// What the statement check cannot see: an `INSERT` of the previous
+/// release that leaves out a column added since prepares fine and fails
+/// when it runs if that column is NOT NULL without a default. Every column
+/// added after release 0.1.0 to a table it had must be nullable, defaulted
+/// or generated.
+#[tokio::test]
+async fn columns_added_since_the_previous_release_never_break_its_inserts() {
+    let columns = |pool: sqlx::PgPool| async move {
+        let rows: Vec<(String, String, bool)> = sqlx::query_as(
+            "SELECT table_name::text, column_name::text,
+                    is_nullable = 'NO' AND column_default IS NULL AND is_generated = 'NEVER'
+                      AND is_identity = 'NO'
+               FROM information_schema.columns WHERE table_schema = 'public'",
+        )
+        .fetch_all(&pool)
+        .await
+        .expect("columns");
+        rows
+    };
+    let db = TestDb::create().await;
+    migrate_before(&db.pool, FIRST_AFTER_0_1_0).await;
+    let then = columns(db.pool.clone()).await;
+    txmgr_actors::store::migrate(&db.pool)
+        .await
+        .expect("migrate");
+    let now = columns(db.pool.clone()).await;
+    let tables_then: std::collections::BTreeSet<&str> =
+        then.iter().map(|(t, _, _)| t.as_str()).collect();
+    let breaking: Vec<String> = now
+        .iter()
+        .filter(|(table, column, required)| {
+            *required
+                && tables_then.contains(table.as_str())
+                && !then.iter().any(|(t, c, _)| t == table && c == column)
+        })
+        .map(|(table, column, _)| format!("{table}.{column}"))
+        .collect();
+    assert!(
+        breaking.is_empty(),
+        "NOT NULL columns without a default added to tables release 0.1.0 writes \
+         (its INSERTs would fail): {breaking:?}"
     );
 }
 
