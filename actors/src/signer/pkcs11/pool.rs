@@ -110,7 +110,7 @@ impl<S> Pool<S> {
         let mut state = self.state();
         let before = state.idle.len();
         state.idle.retain(|pooled| pooled.generation == generation);
-        state.open -= before - state.idle.len();
+        state.open = state.open.saturating_sub(before - state.idle.len());
         let taken = if let Some(at) = state
             .idle
             .iter()
@@ -123,8 +123,13 @@ impl<S> Pool<S> {
             Taken::Room { evicted: None }
         } else {
             // Every open session is idle or out with another holder, and
-            // there are fewer of those than `max`: one is idle.
+            // there are fewer of those than `max`: one is idle. Were none,
+            // the new session is counted all the same (the counts stay
+            // true; the gauge would show the excess).
             let evicted = state.idle.pop();
+            if evicted.is_none() {
+                state.open += 1;
+            }
             metrics::counter!(PKCS11_SESSIONS_OPENED, "module" => self.label.clone()).increment(1);
             Taken::Room { evicted }
         };
@@ -139,7 +144,7 @@ impl<S> Pool<S> {
         if pooled.generation == generation {
             state.idle.push(pooled);
         } else {
-            state.open -= 1;
+            state.open = state.open.saturating_sub(1);
         }
         self.publish(&state);
     }
@@ -160,7 +165,7 @@ impl<S> Pool<S> {
             .partition(|pooled| pooled.token_label == token_label);
         state.idle = kept;
         let dead: Vec<Pooled<S>> = dead;
-        state.open -= dead.len();
+        state.open = state.open.saturating_sub(dead.len());
         self.publish(&state);
         dead
     }
@@ -170,7 +175,7 @@ impl<S> Pool<S> {
     pub(super) fn abandon_idle(&self) {
         let mut state = self.state();
         let idle = std::mem::take(&mut state.idle);
-        state.open -= idle.len();
+        state.open = state.open.saturating_sub(idle.len());
         self.publish(&state);
     }
 
