@@ -88,25 +88,9 @@ async fn intents_signed_in_softhsm_confirm_and_recover_to_the_keys_address() {
         ids.push(created.body.tx_id);
     }
     for id in ids {
-        let tx = txmgr
-            .wait_final(id, Duration::from_secs(60))
-            .await
-            .expect("final");
-        assert_eq!(tx.state, TxState::Confirmed, "{tx:?}");
-        // anvil recovers `from` from the signature itself.
-        let mined = anvil
-            .rpc(
-                "eth_getTransactionByHash",
-                serde_json::json!([tx.mined_tx_hash.expect("mined hash")]),
-            )
-            .await;
-        let from: Address = mined["from"]
-            .as_str()
-            .expect("from")
-            .parse()
-            .expect("address");
         assert_eq!(
-            from, address,
+            confirmed_sender(&txmgr, &anvil, id).await,
+            address,
             "the signature recovers to the HSM key's address"
         );
     }
@@ -279,21 +263,7 @@ async fn three_keys_on_one_token_share_the_modules_bounded_sessions() {
         }
     }
     for (id, address) in ids {
-        let tx = txmgr
-            .wait_final(id, Duration::from_secs(60))
-            .await
-            .expect("final");
-        assert_eq!(tx.state, TxState::Confirmed, "{tx:?}");
-        let mined = anvil
-            .rpc(
-                "eth_getTransactionByHash",
-                serde_json::json!([tx.mined_tx_hash.expect("mined hash")]),
-            )
-            .await;
-        assert_eq!(
-            mined["from"].as_str(),
-            Some(format!("{address:#x}").as_str())
-        );
+        assert_eq!(confirmed_sender(&txmgr, &anvil, id).await, address);
     }
     // One pool for the module: 3 keys, 24 signatures, at most 2 sessions
     // ever opened (none died), so never more than 2 open at once.
@@ -312,6 +282,27 @@ async fn three_keys_on_one_token_share_the_modules_bounded_sessions() {
     let open = value("txmgr_pkcs11_sessions_open");
     assert!((1.0..=2.0).contains(&opened), "sessions opened: {opened}");
     assert!((1.0..=2.0).contains(&open), "sessions open: {open}");
+}
+
+/// Waits until `id` is final, checks it CONFIRMED and returns the sender
+/// anvil recovers from the mined transaction's signature.
+async fn confirmed_sender(txmgr: &Client, anvil: &Anvil, id: uuid::Uuid) -> Address {
+    let tx = txmgr
+        .wait_final(id, Duration::from_secs(60))
+        .await
+        .expect("final");
+    assert_eq!(tx.state, TxState::Confirmed, "{tx:?}");
+    let mined = anvil
+        .rpc(
+            "eth_getTransactionByHash",
+            serde_json::json!([tx.mined_tx_hash.expect("mined hash")]),
+        )
+        .await;
+    mined["from"]
+        .as_str()
+        .expect("from")
+        .parse()
+        .expect("address")
 }
 
 /// Polls `read` until it gives a value, for at most `deadline`.
