@@ -43,6 +43,38 @@ pub(crate) struct Daemon {
     log: PathBuf,
     child: Option<Child>,
     spawned_at: Instant,
+    /// Bearer tokens when the daemon has `[[auth.tokens]]`.
+    tokens: Option<DaemonTokens>,
+}
+
+/// The bearer tokens of a daemon with authentication on: the creates go
+/// with a client token, the bench's own reads (`/v1/ops/actors`,
+/// `/metrics`) with an ops token, as a deployment would split them.
+#[derive(Debug, Clone)]
+pub(crate) struct DaemonTokens {
+    /// Role `client`, no allow-list: every create.
+    pub(crate) client: String,
+    /// Role `ops`, no allow-list: start-up probes and `/metrics`.
+    pub(crate) ops: String,
+}
+
+impl DaemonTokens {
+    /// Two fresh random tokens.
+    pub(crate) fn new() -> DaemonTokens {
+        DaemonTokens {
+            client: txmgr::http::auth::new_token(),
+            ops: txmgr::http::auth::new_token(),
+        }
+    }
+
+    /// Their `[[auth.tokens]]` entries (hashes only).
+    pub(crate) fn toml(&self) -> String {
+        format!(
+            "{}{}",
+            txmgr::http::auth::token_entry_toml("bench-client", "client", &self.client),
+            txmgr::http::auth::token_entry_toml("bench-ops", "ops", &self.ops)
+        )
+    }
 }
 
 impl Daemon {
@@ -94,7 +126,28 @@ impl Daemon {
             log,
             child: Some(child),
             spawned_at,
+            tokens: None,
         })
+    }
+
+    /// Sends the bench's requests with `tokens` (the daemon's configuration
+    /// holds their hashes).
+    pub(crate) fn with_tokens(mut self, tokens: Option<DaemonTokens>) -> Daemon {
+        self.tokens = tokens;
+        self
+    }
+
+    /// The token creates carry, when authentication is on.
+    pub(crate) fn client_token(&self) -> Option<&str> {
+        self.tokens.as_ref().map(|t| t.client.as_str())
+    }
+
+    /// `request` with the ops token, when authentication is on.
+    fn as_ops(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.tokens {
+            Some(tokens) => request.bearer_auth(&tokens.ops),
+            None => request,
+        }
     }
 
     /// Process id, while it runs.
@@ -145,8 +198,8 @@ impl Daemon {
     /// The ops view lists `submitters` submitter actors and every chain's
     /// supervisor alive.
     async fn knows_all(&self, client: &reqwest::Client, submitters: usize) -> bool {
-        let Ok(answer) = client
-            .get(format!("{}/v1/ops/actors", self.base_url))
+        let Ok(answer) = self
+            .as_ops(client.get(format!("{}/v1/ops/actors", self.base_url)))
             .send()
             .await
         else {
@@ -203,10 +256,15 @@ impl Daemon {
             .await
     }
 
-    /// The sum of every series of the counter `name` on `/metrics`.
-    async fn metric_sum(&self, client: &reqwest::Client, name: &str) -> anyhow::Result<f64> {
-        let text = client
-            .get(format!("{}/metrics", self.base_url))
+    /// The sum of every series of the counter `name` on `/metrics` (with
+    /// labels or without).
+    pub(crate) async fn metric_sum(
+        &self,
+        client: &reqwest::Client,
+        name: &str,
+    ) -> anyhow::Result<f64> {
+        let text = self
+            .as_ops(client.get(format!("{}/metrics", self.base_url)))
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
@@ -214,10 +272,10 @@ impl Daemon {
             .text()
             .await
             .context("reading /metrics")?;
-        let series = format!("{name}{{");
+        let (labelled, bare) = (format!("{name}{{"), format!("{name} "));
         Ok(text
             .lines()
-            .filter(|line| line.starts_with(&series))
+            .filter(|line| line.starts_with(&labelled) || line.starts_with(&bare))
             .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
             .sum())
     }

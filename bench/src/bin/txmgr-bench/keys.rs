@@ -13,6 +13,7 @@
 //! spend-limited       800_000 / 900_000 + …            (--spend-limit)
 //! chains: raw, txmgr  600_000 / 700_000 + 0..--chains-submitters
 //! idle daemon         1_000_000 + 0..--idle-submitters
+//! txmgr run process   100_000_000 + variant × 200_000 (+ 100_000 for many) (--daemon)
 //! ```
 
 use alloy::{
@@ -21,7 +22,7 @@ use alloy::{
 };
 use anyhow::Context;
 
-use crate::chains::ChainKeys;
+use crate::{chains::ChainKeys, daemon_pass::DaemonVariant};
 
 /// Key index of the raw-send phase with one key.
 const RAW_ONE_BASE: u64 = 0;
@@ -44,10 +45,11 @@ const CHAINS_TXMGR_BASE: u64 = 700_000;
 const TXMGR_SPEND_ONE_BASE: u64 = 800_000;
 /// First key index of the many-submitter txmgr phases under a spend limit.
 const TXMGR_SPEND_MANY_BASE: u64 = 900_000;
-/// Key index of the one-submitter phase against a `txmgr run` process.
+/// Key index of the one-submitter phase against a `txmgr run` process; its
+/// many-submitter phases start 100,000 later.
 const TXMGR_DAEMON_ONE_BASE: u64 = 100_000_000;
-/// First key index of the many-submitter phases against a `txmgr run` process.
-const TXMGR_DAEMON_MANY_BASE: u64 = 100_100_000;
+/// Distance between the key ranges of two `--daemon-variants`.
+const TXMGR_DAEMON_VARIANT_SPAN: u64 = 200_000;
 /// First key index of the idle daemon's submitters.
 pub(crate) const IDLE_BASE: u64 = 1_000_000;
 /// Phase "history": five key sets per history size (plain, cold cache,
@@ -107,9 +109,9 @@ pub(crate) struct KeyPlan {
     pub(crate) txmgr_tls: TxmgrKeys,
     /// The same phases under a spend limit (empty without `--spend-limit`).
     pub(crate) txmgr_spend: TxmgrKeys,
-    /// The same phases against a `txmgr run` process (empty without
-    /// `--daemon`).
-    pub(crate) txmgr_daemon: TxmgrKeys,
+    /// The same phases against a `txmgr run` process, one key set per
+    /// `--daemon-variants` entry (none without `--daemon`).
+    pub(crate) txmgr_daemon: Vec<(DaemonVariant, TxmgrKeys)>,
     /// Phase "chains" (empty when it does not run).
     pub(crate) chains: ChainKeys,
     /// Phase "history": per size, the plain run's keys, the cold-cache
@@ -168,7 +170,7 @@ impl KeyPlan {
         counts: &[usize],
         rpc_tls: bool,
         spend_limit: bool,
-        daemon: bool,
+        daemon: &[DaemonVariant],
         chain_submitters: usize,
         history_sizes: usize,
     ) -> anyhow::Result<KeyPlan> {
@@ -195,11 +197,14 @@ impl KeyPlan {
             } else {
                 TxmgrKeys::none()
             },
-            txmgr_daemon: if daemon {
-                TxmgrKeys::new(TXMGR_DAEMON_ONE_BASE, TXMGR_DAEMON_MANY_BASE, counts)?
-            } else {
-                TxmgrKeys::none()
-            },
+            txmgr_daemon: daemon
+                .iter()
+                .map(|variant| {
+                    let one =
+                        TXMGR_DAEMON_ONE_BASE + variant.key_slot() * TXMGR_DAEMON_VARIANT_SPAN;
+                    Ok((*variant, TxmgrKeys::new(one, one + 100_000, counts)?))
+                })
+                .collect::<anyhow::Result<_>>()?,
             chains: ChainKeys {
                 raw: bench_keys(CHAINS_RAW_BASE, chain_submitters)?,
                 txmgr: bench_keys(CHAINS_TXMGR_BASE, chain_submitters)?,

@@ -25,6 +25,7 @@ mod chain_stats;
 mod chains;
 mod cpu;
 mod daemon;
+mod daemon_pass;
 mod history;
 mod history_print;
 mod history_retention;
@@ -35,6 +36,7 @@ mod idle_report;
 mod keys;
 mod load;
 mod node;
+mod otlp_sink;
 mod phases;
 mod raw;
 mod report;
@@ -58,6 +60,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use crate::{
     anvil::Anvil,
+    daemon_pass::{DaemonPass, DaemonVariant},
     idle::IdleArgs,
     keys::KeyPlan,
     node::BenchDb,
@@ -151,6 +154,12 @@ pub(crate) struct Args {
     /// CPU counted apart from this process (the HTTP client).
     #[arg(long)]
     daemon: bool,
+    /// With `--daemon`: the daemon passes, each on its own database, keys and
+    /// process: `plain` (as shipped), `tracing` (every trace exported to a
+    /// collector in this process that drops it), `token` (bearer tokens
+    /// configured, creates carry one). Comma separated, in this order.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "plain")]
+    daemon_variants: Vec<daemon_pass::DaemonVariant>,
     /// Phase "webhooks": events of the burst.
     #[arg(long, default_value_t = 5000)]
     webhook_events: usize,
@@ -260,7 +269,7 @@ fn main() -> ExitCode {
         &counts,
         args.rpc_tls,
         args.spend_limit,
-        args.daemon,
+        &daemon_variants(&args),
         chain_submitters,
         args.history.len(),
     ) {
@@ -371,8 +380,7 @@ async fn run_phases(
         one_spend: None,
         many_spend: Vec::new(),
         one_pkcs11: None,
-        one_daemon: None,
-        many_daemon: Vec::new(),
+        daemon: Vec::new(),
         many_tls: Vec::new(),
         idle: None,
         webhooks: None,
@@ -432,14 +440,13 @@ async fn run_phases(
         let phases = phases?;
         (report.one_spend, report.many_spend) = (phases.one, phases.many);
     }
-    if args.daemon && (args.phases.contains(&Phase::One) || args.phases.contains(&Phase::Many)) {
+    for (variant, keys_of_node) in &plan.txmgr_daemon {
         let daemon_db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
-        let phases = session::run_daemon(args, &plan.txmgr_daemon, anvil, &daemon_db).await;
+        let pass = daemon_pass::run_daemon(args, *variant, keys_of_node, anvil, &daemon_db).await;
         if let Err(e) = daemon_db.drop_db().await {
             eprintln!("txmgr-bench: warning: {e:#}");
         }
-        let phases = phases?;
-        (report.one_daemon, report.many_daemon) = (phases.one, phases.many);
+        report.daemon.push(pass?);
     }
     if args.one_pkcs11 && args.phases.contains(&Phase::One) {
         let hsm_db = BenchDb::create(admin_url, args.unsafe_async_commit).await?;
@@ -477,6 +484,21 @@ async fn run_phases(
     Ok(report)
 }
 
+/// The daemon passes to run: `--daemon-variants` without repeats when
+/// `--daemon` is given and a closed-loop txmgr phase runs, else none.
+fn daemon_variants(args: &Args) -> Vec<DaemonVariant> {
+    let closed_loop = args.phases.contains(&Phase::One) || args.phases.contains(&Phase::Many);
+    let mut variants = Vec::new();
+    if args.daemon && closed_loop {
+        for variant in &args.daemon_variants {
+            if !variants.contains(variant) {
+                variants.push(*variant);
+            }
+        }
+    }
+    variants
+}
+
 /// Each txmgr phase's end-to-end rate over the raw rate with as many keys.
 fn set_ratios(report: &mut Report) {
     let raws: Vec<(usize, f64)> = report
@@ -494,8 +516,7 @@ fn set_ratios(report: &mut Report) {
         .chain(&mut report.one_spend)
         .chain(&mut report.many_spend)
         .chain(&mut report.one_pkcs11)
-        .chain(&mut report.one_daemon)
-        .chain(&mut report.many_daemon)
+        .chain(report.daemon.iter_mut().flat_map(DaemonPass::phases_mut))
     {
         if let Some((_, raw_rate)) = raws.iter().find(|(keys, _)| *keys == phase.submitters) {
             phase.ratio_vs_raw = Some(phase.e2e_tx_per_s / raw_rate);

@@ -43,6 +43,20 @@ impl Target<'_> {
         }
     }
 
+    /// `Authorization` of every create, when the node wants a token.
+    fn authorization(&self) -> anyhow::Result<reqwest::header::HeaderMap> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Target::Process(daemon) = self {
+            if let Some(token) = daemon.client_token() {
+                let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                    .context("bearer token header")?;
+                value.set_sensitive(true);
+                headers.insert(reqwest::header::AUTHORIZATION, value);
+            }
+        }
+        Ok(headers)
+    }
+
     fn daemon_pid(&self) -> Option<u32> {
         match self {
             Target::InProcess(_) => None,
@@ -93,6 +107,7 @@ impl<'a> TxmgrBench<'a> {
             .pool_max_idle_per_host(args.concurrency.max(256))
             .tcp_nodelay(true)
             .timeout(Duration::from_secs(60))
+            .default_headers(target.authorization()?)
             .build()
             .context("HTTP client")?;
         Ok(TxmgrBench {

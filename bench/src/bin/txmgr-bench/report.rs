@@ -184,10 +184,9 @@ pub(crate) struct Report {
     pub(crate) many_spend: Vec<TxmgrPhase>,
     /// `--one-pkcs11`: txmgr, one submitter whose key is on SoftHSM2.
     pub(crate) one_pkcs11: Option<TxmgrPhase>,
-    /// `--daemon`: one submitter, a `txmgr run` process under test.
-    pub(crate) one_daemon: Option<TxmgrPhase>,
-    /// `--daemon`: many submitters, a `txmgr run` process under test.
-    pub(crate) many_daemon: Vec<TxmgrPhase>,
+    /// `--daemon`: a `txmgr run` process under test, one pass per
+    /// `--daemon-variants` entry.
+    pub(crate) daemon: Vec<crate::daemon_pass::DaemonPass>,
     /// Phase "idle": a real daemon with `--idle-submitters` submitters.
     pub(crate) idle: Option<IdlePhase>,
     /// Phase "webhooks": delivery alone.

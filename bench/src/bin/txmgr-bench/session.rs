@@ -1,14 +1,11 @@
 //! One in-process node serving the closed-loop txmgr phases ("one", then
 //! "many" once per `--submitters` count) and the open-loop ack phase.
 
-use std::time::Duration;
-
 use alloy::primitives::Address;
 use anyhow::Context;
 
 use crate::{
     anvil::{self, Anvil},
-    daemon::Daemon,
     keys::{self, TxmgrKeys},
     node::{self, BenchDb, Node, NodeSettings},
     phases::{Target, TxmgrBench},
@@ -70,7 +67,7 @@ pub(crate) async fn run_txmgr(
 
 /// The engine settings of every txmgr phase: nothing is mined, so every
 /// intent of the run (plus warm-ups and `extra`) holds an in-flight slot.
-fn settings(args: &Args, extra: u64, spend_limit: bool) -> NodeSettings {
+pub(crate) fn settings(args: &Args, extra: u64, spend_limit: bool) -> NodeSettings {
     NodeSettings {
         max_in_flight: args.count as u64 + extra + 16,
         batch_size: args.batch_size,
@@ -84,7 +81,7 @@ fn settings(args: &Args, extra: u64, spend_limit: bool) -> NodeSettings {
 
 /// Phases "one" and "many" (and, with `with_ack`, the open-loop one over
 /// the first `--submitters` count) against `bench`'s node.
-async fn closed_and_open_loops(
+pub(crate) async fn closed_and_open_loops(
     args: &Args,
     bench: &TxmgrBench<'_>,
     keys_of_node: &TxmgrKeys,
@@ -116,49 +113,6 @@ async fn closed_and_open_loops(
         phases.ack = Some(bench.open_loop(set, rate, args.ack_duration).await?);
     }
     Ok(phases)
-}
-
-/// `--daemon`: phases "one" and "many" against a real `txmgr run` process
-/// (the `txmgr` binary: `--txmgr`, else next to this one) started with the
-/// configuration [`run_txmgr`] gives its in-process node, logging at the
-/// shipped default, its submitters' keys in its environment; driven over
-/// loopback HTTP like the in-process node, its CPU counted apart.
-pub(crate) async fn run_daemon(
-    args: &Args,
-    keys_of_node: &TxmgrKeys,
-    anvil: &Anvil,
-    db: &BenchDb,
-) -> anyhow::Result<TxmgrPhases> {
-    let submitters = keys_of_node.submitters();
-    let addresses: Vec<Address> = submitters.iter().map(|(a, _, _)| *a).collect();
-    anvil::fund(anvil, &addresses).await?;
-    let env_submitters: Vec<(Address, String)> = submitters
-        .iter()
-        .map(|(a, var, _)| (*a, var.clone()))
-        .collect();
-    let env: Vec<(String, String)> = submitters
-        .iter()
-        .map(|(_, var, key)| (var.clone(), keys::private_key_hex(key)))
-        .collect();
-    let chains = [(anvil.chain_id(), anvil.rpc_url())];
-    let port = txmgr_testkit::try_free_port()?;
-    let toml = node::config_toml(&db.url, &chains, &settings(args, 0, false), &env_submitters)
-        .replace(
-            "[http]\n",
-            &format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"),
-        );
-    let bin = crate::daemon::txmgr_bin(args.idle.txmgr.as_deref())?;
-    let mut daemon = Daemon::spawn(&bin, "bench", port, &toml, &env, None)?;
-    let http = reqwest::Client::new();
-    daemon
-        .wait_ready(&http, submitters.len(), Duration::from_secs(120))
-        .await
-        .context("starting the txmgr run process")?;
-    let bench = TxmgrBench::new(args, Target::Process(&daemon), db, &[anvil], Vec::new())?;
-    let outcome = closed_and_open_loops(args, &bench, keys_of_node, false).await;
-    drop(bench);
-    daemon.kill().await;
-    outcome
 }
 
 /// `--one-pkcs11`: the closed-loop "one" phase on a fresh node whose single

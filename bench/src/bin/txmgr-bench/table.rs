@@ -95,9 +95,18 @@ impl Report {
             println!("\n(signed in SoftHSM2 over PKCS#11)");
             print_diagnostics(phase);
         }
-        for phase in self.one_daemon.iter().chain(&self.many_daemon) {
-            println!("\n(a txmgr run process)");
-            print_diagnostics(phase);
+        for pass in &self.daemon {
+            for phase in pass.phases() {
+                println!("\n({})", pass.variant.row_name());
+                print_diagnostics(phase);
+            }
+            if let Some(t) = &pass.traces {
+                println!(
+                    "\n(tracing: the collector took {} exports, {} bytes; the daemon counted \
+                     {:.0} spans exported, {:.0} dropped)",
+                    t.requests, t.bytes, t.spans_exported, t.spans_dropped
+                );
+            }
         }
         if let Some(idle) = &self.idle {
             idle.print();
@@ -134,8 +143,7 @@ impl Report {
                     .chain(&self.one_spend)
                     .chain(&self.many_spend)
                     .chain(&self.one_pkcs11)
-                    .chain(&self.one_daemon)
-                    .chain(&self.many_daemon)
+                    .chain(self.daemon.iter().flat_map(|pass| pass.phases()))
                     .map(|p| p.submitters),
             )
             .collect();
@@ -191,17 +199,14 @@ impl Report {
                     txmgr: Some(p),
                 });
             }
-            let process = self
-                .one_daemon
-                .iter()
-                .chain(&self.many_daemon)
-                .find(|p| p.submitters == k);
-            if let Some(p) = process {
-                rows.push(Row {
-                    name: "txmgr run (a process)",
-                    raw: None,
-                    txmgr: Some(p),
-                });
+            for pass in &self.daemon {
+                if let Some(p) = pass.phases().find(|p| p.submitters == k) {
+                    rows.push(Row {
+                        name: pass.variant.row_name(),
+                        raw: None,
+                        txmgr: Some(p),
+                    });
+                }
             }
             if let Some(p) = self.one_pkcs11.iter().find(|p| p.submitters == k) {
                 rows.push(Row {
