@@ -314,7 +314,7 @@ pub async fn run(config: Config, config_path: PathBuf, migrate: bool) -> anyhow:
         chains: host.served(),
         limits,
         completions,
-        ops,
+        ops: Arc::new(ops),
     };
     let app = crate::http::app(state);
     match https {

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 pub use super::caller::{Caller, CreateRate};
-use super::{caller::Allowed, error::ApiError, AppState};
+use super::{caller::Allowed, error::ApiError, OpsState};
 use crate::config::{AuthConfig, Role};
 
 /// One accepted token, as configured.
@@ -133,19 +133,20 @@ pub(crate) fn ops_only(path: &str) -> bool {
 /// The middleware: authenticates, authorises the route's role, and puts the
 /// [`Caller`] into the request for per-submitter checks.
 pub async fn require_token(
-    State(state): State<AppState>,
+    State(ops): State<Arc<OpsState>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let auth = &state.ops.auth;
-    let path = request.uri().path().to_owned();
+    let auth = &ops.auth;
     if !auth.enabled() {
         request.extensions_mut().insert(Caller::anonymous());
         return next.run(request).await;
     }
-    if is_open(&path, state.ops.metrics_public) {
+    let path = request.uri().path();
+    if is_open(path, ops.metrics_public) {
         return next.run(request).await;
     }
+    let ops_route = ops_only(path);
     let token = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -159,7 +160,7 @@ pub async fn require_token(
     let Some(caller) = token.and_then(|t| auth.identify(t)) else {
         return ApiError::Unauthorized.into_response();
     };
-    if ops_only(&path) && caller.role != Role::Ops {
+    if ops_route && caller.role != Role::Ops {
         return ApiError::Forbidden {
             message: format!("token {:?} lacks the ops role", &*caller.name),
             field: None,

@@ -21,7 +21,7 @@
 //!   tokens, a page has no token to send.) A request without `Host` comes
 //!   from no browser and is let through.
 
-use std::net::SocketAddr;
+use std::{borrow::Cow, net::SocketAddr, sync::Arc};
 
 use axum::{
     extract::{MatchedPath, Request, State},
@@ -30,7 +30,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use super::{error::ApiError, json::is_json, openapi::ROUTES, AppState};
+use super::{error::ApiError, json::is_json, openapi::ROUTES, OpsState};
 
 /// The `Host` values a tokenless node answers: the loopback names with the
 /// port it listens on, and its listen address.
@@ -38,7 +38,7 @@ use super::{error::ApiError, json::is_json, openapi::ROUTES, AppState};
 pub struct LocalHosts {
     /// Lower-case `host:port` values; empty = any port of a loopback name
     /// (a router built without a socket, in tests and tools).
-    allowed: Vec<String>,
+    allowed: Arc<[String]>,
     /// Whether a `Host` without a port is one of ours (port 80 or 443).
     portless: bool,
 }
@@ -48,7 +48,7 @@ impl LocalHosts {
     pub fn new(listen: Option<SocketAddr>) -> Self {
         let Some(listen) = listen else {
             return Self {
-                allowed: Vec::new(),
+                allowed: Arc::from([]),
                 portless: false,
             };
         };
@@ -59,26 +59,33 @@ impl LocalHosts {
             .collect();
         allowed.push(listen.to_string().to_ascii_lowercase());
         Self {
-            allowed,
+            allowed: allowed.into(),
             portless: matches!(port, 80 | 443),
         }
     }
 
     /// Whether `host` (a `Host` header or URI authority) names this node.
+    /// Compared without regard to ASCII case, with no copy made: it runs
+    /// for every request of a tokenless node.
     pub(crate) fn admits(&self, host: &str) -> bool {
-        let host = host.trim().to_ascii_lowercase();
-        let (name, port) = split_port(&host);
+        let host = host.trim();
+        let (name, port) = split_port(host);
         if self.allowed.is_empty() {
-            return matches!(name, "localhost" | "127.0.0.1" | "[::1]");
+            return ["localhost", "127.0.0.1", "[::1]"]
+                .iter()
+                .any(|loopback| loopback.eq_ignore_ascii_case(name));
         }
         match port {
-            Some(_) => self.allowed.contains(&host),
+            Some(_) => self
+                .allowed
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(host)),
             None => {
                 self.portless
                     && self
                         .allowed
                         .iter()
-                        .any(|allowed| split_port(allowed).0 == name)
+                        .any(|allowed| split_port(allowed).0.eq_ignore_ascii_case(name))
             }
         }
     }
@@ -96,23 +103,23 @@ fn split_port(host: &str) -> (&str, Option<&str>) {
 }
 
 /// The `Host` of a request: the header, or the URI's authority (HTTP/2).
-fn requested_host(request: &Request) -> Option<String> {
+fn requested_host(request: &Request) -> Option<Cow<'_, str>> {
     request
         .headers()
         .get(header::HOST)
-        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
-        .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()))
+        .map(|value| String::from_utf8_lossy(value.as_bytes()))
+        .or_else(|| request.uri().authority().map(|a| Cow::Borrowed(a.as_str())))
 }
 
 /// Middleware: in tokenless mode, 421 unless `Host` names this node.
 pub(crate) async fn check_host(
-    State(state): State<AppState>,
+    State(ops): State<Arc<OpsState>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if !state.ops.auth.enabled() {
+    if !ops.auth.enabled() {
         if let Some(host) = requested_host(&request) {
-            if !state.ops.local_hosts.admits(&host) {
+            if !ops.local_hosts.admits(&host) {
                 return ApiError::MisdirectedRequest(format!(
                     "this node answers only requests for its own address (localhost, 127.0.0.1 or [::1] with its port) while no tokens are configured; Host was {:?}",
                     host.chars().take(100).collect::<String>()

@@ -116,10 +116,13 @@ impl NodeHistory {
     pub fn record_create(&self, submitter: &str, latency: Duration) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.creates += 1;
-        *pending
-            .by_submitter
-            .entry(submitter.to_owned())
-            .or_default() += 1;
+        // The key is copied only the first time a sample period sees it.
+        match pending.by_submitter.get_mut(submitter) {
+            Some(count) => *count += 1,
+            None => {
+                pending.by_submitter.insert(submitter.to_owned(), 1);
+            }
+        }
         if pending.latencies_ms.len() < MAX_LATENCIES {
             pending.latencies_ms.push(latency.as_secs_f64() * 1000.0);
         }

@@ -56,7 +56,7 @@ pub mod tx_actions;
 pub mod tx_detail;
 mod tx_reads;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use axum::{
@@ -153,8 +153,10 @@ pub struct AppState {
     /// Wakes long-polling `GET /v1/completions` requests; one per process.
     pub completions: CompletionNotifier,
     /// The operator surface: engine, auth, metrics, readiness, reload.
-    /// `OpsState::default()` = no engine, no auth.
-    pub ops: OpsState,
+    /// `OpsState::default()` = no engine, no auth. Shared, so the state
+    /// every request clones (its layers and its handler) is a few
+    /// reference counts, not the ops surface's fields.
+    pub ops: Arc<OpsState>,
 }
 
 /// Every documented route: each handler is registered at the path of its
@@ -207,10 +209,10 @@ fn probe_routes() -> OpenApiRouter<AppState> {
 /// in tests with `oneshot`. Each call has its own concurrency limits.
 pub fn app(state: AppState) -> Router {
     let limits = state.limits;
-    let auth = middleware::from_fn_with_state(state.clone(), auth::require_token);
+    let auth = middleware::from_fn_with_state(state.ops.clone(), auth::require_token);
     let api_limit = capacity::shed_beyond(limits.max_concurrent_requests, "API requests");
     let probe_limit = capacity::shed_beyond(capacity::PROBE_CONCURRENCY, "probe requests");
-    let host_check = middleware::from_fn_with_state(state.clone(), browser_guard::check_host);
+    let host_check = middleware::from_fn_with_state(state.ops.clone(), browser_guard::check_host);
     let (routes, mut doc) = OpenApiRouter::with_openapi(openapi::base())
         .merge(
             api_routes()

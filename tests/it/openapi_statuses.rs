@@ -58,11 +58,11 @@ async fn authenticated_app(db: &TestDb) -> Router {
             ..Limits::default()
         },
         completions: CompletionNotifier::listen(db.pool.clone(), DEFAULT_MAX_LONG_POLLS),
-        ops: OpsState {
+        ops: Arc::new(OpsState {
             auth: Arc::new(auth),
             metrics_public: false,
             ..OpsState::default()
-        },
+        }),
     })
 }
 

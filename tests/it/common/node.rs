@@ -176,7 +176,7 @@ impl TestNode {
             pool: pool.clone(),
             chains: host.served(),
             limits: Limits::from_config(&config.http),
-            ops,
+            ops: Arc::new(ops),
         });
         TestNode {
             engine,
