@@ -54,6 +54,10 @@ tokio::task_local! {
     /// The intent whose attempt the current task broadcasts: each
     /// endpoint's answer becomes a span under it.
     static BROADCASTING: TraceParent;
+    /// The intents of the JSON-RPC batch the current task broadcasts, in
+    /// the batch's order (`None`: that call's intent is not traced): each
+    /// endpoint's answer to each call becomes a span under its intent.
+    static BROADCASTING_BATCH: std::sync::Arc<[Option<TraceParent>]>;
 }
 
 /// Turns intent traces on; the daemon calls it once the global tracer
@@ -195,6 +199,25 @@ pub async fn broadcasting<F: std::future::Future>(
 /// The intent the current task broadcasts, if it is traced.
 pub fn broadcast_parent() -> Option<TraceParent> {
     BROADCASTING.try_with(|p| *p).ok()
+}
+
+/// Runs `send`, a JSON-RPC batch of sends, with `parents` as its calls'
+/// intents in order: the endpoint set records one `txmgr.broadcast` span
+/// per call and endpoint that answers, as for single sends. Without any
+/// traced intent nothing is scoped.
+pub async fn broadcasting_batch<F: std::future::Future>(
+    parents: Vec<Option<TraceParent>>,
+    send: F,
+) -> F::Output {
+    if parents.iter().all(Option::is_none) {
+        return send.await;
+    }
+    BROADCASTING_BATCH.scope(parents.into(), send).await
+}
+
+/// The intents of the batch the current task broadcasts, if any is traced.
+pub fn batch_parents() -> Option<std::sync::Arc<[Option<TraceParent>]>> {
+    BROADCASTING_BATCH.try_with(std::sync::Arc::clone).ok()
 }
 
 /// Records one endpoint's answer to a broadcast: `outcome` is

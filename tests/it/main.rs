@@ -111,6 +111,7 @@ mod spend_ledger_retention;
 mod spend_limit;
 mod tls_rpc;
 mod token_rate;
+mod tracing_batches;
 mod tracing_otlp;
 mod tx_actions;
 mod tx_query;

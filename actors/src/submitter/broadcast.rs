@@ -164,14 +164,19 @@ pub(crate) async fn send_and_judge(
     let traces = crate::store::trace_context::parents(&ctx.pool, &ids).await;
     let private = settings.private_sends || attempts.iter().any(|a| a.private);
     let mut batched = None;
-    if attempts.len() > 1 && !private && traces.is_empty() && ctx.chain.sends_in_batches() {
+    if attempts.len() > 1 && !private && ctx.chain.sends_in_batches() {
         // One JSON-RPC batch, its calls in nonce order: one lease check
-        // covers it (one request's timeout bounds it). Traced intents go
-        // one by one below, each send a span of its own; so does a batch
-        // the endpoint refused.
+        // covers it (one request's timeout bounds it). Each traced intent's
+        // call answered by an endpoint is a span of its own, as a single
+        // send's; a batch the endpoint refused goes one by one below.
         lease.check_may_send().await?;
         let raws: Vec<_> = attempts.iter().map(|a| a.raw.clone()).collect();
-        batched = ctx.chain.send_raw_batch(&raws).await;
+        let parents = attempts
+            .iter()
+            .map(|a| traces.get(&a.tx_id).copied())
+            .collect();
+        batched =
+            crate::intent_trace::broadcasting_batch(parents, ctx.chain.send_raw_batch(&raws)).await;
     }
     let results = match batched {
         Some(results) if results.len() == attempts.len() => results,

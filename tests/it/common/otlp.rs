@@ -26,6 +26,8 @@ pub(crate) struct ReceivedSpan {
     pub(crate) span_id: String,
     /// Parent span id, empty for a root.
     pub(crate) parent_span_id: String,
+    /// Start time, nanoseconds since the Unix epoch.
+    pub(crate) start_unix_nano: u64,
     /// The resource's `service.instance.id`: the node that recorded it.
     pub(crate) node: String,
     /// The span's attributes, as strings.
@@ -121,6 +123,7 @@ async fn receive(State(spans): State<Arc<Mutex<Vec<ReceivedSpan>>>>, body: Bytes
                     trace_id: hex::encode(&span.trace_id),
                     span_id: hex::encode(&span.span_id),
                     parent_span_id: hex::encode(&span.parent_span_id),
+                    start_unix_nano: span.start_time_unix_nano,
                     node: node.clone(),
                     attributes: span
                         .attributes

@@ -14,7 +14,10 @@ use alloy::primitives::{Bytes, B256};
 use futures::{stream::FuturesUnordered, StreamExt};
 
 use super::RpcEndpoints;
-use crate::chain::{classify_send, fanout, ChainError};
+use crate::{
+    chain::{classify_send, fanout, ChainError},
+    domain::TraceParent,
+};
 
 /// Every answer of one endpoint's batch, or `None` when it refused it.
 type BatchAnswers = Option<Vec<Result<B256, ChainError>>>;
@@ -59,22 +62,27 @@ impl RpcEndpoints {
             return None;
         }
         let targets = self.send_targets();
+        // The spawned sends do not inherit the task's scope: passed along.
+        let traces = crate::intent_trace::batch_parents();
         if let ([index], true) = (&targets[..], self.inner.send_only.is_empty()) {
             // One endpoint: nothing to run on in the background.
-            return self.batch_to(*index, raws).await;
+            return self.batch_to(*index, raws, traces.as_deref()).await;
         }
         let raws: Arc<[Bytes]> = raws.into();
         let mut sends = FuturesUnordered::new();
         for index in targets {
-            let (set, raws) = (self.clone(), raws.clone());
-            sends.push(tokio::spawn(
-                async move { set.batch_to(index, &raws).await },
-            ));
+            let (set, raws, traces) = (self.clone(), raws.clone(), traces.clone());
+            sends.push(tokio::spawn(async move {
+                set.batch_to(index, &raws, traces.as_deref()).await
+            }));
         }
         for index in 0..self.inner.send_only.len() {
             let (set, raws, chain) = (self.clone(), raws.clone(), self.chain_label());
+            let traces = traces.clone();
             sends.push(tokio::spawn(async move {
-                set.inner.send_only[index].send_batch(&raws, chain).await
+                set.inner.send_only[index]
+                    .send_batch(&raws, chain, traces.as_deref())
+                    .await
             }));
         }
         let mut per_call: Vec<Vec<Result<B256, ChainError>>> = vec![Vec::new(); raws.len()];
@@ -109,14 +117,50 @@ impl RpcEndpoints {
         Some(per_call.into_iter().map(fanout::combine).collect())
     }
 
-    /// One read endpoint's batch, booked as one call.
-    async fn batch_to(&self, index: usize, raws: &[Bytes]) -> BatchAnswers {
+    /// One read endpoint's batch, booked as one call; each answered call of
+    /// a traced intent (`traces`, in the batch's order) is a span.
+    async fn batch_to(
+        &self,
+        index: usize,
+        raws: &[Bytes],
+        traces: Option<&[Option<TraceParent>]>,
+    ) -> BatchAnswers {
+        let endpoint = &self.inner.endpoints[index];
         let started = Instant::now();
-        let answers = self.inner.endpoints[index].rpc.send_raw_batch(raws).await;
+        let started_at = std::time::SystemTime::now();
+        let answers = endpoint.rpc.send_raw_batch(raws).await;
         if let Some(answers) = &answers {
             self.observe(index, failure(answers), started.elapsed());
+            trace_batch(
+                traces,
+                &self.chain_label(),
+                endpoint.rpc.name(),
+                started_at,
+                answers,
+            );
         }
         answers
+    }
+}
+
+/// One `txmgr.broadcast` span per answered call of a traced intent: the
+/// batch's span of time, the call's own outcome. A refused batch (no
+/// answers) records none: its transactions are sent one by one next, each
+/// traced then.
+pub(super) fn trace_batch(
+    traces: Option<&[Option<TraceParent>]>,
+    chain: &str,
+    endpoint: &str,
+    started: std::time::SystemTime,
+    answers: &[Result<B256, ChainError>],
+) {
+    let Some(traces) = traces else {
+        return;
+    };
+    for (parent, answer) in traces.iter().zip(answers) {
+        if let Some(parent) = parent {
+            super::send::trace_send(parent, chain, endpoint, started, answer);
+        }
     }
 }
 

@@ -101,9 +101,12 @@ impl SendOnly {
         &self,
         raws: &[Bytes],
         chain: String,
+        traces: Option<&[Option<crate::domain::TraceParent>]>,
     ) -> Option<Vec<Result<B256, ChainError>>> {
         let started = Instant::now();
+        let started_at = std::time::SystemTime::now();
         let answers = self.rpc.send_raw_batch(raws).await?;
+        super::batch::trace_batch(traces, &chain, self.rpc.name(), started_at, &answers);
         let booked = match super::batch::failure(&answers) {
             Some(err) => Err(err.clone()),
             None => Ok(B256::ZERO),
