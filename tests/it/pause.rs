@@ -12,20 +12,8 @@ use serde_json::{json, Value};
 use crate::common::{
     cluster::{Cluster, ClusterSpec, SINK},
     node::{config_toml, TestNode},
-    wait_until, Anvil, TestDb, DEV,
+    post_json, wait_until, Anvil, TestDb, DEV,
 };
-
-/// POSTs `body` to `base` + `path`; status and JSON answer.
-async fn post(client: &reqwest::Client, base: &str, path: &str, body: Value) -> (u16, Value) {
-    let response = client
-        .post(format!("{base}{path}"))
-        .json(&body)
-        .send()
-        .await
-        .expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
 
 fn transfer(submitter: &str, request_id: &str) -> Value {
     json!({"submitter": submitter, "to": SINK, "value": "1", "request_id": request_id})
@@ -74,7 +62,7 @@ async fn a_pause_through_one_node_holds_the_leader_on_another_and_resume_sends_i
     // Two intents in flight, broadcast by the leader.
     let first = cluster.node_ref("n1").base();
     for i in 0..2 {
-        let (status, answer) = post(
+        let (status, answer) = post_json(
             client,
             &first,
             "/v1/transactions",
@@ -97,10 +85,10 @@ async fn a_pause_through_one_node_holds_the_leader_on_another_and_resume_sends_i
 
     // Paused through the node that does not lead.
     let path = format!("/v1/ops/submitters/{submitter}/pause");
-    let (status, answer) = post(client, &other_base, &path, json!({})).await;
+    let (status, answer) = post_json(client, &other_base, &path, json!({})).await;
     assert_eq!(status, 400, "a reason is required: {answer}");
     assert_eq!(answer["error"]["field"], "reason", "{answer}");
-    let (status, answer) = post(
+    let (status, answer) = post_json(
         client,
         &other_base,
         &path,
@@ -113,7 +101,7 @@ async fn a_pause_through_one_node_holds_the_leader_on_another_and_resume_sends_i
 
     // Creates are accepted on either node and wait.
     for (i, base) in [&leader_base, &other_base, &leader_base].iter().enumerate() {
-        let (status, answer) = post(
+        let (status, answer) = post_json(
             client,
             base,
             "/v1/transactions",
@@ -185,7 +173,7 @@ async fn a_pause_through_one_node_holds_the_leader_on_another_and_resume_sends_i
     assert_eq!(one["sub_state"], "paused", "{one}");
 
     // Resumed (through the leader this time): the queue goes out in order.
-    let (status, answer) = post(
+    let (status, answer) = post_json(
         client,
         &leader_base,
         &format!("/v1/ops/submitters/{submitter}/resume"),

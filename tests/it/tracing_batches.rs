@@ -6,29 +6,17 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
 use crate::common::{
     cluster::{Cluster, ClusterSpec},
     otlp::{OtlpReceiver, ReceivedSpan},
-    wait_until, Anvil,
+    post_json, wait_until, Anvil,
 };
 
 /// Intents queued behind the pause.
 const QUEUED: usize = 6;
-
-/// POSTs `body` to `base` + `path`; status and JSON answer.
-async fn post(client: &reqwest::Client, base: &str, path: &str, body: Value) -> (u16, Value) {
-    let response = client
-        .post(format!("{base}{path}"))
-        .json(&body)
-        .send()
-        .await
-        .expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
 
 /// The `txmgr.broadcast` spans of the trace whose create names `tx_id`.
 fn broadcasts_of(spans: &[ReceivedSpan], tx_id: Uuid) -> Vec<ReceivedSpan> {
@@ -71,7 +59,8 @@ async fn traced_intents_queued_together_leave_in_one_batch_each_with_its_span() 
                "value": "1", "request_id": request_id})
     };
     // A first intent makes a the leader.
-    let (status, answer) = post(&client, &a, "/v1/transactions", transfer("first".into())).await;
+    let (status, answer) =
+        post_json(&client, &a, "/v1/transactions", transfer("first".into())).await;
     assert_eq!(status, 202, "{answer}");
     wait_until(Duration::from_secs(20), || async {
         cluster.leader_of(&submitter).await.as_deref() == Some("a")
@@ -79,11 +68,11 @@ async fn traced_intents_queued_together_leave_in_one_batch_each_with_its_span() 
     .await;
 
     let pause = format!("/v1/ops/submitters/{submitter}/pause");
-    let (status, answer) = post(&client, &a, &pause, json!({"reason": "queue a batch"})).await;
+    let (status, answer) = post_json(&client, &a, &pause, json!({"reason": "queue a batch"})).await;
     assert_eq!(status, 200, "{answer}");
     let mut queued = Vec::new();
     for i in 0..QUEUED {
-        let (status, answer) = post(
+        let (status, answer) = post_json(
             &client,
             &a,
             "/v1/transactions",
@@ -99,7 +88,7 @@ async fn traced_intents_queued_together_leave_in_one_batch_each_with_its_span() 
         );
     }
     let resume = format!("/v1/ops/submitters/{submitter}/resume");
-    let (status, answer) = post(&client, &a, &resume, json!({"reason": "send them"})).await;
+    let (status, answer) = post_json(&client, &a, &resume, json!({"reason": "send them"})).await;
     assert_eq!(status, 200, "{answer}");
 
     // Every queued intent's broadcast is a span of its own trace.

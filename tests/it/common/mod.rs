@@ -41,3 +41,24 @@ pub(crate) use txmgr_testkit::{
     eventually, free_port, parse_quantity, wait_until, Anvil, CHAIN_ID, DEV_ADDRESS_0,
     DEV_PRIVATE_KEY_0,
 };
+
+/// POSTs `body` as JSON to `base` + `path`; the status and the JSON answer
+/// (`Null` when the answer is not JSON).
+pub(crate) async fn post_json(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let response = client
+        .post(format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    (
+        status,
+        response.json().await.unwrap_or(serde_json::Value::Null),
+    )
+}
