@@ -54,10 +54,6 @@ fn a_small_run_of_every_closed_loop_phase_and_the_idle_phase_completes() {
         // a short soak (blocks mined, retention sweeping, pgstattuple).
         .args(["--history", "3000", "--history-retention"])
         .args(["--soak", "3s", "--soak-rate", "20"])
-        // The phases again against `txmgr run` processes: with every trace
-        // exported, with bearer tokens (`plain` is the same pass without
-        // either; each pass costs two phases' statistics waits).
-        .args(["--daemon", "--daemon-variants", "tracing,token"])
         .arg("--txmgr")
         .arg(&txmgr)
         .arg("--json")
@@ -112,24 +108,6 @@ fn a_small_run_of_every_closed_loop_phase_and_the_idle_phase_completes() {
     }
     assert_eq!(number(&report, "/many/0/submitters"), 4.0);
 
-    // The daemon passes: each variant's process took every create (the
-    // token pass's with its client token) and its CPU was read apart.
-    for (i, variant) in ["tracing", "token"].iter().enumerate() {
-        let pass = format!("/daemon/{i}");
-        assert_eq!(
-            report.pointer(&format!("{pass}/variant")),
-            Some(&Value::from(*variant))
-        );
-        for phase in ["one", "many/0"] {
-            assert_eq!(number(&report, &format!("{pass}/{phase}/count")), 40.0);
-            assert!(number(&report, &format!("{pass}/{phase}/cpu/daemon_ms_per_tx")) > 0.0);
-        }
-    }
-    // The tracing pass's spans reached the collector, none dropped.
-    assert!(number(&report, "/daemon/0/traces/requests") > 0.0);
-    assert!(number(&report, "/daemon/0/traces/spans_exported") > 0.0);
-    assert_eq!(number(&report, "/daemon/0/traces/spans_dropped"), 0.0);
-
     // The history phase: loaded, measured, and retention removed the oldest
     // of its 31 days while "many" ran again; the soak read the hot tables.
     assert_eq!(number(&report, "/history/0/intents"), 3000.0);
@@ -157,4 +135,52 @@ fn a_small_run_of_every_closed_loop_phase_and_the_idle_phase_completes() {
         taken <= bound,
         "take-over {taken} s past its bound {bound} s"
     );
+}
+
+/// `--daemon` apart from the run above, so the two share the suite's
+/// threads: phase "one" in process, then against `txmgr run` processes with
+/// every trace exported and with bearer tokens (`plain` is the same pass
+/// without either; each pass costs a phase's two statistics waits).
+#[test]
+fn the_daemon_passes_with_tracing_and_with_tokens_complete() {
+    let txmgr = txmgr_bin();
+    assert!(txmgr.is_file(), "{} missing", txmgr.display());
+    let output = Command::new(env!("CARGO_BIN_EXE_txmgr-bench"))
+        .args([
+            "-n",
+            "40",
+            "-c",
+            "8",
+            "--batch-size",
+            "8",
+            "--phases",
+            "one",
+        ])
+        .args(["--tracking-timeout", "120s", "--deadline", "10m"])
+        .args(["--daemon", "--daemon-variants", "tracing,token"])
+        .arg("--txmgr")
+        .arg(&txmgr)
+        .arg("--json")
+        .output()
+        .expect("txmgr-bench starts");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "txmgr-bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("--json is not JSON ({e}); stderr: {stderr}"));
+
+    // Each variant's process took every create (the token pass's with its
+    // client token) and its CPU was read apart from the bench's.
+    for (i, variant) in ["tracing", "token"].iter().enumerate() {
+        let pass = format!("/daemon/{i}");
+        assert_eq!(
+            report.pointer(&format!("{pass}/variant")),
+            Some(&Value::from(*variant))
+        );
+        assert_eq!(number(&report, &format!("{pass}/one/count")), 40.0);
+        assert!(number(&report, &format!("{pass}/one/cpu/daemon_ms_per_tx")) > 0.0);
+    }
+    // The tracing pass's spans reached the collector, none dropped.
+    assert!(number(&report, "/daemon/0/traces/requests") > 0.0);
+    assert!(number(&report, "/daemon/0/traces/spans_exported") > 0.0);
+    assert_eq!(number(&report, "/daemon/0/traces/spans_dropped"), 0.0);
 }
