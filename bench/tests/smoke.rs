@@ -20,6 +20,28 @@ fn txmgr_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_txmgr-bench")).with_file_name("txmgr")
 }
 
+/// Runs `txmgr-bench` with `args` plus `--txmgr <the workspace's binary>
+/// --json`; fails unless it succeeds, and returns its report.
+fn bench_report(args: &[&str]) -> Value {
+    let txmgr = txmgr_bin();
+    assert!(
+        txmgr.is_file(),
+        "{} missing: build the workspace's tests (cargo nextest run --workspace)",
+        txmgr.display()
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_txmgr-bench"))
+        .args(args)
+        .arg("--txmgr")
+        .arg(&txmgr)
+        .arg("--json")
+        .output()
+        .expect("txmgr-bench starts");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "txmgr-bench failed: {stderr}");
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("--json is not JSON ({e}); stderr: {stderr}"))
+}
+
 fn number(report: &Value, pointer: &str) -> f64 {
     report
         .pointer(pointer)
@@ -29,40 +51,39 @@ fn number(report: &Value, pointer: &str) -> f64 {
 
 #[test]
 fn a_small_run_of_every_closed_loop_phase_and_the_idle_phase_completes() {
-    let txmgr = txmgr_bin();
-    assert!(
-        txmgr.is_file(),
-        "{} missing: build the workspace's tests (cargo nextest run --workspace)",
-        txmgr.display()
-    );
-    let output = Command::new(env!("CARGO_BIN_EXE_txmgr-bench"))
-        .args([
-            "-n",
-            "40",
-            "-c",
-            "8",
-            "--submitters",
-            "4",
-            "--batch-size",
-            "8",
-        ])
-        .args(["--phases", "raw,one,many,idle"])
-        .args(["--tracking-timeout", "120s", "--deadline", "10m"])
-        .args(["--idle-submitters", "12", "--idle-used", "3"])
-        .args(["--idle-window", "2s", "--idle-ready-timeout", "2m"])
+    let report = bench_report(&[
+        "-n",
+        "40",
+        "-c",
+        "8",
+        "--submitters",
+        "4",
+        "--batch-size",
+        "8",
+        "--phases",
+        "raw,one,many,idle",
+        "--tracking-timeout",
+        "120s",
+        "--deadline",
+        "10m",
+        "--idle-submitters",
+        "12",
+        "--idle-used",
+        "3",
+        "--idle-window",
+        "2s",
+        "--idle-ready-timeout",
+        "2m",
         // The history phase on a small history, with its retention run and
         // a short soak (blocks mined, retention sweeping, pgstattuple).
-        .args(["--history", "3000", "--history-retention"])
-        .args(["--soak", "3s", "--soak-rate", "20"])
-        .arg("--txmgr")
-        .arg(&txmgr)
-        .arg("--json")
-        .output()
-        .expect("txmgr-bench starts");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "txmgr-bench failed: {stderr}");
-    let report: Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("--json is not JSON ({e}); stderr: {stderr}"));
+        "--history",
+        "3000",
+        "--history-retention",
+        "--soak",
+        "3s",
+        "--soak-rate",
+        "20",
+    ]);
 
     assert_eq!(number(&report, "/raw_one/count"), 40.0);
     // One submitter, batches of 8: its sends go out as JSON-RPC batches.
@@ -143,30 +164,23 @@ fn a_small_run_of_every_closed_loop_phase_and_the_idle_phase_completes() {
 /// without either; each pass costs a phase's two statistics waits).
 #[test]
 fn the_daemon_passes_with_tracing_and_with_tokens_complete() {
-    let txmgr = txmgr_bin();
-    assert!(txmgr.is_file(), "{} missing", txmgr.display());
-    let output = Command::new(env!("CARGO_BIN_EXE_txmgr-bench"))
-        .args([
-            "-n",
-            "40",
-            "-c",
-            "8",
-            "--batch-size",
-            "8",
-            "--phases",
-            "one",
-        ])
-        .args(["--tracking-timeout", "120s", "--deadline", "10m"])
-        .args(["--daemon", "--daemon-variants", "tracing,token"])
-        .arg("--txmgr")
-        .arg(&txmgr)
-        .arg("--json")
-        .output()
-        .expect("txmgr-bench starts");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "txmgr-bench failed: {stderr}");
-    let report: Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("--json is not JSON ({e}); stderr: {stderr}"));
+    let report = bench_report(&[
+        "-n",
+        "40",
+        "-c",
+        "8",
+        "--batch-size",
+        "8",
+        "--phases",
+        "one",
+        "--tracking-timeout",
+        "120s",
+        "--deadline",
+        "10m",
+        "--daemon",
+        "--daemon-variants",
+        "tracing,token",
+    ]);
 
     // Each variant's process took every create (the token pass's with its
     // client token) and its CPU was read apart from the bench's.
